@@ -1,0 +1,27 @@
+"""kvlib: the arithmetic of the LLM KV cache, to the byte.
+
+The course's reference library: one function per formula
+(``kv_bytes_per_token``, ``mla_bytes_per_token``, ``kv_pool_tokens`` ...),
+model specs read from real Hugging Face configs (``load_model``), a GPU
+table (``get_gpu``), and vLLM's cache accounting (``kvlib.vllm``).
+Standard library only; nothing is read or fetched at import time.
+"""
+
+from .config import ALIASES, ConfigError, bundled_models, load_model, parse_config
+from .dtypes import dtype_bytes
+from .formulas import (
+    block_waste_tokens,
+    crossover_tokens,
+    decode_step_seconds,
+    kv_bytes_per_sequence,
+    kv_bytes_per_token,
+    kv_bytes_total,
+    kv_pool_tokens,
+    max_concurrency,
+    mla_bytes_per_token,
+    weight_bytes,
+)
+from .spec import ModelSpec, SpecError
+from .units import GB, GiB, KB, KiB, MB, MiB, TB, TiB, format_bytes, format_gb_gib
+
+__version__ = "0.1.0"

@@ -1,0 +1,201 @@
+"""The course's formulas, one function each.
+
+Each function is plain arithmetic on its arguments, so it accepts Python
+integers (exact bytes out), floats, or sympy symbols (a sympy expression
+out, which is how a chapter shows that its derivation equals the library).
+Validation of user input happens where input enters (``kvlib.config``,
+``kvlib.cli``), not here.
+
+Notation (chapter 00): L layers, K KV heads, D head dim, b dtype bytes,
+T tokens of context, B batch (concurrent sequences).
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = [
+    "kv_bytes_per_token",
+    "mla_bytes_per_token",
+    "kv_bytes_per_sequence",
+    "kv_bytes_total",
+    "kv_pool_tokens",
+    "max_concurrency",
+    "block_waste_tokens",
+    "crossover_tokens",
+    "decode_step_seconds",
+    "weight_bytes",
+    "exact_div",
+]
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def exact_div(numerator, denominator):
+    """Divide, keeping an integer when the division is exact.
+
+    ``exact_div(3000, 2) == 1500`` (an ``int``), ``exact_div(15, 2) == 7.5``;
+    sympy arguments give a sympy quotient.
+    """
+    if isinstance(numerator, int) and isinstance(denominator, int):
+        if numerator % denominator == 0:
+            return numerator // denominator
+    return numerator / denominator
+
+
+def _floor(x):
+    if _is_number(x):
+        return math.floor(x)
+    import sympy  # only when symbols are passed in
+
+    return sympy.floor(x)
+
+
+def kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes):
+    """KV cache bytes one token occupies across the whole model (GQA/MHA/MQA).
+
+    Formula: ``2 * L * K * D * b`` -- the 2 is one key and one value vector.
+
+    Parameters: layers [count], kv_heads [count, the *KV* heads, not query
+    heads], head_dim [elements], dtype_bytes [bytes per element].
+    Returns bytes [B].
+
+    Taught in chapter 01. Worked example (Llama 3.1 8B, bf16; seed 000 and
+    003 section 3):
+
+    >>> kv_bytes_per_token(layers=32, kv_heads=8, head_dim=128, dtype_bytes=2)
+    131072
+    >>> kv_bytes_per_token(layers=80, kv_heads=8, head_dim=128, dtype_bytes=2)  # Llama 3.3 70B
+    327680
+    """
+    return 2 * layers * kv_heads * head_dim * dtype_bytes
+
+
+def mla_bytes_per_token(layers, latent_dim, rope_dim, dtype_bytes):
+    """KV cache bytes per token for multi-head latent attention (DeepSeek V2/V3).
+
+    Formula: ``L * (d_c + d_R) * b`` -- one compressed latent (d_c =
+    ``kv_lora_rank``) that stands in for both K and V, plus one decoupled RoPE
+    key (d_R = ``qk_rope_head_dim``), so there is *no* factor of 2.
+
+    Returns bytes [B]. Taught in chapter 06 (MLA). Worked example
+    (DeepSeek V3, bf16; seed 000):
+
+    >>> mla_bytes_per_token(layers=61, latent_dim=512, rope_dim=64, dtype_bytes=2)
+    70272
+    """
+    return layers * (latent_dim + rope_dim) * dtype_bytes
+
+
+def kv_bytes_per_sequence(bytes_per_token, seq_len):
+    """Bytes one sequence of ``seq_len`` tokens holds: ``bytes_per_token * T``.
+
+    Taught in chapter 01. Llama 3.1 8B at 8,192 tokens is exactly 1 GiB:
+
+    >>> kv_bytes_per_sequence(bytes_per_token=131072, seq_len=8192) == 2**30
+    True
+    """
+    return bytes_per_token * seq_len
+
+
+def kv_bytes_total(bytes_per_token, seq_len, batch_size):
+    """Bytes for a batch of equal-length sequences: ``bytes_per_token * T * B``.
+
+    Taught in chapter 01. 32 Llama 3 70B sequences of 8K tokens fill 80 GiB
+    (seed 001):
+
+    >>> kv_bytes_total(bytes_per_token=327680, seq_len=8192, batch_size=32) / 2**30
+    80.0
+    """
+    return bytes_per_token * seq_len * batch_size
+
+
+def kv_pool_tokens(gpu_bytes, utilization, weight_bytes, other_bytes, bytes_per_token):
+    """Tokens the KV pool holds: ``floor((M * u - W - O) / bytes_per_token)``.
+
+    gpu_bytes [B] is memory as CUDA reports it (not the label), utilization
+    the engine's fraction (vLLM: 0.92 from 0.20, 0.90 before), weight_bytes
+    and other_bytes [B] (activations, workspace) subtracted from the budget.
+
+    Taught in chapter 04 (the pool). Seed 000's H100 example: CUDA reports
+    85.02 GB, u = 0.92, weights 16.06 GB, 3.0 GB other, Llama 3.1 8B:
+
+    >>> kv_pool_tokens(gpu_bytes=85.02e9, utilization=0.92, weight_bytes=16.06e9,
+    ...                other_bytes=3.0e9, bytes_per_token=131072)
+    451342
+
+    (The seed prints 451,355 because it rounds the budget 0.92 x 85.02 =
+    78.2184 GB to 78.22 GB before subtracting; the 1.6 MB it adds is 12
+    tokens' worth.)
+    """
+    return _floor((gpu_bytes * utilization - weight_bytes - other_bytes) / bytes_per_token)
+
+
+def max_concurrency(kv_budget_bytes, bytes_per_sequence):
+    """Whole sequences that fit: ``floor(budget / bytes_per_sequence)``.
+
+    A fraction of a sequence cannot be admitted, so this is a floor, not a
+    rounding. Taught in chapter 01. Seed 003, Llama 3 8B on one H100 at 8K:
+
+    >>> max_concurrency(kv_budget_bytes=59.9e9, bytes_per_sequence=131072 * 8192)
+    55
+    """
+    return _floor(kv_budget_bytes / bytes_per_sequence)
+
+
+def block_waste_tokens(num_seqs, block_size):
+    """Expected tokens wasted in partially filled last blocks.
+
+    Formula: ``N * (bs - 1) / 2`` -- each sequence's last block is short by
+    0..bs-1 tokens, uniformly when lengths are uniform modulo the block size.
+    Taught in chapter 04 (paging). Seed 000: 200 sequences, 16-token blocks:
+
+    >>> block_waste_tokens(num_seqs=200, block_size=16)
+    1500
+    >>> block_waste_tokens(num_seqs=200, block_size=256)
+    25500
+    """
+    return exact_div(num_seqs * (block_size - 1), 2)
+
+
+def crossover_tokens(weight_bytes, bytes_per_token):
+    """Batch x context at which one decode step reads as many KV bytes as weight bytes.
+
+    Formula: ``B * T = W / bytes_per_token``. Below it a step is
+    weight-dominated, above it cache-dominated. Taught in chapter 05.
+    Seed 003, Llama 3 8B (16.06 GB of bf16 weights):
+
+    >>> round(crossover_tokens(weight_bytes=16.06e9, bytes_per_token=131072))
+    122528
+    """
+    return weight_bytes / bytes_per_token
+
+
+def decode_step_seconds(weight_bytes, bytes_per_token, context, batch, bandwidth_bytes_per_s):
+    """Lower bound on one decode step when memory bandwidth is the limit.
+
+    Formula: ``(W + bytes_per_token * T * B) / BW`` [s]: every step reads all
+    weights once and every sequence's whole cache once. Taught in chapter 05.
+    Seed 003: Llama 3 8B, batch 32, context 4,096, H100 at 3.35 TB/s:
+
+    >>> round(decode_step_seconds(weight_bytes=16.06e9, bytes_per_token=131072,
+    ...                           context=4096, batch=32, bandwidth_bytes_per_s=3.35e12) * 1e3, 2)
+    9.92
+    """
+    return (weight_bytes + bytes_per_token * context * batch) / bandwidth_bytes_per_s
+
+
+def weight_bytes(num_params, dtype_bytes):
+    """Bytes of weights: ``P * b`` (use 0.5 for int4, rounded up to whole bytes).
+
+    >>> weight_bytes(num_params=8_030_000_000, dtype_bytes=2)
+    16060000000
+    >>> weight_bytes(num_params=7, dtype_bytes=0.5)
+    4
+    """
+    total = num_params * dtype_bytes
+    if _is_number(total) and isinstance(num_params, int):
+        return math.ceil(total)
+    return total

@@ -1,0 +1,270 @@
+"""The slip catalogue: the mistakes learners make, recomputed.
+
+A wrong answer is recognised by recomputing the quantity *with the slip
+applied* and comparing, never by guessing from a ratio. The autograder's
+checks, the chapters' instant checks and the drills all call ``diagnose``.
+
+>>> d = diagnose("kv_bytes_per_token", 524288, layers=32, kv_heads=8, head_dim=128,
+...              dtype_bytes=2, num_heads=32)
+>>> d.correct, d.slip.key
+(False, 'query_heads')
+>>> print(d.message)
+4x too large: you multiplied by the query heads (num_attention_heads = 32) instead of the KV heads (num_key_value_heads = 8).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from . import formulas
+from .units import GB, GiB, KB, KiB
+
+
+@dataclass(frozen=True)
+class Slip:
+    key: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    quantity: str
+    correct: bool
+    expected: object
+    answer: object
+    slip: Slip | None = None
+    message: str = ""
+    inputs: dict = field(default_factory=dict, compare=False)
+
+
+SLIPS = {
+    "query_heads": "you multiplied by the query heads (num_attention_heads = {num_heads}) instead of the KV heads (num_key_value_heads = {kv_heads}).",
+    "missing_kv_factor": "the factor 2 for K and V is missing: every token stores a key and a value.",
+    "extra_factor_2": "there is a spurious factor 2: the MLA latent replaces both K and V, so it is stored once.",
+    "bits_not_bytes": "you used bits per element ({bits}) instead of bytes ({dtype_bytes}).",
+    "fp32_bytes": "you used 4 bytes per element (fp32); the cache is stored in 16 bits ({dtype_bytes} bytes).",
+    "wrong_16bit_vs_fp8": "the element size is off: fp8 is 1 byte, fp16/bf16 are 2 bytes (you used {wrong_bytes}).",
+    "hidden_over_heads": "you derived head_dim as hidden_size / num_attention_heads = {derived_head_dim}; this config gives head_dim = {head_dim} explicitly.",
+    "missing_layers": "the number of layers ({layers}) is missing: every layer keeps its own cache.",
+    "missing_rope": "the 64-wide decoupled RoPE key is missing: MLA caches latent ({latent_dim}) + rope ({rope_dim}) per layer.",
+    "mla_as_mha": "you treated MLA as ordinary attention (2 x heads x head_dim); MLA caches one latent of {latent_dim} + {rope_dim} per layer.",
+    "answer_in_kib": "the answer looks like KiB (bytes / 1024); the question asks for bytes.",
+    "answer_in_kb": "the answer looks like KB (bytes / 1000); the question asks for bytes.",
+    "gb_for_gib": "you mixed GB (10^9) and GiB (2^30): a 7.4% error.",
+    "label_memory": "you started from the memory on the label ({label_gb} GB) instead of what CUDA reports ({cuda_gb} GB).",
+    "ceil_not_floor": "a fraction of a sequence cannot be admitted: take the floor, not the ceiling (or rounding).",
+    "total_not_per_gpu": "under tensor parallelism ({tp} GPUs) each GPU holds only its own KV heads: divide by the GPUs that split them.",
+    "split_replicated": "with tp = {tp} > KV heads = {kv_heads}, heads are replicated, not split: each GPU keeps at least one full KV head.",
+    "mla_split_by_tp": "the MLA latent cannot be split by head: every rank holds all of it under tensor parallelism.",
+    "missing_seq_len": "the sequence length ({seq_len}) is missing: one entry per token.",
+    "missing_batch": "the batch ({batch_size}) is missing: sequences share nothing.",
+    "windowed_as_full": "sliding-window layers hold at most {sliding_window} tokens; you counted them at the full context.",
+}
+
+
+def _ratio_text(answer, expected) -> str:
+    try:
+        ratio = answer / expected
+    except (ZeroDivisionError, TypeError):
+        return "wrong"
+    if ratio <= 0:
+        return "wrong sign or zero"
+    big = ratio if ratio >= 1 else 1 / ratio
+    word = "too large" if ratio > 1 else "too small"
+    if abs(big - round(big)) < 0.01 and round(big) >= 2:
+        return f"{round(big)}x {word}"
+    if big < 1.5:
+        return f"{abs(ratio - 1) * 100:.1f}% {word}"
+    return f"{big:.2f}x {word}"
+
+
+def _close(a, b, rel_tol) -> bool:
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    return math.isclose(a, b, rel_tol=rel_tol, abs_tol=1e-12)
+
+
+# --- quantities: (expected(**inputs), [(slip_key, wrong(**inputs)) ...]) -------
+def _kv_token(layers, kv_heads, head_dim, dtype_bytes, **_):
+    return formulas.kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes)
+
+
+def _token_slips(i):
+    """Slipped variants of bytes per token (each returns a wrong value or None)."""
+    L, K, D, b = i["layers"], i["kv_heads"], i["head_dim"], i["dtype_bytes"]
+    H, hidden = i.get("num_heads"), i.get("hidden_size")
+    out = []
+    if H and H != K:
+        out.append(("query_heads", formulas.kv_bytes_per_token(L, H, D, b)))
+    out.append(("missing_kv_factor", formulas.kv_bytes_per_token(L, K, D, b) // 2))
+    out.append(("bits_not_bytes", formulas.kv_bytes_per_token(L, K, D, b * 8)))
+    if b == 2:
+        out.append(("fp32_bytes", formulas.kv_bytes_per_token(L, K, D, 4)))
+    if b in (1, 2):
+        out.append(("wrong_16bit_vs_fp8", formulas.kv_bytes_per_token(L, K, D, 3 - b)))
+    if H and hidden and hidden % H == 0 and hidden // H != D:
+        out.append(("hidden_over_heads", formulas.kv_bytes_per_token(L, K, hidden // H, b)))
+    out.append(("missing_layers", formulas.kv_bytes_per_token(1, K, D, b)))
+    if H and H != K:
+        out.append(("query_heads", formulas.kv_bytes_per_token(L, H, D, b) // 2))  # both slips
+    return out
+
+
+def _unit_slips(value):
+    return [("answer_in_kib", value / KiB), ("answer_in_kb", value / KB)]
+
+
+def _scaled(slips, factor):
+    return [(key, value * factor) for key, value in slips if value is not None]
+
+
+def _q_kv_bytes_per_token(i):
+    expected = _kv_token(**i)
+    return expected, _token_slips(i) + _unit_slips(expected)
+
+
+def _q_kv_bytes_per_sequence(i):
+    expected = _kv_token(**i) * i["seq_len"]
+    slips = _scaled(_token_slips(i), i["seq_len"])
+    slips.append(("missing_seq_len", _kv_token(**i)))
+    window = i.get("sliding_window")
+    return expected, slips + _unit_slips(expected)
+
+
+def _q_kv_bytes_total(i):
+    per_seq = _kv_token(**i) * i["seq_len"]
+    expected = per_seq * i["batch_size"]
+    slips = _scaled(_token_slips(i), i["seq_len"] * i["batch_size"])
+    slips += [("missing_batch", per_seq), ("missing_seq_len", _kv_token(**i) * i["batch_size"])]
+    return expected, slips + _unit_slips(expected)
+
+
+def _q_max_concurrency(i):
+    """Sequences that fit in budget_bytes, from geometry and seq_len."""
+    budget = i["budget_bytes"]
+    per_seq = _kv_token(**i) * i["seq_len"]
+    expected = formulas.max_concurrency(budget, per_seq)
+    slips = []
+    for key, wrong_token in _token_slips(i):
+        slips.append((key, formulas.max_concurrency(budget, wrong_token * i["seq_len"])))
+    slips.append(("ceil_not_floor", math.ceil(budget / per_seq)))
+    slips.append(("ceil_not_floor", round(budget / per_seq)))
+    slips.append(("gb_for_gib", formulas.max_concurrency(budget * GiB / GB, per_seq)))
+    slips.append(("gb_for_gib", formulas.max_concurrency(budget * GB / GiB, per_seq)))
+    slips.append(("gb_for_gib", budget / per_seq * GiB / GB))
+    return expected, [(k, v) for k, v in slips if v != expected]
+
+
+def _q_mla_bytes_per_token(i):
+    L, r, rope, b = i["layers"], i["latent_dim"], i["rope_dim"], i["dtype_bytes"]
+    expected = formulas.mla_bytes_per_token(L, r, rope, b)
+    slips = [("extra_factor_2", 2 * expected),
+             ("missing_rope", formulas.mla_bytes_per_token(L, r, 0, b)),
+             ("missing_rope", 2 * formulas.mla_bytes_per_token(L, r, 0, b)),
+             ("bits_not_bytes", formulas.mla_bytes_per_token(L, r, rope, 8 * b)),
+             ("missing_layers", formulas.mla_bytes_per_token(1, r, rope, b))]
+    if i.get("num_heads") and i.get("qk_head_dim"):
+        slips.append(("mla_as_mha", formulas.kv_bytes_per_token(L, i["num_heads"], i["qk_head_dim"], b)))
+    return expected, slips + _unit_slips(expected)
+
+
+def _q_kv_bytes_per_token_per_gpu(i):
+    """Per-GPU bytes per token under TP (kv_heads split, replicated past K; MLA whole)."""
+    tp, K = i["tp"], i["kv_heads"]
+    if i.get("latent_dim"):
+        expected = formulas.mla_bytes_per_token(i["layers"], i["latent_dim"], i["rope_dim"], i["dtype_bytes"])
+        return expected, [("mla_split_by_tp", expected / tp)] + _unit_slips(expected)
+    per_gpu = max(1, K // tp)
+    expected = formulas.kv_bytes_per_token(i["layers"], per_gpu, i["head_dim"], i["dtype_bytes"])
+    total = formulas.kv_bytes_per_token(i["layers"], K, i["head_dim"], i["dtype_bytes"])
+    slips = [("total_not_per_gpu", total)] if tp > 1 else []
+    if tp > K:
+        slips.append(("split_replicated", total / tp))
+    per_gpu_inputs = dict(i, kv_heads=per_gpu)
+    if i.get("num_heads"):
+        per_gpu_inputs["num_heads"] = i["num_heads"] // min(tp, i["num_heads"])
+    slips += [(k, v) for k, v in _token_slips(per_gpu_inputs) if k != "query_heads"]
+    return expected, slips + _unit_slips(expected)
+
+
+def _q_bytes_to_gib(i):
+    return i["n_bytes"] / GiB, [("gb_for_gib", i["n_bytes"] / GB)]
+
+
+def _q_bytes_to_gb(i):
+    return i["n_bytes"] / GB, [("gb_for_gib", i["n_bytes"] / GiB)]
+
+
+def _q_kv_pool_tokens(i):
+    """Pool tokens from CUDA-reported memory (gpu_bytes), as kv_pool_tokens."""
+    args = (i["utilization"], i["weight_bytes"], i["other_bytes"])
+    bpt = i["bytes_per_token"]
+    expected = formulas.kv_pool_tokens(i["gpu_bytes"], *args, bpt)
+    slips = []
+    if i.get("label_bytes"):
+        slips.append(("label_memory", formulas.kv_pool_tokens(i["label_bytes"], *args, bpt)))
+    slips.append(("gb_for_gib", formulas.kv_pool_tokens(i["gpu_bytes"] * GB / GiB, *args, bpt)))
+    slips.append(("ceil_not_floor", math.ceil((i["gpu_bytes"] * args[0] - args[1] - args[2]) / bpt)))
+    return expected, [(k, v) for k, v in slips if v != expected]
+
+
+QUANTITIES = {
+    "kv_bytes_per_token": _q_kv_bytes_per_token,
+    "kv_bytes_per_sequence": _q_kv_bytes_per_sequence,
+    "kv_bytes_total": _q_kv_bytes_total,
+    "max_concurrency": _q_max_concurrency,
+    "mla_bytes_per_token": _q_mla_bytes_per_token,
+    "kv_bytes_per_token_per_gpu": _q_kv_bytes_per_token_per_gpu,
+    "bytes_to_gib": _q_bytes_to_gib,
+    "bytes_to_gb": _q_bytes_to_gb,
+    "kv_pool_tokens": _q_kv_pool_tokens,
+}
+
+
+def expected_value(quantity: str, **inputs):
+    """The correct value of ``quantity`` for ``inputs`` (computed by kvlib)."""
+    if quantity not in QUANTITIES:
+        raise KeyError(f"unknown quantity {quantity!r} (known: {', '.join(QUANTITIES)})")
+    return QUANTITIES[quantity](inputs)[0]
+
+
+def _message(key: str, inputs: dict) -> str:
+    values = dict(inputs)
+    values.setdefault("bits", 8 * inputs.get("dtype_bytes", 2))
+    values.setdefault("wrong_bytes", 3 - inputs.get("dtype_bytes", 2))
+    if inputs.get("hidden_size") and inputs.get("num_heads"):
+        values.setdefault("derived_head_dim", inputs["hidden_size"] // inputs["num_heads"])
+    if inputs.get("label_bytes"):
+        values.setdefault("label_gb", f"{inputs['label_bytes'] / GB:.2f}")
+        values.setdefault("cuda_gb", f"{inputs['gpu_bytes'] / GB:.2f}")
+    values.setdefault("rope_dim", 64)
+    try:
+        return SLIPS[key].format(**values)
+    except (KeyError, IndexError):
+        return SLIPS[key].split(" (")[0] + "."
+
+
+def diagnose(quantity: str, answer, *, rel_tol: float = 1e-6, **inputs) -> Diagnosis:
+    """Compare ``answer`` with kvlib's value of ``quantity`` and name the slip.
+
+    ``inputs`` are the quantity's keywords (for bytes per token: layers,
+    kv_heads, head_dim, dtype_bytes, and optionally num_heads and hidden_size
+    so the query-head and head_dim slips can be recognised).
+    """
+    if quantity not in QUANTITIES:
+        raise KeyError(f"unknown quantity {quantity!r} (known: {', '.join(QUANTITIES)})")
+    expected, slips = QUANTITIES[quantity](inputs)
+    if isinstance(answer, bool) or not isinstance(answer, (int, float)):
+        return Diagnosis(quantity, False, expected, answer, None,
+                         f"expected a number, got {type(answer).__name__} {answer!r}.", inputs)
+    if _close(answer, expected, rel_tol):
+        return Diagnosis(quantity, True, expected, answer, None, "correct.", inputs)
+    for key, wrong in slips:
+        if wrong is not None and _close(answer, wrong, rel_tol) and not _close(wrong, expected, rel_tol):
+            slip = Slip(key, _message(key, inputs))
+            return Diagnosis(quantity, False, expected, answer, slip,
+                             f"{_ratio_text(answer, expected)}: {slip.message}", inputs)
+    return Diagnosis(quantity, False, expected, answer, None,
+                     f"{_ratio_text(answer, expected)}, and it matches no known slip: recheck each factor.",
+                     inputs)
