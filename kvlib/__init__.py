@@ -7,7 +7,7 @@ table (``get_gpu``), and vLLM's cache accounting (``kvlib.vllm``).
 Standard library only; nothing is read or fetched at import time.
 """
 
-from .config import ALIASES, ConfigError, bundled_models, load_model, parse_config
+from .config import ALIASES, ConfigError, bundled_config, bundled_models, load_model, parse_config
 from .dtypes import dtype_bytes
 from .formulas import (
     block_waste_tokens,
@@ -22,6 +22,7 @@ from .formulas import (
     weight_bytes,
 )
 from .spec import ModelSpec, SpecError
+from .gpus import GPU, GPUS, get_gpu
 from .units import GB, GiB, KB, KiB, MB, MiB, TB, TiB, format_bytes, format_gb_gib
 
 __version__ = "0.1.0"

@@ -69,6 +69,20 @@ def resolve_model_id(text: str) -> str | None:
     return None
 
 
+def bundled_config(model: str) -> dict:
+    """The raw config.json dict of a bundled model (id or alias), as published.
+
+    >>> bundled_config("llama-3.1-8b")["num_key_value_heads"]
+    8
+    """
+    model_id = resolve_model_id(model)
+    if model_id is None:
+        raise ConfigError(f"unknown model {model!r}: not a bundled id (see 'kvlib models')")
+    file = _data_dir() / (model_id.replace("/", "__") + ".json")
+    with resources.as_file(file) as real:
+        return _read_json(real)
+
+
 def _read_json(path: Path) -> dict:
     try:
         raw = path.read_bytes()
