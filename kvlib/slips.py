@@ -260,11 +260,17 @@ def diagnose(quantity: str, answer, *, rel_tol: float = 1e-6, **inputs) -> Diagn
                          f"expected a number, got {type(answer).__name__} {answer!r}.", inputs)
     if _close(answer, expected, rel_tol):
         return Diagnosis(quantity, True, expected, answer, None, "correct.", inputs)
+    matches = []
     for key, wrong in slips:
         if wrong is not None and _close(answer, wrong, rel_tol) and not _close(wrong, expected, rel_tol):
-            slip = Slip(key, _message(key, inputs))
-            return Diagnosis(quantity, False, expected, answer, slip,
-                             f"{_ratio_text(answer, expected)}: {slip.message}", inputs)
+            if key not in matches:
+                matches.append(key)
+    if matches:
+        slip = Slip(matches[0], _message(matches[0], inputs))
+        text = f"{_ratio_text(answer, expected)}: {slip.message}"
+        if len(matches) > 1:  # two slips give the same number here: name both
+            text += " Or: " + _message(matches[1], inputs)
+        return Diagnosis(quantity, False, expected, answer, slip, text, inputs)
     return Diagnosis(quantity, False, expected, answer, None,
                      f"{_ratio_text(answer, expected)}, and it matches no known slip: recheck each factor.",
                      inputs)

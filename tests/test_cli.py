@@ -1,0 +1,99 @@
+"""The kvlib CLI: tables, --json contract keys, one-line errors with exit 2."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kvlib.cli import main
+
+
+def run(*args):
+    proc = subprocess.run([sys.executable, "-m", "kvlib", *args], capture_output=True, text=True, timeout=60)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_info_json_contract(capsys):
+    assert main(["info", "llama-3.1-8b", "--context", "8192", "--gpu", "H100-SXM", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    for key in ("model", "attention", "num_layers", "num_kv_heads", "head_dim", "num_params",
+                "num_params_active", "kv_bytes_per_token", "kv_bytes_per_sequence", "kv_pool_bytes",
+                "max_concurrency"):
+        assert key in r, key
+    assert (r["attention"], r["num_layers"], r["num_kv_heads"], r["head_dim"]) == ("gqa", 32, 8, 128)
+    assert r["kv_bytes_per_token"] == 131_072
+    assert r["kv_bytes_per_sequence"] == 2**30
+    # pool = ceil(79.18 GiB x 0.92) - 2 x params - 3 GB, recomputed here from the parts
+    cuda = round(79.18 * 2**30)
+    import math
+    expected_pool = math.ceil(cuda * 0.92) - 2 * r["num_params"] - 3 * 10**9
+    assert r["kv_pool_bytes"] == expected_pool
+    assert r["max_concurrency"] == expected_pool // 2**30
+    assert r["max_concurrency"] == 55  # seed 000's sanity line: 55 sequences of 8K
+
+
+def test_info_mla_and_fp8(capsys):
+    main(["info", "deepseek-v3", "--json"])
+    r = json.loads(capsys.readouterr().out)
+    assert (r["attention"], r["num_kv_heads"], r["head_dim"], r["kv_bytes_per_token"]) == ("mla", 1, 576, 70_272)
+    assert r["num_params_active"] < r["num_params"]
+    main(["info", "llama-3.1-8b", "--kv-dtype", "fp8", "--json"])
+    assert json.loads(capsys.readouterr().out)["kv_bytes_per_token"] == 65_536
+
+
+def test_info_windows_capped_per_sequence(capsys):
+    main(["info", "gpt-oss-20b", "--context", "131072", "--json"])
+    r = json.loads(capsys.readouterr().out)
+    assert r["kv_bytes_per_token"] == 49_152            # as if every layer kept the token
+    assert r["kv_bytes_per_sequence"] == 3_224_371_200  # PROVENANCE.md: windows capped
+
+
+def test_info_table_names_units():
+    code, out, err = run("info", "llama-3.1-8b", "--context", "8192", "--gpu", "h100")
+    assert code == 0 and err == ""
+    assert "GB" in out and "GiB" in out and "131,072 B (128 KiB)" in out
+
+
+def test_info_path(tmp_path, capsys):
+    import kvlib
+    (tmp_path / "config.json").write_text(json.dumps(kvlib.bundled_config("qwen2.5-7b")))
+    assert main(["info", str(tmp_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kv_bytes_per_token"] == 57_344
+
+
+def test_models_and_gpus():
+    code, out, _ = run("models", "--json")
+    assert code == 0 and len(json.loads(out)) == 14
+    code, out, _ = run("gpus", "--json")
+    names = {g["name"] for g in json.loads(out)}
+    assert {"H100-SXM", "H100-PCIe", "H200", "B200", "A100-40GB", "A100-80GB", "L40S", "L4", "A10G",
+            "RTX-4090", "T4", "MI300X"} <= names
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["info", "no/such-model"], "unknown model"),
+    (["info", "llama-3.1-8b", "--context", "-5"], "--context"),
+    (["info", "llama-3.1-8b", "--context", "abc"], "--context"),
+    (["info", "llama-3.1-8b", "--gpu", "h100"], "--context"),
+    (["info", "llama-3.1-8b", "--context", "8192", "--gpu", "V9000"], "unknown GPU"),
+    (["info", "llama-3.1-8b", "--utilization", "1.5"], "--utilization"),
+    (["info", "llama-3.1-8b", "--tp", "3"], "tp=3"),
+    (["info", "llama-3.1-8b", "--overhead", "3 parsecs"], "--overhead"),
+    (["info", "/nonexistent/config.json"], "unknown model"),
+    (["frobnicate"], "invalid choice"),
+    ([], "required"),
+])
+def test_user_errors_one_line_exit_2(args, needle):
+    code, out, err = run(*args)
+    assert code == 2
+    assert needle in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err
+
+
+def test_bad_config_file_exit_2(tmp_path):
+    bad = tmp_path / "config.json"
+    bad.write_text('{"num_hidden_layers": "32", "num_attention_heads": 8, "hidden_size": 512}')
+    code, _, err = run("info", str(bad))
+    assert code == 2 and "num_hidden_layers" in err and len(err.strip().splitlines()) == 1

@@ -1,0 +1,204 @@
+"""Reading real configs: every bundled config, field variants, bad input.
+
+Expected KV figures come from kvlib/data/configs/PROVENANCE.md, where each
+is worked by hand from the published config.
+"""
+
+import json
+
+import pytest
+
+import kvlib as kv
+from kvlib.config import ConfigError, parse_config
+
+C = 131_072
+
+# model id -> (attention, KV-holding layers, KV bytes/token bf16 all layers,
+#              KV bytes per sequence at C with windows capped)   [PROVENANCE.md]
+BUNDLED = {
+    "meta-llama/Llama-3.1-8B": ("gqa", 32, 131_072, 17_179_869_184),
+    "meta-llama/Llama-3.3-70B-Instruct": ("gqa", 80, 327_680, 42_949_672_960),
+    "meta-llama/Llama-2-7b-hf": ("mha", 32, 524_288, 68_719_476_736),
+    "meta-llama/Llama-2-70b-chat-hf": ("gqa", 80, 327_680, 327_680 * C),
+    "Qwen/Qwen2.5-7B": ("gqa", 28, 57_344, 7_516_192_768),
+    "Qwen/Qwen2.5-32B": ("gqa", 64, 262_144, 34_359_738_368),
+    "mistralai/Mistral-7B-v0.1": ("gqa", 32, 131_072, 536_870_912),
+    "mistralai/Mixtral-8x7B-v0.1": ("gqa", 32, 131_072, 17_179_869_184),
+    "google/gemma-2-9b-it": ("gqa", 42, 344_064, 23_253_221_376),
+    "microsoft/Phi-3-mini-4k-instruct": ("mha", 32, 393_216, 804_913_152),
+    "openai-community/gpt2-large": ("mha", 36, 184_320, 24_159_191_040),
+    "openai/gpt-oss-20b": ("gqa", 24, 49_152, 3_224_371_200),
+    "deepseek-ai/DeepSeek-V3": ("mla", 61, 70_272, 9_210_691_584),
+    "Qwen/Qwen3-0.6B": ("gqa", 28, 114_688, 114_688 * C),
+}
+
+
+def test_every_bundled_config_is_tested():
+    assert sorted(BUNDLED) == kv.bundled_models()
+
+
+@pytest.mark.parametrize("model_id", sorted(BUNDLED))
+def test_bundled_kv_geometry(model_id):
+    attention, layers, per_token, per_seq_capped = BUNDLED[model_id]
+    spec = kv.load_model(model_id)
+    assert spec.attention == attention
+    assert spec.num_kv_layers == layers
+    assert spec.kv_bytes_per_token() == per_token
+    assert spec.kv_bytes_per_sequence(C) == per_seq_capped
+
+
+def test_traps_from_provenance():
+    # gemma-2: explicit head_dim 256, not 3584/16 = 224 (trap 301,056)
+    assert kv.load_model("gemma-2-9b").head_dim == 256
+    # gpt-oss: head_dim 64 explicit, not 2880/64 = 45
+    assert kv.load_model("gpt-oss-20b").head_dim == 64
+    # Qwen3-0.6B: head_dim 128 explicit, not 1024/16 = 64
+    assert kv.load_model("qwen3-0.6b").head_dim == 128
+    # Llama-2-70B is GQA-8 (trap: 2,621,440 with kv = heads = 64)
+    assert kv.load_model("llama-2-70b").num_kv_heads == 8
+
+
+def test_window_layouts():
+    gemma = kv.load_model("gemma-2-9b")
+    assert gemma.layer_kinds[:2] == ("sliding", "full")  # even layers local
+    assert gemma.layer_kinds.count("sliding") == 21
+    oss = kv.load_model("gpt-oss-20b")
+    assert oss.layer_kinds.count("sliding") == 12 and oss.sliding_window == 128
+    qwen = kv.load_model("qwen2.5-7b")  # use_sliding_window false: no windows
+    assert set(qwen.layer_kinds) == {"full"} and qwen.sliding_window is None
+    assert set(kv.load_model("mistral-7b").layer_kinds) == {"sliding"}
+    assert set(kv.load_model("mixtral-8x7b").layer_kinds) == {"full"}
+
+
+def test_aliases_and_ids_case_insensitive():
+    assert kv.load_model("LLAMA-3.1-8B").name == "meta-llama/Llama-3.1-8B"
+    assert kv.load_model("Llama-3.1-8B").name == "meta-llama/Llama-3.1-8B"
+    assert kv.load_model("meta-llama/llama-3.1-8b").name == "meta-llama/Llama-3.1-8B"
+
+
+def test_path_and_folder(tmp_path):
+    cfg = kv.bundled_config("llama-3.1-8b")
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    assert kv.load_model(tmp_path).kv_bytes_per_token() == 131_072
+    assert kv.load_model(str(tmp_path / "config.json")).kv_bytes_per_token() == 131_072
+
+
+def _base(**over):
+    cfg = {"num_hidden_layers": 4, "num_attention_heads": 8, "hidden_size": 512,
+           "vocab_size": 1000, "intermediate_size": 1024}
+    cfg.update(over)
+    return {k: v for k, v in cfg.items() if v is not ...}
+
+
+def test_kv_heads_absent_or_null_means_mha():
+    # 2 x 4 layers x 8 heads x 64 dims x 2 B = 8,192
+    assert parse_config(_base()).kv_bytes_per_token() == 8_192
+    assert parse_config(_base(num_key_value_heads=None)).kv_bytes_per_token() == 8_192
+    assert parse_config(_base(num_key_value_heads=2)).kv_bytes_per_token() == 2_048
+
+
+def test_falcon_semantics():
+    falcon7b = {"model_type": "falcon", "num_hidden_layers": 32, "num_attention_heads": 71,
+                "hidden_size": 4544, "vocab_size": 65024, "multi_query": True,
+                "new_decoder_architecture": False}
+    spec = parse_config(falcon7b)
+    assert spec.num_kv_heads == 1 and spec.attention == "mqa"
+    # 2 x 32 x 1 x 64 x 2 = 8,192 B
+    assert spec.kv_bytes_per_token() == 8_192
+    falcon40b = {"model_type": "falcon", "num_hidden_layers": 60, "num_attention_heads": 128,
+                 "hidden_size": 8192, "vocab_size": 65024, "num_kv_heads": 8, "multi_query": True,
+                 "new_decoder_architecture": True}
+    assert parse_config(falcon40b).num_kv_heads == 8  # new decoder ignores multi_query
+    rw = {"model_type": "RefinedWeb", "n_layer": 60, "n_head": 128, "hidden_size": 8192,
+          "vocab_size": 65024, "n_head_kv": 8, "new_decoder_architecture": True}
+    assert parse_config(rw).num_kv_heads == 8
+    no_mq = dict(falcon7b, multi_query=False)
+    assert parse_config(no_mq).num_kv_heads == 71
+
+
+def test_text_config_read_not_vision_config():
+    cfg = {"model_type": "llava",
+           "vision_config": {"num_hidden_layers": 24, "num_attention_heads": 16, "hidden_size": 1024,
+                             "intermediate_size": 4096, "vocab_size": 1},
+           "text_config": kv.bundled_config("llama-3.1-8b")}
+    assert parse_config(cfg).kv_bytes_per_token() == 131_072
+
+
+def test_mla_and_chunked_and_hybrid():
+    v3 = kv.load_model("deepseek-v3")
+    assert (v3.cache_heads, v3.cache_head_dim) == (1, 576)
+    llama4 = _base(num_hidden_layers=8, attention_chunk_size=8192)
+    spec = parse_config(llama4)
+    assert spec.layer_kinds.count("full") == 2 and spec.layer_kinds.count("chunked") == 6
+    # at 16K: 2 full layers hold 16,384 tokens, 6 chunked hold 8,192; per layer 2 x 8 x 64 x 2 = 2,048 B
+    assert spec.kv_bytes_per_sequence(16_384) == 2_048 * (2 * 16_384 + 6 * 8_192)
+    hybrid = _base(num_hidden_layers=8, full_attention_interval=4)
+    assert parse_config(hybrid).num_kv_layers == 2
+    typed = _base(num_hidden_layers=4, layer_types=["linear_attention", "full_attention"] * 2)
+    assert parse_config(typed).num_kv_layers == 2
+
+
+def test_tensor_parallel_per_gpu():
+    llama70 = kv.load_model("llama-3.3-70b")
+    assert llama70.kv_bytes_per_token(tp=8) == 327_680 // 8  # seed 003: 40 KiB per GPU
+    assert llama70.kv_heads_per_gpu(16) == 1  # replicated past 8
+    assert llama70.kv_bytes_per_token(tp=16) == 327_680 // 8
+    assert kv.load_model("deepseek-v3").kv_bytes_per_token(tp=8) == 70_272  # MLA replicated
+    with pytest.raises(ValueError, match="tp=3"):
+        llama70.kv_heads_per_gpu(3)
+
+
+BAD_CONFIGS = [
+    (_base(num_hidden_layers=...), "num_hidden_layers"),
+    (_base(num_attention_heads=0), "num_attention_heads"),
+    (_base(num_attention_heads=-8), "num_attention_heads"),
+    (_base(num_key_value_heads=3), "num_key_value_heads"),
+    (_base(num_hidden_layers="32"), "num_hidden_layers"),
+    (_base(num_hidden_layers=32.5), "num_hidden_layers"),
+    (_base(num_hidden_layers=True), "num_hidden_layers"),
+    (_base(hidden_size=500), "hidden_size"),
+    (_base(layer_types=["full_attention"] * 3), "layer_types"),
+    (_base(layer_types=["weird"] * 4), "layer_types"),
+    (_base(text_config=[1, 2]), "text_config"),
+    (_base(kv_lora_rank=512), "qk_rope_head_dim"),
+]
+
+
+@pytest.mark.parametrize("cfg,field", BAD_CONFIGS)
+def test_bad_config_names_the_field(cfg, field):
+    with pytest.raises(ConfigError) as info:
+        parse_config(cfg)
+    message = str(info.value)
+    assert field in message and "\n" not in message
+
+
+@pytest.mark.parametrize("content,needle", [
+    (b"[1, 2, 3]", "JSON object"),
+    (b"{\"num_hidden_layers\": ", "not valid JSON"),
+    (b"\xff\xfe\x00", "UTF-8"),
+])
+def test_bad_files(tmp_path, content, needle):
+    path = tmp_path / "config.json"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match=needle):
+        kv.load_model(path)
+
+
+def test_unknown_model_and_no_hub_offline():
+    with pytest.raises(ConfigError, match="unknown model"):
+        kv.load_model("nobody/nothing")
+    assert issubclass(ConfigError, ValueError)
+
+
+def test_hub_degrades_with_one_line(monkeypatch):
+    import builtins
+    real_import = builtins.__import__
+
+    def no_hub(name, *args, **kwargs):
+        if name == "huggingface_hub":
+            raise ImportError("no")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_hub)
+    with pytest.raises(ConfigError, match="huggingface_hub"):
+        kv.load_model("someone/unbundled-model", hub=True)
