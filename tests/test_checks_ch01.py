@@ -1,0 +1,371 @@
+"""Chapter 01's instant checks: right answers pass, each known slip gets its named message.
+
+Reference functions are written by hand here (never through kvlib); expected values
+come from kvlib inside the checks. Figures in messages: Llama 3.1 8B 131,072 B/token
+(seed 001 and 003 section 3), gemma-2-9b head_dim 256 vs 3584/16 = 224 (its config.json).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+
+import kvlib
+from autograder.checks import ch01, core
+
+SEEDS = (0, 1, 7, 2026, 123456)
+
+
+# --- reference solutions, by hand -------------------------------------------
+def bytes_per_token_from_config(config, dtype_bytes=2):
+    def field(*names):
+        for name in names:
+            if config.get(name) is not None:
+                return config[name]
+        return None
+
+    layers = field("num_hidden_layers", "n_layer")
+    heads = field("num_attention_heads", "n_head")
+    kv_heads = field("num_key_value_heads") or heads
+    head_dim = field("head_dim") or field("hidden_size", "n_embd") // heads
+    return 2 * layers * kv_heads * head_dim * dtype_bytes
+
+
+def kv_bytes_for_sequence(layers, kv_heads, head_dim, dtype_bytes, seq_len):
+    return 2 * layers * kv_heads * head_dim * dtype_bytes * seq_len
+
+
+def kv_bytes_for_batch(layers, kv_heads, head_dim, dtype_bytes, seq_len, batch_size):
+    return kv_bytes_for_sequence(layers, kv_heads, head_dim, dtype_bytes, seq_len) * batch_size
+
+
+def sequences_that_fit(budget_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len):
+    return budget_bytes // kv_bytes_for_sequence(layers, kv_heads, head_dim, dtype_bytes, seq_len)
+
+
+REFERENCE = {
+    "ch01_q1_bytes_per_token_from_config": (ch01.check_q1, bytes_per_token_from_config),
+    "ch01_q2_kv_bytes_per_sequence": (ch01.check_q2, kv_bytes_for_sequence),
+    "ch01_q3_kv_bytes_per_batch": (ch01.check_q3, kv_bytes_for_batch),
+    "ch01_q4_sequences_that_fit": (ch01.check_q4, sequences_that_fit),
+}
+
+
+def fails(check, fn, **kwargs) -> str:
+    with pytest.raises(AssertionError) as info:
+        check(fn, **kwargs)
+    return str(info.value)
+
+
+# --- the contract with the pipeline ------------------------------------------
+def test_grade_ids_and_points():
+    assert {gid: ex.points for gid, ex in ch01.EXERCISES.items()} == {
+        "ch01_q1_bytes_per_token_from_config": 3,
+        "ch01_q2_kv_bytes_per_sequence": 1,
+        "ch01_q3_kv_bytes_per_batch": 1,
+        "ch01_q4_sequences_that_fit": 2,
+    }
+    for gid, ex in ch01.EXERCISES.items():
+        assert ex.grade_id == gid and ex.quantity in kvlib.slips.QUANTITIES
+
+
+def test_visible_q1_covers_the_config_traps():
+    labels = " | ".join(c["label"] for c in ch01.EXERCISES["ch01_q1_bytes_per_token_from_config"].visible_cases)
+    for name in ("Llama-3.1-8B", "Llama-2-7b", "gemma-2-9b", "gpt2-large"):
+        assert name in labels
+
+
+def test_cases_are_json_and_expected_needs_no_student():
+    for ex in ch01.EXERCISES.values():
+        for hidden in (False, True):
+            cases = ex.cases(hidden, seed=3)
+            restored = json.loads(json.dumps(cases))
+            assert [ex.expected(c) for c in restored] == [ex.expected(c) for c in cases]
+            assert all(type(ex.expected(c)) is int for c in cases)
+
+
+def test_hidden_cases_are_seeded():
+    ex = ch01.EXERCISES["ch01_q1_bytes_per_token_from_config"]
+    assert ex.hidden_cases(5) == ex.hidden_cases(5)
+    assert ex.hidden_cases(5) != ex.hidden_cases(6)
+    variants = {c["context"]["variant"] for c in ex.hidden_cases(5)}
+    assert set(ch01.Q1_VARIANTS) <= variants
+    models = {c["context"]["model"] for c in ex.hidden_cases(5)}
+    assert "deepseek-ai/DeepSeek-V3" not in models and len(models) >= 4
+
+
+# --- right answers pass -------------------------------------------------------
+@pytest.mark.parametrize("grade_id", list(REFERENCE))
+def test_reference_passes_visible_and_hidden(grade_id, capsys):
+    check, fn = REFERENCE[grade_id]
+    check(fn)
+    for seed in SEEDS:
+        check(fn, hidden=True, seed=seed)
+    check(fn, hidden=True)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2 + len(SEEDS) and all(line.startswith("✓") for line in lines)
+
+
+def test_the_visible_figures_are_the_chapters():
+    ex = ch01.EXERCISES["ch01_q1_bytes_per_token_from_config"]
+    assert ex.expected(ex.visible_cases[0]) == 131_072            # Llama 3.1 8B
+    ex = ch01.EXERCISES["ch01_q3_kv_bytes_per_batch"]
+    assert ex.expected(ex.visible_cases[0]) == 80 * 2**30          # seed 001: 32 x 8K of 70B
+
+
+# --- each known slip is named -------------------------------------------------
+def q1_query_heads(config, dtype_bytes=2):
+    heads = config.get("num_attention_heads") or config["n_head"]
+    return bytes_per_token_from_config(config, dtype_bytes) // (config.get("num_key_value_heads") or heads) * heads
+
+
+def q1_hidden_over_heads(config, dtype_bytes=2):
+    config = dict(config, head_dim=None)
+    return bytes_per_token_from_config(config, dtype_bytes)
+
+
+def q2_missing_two(layers, kv_heads, head_dim, dtype_bytes, seq_len):
+    return layers * kv_heads * head_dim * dtype_bytes * seq_len
+
+
+def q2_bits(layers, kv_heads, head_dim, dtype_bytes, seq_len):
+    return kv_bytes_for_sequence(layers, kv_heads, head_dim, 8 * dtype_bytes, seq_len)
+
+
+def q2_kib(layers, kv_heads, head_dim, dtype_bytes, seq_len):
+    return kv_bytes_for_sequence(layers, kv_heads, head_dim, dtype_bytes, seq_len) // 1024
+
+
+def q3_missing_batch(layers, kv_heads, head_dim, dtype_bytes, seq_len, batch_size):
+    return kv_bytes_for_sequence(layers, kv_heads, head_dim, dtype_bytes, seq_len)
+
+
+def q4_ceil(budget_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len):
+    return math.ceil(budget_bytes / kv_bytes_for_sequence(layers, kv_heads, head_dim, dtype_bytes, seq_len))
+
+
+def q4_gb_gib(budget_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len):
+    budget_gib = budget_bytes / 2**30                       # budget read in GiB ...
+    per_seq_gb = kv_bytes_for_sequence(layers, kv_heads, head_dim, dtype_bytes, seq_len) / 1e9  # ... sequence in GB
+    return math.floor(budget_gib / per_seq_gb)
+
+
+SLIPS = [
+    (ch01.check_q1, q1_query_heads, "query_heads", ["4x too large", "query heads", "= 32", "= 8"]),
+    (ch01.check_q1, q1_hidden_over_heads, "hidden_over_heads", ["gemma-2-9b", "224", "head_dim = 256"]),
+    (ch01.check_q2, q2_missing_two, "missing_kv_factor", ["2x too small", "factor 2 for K and V"]),
+    (ch01.check_q2, q2_bits, "bits_not_bytes", ["8x too large", "bits per element (16)"]),
+    (ch01.check_q2, q2_kib, "answer_in_kib", ["1024x too small", "KiB"]),
+    (ch01.check_q3, q3_missing_batch, "missing_batch", ["32x too small", "batch"]),
+    (ch01.check_q4, q4_ceil, "ceil_not_floor", ["floor, not the ceiling", "expected 66 sequences"]),
+    (ch01.check_q4, q4_gb_gib, "gb_for_gib", ["GB (10^9) and GiB (2^30)"]),
+]
+
+
+@pytest.mark.parametrize("check,fn,key,phrases", SLIPS, ids=[s[2] for s in SLIPS])
+def test_visible_slip_is_named(check, fn, key, phrases):
+    message = fails(check, fn)
+    assert message.startswith("✗ ch01_q")
+    assert "on case" in message and "expected" in message
+    for phrase in phrases:
+        assert phrase in message, (phrase, message)
+
+
+@pytest.mark.parametrize("check,fn,key,phrases", SLIPS, ids=[s[2] for s in SLIPS])
+def test_hidden_slip_is_named_in_general_words(check, fn, key, phrases):
+    message = fails(check, fn, hidden=True)
+    assert core.GENERIC_SLIPS[key] in message
+
+
+def test_reading_torch_dtype_is_named():
+    def reads_torch_dtype(config, dtype_bytes=2):
+        size = {"float32": 4, "bfloat16": 2}.get(config.get("torch_dtype"), dtype_bytes)
+        return bytes_per_token_from_config(config, size)
+    message = fails(ch01.check_q1, reads_torch_dtype)
+    assert "Llama-2-7b" in message and "4 bytes per element (fp32)" in message
+
+
+def test_gpt2_names_missing_gives_the_hint():
+    def llama_names_only(config, dtype_bytes=2):
+        kv_heads = config.get("num_key_value_heads") or config["num_attention_heads"]
+        head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+        return 2 * config["num_hidden_layers"] * kv_heads * head_dim * dtype_bytes
+    message = fails(ch01.check_q1, llama_names_only)
+    assert "gpt2-large" in message and "KeyError" in message and "n_layer" in message
+    hidden = fails(ch01.check_q1, llama_names_only, hidden=True)
+    assert "raised KeyError on a hidden case" in hidden and "num_attention_heads" not in hidden.split(".")[0]
+
+
+# --- look-alikes are rejected -------------------------------------------------
+class AlwaysEqual:
+    def __eq__(self, other):
+        return True
+
+    __hash__ = object.__hash__
+
+
+class SneakyInt(int):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = int.__hash__
+
+
+@pytest.mark.parametrize("make,phrase", [
+    (lambda value: AlwaysEqual(), "AlwaysEqual, not int"),
+    (lambda value: SneakyInt(value), "SneakyInt, not int"),
+    (lambda value: float(value), "returned a float"),
+    (lambda value: np.int64(value), "returned numpy.int64"),
+    (lambda value: True, "returned a bool"),
+    (lambda value: None, "returned None"),
+])
+def test_lookalikes_are_rejected(make, phrase):
+    def answer(layers, kv_heads, head_dim, dtype_bytes, seq_len):
+        return make(kv_bytes_for_sequence(layers, kv_heads, head_dim, dtype_bytes, seq_len))
+    message = fails(ch01.check_q2, answer)
+    assert phrase in message
+    fails(ch01.check_q2, answer, hidden=True)
+
+
+def test_right_value_wrong_type_says_so():
+    message = fails(ch01.check_q2, lambda *args: float(kv_bytes_for_sequence(*args)))
+    assert "value itself is right" in message
+
+
+def test_not_a_function():
+    assert "must be a function" in fails(ch01.check_q2, 1_073_741_824)
+
+
+# --- kvlib tripwires ----------------------------------------------------------
+ORIGINALS = (kvlib.kv_bytes_per_token, kvlib.parse_config, kvlib.load_model, kvlib.ModelSpec.kv_bytes_per_token)
+
+
+def assert_kvlib_restored():
+    assert kvlib.kv_bytes_per_token(32, 8, 128, 2) == 131_072
+    assert kvlib.load_model("llama-3.1-8b").kv_bytes_per_token() == 131_072
+    assert kvlib.formulas.kv_bytes_per_token is ORIGINALS[0]
+    assert kvlib.max_concurrency(10, 3) == 3
+    assert all(fn.__code__.co_filename != "<kvlib tripwire>" for fn in ORIGINALS)
+
+
+def test_calling_kvlib_trips_and_is_restored():
+    def via_kvlib(layers, kv_heads, head_dim, dtype_bytes, seq_len):
+        return kvlib.kv_bytes_per_sequence(kvlib.kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes),
+                                           seq_len)
+    message = fails(ch01.check_q2, via_kvlib)
+    assert "build this by hand: exercise ch01_q2_kv_bytes_per_sequence must not call kvlib.kv_bytes_per_token" \
+        in message
+    assert_kvlib_restored()
+
+
+def test_name_imported_before_the_check_still_trips():
+    from kvlib import max_concurrency as bound_early
+
+    def via_bound_name(budget_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len):
+        return bound_early(budget_bytes, kv_bytes_for_sequence(layers, kv_heads, head_dim, dtype_bytes, seq_len))
+    assert "must not call kvlib.max_concurrency" in fails(ch01.check_q4, via_bound_name)
+    assert_kvlib_restored()
+
+
+def test_spec_methods_and_parse_config_trip_even_when_caught():
+    def caught(config, dtype_bytes=2):
+        try:
+            return kvlib.parse_config(config).kv_bytes_per_token(dtype_bytes)
+        except Exception:
+            return bytes_per_token_from_config(config, dtype_bytes)
+    assert "must not call kvlib.parse_config" in fails(ch01.check_q1, caught)
+    spec = kvlib.load_model("llama-3.1-8b")
+
+    def via_spec(config, dtype_bytes=2):
+        return spec.kv_bytes_per_token(dtype_bytes)
+    assert "must not call kvlib.ModelSpec.kv_bytes_per_token" in fails(ch01.check_q1, via_spec)
+    assert "must not call" in fails(ch01.check_q1, via_spec, hidden=True)
+    assert_kvlib_restored()
+
+
+def test_tripwires_restore_after_an_interrupt():
+    def interrupted(layers, kv_heads, head_dim, dtype_bytes, seq_len):
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        ch01.check_q2(interrupted)
+    assert_kvlib_restored()
+
+
+def test_reading_a_bundled_config_is_allowed():
+    def reads_bundled(config, dtype_bytes=2):
+        kvlib.bundled_config("llama-3.1-8b")
+        return bytes_per_token_from_config(config, dtype_bytes) + 0 * kvlib.GiB
+    ch01.check_q1(reads_bundled)
+
+
+# --- hidden failures keep the hidden cases hidden -----------------------------
+def _numbers_in(case: dict, expected: int, answer) -> set:
+    found = set()
+
+    def walk(value):
+        if isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+        elif type(value) is int and abs(value) >= 10:
+            found.update({str(value), f"{value:,}"})
+    walk(case["kwargs"])
+    walk({k: v for k, v in case["context"].items() if k != "hint"})
+    walk([expected, answer])
+    return found
+
+
+@pytest.mark.parametrize("check,fn,key,phrases", SLIPS, ids=[s[2] for s in SLIPS])
+def test_hidden_messages_reveal_no_inputs(check, fn, key, phrases, capsys):
+    grade_id = next(gid for gid, (c, _) in REFERENCE.items() if c is check)
+    ex = ch01.EXERCISES[grade_id]
+    for seed in (None, 4):
+        try:
+            check(fn, hidden=True, seed=seed)
+        except AssertionError as exc:
+            message = str(exc).replace(grade_id, "")
+        else:
+            continue
+        digits = set(re.findall(r"\d+", message))
+        assert digits <= {"10", "9", "2", "30", "1", "4"}, message  # 10^9, 2^30, "1, 2 or 4"
+        for case in ex.cases(True, seed):
+            answer = core.run_cases(ex, fn, [case], quiet=True)[0].get("value")
+            for number in _numbers_in(case, ex.expected(case), answer):
+                assert number not in message
+        assert "label" not in message and "config=<" not in message
+
+
+def test_hidden_runs_swallow_the_learners_prints(capsys):
+    def chatty(layers, kv_heads, head_dim, dtype_bytes, seq_len):
+        print("inputs:", layers, kv_heads, head_dim, seq_len)
+        return kv_bytes_for_sequence(layers, kv_heads, head_dim, dtype_bytes, seq_len)
+    ch01.check_q2(chatty, hidden=True)
+    out = capsys.readouterr().out
+    assert "inputs:" not in out and out.startswith("✓")
+
+
+# --- the out-of-process path: records and verdicts as JSON -------------------
+def test_judge_works_from_json_records():
+    ex = ch01.EXERCISES["ch01_q2_kv_bytes_per_sequence"]
+    cases = ex.cases(True, seed=11)
+    good = json.loads(json.dumps(core.run_cases(ex, kv_bytes_for_sequence, cases)))
+    assert all(v.ok for v in core.verdicts(ex, json.loads(json.dumps(cases)), good, hidden=True))
+    bad = json.loads(json.dumps(core.run_cases(ex, q2_missing_two, cases)))
+    results = core.verdicts(ex, cases, bad, hidden=True)
+    assert not any(v.ok for v in results) and results[0].slip == "missing_kv_factor"
+    lookalike = core.describe_result(np.int64(5))
+    assert lookalike["type"] == "numpy.int64" and not core.judge(ex, cases[0], lookalike).ok
+
+
+def test_the_release_stub_says_not_written_yet():
+    def stub(config, dtype_bytes=2):
+        # YOUR CODE HERE
+        raise NotImplementedError()
+    assert "not written yet" in fails(ch01.check_q1, stub)
+    assert "not written yet" in fails(ch01.check_q1, stub, hidden=True)
