@@ -232,7 +232,8 @@ def main(argv=None) -> int:
         return 0
     except (ValueError, OSError) as exc:  # ConfigError, GPUError, UsageError, unreadable files
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"kvlib: error: {message}" if not message.startswith("kvlib") else message, file=sys.stderr)
+        # UsageError messages already start with the command ("kvlib info: ...")
+        print(message if isinstance(exc, UsageError) else f"kvlib: error: {message}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0

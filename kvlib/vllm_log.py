@@ -1,0 +1,637 @@
+"""Read a vLLM startup log: what each engine start printed about its KV cache.
+
+``parse_log(text)`` returns one frozen ``EngineStart`` per engine start found
+in the text, for any vLLM from 0.2 to 0.33, V0 or V1 engine. Every figure is
+kept *as the log prints it* (``None`` where it prints none); nothing is
+computed here except the integer byte count a printed GiB figure stands for.
+
+Lines understood (the message part; any prefix is stripped first)::
+
+    Initializing an LLM engine (v0.6.4) with config: model='...', dtype=torch.bfloat16,
+        max_seq_len=8192, tensor_parallel_size=16, pipeline_parallel_size=1, kv_cache_dtype=auto ...
+    vLLM API server version 0.8.5
+    # GPU blocks: 76240, # CPU blocks: 7281          (V0; also '# cuda blocks', '# CUDA blocks',
+    GPU blocks: 1952, # CPU blocks: 2048                and a line that lost its leading '# ')
+    # GPU blocks: 4739                               (V1 0.7.3)
+    Memory profiling results: total_gpu_memory=23.58GiB ... kv_cache_size=3.81GiB gpu_memory_utilization=0.90
+    the current vLLM instance can use total_gpu_memory (79.19GiB) x gpu_memory_utilization (0.90) = 71.27GiB
+    model weights take 12.55GiB; non_torch_memory takes 0.16GiB; PyTorch activation peak memory
+        takes 2.38GiB; the rest of the memory reserved for KV Cache is 56.18GiB.
+    Loading model weights took 14.9888 GB            ('GB' here is really GiB)
+    Model loading took 14.9889 GiB and 3.652170 seconds
+    Available KV cache memory: 69.66 GiB
+    GPU KV cache size: 158,656 tokens
+    Maximum concurrency for 32,768 tokens per request: 4.84x
+    GPU KV cache size: 652,144 tokens, Maximum concurrency for 4,096 tokens per request: 159.21x  (0.33)
+    The model's max seq len (29000) is larger than the maximum number of tokens that can be
+        stored in KV cache (23648).                  (the second number is the token capacity)
+
+Prefixes stripped: ANSI colour codes, docker-compose ``name-1  | ``, a pasted
+``>> `` marker, and process tags such as ``(VllmWorker rank=1 pid=7)``,
+``(VllmWorkerProcess pid=7)``, ``(EngineCore_DP0 pid=7)`` -- the process tag
+identifies the rank that printed a per-rank figure.
+
+**Engine starts.** A new start begins at an engine-config line, or when a
+figure arrives that the current start already holds (a second block line, a
+second capacity line, a second available-memory line from the same rank, or
+any start-up line once the current start has been sized). Several ranks
+printing their own figure belong to one start; the pool is sized by the
+*smallest* available figure, so that is the one reported.
+
+**Engine.** ``'v0'`` or ``'v1'`` from the engine-config line when it names
+one, else from the printed version (< 0.7 is V0, >= 0.11 is V1), else from
+the line formats (block lines with CPU blocks, the profiling summaries and the
+max-seq-len error are V0; available-memory and KV-cache-size lines are V1);
+``None`` when the start's lines carry no engine-specific format at all.
+
+Taught in chapter 04 (the pool), where vLLM's own figures are checked. Worked example:
+
+>>> log = '''INFO 03-21 20:15:45 [worker.py:267] the current vLLM instance can use total_gpu_memory (79.19GiB) x gpu_memory_utilization (0.90) = 71.27GiB
+... INFO 03-21 20:15:45 [worker.py:267] model weights take 12.55GiB; non_torch_memory takes 0.16GiB; PyTorch activation peak memory takes 2.38GiB; the rest of the memory reserved for KV Cache is 56.18GiB.
+... INFO 03-21 20:15:46 [executor_base.py:111] # cuda blocks: 7191, # CPU blocks: 512'''
+>>> [start] = parse_log(log)
+>>> start.engine, start.num_gpu_blocks, start.available_kv_cache_text
+('v0', 7191, '56.18')
+>>> start.available_kv_cache_bytes      # round(56.18 * 2**30)
+60322815672
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+
+from .units import GiB
+
+__all__ = ["VllmLogError", "EngineStart", "parse_log", "parse_version", "gib_window"]
+
+V0, V1 = "v0", "v1"
+
+
+class VllmLogError(ValueError):
+    """A vLLM log (or a figure taken from one) cannot be used; the message says why."""
+
+
+# --- numbers -----------------------------------------------------------------
+# Bounded so that no text can produce an overflowing or infinite figure.
+_INT = r"(?<![\d.])(\d{1,3}(?:,\d{3}){1,8}|\d{1,24})(?!\d)"
+_FLT = r"(?<![\d.])(\d{1,15}(?:\.\d{1,15})?)(?![\d.]\d)"
+
+
+def _int(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def parse_version(text) -> tuple[int, int, int] | None:
+    """(major, minor, patch) of a vLLM version string, or None when it is not one.
+
+    Pre-release and local parts are dropped: ``0.8.3rc2.dev224+g49c0d11ec``
+    reads as (0, 8, 3).
+
+    >>> parse_version("0.8.3rc2.dev224+g49c0d11ec"), parse_version("v0.10.1.1"), parse_version("main")
+    ((0, 8, 3), (0, 10, 1), None)
+    """
+    if isinstance(text, tuple):
+        return tuple(text[:3]) + (0,) * (3 - len(text[:3])) if all(type(x) is int for x in text) else None
+    if not isinstance(text, str):
+        return None
+    match = re.match(r"\s*v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?", text)
+    if not match:
+        return None
+    return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
+
+
+def gib_window(text: str) -> tuple[int, int]:
+    """Whole bytes a GiB figure printed to two decimals can stand for: [lo, hi], both inclusive.
+
+    A printed X covers [(X - 0.005) * 2^30, (X + 0.005) * 2^30) -- exactly
+    the rounding window of ``%.2f`` / ``round(x, 2)``, never widened. A figure
+    printed with more decimals gets half a unit of its last decimal.
+
+    >>> lo, hi = gib_window("3.81")
+    >>> lo, hi            # ceil(3.805 * 2**30), ceil(3.815 * 2**30) - 1
+    (4085587641, 4096325058)
+    """
+    value = Fraction(text)
+    decimals = len(text.split(".", 1)[1]) if "." in text else 0
+    half = Fraction(1, 200) if decimals <= 2 else Fraction(1, 2 * 10**decimals)
+    lo = max(0, -((-(value - half) * GiB) // 1))          # ceil, never below 0
+    hi_exclusive = -((-(value + half) * GiB) // 1)        # ceil of the open end
+    return int(lo), int(hi_exclusive) - 1
+
+
+# --- line cleaning -------------------------------------------------------------
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+_COMPOSE = re.compile(r"^[A-Za-z0-9][\w.-]{0,80}\s+\|\s?")           # docker compose 'qwen3-1  | '
+_QUOTE = re.compile(r"^>+\s?")                                          # '>> ' pasted marker
+_PROC = re.compile(r"^\(([^()]{0,120}?\bpid=\d{1,12}[^()]{0,120})\)\s*")  # '(VllmWorker rank=1 pid=7)'
+_RANK = re.compile(r"^\[rank(\d{1,6})\]:\s*")                           # torchrun '[rank1]: '
+_HEADER = re.compile(r"\b(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s{1,4}\d\d-\d\d\s{1,4}\d\d:\d\d:\d\d")
+
+
+def _clean(raw: str):
+    """(message, process tag or None, has a log header) for one raw line."""
+    line = _ANSI.sub("", raw).strip()
+    line = _COMPOSE.sub("", line, count=1)
+    line = _QUOTE.sub("", line, count=1).lstrip()
+    tag = None
+    for _ in range(3):
+        match = _PROC.match(line) or _RANK.match(line)
+        if not match:
+            break
+        tag = " ".join(match.group(1).split()) if match.re is _PROC else f"rank={match.group(1)}"
+        line = line[match.end():]
+    return line, tag, bool(_HEADER.search(line))
+
+
+# --- line formats ------------------------------------------------------------------
+_CONFIG = re.compile(r"Initializing an? (?:(V[01]) )?LLM engine(?: \(v([^()\s]{1,80})\))? with config:(.*)")
+_VERSION = re.compile(r"\bvLLM (?:API server )?version:? v?(\d{1,4}\.\d{1,4}[\w.+-]{0,60})")
+_V0_BLOCKS = re.compile(r"\b([A-Za-z]{2,10}) blocks: " + _INT + r", #\s?CPU blocks: " + _INT)
+_V1_BLOCKS = re.compile(r"#\s?GPU blocks: " + _INT + r"\s*$")
+_TOKENS = re.compile(r"GPU KV cache size: " + _INT + r" tokens")
+_CONCURRENCY = re.compile(r"Maximum concurrency for " + _INT + r" tokens per request: " + _FLT + r"x")
+_AVAILABLE = re.compile(r"Available KV cache memory: " + _FLT + r" ?GiB")
+_RESERVED = re.compile(r"reserved " + _FLT + r" ?GiB memory for KV Cache as specified by kv_cache_memory_bytes")
+_SUMMARY_TOTAL = re.compile(r"total_gpu_memory \(" + _FLT + r" ?GiB\) x gpu_memory_utilization \(" + _FLT
+                            + r"\) = " + _FLT + r" ?GiB")
+_SUMMARY_KV = re.compile(r"the rest of the memory reserved for KV Cache is " + _FLT + r" ?GiB")
+_SUMMARY_WEIGHTS = re.compile(r"model weights take " + _FLT + r" ?GiB")
+_SUMMARY_NON_TORCH = re.compile(r"non_torch_memory takes " + _FLT + r" ?GiB")
+_SUMMARY_ACTIVATION = re.compile(r"PyTorch activation peak memory takes " + _FLT + r" ?GiB")
+_RESULTS = re.compile(r"Memory profiling results:(.*)")
+_RESULTS_FIELD = re.compile(r"\b(\w{1,40}) ?= ?" + _FLT + r" ?(?:GiB|Gib|GB)?", re.IGNORECASE)
+_WEIGHTS_OLD = re.compile(r"Loading model weights took " + _FLT + r" ?(GB|GiB|MB|MiB)\b")
+_WEIGHTS = re.compile(r"Model loading took " + _FLT + r" ?(GiB|GB)\b")
+_ERROR_CAPACITY = re.compile(r"max seq len \(" + _INT + r"\) is larger than the maximum number of tokens "
+                             r"that can be stored in KV cache \(" + _INT + r"\)")
+_V1_NEEDED = re.compile(r"max seq len \(" + _INT + r"\), \(" + _FLT + r" ?GiB KV cache is needed")
+_OVERRIDE = re.compile(r"Overriding num_gpu_blocks=" + _INT + r" with num_gpu_blocks_override=" + _INT)
+_BLOCK_SIZE_SET = re.compile(r"(?:[Ff]orcing kv cache block size to|[Ss]etting attention block size to) "
+                             r"(\d{1,6})(?!\d)")
+_CUDAGRAPH = re.compile(r"Estimated CUDA graph memory: " + _FLT + r" ?GiB")
+
+_CONFIG_FIELDS = {
+    "model": re.compile(r"(?:^|[\s,(])model='([^']{0,300})'"),
+    "dtype": re.compile(r"(?:^|[\s,(])dtype=(?:torch\.)?(\w{1,30})"),
+    "max_seq_len": re.compile(r"(?:^|[\s,(])max_seq_len=(\d{1,12})(?!\d)"),
+    "tensor_parallel_size": re.compile(r"(?:^|[\s,(])tensor_parallel_size=(\d{1,6})(?!\d)"),
+    "pipeline_parallel_size": re.compile(r"(?:^|[\s,(])pipeline_parallel_size=(\d{1,6})(?!\d)"),
+    "kv_cache_dtype": re.compile(r"(?:^|[\s,(])kv_cache_dtype=['\"]?(\w{1,30})"),
+    "block_size": re.compile(r"(?:^|[\s,(])block_size=(\d{1,6})(?!\d)"),
+    "enforce_eager": re.compile(r"(?:^|[\s,(])enforce_eager=(True|False)"),
+}
+_KEYWORDS = ("blocks", "tokens", "GiB", "GB", "MB", "engine", "version", "profiling", "KV", "block size",
+             "max seq len")
+
+
+# --- the result ------------------------------------------------------------------
+@dataclass(frozen=True)
+class EngineStart:
+    """What one vLLM engine start printed about its KV cache (``None`` = not printed).
+
+    Figures are as printed; with several ranks the *smallest* available
+    figure, block count, token capacity and concurrency are kept, since the
+    engine sizes its pool from the smallest rank. ``first_line`` and
+    ``last_line`` are 1-based line numbers in the text.
+    """
+
+    index: int
+    first_line: int
+    last_line: int
+    engine: str | None
+    engine_evidence: str
+    vllm_version: str | None
+    model: str | None
+    dtype: str | None
+    kv_cache_dtype: str | None
+    tensor_parallel_size: int | None
+    pipeline_parallel_size: int | None
+    block_size: int | None
+    block_size_line: str | None
+    enforce_eager: bool | None
+    max_model_len: int | None
+    max_model_len_source: str | None
+    available_kv_cache_text: str | None
+    available_kv_cache_source: str | None
+    available_kv_cache_by_rank: tuple
+    num_gpu_blocks: int | None
+    num_gpu_blocks_computed: int | None
+    num_cpu_blocks: int | None
+    gpu_kv_cache_tokens: int | None
+    gpu_kv_cache_tokens_source: str | None
+    max_concurrency: float | None
+    max_concurrency_text: str | None
+    combined_capacity_line: bool
+    model_weights_gib: float | None
+    model_weights_text: str | None
+    total_gpu_memory_gib: float | None
+    gpu_memory_utilization: float | None
+    non_torch_gib: float | None
+    activation_peak_gib: float | None
+    peak_torch_gib: float | None
+    cudagraph_estimate_gib: float | None
+    kv_cache_needed_gib: float | None
+    num_ranks_reporting: int
+
+    @property
+    def available_kv_cache_gib(self) -> float | None:
+        """The smallest rank's available-KV figure in GiB, as printed."""
+        return None if self.available_kv_cache_text is None else float(self.available_kv_cache_text)
+
+    @property
+    def available_kv_cache_bytes(self) -> int | None:
+        """Bytes the printed GiB figure stands for: round(X * 2^30)."""
+        if self.available_kv_cache_text is None:
+            return None
+        return round(Fraction(self.available_kv_cache_text) * GiB)
+
+    def available_kv_cache_window(self) -> tuple[int, int] | None:
+        """[lo, hi] whole bytes the printed figure can stand for (see ``gib_window``)."""
+        if self.available_kv_cache_text is None:
+            return None
+        return gib_window(self.available_kv_cache_text)
+
+    @property
+    def version_tuple(self) -> tuple[int, int, int] | None:
+        return parse_version(self.vllm_version)
+
+
+# --- the parser ------------------------------------------------------------------
+class _Builder:
+    def __init__(self, index: int, line_no: int):
+        self.index, self.first_line, self.last_line = index, line_no, line_no
+        self.engine_label = None
+        self.version = None
+        self.config: dict = {}
+        self.has_config = False
+        self.votes = {V0: [], V1: []}
+        self.per_rank: dict = {}        # kind -> {rank: value}
+        self.blocks = None
+        self.cpu_blocks = None
+        self.computed_blocks = None
+        self.tokens: list = []
+        self.capacity_error = None
+        self.concurrency: list = []     # (max_model_len, text)
+        self.mml = {}                   # source -> value
+        self.block_size = None
+        self.block_size_line = None
+        self.combined = False
+        self.needed_gib = None
+
+    def sized(self) -> bool:
+        return self.blocks is not None or bool(self.tokens) or self.capacity_error is not None
+
+    def has_figures(self) -> bool:
+        return self.sized() or bool(self.per_rank) or bool(self.concurrency) or self.block_size is not None
+
+    def keep(self) -> bool:
+        return self.has_config or self.has_figures()
+
+    def rank_has(self, kind: str, rank) -> bool:
+        return rank in self.per_rank.get(kind, {})
+
+    def put(self, kind: str, rank, value):
+        self.per_rank.setdefault(kind, {})[rank] = value
+
+    def world_size(self) -> int:
+        tp = self.config.get("tensor_parallel_size") or 1
+        pp = self.config.get("pipeline_parallel_size") or 1
+        return max(1, tp) * max(1, pp)
+
+    def vote(self, engine: str, why: str):
+        if why not in self.votes[engine]:
+            self.votes[engine].append(why)
+
+    # -- freeze --------------------------------------------------------------
+    def _min_rank(self, kind):
+        values = self.per_rank.get(kind)
+        if not values:
+            return None
+        return min(values.values(), key=lambda v: Fraction(v[0]))
+
+    def _max_rank(self, kind):
+        values = self.per_rank.get(kind)
+        if not values:
+            return None
+        return max(values.values(), key=lambda v: Fraction(v[0]))
+
+    def _engine(self):
+        if self.engine_label:
+            return self.engine_label.lower(), f"engine-config line names {self.engine_label}"
+        version = parse_version(self.version)
+        if version is not None and version < (0, 7, 0):
+            return V0, f"version {self.version} predates the V1 engine"
+        if version is not None and version >= (0, 11, 0):
+            return V1, f"version {self.version} has no V0 engine"
+        v0, v1 = self.votes[V0], self.votes[V1]
+        if len(v0) > len(v1):
+            return V0, "V0 line formats: " + "; ".join(v0)
+        if len(v1) > len(v0):
+            return V1, "V1 line formats: " + "; ".join(v1)
+        if v0:
+            return None, "conflicting formats: V0 " + "; ".join(v0) + " / V1 " + "; ".join(v1)
+        return None, "no engine-specific line"
+
+    def freeze(self) -> EngineStart:
+        engine, evidence = self._engine()
+        available = self._min_rank("available")
+        weights = self._max_rank("weights")
+        total = self._min_rank("total")
+        non_torch = self._max_rank("non_torch")
+        activation = self._max_rank("activation")
+        peak = self._max_rank("peak_torch")
+        graph = self._max_rank("cudagraph")
+        conc = min(self.concurrency, key=lambda c: Fraction(c[1])) if self.concurrency else None
+        if self.tokens:
+            tokens, tokens_source = min(self.tokens), "GPU KV cache size line"
+        elif self.capacity_error is not None:
+            tokens, tokens_source = self.capacity_error, "max seq len error"
+        else:
+            tokens, tokens_source = None, None
+        mml, mml_source = None, None
+        for source in ("concurrency line", "max seq len error", "engine config", "KV cache needed error"):
+            if source in self.mml:
+                mml, mml_source = self.mml[source], source
+                break
+        ranks = {rank for values in self.per_rank.values() for rank in values}
+        return EngineStart(
+            index=self.index, first_line=self.first_line, last_line=self.last_line,
+            engine=engine, engine_evidence=evidence,
+            vllm_version=self.version,
+            model=self.config.get("model"), dtype=self.config.get("dtype"),
+            kv_cache_dtype=self.config.get("kv_cache_dtype"),
+            tensor_parallel_size=self.config.get("tensor_parallel_size"),
+            pipeline_parallel_size=self.config.get("pipeline_parallel_size"),
+            block_size=self.block_size, block_size_line=self.block_size_line,
+            enforce_eager=self.config.get("enforce_eager"),
+            max_model_len=mml, max_model_len_source=mml_source,
+            available_kv_cache_text=available[0] if available else None,
+            available_kv_cache_source=available[1] if available else None,
+            available_kv_cache_by_rank=tuple(sorted((rank or "", value[0]) for rank, value
+                                                    in self.per_rank.get("available", {}).items())),
+            num_gpu_blocks=self.blocks, num_gpu_blocks_computed=self.computed_blocks,
+            num_cpu_blocks=self.cpu_blocks,
+            gpu_kv_cache_tokens=tokens, gpu_kv_cache_tokens_source=tokens_source,
+            max_concurrency=float(conc[1]) if conc else None,
+            max_concurrency_text=conc[1] if conc else None,
+            combined_capacity_line=self.combined,
+            model_weights_gib=float(weights[0]) if weights and weights[1] in ("GB", "GiB") else None,
+            model_weights_text=f"{weights[0]} {weights[1]}" if weights else None,
+            total_gpu_memory_gib=float(total[0]) if total else None,
+            gpu_memory_utilization=float(total[1]) if total and total[1] is not None else None,
+            non_torch_gib=float(non_torch[0]) if non_torch else None,
+            activation_peak_gib=float(activation[0]) if activation else None,
+            peak_torch_gib=float(peak[0]) if peak else None,
+            cudagraph_estimate_gib=float(graph[0]) if graph else None,
+            kv_cache_needed_gib=float(self.needed_gib) if self.needed_gib is not None else None,
+            num_ranks_reporting=len(ranks),
+        )
+
+
+def _config_fields(text: str) -> dict:
+    fields = {}
+    for name, pattern in _CONFIG_FIELDS.items():
+        match = pattern.search(text)
+        if not match:
+            continue
+        value = match.group(1)
+        if name in ("max_seq_len", "tensor_parallel_size", "pipeline_parallel_size", "block_size"):
+            value = int(value)
+            if value < 1:
+                continue
+        elif name == "enforce_eager":
+            value = value == "True"
+        fields[name] = value
+    return fields
+
+
+class _Parser:
+    def __init__(self):
+        self.done: list = []
+        self.cur: _Builder | None = None
+        self.line_no = 0
+
+    def start(self, new: bool) -> _Builder:
+        if self.cur is not None and new:
+            if self.cur.keep():
+                self.done.append(self.cur)
+            self.cur = None
+        if self.cur is None:
+            self.cur = _Builder(len(self.done), self.line_no)
+        self.cur.last_line = self.line_no
+        return self.cur
+
+    def presize(self, kind: str, rank) -> _Builder:
+        """A start-up figure printed once per rank, before the pool is sized."""
+        cur = self.cur
+        new = cur is not None and (cur.sized() or cur.rank_has(kind, rank))
+        return self.start(new)
+
+    def finish(self) -> list[EngineStart]:
+        if self.cur is not None and self.cur.keep():
+            self.done.append(self.cur)
+        return [b.freeze() for b in self.done]
+
+
+def parse_log(text: str) -> list[EngineStart]:
+    """Every engine start in a vLLM log, in order (an empty list when there is none).
+
+    Raises ``VllmLogError`` (a ValueError) only when ``text`` is not a str;
+    arbitrary text never raises anything else.
+
+    >>> starts = parse_log("GPU blocks: 1952, # CPU blocks: 2048\\n"
+    ...                    "Maximum concurrency for 20000 tokens per request: 1.56x\\n"
+    ...                    "# GPU blocks: 1478, # CPU blocks: 2048\\n")
+    >>> [(s.engine, s.num_gpu_blocks, s.max_model_len) for s in starts]
+    [('v0', 1952, 20000), ('v0', 1478, None)]
+    """
+    if not isinstance(text, str):
+        raise VllmLogError(f"parse_log takes the log as a str, not {type(text).__name__}")
+    p = _Parser()
+    prev_tag = None
+    in_config = False
+    for p.line_no, raw in enumerate(text.splitlines(), 1):
+        line, tag, has_header = _clean(raw)
+        if tag is None and not has_header:
+            tag = prev_tag  # a continuation line of a multi-line message keeps its rank
+        prev_tag = tag
+        if not line:
+            in_config = False
+            continue
+        was_config, in_config = in_config, False
+        if not any(word in line for word in _KEYWORDS) and "=" not in line:
+            continue
+        _parse_line(p, line, tag, has_header, was_config)
+        in_config = in_config or bool(_CONFIG.search(line))
+    return p.finish()
+
+
+def _parse_line(p: _Parser, line: str, tag, has_header: bool, after_config: bool):
+    rank = tag or ""
+    matched = False
+
+    m = _CONFIG.search(line)
+    if m:
+        cur = p.cur
+        b = p.start(cur is not None and (cur.has_config or cur.has_figures()))
+        b.has_config = True
+        if m.group(1):
+            b.engine_label = m.group(1)
+        if m.group(2) and parse_version(m.group(2)):
+            b.version = m.group(2)
+        b.config.update(_config_fields(m.group(3)))
+        if "max_seq_len" in b.config:
+            b.mml["engine config"] = b.config["max_seq_len"]
+        if "block_size" in b.config:
+            b.block_size, b.block_size_line = b.config["block_size"], "engine config"
+        return
+    if after_config and not has_header and p.cur is not None:
+        # The engine-config line was wrapped; pick up fields from its tail.
+        fields = _config_fields(line)
+        if fields:
+            for key, value in fields.items():
+                p.cur.config.setdefault(key, value)
+            if "block_size" in fields and p.cur.block_size is None:
+                p.cur.block_size, p.cur.block_size_line = fields["block_size"], "engine config"
+
+    m = _VERSION.search(line)
+    if m and parse_version(m.group(1)):
+        cur = p.cur
+        b = p.start(cur is not None and (cur.has_figures() or cur.version is not None))
+        b.version = m.group(1)
+        matched = True
+
+    m = _V0_BLOCKS.search(line)
+    if m and m.group(1).upper() != "CPU":
+        cur = p.cur
+        b = p.start(cur is not None and (cur.blocks is not None or bool(cur.tokens)))
+        b.blocks, b.cpu_blocks = _int(m.group(2)), _int(m.group(3))
+        b.vote(V0, f"'# {m.group(1)} blocks: N, # CPU blocks: M'")
+        matched = True
+    else:
+        m = _V1_BLOCKS.search(line)
+        if m:
+            cur = p.cur
+            b = p.start(cur is not None and (cur.blocks is not None or bool(cur.tokens)))
+            b.blocks = _int(m.group(1))
+            b.vote(V1, "'# GPU blocks: N' without CPU blocks (0.7.x)")
+            matched = True
+
+    m = _TOKENS.search(line)
+    if m:
+        cur = p.cur
+        new = cur is not None and (cur.blocks is not None or cur.capacity_error is not None
+                                   or len(cur.tokens) >= cur.world_size())
+        b = p.start(new)
+        b.tokens.append(_int(m.group(1)))
+        b.vote(V1, "'GPU KV cache size: N tokens'")
+        if _CONCURRENCY.search(line):
+            b.combined = True
+        matched = True
+
+    m = _CONCURRENCY.search(line)
+    if m:
+        b = p.start(False)
+        b.concurrency.append((_int(m.group(1)), m.group(2)))
+        b.mml["concurrency line"] = min(c[0] for c in b.concurrency)
+        matched = True
+
+    m = _ERROR_CAPACITY.search(line)
+    if m:
+        cur = p.cur
+        b = p.start(cur is not None and cur.capacity_error is not None)
+        b.capacity_error = _int(m.group(2))
+        b.mml["max seq len error"] = _int(m.group(1))
+        b.vote(V0, "max-seq-len-larger-than-KV-cache error")
+        matched = True
+
+    m = _V1_NEEDED.search(line)
+    if m:
+        b = p.start(False)
+        b.mml["KV cache needed error"] = _int(m.group(1))
+        b.needed_gib = m.group(2)
+        b.vote(V1, "'KV cache is needed' error")
+        matched = True
+
+    m = _OVERRIDE.search(line)
+    if m:
+        b = p.start(False)
+        b.computed_blocks = _int(m.group(1))
+        matched = True
+
+    # Start-up figures, one per rank.
+    m = _AVAILABLE.search(line) or _RESERVED.search(line)
+    if m:
+        b = p.presize("available", rank)
+        source = ("Available KV cache memory line" if m.re is _AVAILABLE
+                  else "kv_cache_memory_bytes line")
+        b.put("available", rank, (m.group(1), source))
+        b.vote(V1, "'Available KV cache memory'" if m.re is _AVAILABLE else "kv_cache_memory_bytes line")
+        matched = True
+
+    m = _SUMMARY_KV.search(line)
+    if m:
+        b = p.presize("available", rank)
+        b.put("available", rank, (m.group(1), "V0 memory profiling summary"))
+        b.vote(V0, "V0 memory-profiling summary")
+        for kind, pattern in (("weights", _SUMMARY_WEIGHTS), ("non_torch", _SUMMARY_NON_TORCH),
+                              ("activation", _SUMMARY_ACTIVATION)):
+            f = pattern.search(line)
+            if f:
+                b.put(kind, rank, (f.group(1), "GiB"))
+        matched = True
+
+    m = _SUMMARY_TOTAL.search(line)
+    if m:
+        b = p.presize("total", rank)
+        b.put("total", rank, (m.group(1), m.group(2)))
+        b.vote(V0, "V0 memory-profiling summary")
+        matched = True
+
+    m = _RESULTS.search(line)
+    if m:
+        fields = {k.lower(): v for k, v in _RESULTS_FIELD.findall(m.group(1))}
+        if "kv_cache_size" in fields:
+            b = p.presize("available", rank)
+            b.put("available", rank, (fields["kv_cache_size"], "V0 'Memory profiling results' line"))
+        else:
+            b = p.presize("total", rank)
+        if "total_gpu_memory" in fields:
+            b.put("total", rank, (fields["total_gpu_memory"], fields.get("gpu_memory_utilization")))
+        if "non_torch_memory" in fields:
+            b.put("non_torch", rank, (fields["non_torch_memory"], "GiB"))
+        if "peak_torch_memory" in fields:
+            b.put("peak_torch", rank, (fields["peak_torch_memory"], "GiB"))
+        b.vote(V0, "V0 'Memory profiling results' line")
+        matched = True
+
+    m = _WEIGHTS_OLD.search(line) or _WEIGHTS.search(line)
+    if m:
+        b = p.presize("load", rank)
+        unit = m.group(2)
+        b.put("load", rank, True)
+        if not b.rank_has("weights", rank):
+            b.put("weights", rank, (m.group(1), unit))
+        matched = True
+
+    m = _BLOCK_SIZE_SET.search(line)
+    if m and int(m.group(1)) >= 1:
+        b = p.presize("block_size", rank)
+        b.put("block_size", rank, True)
+        b.block_size, b.block_size_line = int(m.group(1)), line.strip()[:200]
+        matched = True
+
+    m = _CUDAGRAPH.search(line)
+    if m:
+        b = p.presize("cudagraph", rank)
+        b.put("cudagraph", rank, (m.group(1), "GiB"))
+        b.vote(V1, "CUDA-graph memory estimate")
+        matched = True
+
+    if matched and p.cur is not None and tag:
+        if tag.startswith("VllmWorkerProcess"):
+            p.cur.vote(V0, "'(VllmWorkerProcess pid=...)' prefix")
+        elif tag.startswith(("VllmWorker", "EngineCore", "Worker")):
+            p.cur.vote(V1, f"'({tag.split()[0]} ...)' prefix")
