@@ -25,4 +25,15 @@ from .spec import ModelSpec, SpecError
 from .gpus import GPU, GPUS, get_gpu
 from .units import GB, GiB, KB, KiB, MB, MiB, TB, TiB, format_bytes, format_gb_gib
 
+# Submodules the chapters reach as kv.<name>; imported on first use so that
+# `import kvlib` stays fast for the CLI and the grader (PEP 562).
+_SUBMODULES = ("alloc_sim", "drills", "offload", "planner", "prefix_cache", "roofline", "slips", "vllm")
+
+
+def __getattr__(name):
+    if name in _SUBMODULES:
+        import importlib
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 __version__ = "0.1.0"

@@ -274,3 +274,91 @@ def diagnose(quantity: str, answer, *, rel_tol: float = 1e-6, **inputs) -> Diagn
     return Diagnosis(quantity, False, expected, answer, None,
                      f"{_ratio_text(answer, expected)}, and it matches no known slip: recheck each factor.",
                      inputs)
+
+
+# --- quantities for the drills (kvlib.drills): appended, the entries above are unchanged ---------
+SLIPS.update({
+    "block_size_not_minus_one": "a last block is short by 0 to block_size - 1 tokens (block_size = {block_size}), never by a whole block: the average is (bs - 1) / 2, not bs / 2.",
+    "worst_case_waste": "that is the worst case, every last block holding one token; with lengths uniform modulo the block size the expected waste is half of it.",
+    "one_sequence_waste": "that is one sequence's expected waste; multiply by the {num_seqs} sequences.",
+    "crossover_not_divided": "that is the crossover in token-slots (batch x context); divide by the batch ({batch_size}) for the context.",
+    "kv_only_step": "the weights are missing: every decode step reads all of them once, besides the KV cache.",
+    "weights_only_step": "the KV reads are missing: every step also reads each sequence's whole cache ({batch_size} sequences x {seq_len} tokens).",
+    "seconds_for_ms": "the answer looks like seconds; the question asks for milliseconds.",
+    "floor_nodes": "nodes must be rounded up: a fraction of a node's load still needs a whole node.",
+})
+
+
+def _q_block_waste_tokens(i):
+    """Expected slots wasted in last blocks: N (bs - 1) / 2 (kvlib.formulas.block_waste_tokens)."""
+    n, bs = i["num_seqs"], i["block_size"]
+    expected = formulas.block_waste_tokens(n, bs)
+    return expected, [("block_size_not_minus_one", formulas.exact_div(n * bs, 2)),
+                      ("worst_case_waste", n * (bs - 1)),
+                      ("one_sequence_waste", formulas.exact_div(bs - 1, 2))]
+
+
+def _q_pool_tokens(i):
+    """Tokens a KV budget holds: floor(budget_bytes / bytes_per_token) from the geometry."""
+    budget = i["budget_bytes"]
+    bpt = _kv_token(**i)
+    expected = math.floor(budget / bpt)
+    slips = [(key, math.floor(budget / wrong)) for key, wrong in _token_slips(i) if wrong]
+    slips += [("ceil_not_floor", math.ceil(budget / bpt)), ("ceil_not_floor", round(budget / bpt)),
+              ("gb_for_gib", math.floor(budget * GiB / GB / bpt)), ("gb_for_gib", math.floor(budget * GB / GiB / bpt))]
+    return expected, [(k, v) for k, v in slips if v != expected]
+
+
+def _q_crossover_context(i):
+    """Context at which batch_size sequences read as many KV bytes as weights: W / (bytes_per_token B)."""
+    w, b = i["weight_bytes"], i["batch_size"]
+    expected = formulas.crossover_tokens(w, _kv_token(**i)) / b
+    slips = [(key, w / wrong / b) for key, wrong in _token_slips(i) if wrong]
+    slips += [("crossover_not_divided", expected * b), ("gb_for_gib", expected * GiB / GB),
+              ("gb_for_gib", expected * GB / GiB)]
+    return expected, slips
+
+
+def _q_decode_step_ms(i):
+    """Bandwidth-bound decode step [ms]: (W + bytes_per_token T B) / BW x 1000."""
+    w, t, b, bw = i["weight_bytes"], i["seq_len"], i["batch_size"], i["bandwidth_bytes_per_s"]
+    bpt = _kv_token(**i)
+    expected = formulas.decode_step_seconds(w, bpt, t, b, bw) * 1e3
+    slips = [(key, formulas.decode_step_seconds(w, wrong, t, b, bw) * 1e3) for key, wrong in _token_slips(i) if wrong]
+    slips += [("kv_only_step", bpt * t * b / bw * 1e3), ("weights_only_step", w / bw * 1e3),
+              ("missing_batch", formulas.decode_step_seconds(w, bpt, t, 1, bw) * 1e3),
+              ("missing_seq_len", formulas.decode_step_seconds(w, bpt, 1, b, bw) * 1e3),
+              ("seconds_for_ms", expected / 1e3)]
+    return expected, slips
+
+
+def _q_nodes_for_memory(i):
+    """Nodes of one TP = gpus_per_node replica each: ceil(users / floor(pool_per_gpu / kv_per_seq_per_gpu))."""
+    tp, k = i["tp"], i["kv_heads"]
+    per_gpu = dict(i, kv_heads=max(1, k // tp))
+    if i.get("num_heads"):
+        per_gpu["num_heads"] = max(1, i["num_heads"] // tp)
+    pool, users, t = i["pool_bytes_per_gpu"], i["users"], i["seq_len"]
+
+    def nodes(bytes_per_token_per_gpu, pool_bytes=pool):
+        per_node = math.floor(pool_bytes / (bytes_per_token_per_gpu * t))
+        return math.ceil(users / per_node) if per_node > 0 else None
+
+    per_seq_gpu = _kv_token(**per_gpu) * t
+    expected = nodes(_kv_token(**per_gpu))
+    slips = [("total_not_per_gpu", nodes(_kv_token(**i)))]
+    slips += [(key, nodes(wrong)) for key, wrong in _token_slips(per_gpu) if wrong and key != "query_heads"]
+    slips += [("floor_nodes", users // math.floor(pool / per_seq_gpu)),
+              ("ceil_not_floor", math.ceil(users * per_seq_gpu / pool)),
+              ("gb_for_gib", nodes(_kv_token(**per_gpu), pool * GiB / GB)),
+              ("gb_for_gib", nodes(_kv_token(**per_gpu), pool * GB / GiB))]
+    return expected, [(k2, v) for k2, v in slips if v is not None and v != expected]
+
+
+QUANTITIES.update({
+    "block_waste_tokens": _q_block_waste_tokens,
+    "pool_tokens": _q_pool_tokens,
+    "crossover_context": _q_crossover_context,
+    "decode_step_ms": _q_decode_step_ms,
+    "nodes_for_memory": _q_nodes_for_memory,
+})

@@ -1,0 +1,478 @@
+"""Drills: seeded KV-cache problems, checked with the autograder's slip catalogue.
+
+``generate(topic, seed)`` returns a frozen Problem over the bundled models
+and GPUs: the question, its parameters, kvlib's exact answer, a tolerance,
+and ``check(answer) -> (correct, feedback)``, which names the slip when a
+wrong answer equals a known mistake recomputed (``kvlib.slips.diagnose``,
+the catalogue the autograder uses). The same seed gives the same problem on
+every machine: only ``random.Random(seed)`` draws, over sorted lists.
+
+>>> p = generate("kv_per_token", seed=3)
+>>> p.check(p.answer)[0]
+True
+>>> seed_for_student("ada") == seed_for_student("ada") != seed_for_student("alan")
+True
+
+``kvlib drill`` asks them in the terminal. Taught in every chapter's
+practice section.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import random
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from .config import bundled_models, load_model
+from .gpus import GPUS
+from .slips import SLIPS, diagnose
+from .spec import FULL
+from .units import GB, GiB, parse_bytes
+
+__all__ = ["TOPICS", "Problem", "DrillError", "generate", "problem_set", "seed_for_student", "add_cli_parser"]
+
+
+class DrillError(ValueError):
+    """Unknown topic or bad drill input; the message names it."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One question with its exact answer and a slip-aware checker."""
+
+    topic: str
+    seed: int
+    question: str
+    answer: object              # kvlib's value, in ``units``
+    units: str
+    tolerance: float            # relative; 0 means exact
+    quantity: str               # the kvlib.slips quantity that checks it
+    params: MappingProxyType = field(hash=False)   # what the question states
+    inputs: MappingProxyType = field(hash=False, repr=False)  # diagnose's keywords
+
+    def check(self, answer) -> tuple[bool, str]:
+        """``(correct, feedback)``; the feedback names the slip when it recognises one.
+
+        ``answer`` is a number or text such as '131,072', '1.07 GB' (bytes
+        questions accept byte units; a GiB figure labelled GB is named as the
+        GB/GiB slip) or '9.92 ms'.
+        """
+        value, problem, swapped, typed_tol = _parse_answer(answer, self.units)
+        if problem:
+            return False, f"{problem} The answer is {_fmt(self.answer)} {self.units}."
+        d = self._diagnose(value, typed_tol)
+        if d.correct:
+            return True, f"correct: {_fmt(self.answer)} {self.units}."
+        if d.slip is None and swapped is not None and self._diagnose(swapped, typed_tol).correct:
+            return False, (f"not quite [gb_for_gib]: {SLIPS['gb_for_gib']} "
+                           f"The answer is {_fmt(self.answer)} {self.units}.")
+        slip = f" [{d.slip.key}]" if d.slip else ""
+        return False, f"not quite{slip}: {d.message} The answer is {_fmt(self.answer)} {self.units}."
+
+    def slip_key(self, answer) -> str | None:
+        """The key of the slip an answer matches, or None."""
+        value, problem, swapped, typed_tol = _parse_answer(answer, self.units)
+        if problem:
+            return None
+        d = self._diagnose(value, typed_tol)
+        if d.slip:
+            return d.slip.key
+        if not d.correct and swapped is not None and self._diagnose(swapped, typed_tol).correct:
+            return "gb_for_gib"
+        return None
+
+    def _diagnose(self, value, typed_tol=0.0):
+        return diagnose(self.quantity, value, rel_tol=max(self.tolerance, typed_tol) or 1e-9, **self.inputs)
+
+
+def _fmt(x) -> str:
+    if isinstance(x, int):
+        return f"{x:,}"
+    if abs(x) >= 100:
+        return f"{x:,.1f}"
+    return f"{x:.4g}"
+
+
+_NUMBER = re.compile(r"^\s*([-+]?(?:\d[\d_,]*)?\.?\d+(?:[eE][-+]?\d+)?)\s*([A-Za-z/]*)\s*$")
+_UNIT_WORDS = {"bytes": {"b", "byte", "bytes"}, "tokens": {"token", "tokens", "t"}, "ms": {"ms"},
+               "sequences": {"seq", "seqs", "sequence", "sequences"}, "nodes": {"node", "nodes"},
+               "token slots": {"token", "tokens", "slots", "slot"}}
+
+
+_SWAP = {"kb": "kib", "mb": "mib", "gb": "gib", "tb": "tib"}
+_SWAP.update({v: k for k, v in _SWAP.items()})
+
+
+def _parse_answer(answer, units):
+    """(value, problem, value with GB and GiB swapped, tolerance of the digits typed).
+
+    A figure typed in a byte unit ('1.83 GiB') is read as exactly as it was
+    typed: half a unit in its last digit, as a relative tolerance, but never
+    looser than 0.5% (so '1 GiB' is not an answer for 1.07 GiB).
+    """
+    if isinstance(answer, bool):
+        return None, f"expected a number, got {answer!r}.", None, 0.0
+    if isinstance(answer, (int, float)):
+        return answer, None, None, 0.0
+    text = str(answer).strip()
+    if not text:
+        return None, "no answer.", None, 0.0
+    match = _NUMBER.match(text)
+    if not match:
+        return None, f"expected a number, got {text!r}.", None, 0.0
+    number, unit = match.group(1).replace(",", "").replace("_", ""), match.group(2).lower()
+    if unit and units == "bytes" and unit not in _UNIT_WORDS["bytes"]:
+        try:
+            value = parse_bytes(number + unit)
+        except ValueError:
+            return None, f"unknown unit {match.group(2)!r}.", None, 0.0
+        mantissa = number.lower().split("e")[0]
+        decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+        typed_tol = min(0.005, 0.5 * 10**-decimals / float(mantissa)) if float(mantissa) else 0.0
+        swapped = float(parse_bytes(number + _SWAP[unit])) if unit in _SWAP else None
+        return float(value), None, swapped, typed_tol  # floats: diagnose compares ints exactly
+    if unit and unit not in _UNIT_WORDS.get(units, {units}):
+        return None, f"the answer is asked in {units}, not {match.group(2)!r}.", None, 0.0
+    value = float(number)
+    return (int(value) if value.is_integer() and re.fullmatch(r"[-+]?\d+", number) else value), None, None, 0.0
+
+
+# --- what the problems draw from ---------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def _spec(model_id):
+    return load_model(model_id)
+
+
+@functools.lru_cache(maxsize=None)
+def _gqa_models() -> tuple:
+    """Bundled full-attention, non-MLA models (sorted ids): one formula holds for every layer."""
+    return tuple(m for m in bundled_models()
+                 if not _spec(m).is_mla and all(kind == FULL for kind in _spec(m).layer_kinds))
+
+
+@functools.lru_cache(maxsize=None)
+def _mla_models() -> tuple:
+    return tuple(m for m in bundled_models() if _spec(m).is_mla)
+
+
+def _geometry(spec, dtype_bytes=2) -> dict:
+    return {"layers": spec.num_layers, "kv_heads": spec.num_kv_heads, "head_dim": spec.head_dim,
+            "dtype_bytes": dtype_bytes, "num_heads": spec.num_heads, "hidden_size": spec.hidden_size}
+
+
+def _config_text(spec, dtype_bytes=2) -> str:
+    dtype = {2: "bf16 (2 bytes per element)", 1: "fp8 (1 byte per element)"}[dtype_bytes]
+    return (f"{spec.name} (config.json: num_hidden_layers {spec.num_layers}, num_attention_heads "
+            f"{spec.num_heads}, num_key_value_heads {spec.num_kv_heads}, head_dim {spec.head_dim}, "
+            f"hidden_size {spec.hidden_size}), KV cache in {dtype}")
+
+
+def _gb_value(rng, low, high) -> int:
+    """A byte count stated to 0.01 GB, so the question gives it exactly."""
+    return rng.randint(round(low * 100), round(high * 100)) * 10**7
+
+
+def _round_gb(n_bytes) -> int:
+    return round(n_bytes / 10**7) * 10**7
+
+
+def _gb_text(n_bytes) -> str:
+    return f"{n_bytes / GB:,.2f} GB"
+
+
+_CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768)
+
+
+def _problem(topic, seed, question, quantity, inputs, units, tolerance=0.0, **params):
+    expected = diagnose(quantity, 0, **inputs).expected
+    return Problem(topic=topic, seed=seed, question=question, answer=expected, units=units, tolerance=tolerance,
+                   quantity=quantity, params=MappingProxyType(dict(params, **inputs)),
+                   inputs=MappingProxyType(dict(inputs)))
+
+
+# --- one generator per topic ---------------------------------------------------------
+def _kv_per_token(rng, seed):
+    spec = _spec(rng.choice(_gqa_models()))
+    inputs = _geometry(spec)
+    q = f"{_config_text(spec)}. How many bytes of KV cache does one token take, across all layers?"
+    return _problem("kv_per_token", seed, q, "kv_bytes_per_token", inputs, "bytes", model=spec.name)
+
+
+def _per_sequence(rng, seed):
+    spec = _spec(rng.choice(_gqa_models()))
+    context = rng.choice(_CONTEXTS)
+    inputs = dict(_geometry(spec), seq_len=context)
+    q = f"{_config_text(spec)}. How many bytes of KV cache does one sequence of {context:,} tokens hold?"
+    return _problem("per_sequence", seed, q, "kv_bytes_per_sequence", inputs, "bytes", model=spec.name)
+
+
+def _concurrency(rng, seed):
+    spec = _spec(rng.choice(_gqa_models()))
+    while True:
+        context = rng.choice(_CONTEXTS)
+        budget = _gb_value(rng, 10, 70)
+        if budget >= spec.kv_bytes_per_sequence(context):
+            break
+    inputs = dict(_geometry(spec), seq_len=context, budget_bytes=budget)
+    q = (f"{_config_text(spec)}. After weights and overhead, {_gb_text(budget)} (10^9 bytes) is left for the KV "
+         f"cache. How many sequences of {context:,} tokens fit at once?")
+    return _problem("concurrency", seed, q, "max_concurrency", inputs, "sequences", model=spec.name)
+
+
+def _pool(rng, seed):
+    gpus = [g for g in GPUS.values() if g.memory_bytes >= 40 * GB]
+    gpu = rng.choice(gpus)
+    models = [m for m in _gqa_models() if _spec(m).weight_bytes(2) < 0.6 * gpu.cuda_memory_bytes]
+    spec = _spec(rng.choice(models))
+    utilization = rng.choice((0.90, 0.92))
+    weights = _round_gb(spec.weight_bytes(2))
+    other = rng.choice((2, 3)) * GB
+    cuda_gib = round(gpu.cuda_memory_bytes / GiB, 2)
+    cuda_bytes = round(cuda_gib * GiB)
+    bpt = spec.kv_bytes_per_token()
+    inputs = {"gpu_bytes": cuda_bytes, "label_bytes": gpu.memory_bytes, "utilization": utilization,
+              "weight_bytes": weights, "other_bytes": other, "bytes_per_token": bpt}
+    q = (f"{spec.name} on one {gpu.name} (label {gpu.memory_bytes / GB:.0f} GB; CUDA reports {cuda_gib:.2f} GiB). "
+         f"The engine takes {utilization:.2f} of what CUDA reports; the bf16 weights are {_gb_text(weights)}, "
+         f"activations and other allocations {_gb_text(other)}, and one token's KV is {bpt:,} bytes. "
+         f"How many tokens does the KV pool hold?")
+    return _problem("pool", seed, q, "kv_pool_tokens", inputs, "tokens", model=spec.name, gpu=gpu.name)
+
+
+def _block_waste(rng, seed):
+    n = rng.randrange(50, 501, 10)
+    bs = rng.choice((8, 16, 32, 64, 128, 256))
+    inputs = {"num_seqs": n, "block_size": bs}
+    q = (f"{n} sequences run with KV blocks of {bs} tokens; their lengths are uniform modulo the block size. "
+         f"How many token slots do their partially filled last blocks waste, on average, in all?")
+    return _problem("block_waste", seed, q, "block_waste_tokens", inputs, "token slots")
+
+
+def _mla_vs_gqa(rng, seed):
+    spec = _spec(rng.choice(_mla_models()))
+    dtype = rng.choice((2, 1))
+    layers = rng.choice((spec.num_layers, spec.num_layers, 27, 60))
+    who = spec.name if layers == spec.num_layers else f"A model shaped like {spec.name} but with {layers} layers"
+    qk = (spec.qk_nope_head_dim or 0) + spec.qk_rope_head_dim
+    inputs = {"layers": layers, "latent_dim": spec.kv_lora_rank, "rope_dim": spec.qk_rope_head_dim,
+              "dtype_bytes": dtype, "num_heads": spec.num_heads, "qk_head_dim": qk}
+    gqa = _spec("meta-llama/Llama-3.1-8B").kv_bytes_per_token(dtype)
+    q = (f"{who} uses multi-head latent attention: kv_lora_rank {spec.kv_lora_rank}, qk_rope_head_dim "
+         f"{spec.qk_rope_head_dim}, {spec.num_heads} heads with a query/key head dim of {qk}, num_hidden_layers "
+         f"{layers}, KV cache in {'bf16' if dtype == 2 else 'fp8'} ({dtype} byte(s) per element). How many bytes "
+         f"of KV cache does one token take? (Llama 3.1 8B, a GQA model, takes {gqa:,}.)")
+    return _problem("mla_vs_gqa", seed, q, "mla_bytes_per_token", inputs, "bytes", model=spec.name)
+
+
+def _tp_per_gpu(rng, seed):
+    while True:
+        spec = _spec(rng.choice(_gqa_models()))
+        tps = [t for t in (2, 4, 8, 16) if spec.num_kv_heads % t == 0 or t % spec.num_kv_heads == 0]
+        if tps:
+            break
+    tp = rng.choice(tps)
+    inputs = dict(_geometry(spec), tp=tp)
+    q = (f"{_config_text(spec)}, served with tensor parallelism over {tp} GPUs. How many bytes of KV cache does "
+         f"one token take on each GPU?")
+    p = _problem("tp_per_gpu", seed, q, "kv_bytes_per_token_per_gpu", inputs, "bytes", model=spec.name)
+    assert p.answer == spec.kv_bytes_per_token(tp=tp)  # the catalogue and the spec agree
+    return p
+
+
+def _crossover(rng, seed):
+    spec = _spec(rng.choice(_gqa_models()))
+    weights = _round_gb(spec.weight_bytes(2))
+    batch = rng.choice((8, 16, 32, 64, 128))
+    inputs = dict(_geometry(spec), weight_bytes=weights, batch_size=batch)
+    q = (f"{_config_text(spec)}; its bf16 weights are {_gb_text(weights)} (10^9 bytes). At a batch of {batch} "
+         f"sequences, at what context does one decode step read as many KV bytes as weight bytes? "
+         f"(to 0.5%)")
+    return _problem("crossover", seed, q, "crossover_context", inputs, "tokens", tolerance=0.005, model=spec.name)
+
+
+def _step_time(rng, seed):
+    spec = _spec(rng.choice(_gqa_models()))
+    gpu = rng.choice([g for g in GPUS.values() if g.memory_bytes >= 40 * GB])
+    weights = _round_gb(spec.weight_bytes(2))
+    batch, context = rng.choice((1, 8, 16, 32, 64)), rng.choice(_CONTEXTS)
+    bw = gpu.bandwidth_bytes_per_s
+    inputs = dict(_geometry(spec), weight_bytes=weights, seq_len=context, batch_size=batch,
+                  bandwidth_bytes_per_s=bw)
+    q = (f"{_config_text(spec)}; bf16 weights {_gb_text(weights)}. On one {gpu.name} ({bw / 1e12:g} TB/s, "
+         f"10^12 bytes/s), a batch of {batch} sequence(s) of {context:,} tokens decodes. How long is one step at the "
+         f"bandwidth limit, in milliseconds? (to 0.5%)")
+    return _problem("step_time", seed, q, "decode_step_ms", inputs, "ms", tolerance=0.005, model=spec.name,
+                    gpu=gpu.name)
+
+
+def _fp8(rng, seed):
+    spec = _spec(rng.choice(_gqa_models()))
+    budget = _gb_value(rng, 10, 70)
+    inputs = dict(_geometry(spec, dtype_bytes=1), budget_bytes=budget)
+    q = (f"{_config_text(spec, dtype_bytes=1)}. {_gb_text(budget)} (10^9 bytes) is left for the KV cache. "
+         f"How many tokens does it hold?")
+    return _problem("fp8", seed, q, "pool_tokens", inputs, "tokens", model=spec.name)
+
+
+def _plan_step(rng, seed):
+    while True:
+        spec = _spec(rng.choice(_gqa_models()))
+        tp = 8
+        if spec.num_kv_heads % tp and tp % spec.num_kv_heads:
+            continue
+        users = rng.choice((200, 500, 1000, 2000, 5000))
+        context = rng.choice((2048, 4096, 6000, 8192, 16384))
+        pool = _gb_value(rng, 40, 70)
+        if pool >= spec.kv_bytes_per_sequence(context, tp=tp):
+            break
+    inputs = dict(_geometry(spec), users=users, seq_len=context, pool_bytes_per_gpu=pool, tp=tp)
+    q = (f"{_config_text(spec)}. Nodes of 8 GPUs each serve one replica with tensor parallelism 8; every GPU has "
+         f"{_gb_text(pool)} (10^9 bytes) left for KV. How many nodes hold {users:,} concurrent sequences of "
+         f"{context:,} tokens? (memory only, no headroom)")
+    return _problem("plan_step", seed, q, "nodes_for_memory", inputs, "nodes", model=spec.name)
+
+
+TOPICS = {
+    "kv_per_token": _kv_per_token,
+    "per_sequence": _per_sequence,
+    "concurrency": _concurrency,
+    "pool": _pool,
+    "block_waste": _block_waste,
+    "mla_vs_gqa": _mla_vs_gqa,
+    "tp_per_gpu": _tp_per_gpu,
+    "crossover": _crossover,
+    "step_time": _step_time,
+    "fp8": _fp8,
+    "plan_step": _plan_step,
+}
+
+
+def _seed(seed) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise DrillError(f"seed must be an integer, got {seed!r}")
+    return seed
+
+
+def generate(topic: str, seed: int = 0) -> Problem:
+    """One problem on ``topic`` (a key of TOPICS); the same seed gives the same problem."""
+    if topic not in TOPICS:
+        raise DrillError(f"unknown topic {topic!r} (known: {', '.join(TOPICS)})")
+    return TOPICS[topic](random.Random(_seed(seed)), seed)
+
+
+def problem_set(seed: int = 0, count: int = 5, topic: str | None = None) -> list:
+    """``count`` problems (of one topic, or of topics drawn at random) from one seed.
+
+    Each problem gets its own seed drawn from ``random.Random(seed)``:
+
+    >>> [p.topic for p in problem_set(seed=1, count=3, topic="fp8")]
+    ['fp8', 'fp8', 'fp8']
+    >>> problem_set(seed=1, count=3) == problem_set(seed=1, count=3)
+    True
+    """
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise DrillError(f"count must be a positive integer, got {count!r}")
+    if topic is not None and topic not in TOPICS:
+        raise DrillError(f"unknown topic {topic!r} (known: {', '.join(TOPICS)})")
+    rng = random.Random(_seed(seed))
+    names = list(TOPICS)
+    out = []
+    for _ in range(count):
+        sub_seed = rng.getrandbits(63)
+        out.append(generate(topic or rng.choice(names), sub_seed))
+    return out
+
+
+def seed_for_student(student_id: str) -> int:
+    """A stable per-student seed: the first 8 bytes of SHA-256 of the id (never ``hash()``).
+
+    >>> seed_for_student("student-001")
+    17424175195447602153
+    """
+    if not isinstance(student_id, str) or not student_id:
+        raise DrillError(f"student_id must be a non-empty string, got {student_id!r}")
+    return int.from_bytes(hashlib.sha256(student_id.encode("utf-8")).digest()[:8], "big")
+
+
+# --- kvlib drill ------------------------------------------------------------------------
+def run_drill(problems, stdin=None, stdout=None, timings: bool = False, clock=time.perf_counter) -> tuple:
+    """Ask each problem, read one answer line each; return (correct, asked).
+
+    Stops quietly at the end of input. Echoes the answer when input is not a
+    terminal, so a piped transcript reads like a session. Prints times only
+    with ``timings``.
+    """
+    stdin = sys.stdin if stdin is None else stdin
+    stdout = sys.stdout if stdout is None else stdout
+    echo = not (hasattr(stdin, "isatty") and stdin.isatty())
+    correct = asked = 0
+    slips = {}
+    start = clock()
+    for n, p in enumerate(problems, 1):
+        print(f"\nQuestion {n}/{len(problems)} [{p.topic}]", file=stdout)
+        print(p.question, file=stdout)
+        print(f"answer ({p.units})> ", end="", file=stdout, flush=True)
+        asked_at = clock()
+        line = stdin.readline()
+        if not line:
+            print("\n(end of input)", file=stdout)
+            break
+        text = line.strip()
+        if echo:
+            print(text, file=stdout)
+        asked += 1
+        ok, feedback = p.check(text)
+        correct += ok
+        key = p.slip_key(text)
+        if key:
+            slips[key] = slips.get(key, 0) + 1
+        print(feedback, file=stdout)
+        if timings:
+            print(f"(answered in {clock() - asked_at:.1f} s)", file=stdout)
+    print(f"\nscore {correct}/{asked}" + (f" ({len(problems) - asked} not answered)" if asked < len(problems) else ""),
+          file=stdout)
+    if slips:
+        print("slips: " + ", ".join(f"{k} x{v}" for k, v in sorted(slips.items())), file=stdout)
+    if timings:
+        print(f"time {clock() - start:.1f} s", file=stdout)
+    return correct, asked
+
+
+def _cmd_drill(args):
+    problems = problem_set(args.seed, args.count, args.topic)
+    print(f"kvlib drill: {len(problems)} question(s), seed {args.seed}"
+          + (f", topic {args.topic}" if args.topic else "") + ". Answer with a number; units as asked.")
+    run_drill(problems, timings=args.timings)
+
+
+def add_cli_parser(subparsers):
+    """Register ``kvlib drill`` on the ``kvlib`` command line."""
+    import argparse
+
+    from .cli import _positive_int
+
+    def topic(text):
+        if text not in TOPICS:
+            raise argparse.ArgumentTypeError(f"unknown topic {text!r} (known: {', '.join(TOPICS)})")
+        return text
+
+    def seed(text):
+        try:
+            return int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+    p = subparsers.add_parser("drill", help="practice problems with named-slip feedback",
+                              description="Seeded KV-cache problems; answers are read from stdin, one per line.")
+    p.add_argument("--topic", type=topic, default=None, help="one of: " + ", ".join(TOPICS))
+    p.add_argument("--count", type=_positive_int, default=5)
+    p.add_argument("--seed", type=seed, default=0, help="same seed, same questions (default 0)")
+    p.add_argument("--timings", action="store_true", help="print how long each answer took")
+    p.set_defaults(func=_cmd_drill)
+    return p
+

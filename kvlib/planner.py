@@ -1,0 +1,438 @@
+"""Capacity planner: how many nodes serve N users at an average context under an ITL target.
+
+The plan follows seed 003 section 8, one step per line of the report:
+
+1. KV per sequence: ``bytes_per_token * T``, and per GPU under tensor
+   parallelism ``tp`` (each GPU holds its own KV heads).
+2. Total KV: ``users * kv_per_sequence``.
+3. Sequences per node by memory: per GPU the pool is
+   ``ceil(M * u) - W / tp - O`` (M memory as CUDA reports it, u the engine's
+   utilization, W the weights, O activations and other allocations); a
+   replica of ``tp`` GPUs holds ``floor(pool / kv_per_sequence_per_gpu)``
+   sequences and a node holds ``gpus_per_node / tp`` replicas.
+4. Latency check at that load: each GPU reads ``W / tp + n * kv_per_seq_per_gpu``
+   bytes per step; ``ITL = bytes / BW * (1 + tp_overhead) / efficiency``
+   (tp_overhead, the all-reduce cost, only when tp > 1). If the ITL misses
+   the target, the sequences per replica are cut until it is met.
+5. Throughput: ``sequences_per_node / ITL`` tokens/s per node.
+6. Nodes: ``ceil(users / sequences_per_node)``; with headroom
+   ``ceil(nodes * spike_factor) + redundancy_nodes`` (N+1).
+
+Every assumption is a parameter with a default, and the report lists them.
+Decode is taken to be bandwidth-bound (true far below the ridge point, see
+``kvlib.roofline``); prefill, the KV of the tokens being generated beyond
+the average, and the scheduler's own limits are outside the model.
+
+Seed 003 section 8 (Llama 3 70B, 2,000 users, 6K context, p95 ITL < 60 ms,
+8 x H100) with the seed's own assumptions -- 80 GB per GPU (its "640 GB"
+node), no utilization cap, 24 GB of overhead per node, 141.2 GB of weights:
+
+>>> p = plan_capacity("llama-3-70b", users=2000, context=6000, itl_ms=60, gpu="H100-SXM",
+...                   gpu_memory_bytes=80 * 10**9, utilization=1.0, overhead_bytes_per_gpu=3 * 10**9,
+...                   weight_bytes=141_200_000_000)
+>>> p.sequences_per_node, round(p.itl_s * 1e3, 1), p.nodes, p.nodes_with_headroom
+(241, 42.6, 9, 13)
+
+Taught in chapter 09 (capacity planning).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+
+from . import formulas
+from .config import load_model
+from .dtypes import dtype_bytes as _dtype_bytes
+from .gpus import get_gpu
+from .units import GB, GiB, format_gb_gib
+
+__all__ = ["PlanError", "Plan", "plan_capacity", "plan_rows", "add_cli_parser",
+           "DEFAULT_UTILIZATION", "DEFAULT_OVERHEAD_BYTES", "DEFAULT_EFFICIENCY",
+           "DEFAULT_TP_OVERHEAD", "DEFAULT_SPIKE_FACTOR", "DEFAULT_REDUNDANCY_NODES"]
+
+DEFAULT_UTILIZATION = 0.92          # vLLM >= 0.20 gpu_memory_utilization
+DEFAULT_OVERHEAD_BYTES = 3 * GB     # per GPU: activations and other allocations (seed 000, seed 003 s8)
+DEFAULT_EFFICIENCY = 0.70           # achieved / peak bandwidth (seed 003: 60-75%)
+DEFAULT_TP_OVERHEAD = 0.30          # all-reduce cost as a fraction of the step (seed 003 s8)
+DEFAULT_SPIKE_FACTOR = 1.30         # traffic spike headroom (seed 003 s8)
+DEFAULT_REDUNDANCY_NODES = 1        # N+1
+
+
+class PlanError(ValueError):
+    """A planner input is out of range, or the target cannot be met; names the parameter."""
+
+
+def _number(name, value, *, integer=False, minimum=None, above=None, at_most=None):
+    ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+    if isinstance(value, bool) or not ok or value != value:
+        raise PlanError(f"{name} must be {'an integer' if integer else 'a number'}, got {value!r}")
+    if above is not None and not value > above:
+        raise PlanError(f"{name} must be greater than {above}, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise PlanError(f"{name} must be at least {minimum}, got {value!r}")
+    if at_most is not None and value > at_most:
+        raise PlanError(f"{name} must be at most {at_most}, got {value!r}")
+    return value
+
+
+def _ceil(x) -> int:
+    """Ceiling that ignores float noise (9 x 1.3 = 11.700000000000001 -> 12, 10 x 1.3 -> 13)."""
+    return math.ceil(round(x, 9))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every input, assumption and intermediate figure of a capacity plan."""
+
+    # requirement
+    model: str
+    users: int
+    context: int
+    itl_target_s: float
+    # hardware and assumptions
+    gpu: str
+    gpus_per_node: int
+    tp: int
+    gpu_memory_bytes: int          # per GPU, as CUDA reports it unless overridden
+    utilization: float
+    overhead_bytes_per_gpu: int
+    weight_bytes: int              # whole model
+    kv_dtype_bytes: float
+    bandwidth_bytes_per_s: float   # per GPU
+    efficiency: float
+    tp_overhead: float
+    spike_factor: float
+    redundancy_nodes: int
+    # step 1
+    kv_bytes_per_token: int
+    kv_bytes_per_token_per_gpu: int
+    kv_bytes_per_sequence: int
+    kv_bytes_per_sequence_per_gpu: int
+    # step 2
+    total_kv_bytes: int
+    # step 3
+    budget_bytes_per_gpu: int      # ceil(M * u)
+    weight_bytes_per_gpu: int
+    kv_pool_bytes_per_gpu: int
+    kv_pool_bytes_per_node: int
+    replicas_per_node: int
+    sequences_per_replica_by_memory: int
+    nodes_for_memory: int
+    # step 4
+    step_bytes_per_gpu_at_memory_limit: int
+    itl_s_at_memory_limit: float
+    sequences_per_replica_by_latency: int
+    sequences_per_replica: int
+    step_bytes_per_gpu: int
+    step_s_bound: float            # bytes / BW, before overheads
+    itl_s: float
+    # steps 5 and 6
+    sequences_per_node: int
+    nodes: int
+    nodes_with_headroom: int
+
+    @property
+    def sequences_per_node_by_memory(self) -> int:
+        return self.replicas_per_node * self.sequences_per_replica_by_memory
+
+    @property
+    def meets_itl_at_memory_limit(self) -> bool:
+        return self.itl_s_at_memory_limit <= self.itl_target_s
+
+    @property
+    def limited_by(self) -> str:
+        """'memory' when the KV pool sets the sequences per node, 'latency' when the ITL does."""
+        return "memory" if self.sequences_per_replica == self.sequences_per_replica_by_memory else "latency"
+
+    @property
+    def tokens_per_s_per_node(self) -> float:
+        return self.sequences_per_node / self.itl_s
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Aggregate decode throughput of ``nodes`` full nodes [tokens/s]."""
+        return self.nodes * self.tokens_per_s_per_node
+
+    @property
+    def tokens_per_s_per_user(self) -> float:
+        return 1 / self.itl_s
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes_with_headroom * self.gpus_per_node
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        for name in ("sequences_per_node_by_memory", "meets_itl_at_memory_limit", "limited_by",
+                     "tokens_per_s_per_node", "tokens_per_s", "tokens_per_s_per_user", "gpus"):
+            d[name] = getattr(self, name)
+        return d
+
+
+def plan_capacity(model, *, users: int, context: int, itl_ms: float, gpu="H100-SXM", gpus_per_node: int = 8,
+                  tp: int | None = None, gpu_memory_bytes=None, utilization: float = DEFAULT_UTILIZATION,
+                  overhead_bytes_per_gpu=DEFAULT_OVERHEAD_BYTES, weight_bytes=None, num_params=None,
+                  weight_dtype_bytes=2, kv_dtype_bytes=None, bandwidth_bytes_per_s=None,
+                  efficiency: float = DEFAULT_EFFICIENCY, tp_overhead: float = DEFAULT_TP_OVERHEAD,
+                  spike_factor: float = DEFAULT_SPIKE_FACTOR,
+                  redundancy_nodes: int = DEFAULT_REDUNDANCY_NODES, hub: bool = False) -> Plan:
+    """Plan nodes of ``gpus_per_node`` GPUs for ``users`` sequences of ``context`` tokens.
+
+    ``tp`` defaults to ``gpus_per_node`` (one replica per node);
+    ``gpu_memory_bytes`` to what CUDA reports for ``gpu``; ``weight_bytes``
+    to ``num_params`` (default: kvlib's count) x ``weight_dtype_bytes``;
+    ``bandwidth_bytes_per_s`` to the GPU's datasheet figure. Raises
+    PlanError (naming the parameter) when an input is out of range, when
+    one sequence does not fit, or when the weights alone miss the ITL.
+
+    Seed 003 exercise D, with kvlib's defaults (CUDA-reported memory, 0.92,
+    3 GB per GPU, TP = 8 on 8 x A100-80GB):
+
+    >>> p = plan_capacity("qwen2.5-32b", users=500, context=16384, itl_ms=80, gpu="A100-80GB")
+    >>> p.sequences_per_node, p.nodes, p.nodes_with_headroom, round(p.itl_s * 1e3, 1)
+    (124, 5, 8, 68.1)
+    """
+    spec = load_model(model, hub=hub)
+    card = get_gpu(gpu)
+    _number("users", users, integer=True, minimum=1)
+    _number("context", context, integer=True, minimum=1)
+    _number("itl_ms", itl_ms, above=0)
+    _number("gpus_per_node", gpus_per_node, integer=True, minimum=1)
+    tp = gpus_per_node if tp is None else _number("tp", tp, integer=True, minimum=1)
+    if gpus_per_node % tp:
+        raise PlanError(f"tp ({tp}) must divide gpus_per_node ({gpus_per_node})")
+    spec.kv_heads_per_gpu(tp)  # SpecError (a ValueError naming tp) when tp does not fit the KV heads
+    memory = card.cuda_memory_bytes if gpu_memory_bytes is None else _number("gpu_memory_bytes", gpu_memory_bytes,
+                                                                             above=0)
+    _number("utilization", utilization, above=0, at_most=1)
+    _number("overhead_bytes_per_gpu", overhead_bytes_per_gpu, minimum=0)
+    _number("efficiency", efficiency, above=0, at_most=1)
+    _number("tp_overhead", tp_overhead, minimum=0)
+    _number("spike_factor", spike_factor, minimum=1)
+    _number("redundancy_nodes", redundancy_nodes, integer=True, minimum=0)
+    if weight_bytes is None:
+        params = spec.num_params() if num_params is None else _number("num_params", num_params, above=0)
+        _number("weight_dtype_bytes", weight_dtype_bytes, above=0)
+        weight_bytes = formulas.weight_bytes(params, weight_dtype_bytes)
+    weight_bytes = math.ceil(_number("weight_bytes", weight_bytes, above=0))
+    bw = card.bandwidth_bytes_per_s if bandwidth_bytes_per_s is None else _number(
+        "bandwidth_bytes_per_s", bandwidth_bytes_per_s, above=0)
+    kv_b = spec.dtype_bytes if kv_dtype_bytes is None else _number("kv_dtype_bytes", kv_dtype_bytes, above=0)
+
+    # Step 1: KV per sequence, in all and per GPU.
+    per_token = spec.kv_bytes_per_token(kv_b)
+    per_token_gpu = spec.kv_bytes_per_token(kv_b, tp=tp)
+    per_seq = spec.kv_bytes_per_sequence(context, kv_b)
+    per_seq_gpu = spec.kv_bytes_per_sequence(context, kv_b, tp=tp)
+    # Step 2: total KV.
+    total_kv = users * per_seq
+    # Step 3: the pool per GPU and the sequences it holds.
+    budget = math.ceil(memory * utilization)
+    w_gpu = -(-weight_bytes // tp)
+    pool = math.floor(budget - w_gpu - overhead_bytes_per_gpu)
+    if pool < per_seq_gpu:
+        raise PlanError(
+            f"gpu: one sequence of {context:,} tokens needs {format_gb_gib(per_seq_gpu)} per GPU but only "
+            f"{format_gb_gib(max(pool, 0))} is left after weights ({format_gb_gib(w_gpu)}) and overhead; "
+            f"use more GPUs per replica (tp) or a bigger GPU")
+    replicas = gpus_per_node // tp
+    by_memory = pool // per_seq_gpu
+    nodes_for_memory = -(-users // (replicas * by_memory))
+    # Step 4: latency at the memory limit, then cut to the ITL target if needed.
+    slowdown = (1 + (tp_overhead if tp > 1 else 0)) / efficiency
+    target_s = itl_ms / 1e3
+    bytes_mem = w_gpu + by_memory * per_seq_gpu
+    itl_mem = bytes_mem / bw * slowdown
+    max_bytes = target_s / slowdown * bw
+    by_latency = math.floor((max_bytes - w_gpu) / per_seq_gpu)
+    if by_latency < 1:
+        raise PlanError(
+            f"itl_ms: {itl_ms} ms cannot be met: reading the weights ({format_gb_gib(w_gpu)} per GPU) and one "
+            f"sequence already takes {(w_gpu + per_seq_gpu) / bw * slowdown * 1e3:.1f} ms per step")
+    n = min(by_memory, by_latency)
+    step_bytes = w_gpu + n * per_seq_gpu
+    # Steps 5 and 6: nodes, then headroom.
+    per_node = replicas * n
+    nodes = -(-users // per_node)
+    return Plan(
+        model=spec.name, users=users, context=context, itl_target_s=target_s,
+        gpu=card.name, gpus_per_node=gpus_per_node, tp=tp, gpu_memory_bytes=memory, utilization=utilization,
+        overhead_bytes_per_gpu=overhead_bytes_per_gpu, weight_bytes=weight_bytes, kv_dtype_bytes=kv_b,
+        bandwidth_bytes_per_s=bw, efficiency=efficiency, tp_overhead=tp_overhead, spike_factor=spike_factor,
+        redundancy_nodes=redundancy_nodes,
+        kv_bytes_per_token=per_token, kv_bytes_per_token_per_gpu=per_token_gpu, kv_bytes_per_sequence=per_seq,
+        kv_bytes_per_sequence_per_gpu=per_seq_gpu, total_kv_bytes=total_kv,
+        budget_bytes_per_gpu=budget, weight_bytes_per_gpu=w_gpu, kv_pool_bytes_per_gpu=pool,
+        kv_pool_bytes_per_node=pool * gpus_per_node, replicas_per_node=replicas,
+        sequences_per_replica_by_memory=by_memory, nodes_for_memory=nodes_for_memory,
+        step_bytes_per_gpu_at_memory_limit=bytes_mem, itl_s_at_memory_limit=itl_mem,
+        sequences_per_replica_by_latency=by_latency, sequences_per_replica=n, step_bytes_per_gpu=step_bytes,
+        step_s_bound=step_bytes / bw, itl_s=step_bytes / bw * slowdown,
+        sequences_per_node=per_node, nodes=nodes,
+        nodes_with_headroom=_ceil(nodes * spike_factor) + redundancy_nodes,
+    )
+
+
+def _gb(n) -> str:
+    """Both readings; three decimals below 10 GB so per-GPU sequences stay readable."""
+    if abs(n) < 10 * GB:
+        return f"{n / GB:,.3f} GB ({n / GiB:,.3f} GiB)"
+    return format_gb_gib(n)
+
+
+def plan_rows(p: Plan) -> list[tuple[str, str]]:
+    """The report as (label, value) rows, one step at a time (GB = 10^9, GiB = 2^30).
+
+    >>> rows = dict(plan_rows(plan_capacity("llama-3-70b", users=2000, context=6144, itl_ms=60, gpu="H100")))
+    >>> rows["6. with headroom"]
+    'ceil(9 x 1.3) + 1 = 13 nodes (104 x H100-SXM)'
+    """
+    tp_note = f" (tp={p.tp})" if p.tp > 1 else ""
+    slowdown = f"x (1 + {p.tp_overhead:g}) / {p.efficiency:g}" if p.tp > 1 else f"/ {p.efficiency:g}"
+    ms = 1e3
+    rows = [
+        ("requirement", f"{p.model}: {p.users:,} users at {p.context:,} tokens, ITL <= {p.itl_target_s * ms:g} ms"),
+        ("1. KV per token", f"{p.kv_bytes_per_token:,} B in all, {p.kv_bytes_per_token_per_gpu:,} B per GPU{tp_note}"),
+        ("1. KV per sequence", f"{_gb(p.kv_bytes_per_sequence)} in all, "
+                               f"{_gb(p.kv_bytes_per_sequence_per_gpu)} per GPU"),
+        ("2. total KV", f"{p.users:,} x {_gb(p.kv_bytes_per_sequence)} = {_gb(p.total_kv_bytes)}"),
+        ("3. budget per GPU", f"ceil({_gb(p.gpu_memory_bytes)} x {p.utilization:g}) = {_gb(p.budget_bytes_per_gpu)}"),
+        ("3. KV pool per GPU", f"{_gb(p.budget_bytes_per_gpu)} - weights {_gb(p.weight_bytes_per_gpu)} - overhead "
+                               f"{_gb(p.overhead_bytes_per_gpu)} = {_gb(p.kv_pool_bytes_per_gpu)}"),
+        ("3. KV pool per node", f"{p.gpus_per_node} x {_gb(p.kv_pool_bytes_per_gpu)} = "
+                                f"{_gb(p.kv_pool_bytes_per_node)}"),
+        ("3. sequences by memory", f"{p.replicas_per_node} replica(s) x floor({_gb(p.kv_pool_bytes_per_gpu)} / "
+                                   f"{_gb(p.kv_bytes_per_sequence_per_gpu)}) = "
+                                   f"{p.sequences_per_node_by_memory:,} per node"),
+        ("3. nodes for memory", f"ceil({p.users:,} / {p.sequences_per_node_by_memory:,}) = {p.nodes_for_memory}"),
+        ("4. bytes per step per GPU", f"{_gb(p.weight_bytes_per_gpu)} + {p.sequences_per_replica_by_memory:,} x "
+                                      f"{_gb(p.kv_bytes_per_sequence_per_gpu)} = "
+                                      f"{_gb(p.step_bytes_per_gpu_at_memory_limit)}"),
+        ("4. ITL at memory limit", f"{p.step_bytes_per_gpu_at_memory_limit / p.bandwidth_bytes_per_s * ms:.2f} ms at "
+                                   f"{p.bandwidth_bytes_per_s / 1e12:g} TB/s {slowdown} = "
+                                   f"{p.itl_s_at_memory_limit * ms:.1f} ms: "
+                                   + ("meets" if p.meets_itl_at_memory_limit else "MISSES")
+                                   + f" the {p.itl_target_s * ms:g} ms target"),
+    ]
+    if not p.meets_itl_at_memory_limit:
+        rows.append(("4. sequences by latency", f"{p.sequences_per_replica_by_latency:,} per replica: "
+                                                f"ITL {p.itl_s * ms:.1f} ms, "
+                                                f"{p.sequences_per_node:,} per node"))
+    rows += [
+        ("5. throughput", f"{p.sequences_per_node:,} / {p.itl_s * ms:.1f} ms = {p.tokens_per_s_per_node:,.0f} tok/s "
+                          f"per node; {p.nodes} node(s): {p.tokens_per_s:,.0f} tok/s "
+                          f"({p.tokens_per_s_per_user:.1f} tok/s per user)"),
+        ("6. nodes", f"ceil({p.users:,} / {p.sequences_per_node:,}) = {p.nodes} ({p.limited_by}-limited)"),
+        ("6. with headroom", f"ceil({p.nodes} x {p.spike_factor:g}) + {p.redundancy_nodes} = {p.nodes_with_headroom} "
+                             f"nodes ({p.gpus:,} x {p.gpu})"),
+        ("assumptions", f"memory per GPU {_gb(p.gpu_memory_bytes)}, utilization {p.utilization:g}, overhead "
+                        f"{_gb(p.overhead_bytes_per_gpu)} per GPU, weights {_gb(p.weight_bytes)}, KV "
+                        f"{p.kv_dtype_bytes:g} B/element, bandwidth {p.bandwidth_bytes_per_s / 1e12:g} TB/s, "
+                        f"efficiency {p.efficiency:g}, TP overhead {p.tp_overhead:g}, spike x{p.spike_factor:g}, "
+                        f"+{p.redundancy_nodes} node(s); decode bandwidth-bound"),
+    ]
+    return rows
+
+
+# --- kvlib plan ----------------------------------------------------------------
+def _cmd_plan(args):
+    from .cli import UsageError
+
+    if args.weight_bytes is not None and args.num_params is not None:
+        raise UsageError("kvlib plan: give --weight-bytes or --num-params, not both")
+    plan = plan_capacity(
+        args.model, users=args.users, context=args.context, itl_ms=args.itl_ms, gpu=args.gpu,
+        gpus_per_node=args.gpus_per_node, tp=args.tp, gpu_memory_bytes=args.gpu_memory,
+        utilization=args.utilization, overhead_bytes_per_gpu=args.overhead, weight_bytes=args.weight_bytes,
+        num_params=args.num_params, weight_dtype_bytes=_dtype_bytes(args.weight_dtype),
+        kv_dtype_bytes=None if args.kv_dtype is None else _dtype_bytes(args.kv_dtype),
+        bandwidth_bytes_per_s=args.bandwidth, efficiency=args.efficiency, tp_overhead=args.tp_overhead,
+        spike_factor=args.spike, redundancy_nodes=args.redundancy, hub=args.hub)
+    if args.json:
+        print(json.dumps(plan.to_dict(), indent=2))
+        return
+    rows = plan_rows(plan)
+    width = max(len(label) for label, _ in rows)
+    for label, value in rows:
+        print(f"{label:<{width}}  {value}")
+
+
+def _float_arg(name, minimum=None, above=None, at_most=None):
+    import argparse
+
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        try:
+            _number(name, value, minimum=minimum, above=above, at_most=at_most)
+        except PlanError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return value
+    return parse
+
+
+def _count_arg(text):
+    import argparse
+
+    try:
+        value = float(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a count such as 70.6e9, got {text!r}") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive count, got {text!r}")
+    return int(round(value))
+
+
+def _rate_arg(text):
+    """'3.35TB' or '3350GB' (per second) or a bare bytes/s figure."""
+    from .cli import _byte_size
+    value = _byte_size(text.removesuffix("/s"))
+    if value <= 0:
+        import argparse
+        raise argparse.ArgumentTypeError(f"expected a positive bandwidth, got {text!r}")
+    return value
+
+
+def add_cli_parser(subparsers):
+    """Register ``kvlib plan`` on the ``kvlib`` command line."""
+    from .cli import _byte_size, _fraction, _positive_int
+
+    p = subparsers.add_parser(
+        "plan", help="capacity plan: nodes for N users at a context under an ITL target",
+        description="Nodes of --gpus-per-node GPUs for --users sequences of --context tokens under an ITL "
+                    "target, step by step (seed 003 section 8). Every assumption is a flag.")
+    p.add_argument("model", help="bundled id or alias (see 'kvlib models'), config.json, or folder")
+    p.add_argument("--users", type=_positive_int, required=True, help="concurrent users (sequences)")
+    p.add_argument("--context", type=_positive_int, required=True, help="average context [tokens]")
+    p.add_argument("--itl-ms", type=_float_arg("--itl-ms", above=0), required=True,
+                   help="inter-token latency target [ms]")
+    p.add_argument("--gpu", required=True, help="GPU name (see 'kvlib gpus')")
+    p.add_argument("--gpus-per-node", type=_positive_int, default=8)
+    p.add_argument("--tp", type=_positive_int, default=None, help="tensor-parallel GPUs per replica "
+                                                                   "(default: --gpus-per-node)")
+    p.add_argument("--gpu-memory", type=_byte_size, default=None,
+                   help="memory per GPU, e.g. 80GB (default: what CUDA reports for --gpu)")
+    p.add_argument("--utilization", type=_fraction, default=DEFAULT_UTILIZATION,
+                   help=f"fraction of GPU memory the engine takes (default {DEFAULT_UTILIZATION})")
+    p.add_argument("--overhead", type=_byte_size, default=DEFAULT_OVERHEAD_BYTES,
+                   help="activations and other allocations per GPU (default 3GB)")
+    p.add_argument("--weight-bytes", type=_byte_size, default=None, help="weights of the whole model, e.g. 141.2GB")
+    p.add_argument("--num-params", type=_count_arg, default=None, help="parameters, e.g. 70.6e9 (default: counted)")
+    p.add_argument("--weight-dtype", default="bf16", choices=["bf16", "fp16", "fp8", "int8", "int4"])
+    p.add_argument("--kv-dtype", default=None, choices=["bf16", "fp16", "fp8"])
+    p.add_argument("--bandwidth", type=_rate_arg, default=None, help="per GPU, e.g. 3.35TB (per second)")
+    p.add_argument("--efficiency", type=_fraction, default=DEFAULT_EFFICIENCY,
+                   help=f"achieved / peak bandwidth (default {DEFAULT_EFFICIENCY})")
+    p.add_argument("--tp-overhead", type=_float_arg("--tp-overhead", minimum=0), default=DEFAULT_TP_OVERHEAD,
+                   help=f"all-reduce cost as a fraction of the step when tp > 1 (default {DEFAULT_TP_OVERHEAD})")
+    p.add_argument("--spike", type=_float_arg("--spike", minimum=1), default=DEFAULT_SPIKE_FACTOR,
+                   help=f"traffic spike factor (default {DEFAULT_SPIKE_FACTOR})")
+    p.add_argument("--redundancy", type=int, default=DEFAULT_REDUNDANCY_NODES, help="spare nodes (default 1: N+1)")
+    p.add_argument("--hub", action="store_true", help="fetch the config from the Hugging Face Hub")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_plan)
+    return p

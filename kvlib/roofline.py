@@ -1,0 +1,231 @@
+"""Decode on the roofline: step time, tokens/s and ITL from bytes moved.
+
+One decode step reads every weight once and every running sequence's whole
+KV cache once, and produces one token per sequence:
+
+    bytes_per_step = W + B * kv_bytes_per_sequence(T)      [B]
+    step_s (bandwidth limit) = bytes_per_step / BW          [s]
+    tokens_per_s = B / step_s;  ITL = step_s
+
+With an efficiency factor e (real kernels reach 60-75% of peak bandwidth,
+seed 003) the step takes ``step_s / e``. Arithmetic intensity is FLOPs per
+byte moved; below the GPU's ridge point (peak FLOP/s / BW, 295 FLOP/byte on
+an H100) the step is bandwidth-bound. The regime is *weight-dominated* while
+the weights are the larger read and *cache-dominated* once the KV reads
+exceed them, at ``B * T = W / bytes_per_token`` (the crossover).
+
+FLOPs of a decode step: ``2 * P * B`` for the linear layers plus, per
+sequence and layer, ``2 * H * (d_qk + d_v) * T`` for the new token's Q.K
+and softmax(.)V against T cached tokens (H = query heads).
+
+Taught in chapter 05 (bandwidth).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import formulas
+from .config import load_model
+from .gpus import get_gpu
+from .spec import NO_KV
+
+__all__ = [
+    "RooflineError",
+    "DecodeStep",
+    "decode_step",
+    "decode_flops",
+    "regime",
+    "crossover_context",
+    "crossover_batch",
+    "WEIGHT_DOMINATED",
+    "CACHE_DOMINATED",
+]
+
+WEIGHT_DOMINATED = "weight-dominated"
+CACHE_DOMINATED = "cache-dominated"
+
+
+class RooflineError(ValueError):
+    """A decode-step input is out of range; the message names it."""
+
+
+def _positive(name, value, *, integer=False, at_most=None):
+    ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
+    if isinstance(value, bool) or not ok_type or not value > 0:
+        kind = "a positive integer" if integer else "a positive number"
+        raise RooflineError(f"{name} must be {kind}, got {value!r}")
+    if at_most is not None and value > at_most:
+        raise RooflineError(f"{name} must be at most {at_most}, got {value!r}")
+    return value
+
+
+def regime(weight_bytes, kv_bytes) -> str:
+    """'weight-dominated' while the weights are the larger read, else 'cache-dominated'.
+
+    >>> regime(16.06e9, 131072 * 4096 * 32), regime(16.06e9, 131072 * 4096 * 128)
+    ('cache-dominated', 'cache-dominated')
+    >>> regime(16.06e9, 131072 * 1024 * 32)
+    'weight-dominated'
+    """
+    return WEIGHT_DOMINATED if weight_bytes >= kv_bytes else CACHE_DOMINATED
+
+
+def crossover_context(weight_bytes, bytes_per_token, batch):
+    """Context at which ``batch`` sequences read as many KV bytes as weight bytes.
+
+    Formula: ``T = W / (bytes_per_token * B)`` [tokens]. Seed 003 example 4,
+    Llama 3 8B (16.06 GB): 16.06e9 / 131,072 = 122,528 token-slots, so
+
+    >>> [round(crossover_context(16.06e9, 131072, b)) for b in (32, 64, 128)]
+    [3829, 1915, 957]
+
+    (The seed prints 122,543 token-slots and context 3,830 at batch 32: its
+    division is off by 15; 16.06e9 / 131,072 = 122,527.9.)
+    """
+    return formulas.crossover_tokens(weight_bytes, bytes_per_token) / batch
+
+
+def crossover_batch(weight_bytes, bytes_per_token, context):
+    """Batch at which sequences of ``context`` tokens read as many KV bytes as weight bytes.
+
+    >>> round(crossover_batch(16.06e9, 131072, 4096), 1)
+    29.9
+    """
+    return formulas.crossover_tokens(weight_bytes, bytes_per_token) / context
+
+
+def decode_flops(num_params, batch, layers, num_heads, qk_head_dim, context, v_head_dim=None):
+    """FLOPs of one decode step: ``2 P B + 2 L H (d_qk + d_v) T B``.
+
+    Llama 3 8B, batch 32 at 4,096 tokens: 2 x 8.03e9 x 32 = 5.14e11 linear
+    plus 2 x 32 x 32 x 256 x 4,096 x 32 = 6.87e10 attention; over the
+    33.24 GB the step reads that is 17.5 FLOP/byte, far below an H100's ridge
+    of 989e12 / 3.35e12 = 295 FLOP/byte, so the step is bandwidth-bound.
+
+    >>> f"{decode_flops(8.03e9, 32, 32, 32, 128, 4096):.3g}"
+    '5.83e+11'
+    """
+    d_v = qk_head_dim if v_head_dim is None else v_head_dim
+    return 2 * num_params * batch + 2 * layers * num_heads * (qk_head_dim + d_v) * context * batch
+
+
+def _attention_flops_per_token(spec, context: int):
+    """Attention FLOPs for one new token against ``context`` cached tokens (all layers)."""
+    if spec.is_mla:
+        d_qk = (spec.qk_nope_head_dim or 0) + spec.qk_rope_head_dim
+        d_v = spec.v_head_dim or d_qk
+    else:
+        d_qk = d_v = spec.head_dim
+    total = 0
+    for kind in spec.layer_kinds:
+        if kind != NO_KV:
+            total += 2 * spec.num_heads * (d_qk + d_v) * spec.layer_tokens_held(kind, context)
+    return total
+
+
+@dataclass(frozen=True)
+class DecodeStep:
+    """One decode step of ``batch`` sequences of ``context`` tokens, per GPU."""
+
+    model: str
+    gpu: str
+    batch: int
+    context: int
+    tp: int
+    weight_bytes: int            # [B] per GPU
+    kv_bytes: int                # [B] per GPU, all sequences
+    bytes_per_step: int          # [B] weight_bytes + kv_bytes
+    bandwidth_bytes_per_s: float  # [B/s]
+    flops: float                 # [FLOP] per GPU
+    peak_flop_per_s: float       # [FLOP/s] dense bf16
+    efficiency: float            # achieved / peak bandwidth
+    bandwidth_s: float           # [s] bytes_per_step / BW: the bandwidth limit
+    compute_s: float             # [s] flops / peak
+    ridge_flop_per_byte: float   # peak FLOP/s / BW
+
+    @property
+    def step_s_bound(self) -> float:
+        """Roofline step time [s]: the larger of the bandwidth and compute times."""
+        return max(self.bandwidth_s, self.compute_s)
+
+    @property
+    def step_s(self) -> float:
+        """Expected step time [s]: the bound divided by the efficiency."""
+        return self.step_s_bound / self.efficiency
+
+    @property
+    def itl_s(self) -> float:
+        """Inter-token latency [s]: every sequence gets one token per step."""
+        return self.step_s
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Decode throughput of the batch [tokens/s] at ``step_s``."""
+        return self.batch / self.step_s
+
+    @property
+    def tokens_per_s_bound(self) -> float:
+        """Throughput at the roofline bound [tokens/s]."""
+        return self.batch / self.step_s_bound
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        """FLOPs per byte moved [FLOP/B]."""
+        return self.flops / self.bytes_per_step
+
+    @property
+    def limit(self) -> str:
+        """'bandwidth' below the ridge point, 'compute' above it."""
+        return "bandwidth" if self.arithmetic_intensity < self.ridge_flop_per_byte else "compute"
+
+    @property
+    def regime(self) -> str:
+        """'weight-dominated' or 'cache-dominated'."""
+        return regime(self.weight_bytes, self.kv_bytes)
+
+
+def decode_step(model, *, batch: int, context: int, gpu="H100-SXM", efficiency: float = 1.0,
+                weight_bytes=None, num_params=None, kv_dtype_bytes=None, tp: int = 1,
+                bandwidth_bytes_per_s=None, peak_flop_per_s=None) -> DecodeStep:
+    """Step time, throughput, ITL and regime of one decode step.
+
+    ``weight_bytes`` defaults to the model's bf16 weights (kvlib's parameter
+    count); under tensor parallelism ``tp`` each GPU reads W / tp and its own
+    KV heads. Seed 003 example 5, Llama 3 8B on an H100 (3.35 TB/s),
+    batch 32:
+
+    >>> s = decode_step("llama-3-8b", batch=32, context=4096, weight_bytes=16.06e9)
+    >>> print(f"{s.bytes_per_step / 1e9:.2f} GB, {s.step_s * 1e3:.2f} ms, "
+    ...       f"{s.tokens_per_s:,.0f} tok/s, {s.regime}")
+    33.24 GB, 9.92 ms, 3,225 tok/s, cache-dominated
+    >>> s = decode_step("llama-3-8b", batch=32, context=32768, weight_bytes=16.06e9)
+    >>> print(f"{s.bytes_per_step / 1e9:.1f} GB, {s.step_s * 1e3:.1f} ms, {s.tokens_per_s:,.0f} tok/s")
+    153.5 GB, 45.8 ms, 698 tok/s
+
+    (The seed prints 3,226 and 699 tok/s: it divides 32 by the step time
+    already rounded to 9.92 and 45.8 ms; 32 / 9.9223 ms = 3,225.04 and
+    32 / 45.8206 ms = 698.4.)
+    """
+    _positive("batch", batch, integer=True)
+    _positive("context", context, integer=True)
+    _positive("efficiency", efficiency, at_most=1)
+    _positive("tp", tp, integer=True)
+    spec = load_model(model)
+    card = get_gpu(gpu)
+    if weight_bytes is None:
+        params = spec.num_params() if num_params is None else _positive("num_params", num_params)
+        weight_bytes = formulas.weight_bytes(params, 2)
+    _positive("weight_bytes", weight_bytes)
+    w = -(-weight_bytes // tp) if isinstance(weight_bytes, int) else weight_bytes / tp
+    kv = spec.kv_bytes_per_sequence(context, kv_dtype_bytes, tp=tp) * batch
+    bw = card.bandwidth_bytes_per_s if bandwidth_bytes_per_s is None else _positive(
+        "bandwidth_bytes_per_s", bandwidth_bytes_per_s)
+    peak = card.bf16_flop_per_s if peak_flop_per_s is None else _positive("peak_flop_per_s", peak_flop_per_s)
+    active = spec.num_params_active() if num_params is None else num_params
+    flops = (2 * active * batch + _attention_flops_per_token(spec, context) * batch) / tp
+    total = w + kv
+    return DecodeStep(model=spec.name, gpu=card.name, batch=batch, context=context, tp=tp,
+                      weight_bytes=w, kv_bytes=kv, bytes_per_step=total, bandwidth_bytes_per_s=bw,
+                      flops=flops, peak_flop_per_s=peak, efficiency=efficiency,
+                      bandwidth_s=total / bw, compute_s=flops / peak, ridge_flop_per_byte=peak / bw)

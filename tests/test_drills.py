@@ -1,0 +1,267 @@
+"""kvlib.drills: answers recomputed here, named slips, determinism, and ``kvlib drill``."""
+
+import hashlib
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from kvlib.drills import TOPICS, DrillError, Problem, generate, problem_set, seed_for_student
+from kvlib.slips import diagnose
+
+SEEDS = range(25)
+
+
+def _bpt(p, kv_heads=None):
+    """2 L K D b from what the question states."""
+    k = p["kv_heads"] if kv_heads is None else kv_heads
+    return 2 * p["layers"] * k * p["head_dim"] * p["dtype_bytes"]
+
+
+# Each answer recomputed from the question's parameters with the formula written out.
+INDEPENDENT = {
+    "kv_per_token": lambda p: _bpt(p),
+    "per_sequence": lambda p: _bpt(p) * p["seq_len"],
+    "concurrency": lambda p: math.floor(p["budget_bytes"] / (_bpt(p) * p["seq_len"])),
+    "pool": lambda p: math.floor((p["gpu_bytes"] * p["utilization"] - p["weight_bytes"] - p["other_bytes"])
+                                 / p["bytes_per_token"]),
+    "block_waste": lambda p: p["num_seqs"] * (p["block_size"] - 1) / 2,
+    "mla_vs_gqa": lambda p: p["layers"] * (p["latent_dim"] + p["rope_dim"]) * p["dtype_bytes"],
+    "tp_per_gpu": lambda p: _bpt(p, kv_heads=max(1, p["kv_heads"] // p["tp"])),
+    "crossover": lambda p: p["weight_bytes"] / (_bpt(p) * p["batch_size"]),
+    "step_time": lambda p: (p["weight_bytes"] + _bpt(p) * p["seq_len"] * p["batch_size"])
+                           / p["bandwidth_bytes_per_s"] * 1e3,
+    "fp8": lambda p: math.floor(p["budget_bytes"] / _bpt(p)),
+    "plan_step": lambda p: math.ceil(p["users"] / math.floor(
+        p["pool_bytes_per_gpu"] / (_bpt(p, kv_heads=max(1, p["kv_heads"] // p["tp"])) * p["seq_len"]))),
+}
+
+
+def test_every_topic_has_an_independent_check():
+    assert set(INDEPENDENT) == set(TOPICS) == {
+        "kv_per_token", "per_sequence", "concurrency", "pool", "block_waste", "mla_vs_gqa", "tp_per_gpu",
+        "crossover", "step_time", "fp8", "plan_step"}
+
+
+@pytest.mark.parametrize("topic", sorted(TOPICS))
+def test_answers_match_the_formula_and_check_accepts_them(topic):
+    for seed in SEEDS:
+        p = generate(topic, seed)
+        assert isinstance(p, Problem) and p.topic == topic and p.seed == seed
+        expected = INDEPENDENT[topic](p.params)
+        assert p.answer == pytest.approx(expected, rel=1e-12), (seed, p.question)
+        ok, feedback = p.check(p.answer)
+        assert ok and feedback.startswith("correct"), feedback
+        assert p.check(f"{p.answer:,}")[0]                       # '131,072' is accepted
+        if p.tolerance:
+            assert p.check(p.answer * (1 + p.tolerance / 2))[0]
+            assert not p.check(p.answer * (1 + 3 * p.tolerance))[0]
+        else:
+            assert not p.check(p.answer + 1)[0]
+
+
+def test_the_question_states_every_number_it_needs():
+    p = generate("kv_per_token", 0)
+    for key in ("layers", "kv_heads", "head_dim", "num_heads"):
+        assert f"{p.params[key]}" in p.question
+    p = generate("pool", 0)
+    assert f"{p.params['bytes_per_token']:,}" in p.question and f"{p.params['utilization']:.2f}" in p.question
+
+
+# One characteristic wrong answer per topic, computed here, and the slip it must be named as.
+SLIPPED = {
+    "kv_per_token": (lambda p: _bpt(p) // 2, "missing_kv_factor"),
+    "per_sequence": (lambda p: _bpt(p), "missing_seq_len"),
+    "concurrency": (lambda p: math.ceil(p["budget_bytes"] / (_bpt(p) * p["seq_len"])), "ceil_not_floor"),
+    "pool": (lambda p: math.floor((p["label_bytes"] * p["utilization"] - p["weight_bytes"] - p["other_bytes"])
+                                  / p["bytes_per_token"]), "label_memory"),
+    "block_waste": (lambda p: p["num_seqs"] * p["block_size"] / 2, "block_size_not_minus_one"),
+    "mla_vs_gqa": (lambda p: 2 * p["layers"] * (p["latent_dim"] + p["rope_dim"]) * p["dtype_bytes"],
+                   "extra_factor_2"),
+    "tp_per_gpu": (lambda p: _bpt(p), "total_not_per_gpu"),
+    "crossover": (lambda p: p["weight_bytes"] / _bpt(p), "crossover_not_divided"),
+    "step_time": (lambda p: (p["weight_bytes"] + _bpt(p) * p["seq_len"] * p["batch_size"])
+                  / p["bandwidth_bytes_per_s"], "seconds_for_ms"),
+    "fp8": (lambda p: math.floor(p["budget_bytes"] / (2 * _bpt(p))), "wrong_16bit_vs_fp8"),
+    "plan_step": (lambda p: math.floor(p["users"] / math.floor(
+        p["pool_bytes_per_gpu"] / (_bpt(p, kv_heads=max(1, p["kv_heads"] // p["tp"])) * p["seq_len"]))),
+        "floor_nodes"),
+}
+
+
+@pytest.mark.parametrize("topic", sorted(TOPICS))
+def test_a_known_mistake_is_named(topic):
+    wrong_of, key = SLIPPED[topic]
+    named = 0
+    for seed in SEEDS:
+        p = generate(topic, seed)
+        wrong = wrong_of(p.params)
+        if wrong == pytest.approx(p.answer, rel=max(p.tolerance, 1e-9)):
+            continue  # the slip gives the right number for this problem (e.g. tp = 1, exact division)
+        ok, feedback = p.check(wrong)
+        assert not ok
+        if p.slip_key(wrong) == key or f"[{key}]" in feedback:
+            named += 1
+        assert "The answer is" in feedback
+        # the feedback carries the catalogue's message for the slip it names
+        d = diagnose(p.quantity, wrong, rel_tol=p.tolerance or 1e-9, **p.inputs)
+        assert d.slip is not None and d.slip.message in feedback
+    assert named >= 10, f"{key} named in only {named} of {len(SEEDS)} problems"
+
+
+def test_query_heads_slip_named_on_a_gqa_model():
+    p = next(q for q in (generate("kv_per_token", s) for s in SEEDS) if q.params["num_heads"] != q.params["kv_heads"])
+    wrong = 2 * p.params["layers"] * p.params["num_heads"] * p.params["head_dim"] * 2
+    ok, feedback = p.check(wrong)
+    assert not ok and "[query_heads]" in feedback
+
+
+def test_answers_in_byte_units_are_read_as_bytes():
+    p = generate("per_sequence", 2)
+    assert p.answer == 2**28  # Qwen3-0.6B: 2 x 28 x 8 x 128 x 2 B x 2,048 tokens = 256 MiB
+    assert p.check("0.25 GiB")[0] and p.check("256 MiB")[0] and p.check("268,435,456 B")[0]
+    # typed to three figures: 0.268 GB is within half a unit of its last digit of 0.268435 GB
+    assert p.check("0.268 GB")[0]
+    assert not p.check("0.3 GB")[0]  # never looser than 0.5%
+    ok, feedback = p.check("0.25 GB")  # the GiB figure labelled GB
+    assert not ok and "[gb_for_gib]" in feedback and p.slip_key("256 MB") == "gb_for_gib"
+
+
+@pytest.mark.parametrize("text", ["", "abc", "12 parsecs", "True"])
+def test_unreadable_answers_are_wrong_not_errors(text):
+    ok, feedback = generate("kv_per_token", 1).check(text)
+    assert not ok and "The answer is" in feedback
+
+
+def test_seed_000_fp8_pool_figure():
+    # seed 000: 59.16 GB / 65,536 B = 902,710 tokens. 59.16e9 / 65,536 = 902,709.96: a pool holds whole
+    # tokens, so 902,709 (the seed rounded up). Its 59.16 GB is itself 78.2184 - 16.06 - 3.0 = 59.1584 GB
+    # rounded; from that, 902,685 tokens.
+    geometry = dict(layers=32, kv_heads=8, head_dim=128, dtype_bytes=1)
+    assert diagnose("pool_tokens", 902_709, budget_bytes=59.16e9, **geometry).correct
+    assert diagnose("pool_tokens", 902_710, budget_bytes=59.16e9, **geometry).slip.key == "ceil_not_floor"
+    assert diagnose("pool_tokens", 902_685, budget_bytes=0.92 * 85.02e9 - 16.06e9 - 3.0e9, **geometry).correct
+
+
+STEP = dict(weight_bytes=16.06e9, layers=32, kv_heads=8, head_dim=128, dtype_bytes=2, seq_len=4096, batch_size=32,
+            bandwidth_bytes_per_s=3.35e12)
+NODES = dict(users=2000, seq_len=6000, pool_bytes_per_gpu=59.35e9, layers=80, kv_heads=8, head_dim=128,
+             dtype_bytes=2, num_heads=64, tp=8)
+
+
+@pytest.mark.parametrize("quantity, answer, inputs, key", [
+    # 200 sequences, 16-token blocks: expected 200 x 15 / 2 = 1,500
+    ("block_waste_tokens", 200 * 16 / 2, dict(num_seqs=200, block_size=16), "block_size_not_minus_one"),
+    ("block_waste_tokens", 200 * 15, dict(num_seqs=200, block_size=16), "worst_case_waste"),
+    ("block_waste_tokens", 7.5, dict(num_seqs=200, block_size=16), "one_sequence_waste"),
+    # Llama 3 8B, 16.06 GB, batch 64: 16.06e9 / 131,072 / 64 = 1,914.5; undivided 122,527.9
+    ("crossover_context", 16.06e9 / 131072, dict(weight_bytes=16.06e9, layers=32, kv_heads=8, head_dim=128,
+                                                 dtype_bytes=2, batch_size=64), "crossover_not_divided"),
+    ("crossover_context", 16.06e9 / 524288 / 64, dict(weight_bytes=16.06e9, layers=32, kv_heads=8, head_dim=128,
+                                                      dtype_bytes=2, num_heads=32, batch_size=64), "query_heads"),
+    # seed 003 example 5: 9.92 ms = (16.06e9 + 17.18e9) / 3.35e12
+    ("decode_step_ms", 131072 * 4096 * 32 / 3.35e12 * 1e3, dict(STEP), "kv_only_step"),
+    ("decode_step_ms", 16.06e9 / 3.35e12 * 1e3, dict(STEP), "weights_only_step"),
+    ("decode_step_ms", (16.06e9 + 131072 * 4096) / 3.35e12 * 1e3, dict(STEP, batch_size=16), "missing_batch"),
+    # 70B, TP 8, 59.35 GB per GPU, 6,000 tokens: floor(59.35e9 / (40,960 x 6,000)) = 241 per node;
+    # 2,000 users: ceil(8.30) = 9 nodes
+    ("nodes_for_memory", 8, dict(NODES), "floor_nodes"),
+    ("nodes_for_memory", math.ceil(2000 / math.floor(59.35e9 / (327680 * 6000))), dict(NODES), "total_not_per_gpu"),
+])
+def test_new_catalogue_entries_name_their_slips(quantity, answer, inputs, key):
+    d = diagnose(quantity, answer, rel_tol=1e-6, **inputs)
+    assert not d.correct and d.slip is not None and d.slip.key == key, d.message
+
+
+def test_new_catalogue_entries_accept_the_seed_values():
+    assert round(diagnose("decode_step_ms", 0, **STEP).expected, 2) == 9.92          # seed 003 example 5
+    assert diagnose("nodes_for_memory", 9, **NODES).correct                            # seed 003 section 8
+    assert diagnose("crossover_context", 3829, rel_tol=0.001, weight_bytes=16.06e9, layers=32, kv_heads=8,
+                    head_dim=128, dtype_bytes=2, batch_size=32).correct                  # seed 003 example 4
+
+
+def test_seed_000_block_waste_through_the_catalogue():
+    # seed 000: 200 x 7.5 = 1,500 tokens in 16-token blocks
+    assert diagnose("block_waste_tokens", 1500, num_seqs=200, block_size=16).correct
+
+
+# --- determinism -------------------------------------------------------------------------
+def test_same_seed_same_problem():
+    for topic in TOPICS:
+        assert generate(topic, 42) == generate(topic, 42)
+    assert problem_set(7, 10) == problem_set(7, 10)
+    assert [p.question for p in problem_set(7, 10)] != [p.question for p in problem_set(8, 10)]
+
+
+def test_same_seed_same_problem_in_another_process():
+    # no hash(): a different PYTHONHASHSEED must not change the questions
+    code = "from kvlib.drills import problem_set; print([p.question for p in problem_set(11, 11)])"
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env=dict(os.environ, PYTHONHASHSEED=h)).stdout for h in ("0", "1", "12345")}
+    assert len(outs) == 1
+
+
+def test_seed_for_student():
+    expected = int.from_bytes(hashlib.sha256(b"student-001").digest()[:8], "big")
+    assert seed_for_student("student-001") == expected
+    assert seed_for_student("student-002") != expected
+    with pytest.raises(DrillError, match="student_id"):
+        seed_for_student("")
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: generate("nope", 1), "topic"),
+    (lambda: generate("fp8", "x"), "seed"),
+    (lambda: problem_set(1, 0), "count"),
+    (lambda: problem_set(1, 3, topic="nope"), "topic"),
+])
+def test_bad_input_names_the_parameter(call, name):
+    with pytest.raises(DrillError, match=name):
+        call()
+
+
+# --- kvlib drill ----------------------------------------------------------------------------
+def drill(*args, stdin="", hashseed="0"):
+    proc = subprocess.run([sys.executable, "-m", "kvlib", "drill", *args], input=stdin, capture_output=True,
+                          text=True, timeout=60, env=dict(os.environ, PYTHONHASHSEED=hashseed))
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_cli_drill_piped_answers_are_checked_with_named_slips():
+    problems = problem_set(3, 3, topic="kv_per_token")
+    half = problems[1].answer // 2
+    answers = f"{problems[0].answer}\n{half}\nnonsense\n"
+    code, out, err = drill("--topic", "kv_per_token", "--count", "3", "--seed", "3", stdin=answers)
+    assert code == 0 and err == ""
+    assert out.count("Question ") == 3
+    assert "correct:" in out and "[missing_kv_factor]" in out and "expected a number" in out
+    assert f"answer (bytes)> {half}\n" in out  # piped answers are echoed after the prompt
+    assert "score 1/3" in out and "slips: missing_kv_factor x1" in out
+    assert "answered in" not in out and "time " not in out
+
+
+def test_cli_drill_same_seed_and_answers_same_output():
+    answers = "1\n131072\n2.5\n\n7\n"
+    first = drill("--seed", "9", "--count", "5", stdin=answers, hashseed="1")
+    second = drill("--seed", "9", "--count", "5", stdin=answers, hashseed="2")
+    assert first == second and first[0] == 0
+
+
+def test_cli_drill_end_of_input_exits_0():
+    code, out, _ = drill("--count", "4", stdin="1\n")
+    assert code == 0
+    assert "score 0/1 (3 not answered)" in out
+
+
+def test_cli_drill_timings_only_when_asked():
+    code, out, _ = drill("--count", "2", "--timings", stdin="1\n2\n")
+    assert code == 0 and out.count("answered in") == 2 and "\ntime " in out
+
+
+@pytest.mark.parametrize("args", [["--topic", "nope"], ["--count", "0"], ["--seed", "abc"], ["--count", "x"]])
+def test_cli_drill_bad_input_exits_2_with_one_line(args):
+    code, out, err = drill(*args)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err

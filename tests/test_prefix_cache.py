@@ -1,0 +1,207 @@
+"""kvlib.prefix_cache: the chained hash, the radix tree against it, LRU, and seed 000's sharing figures."""
+
+import hashlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvlib.prefix_cache import (
+    NONE_HASH,
+    WORKLOADS,
+    ChainedHashCache,
+    PrefixCacheError,
+    RadixCache,
+    Request,
+    block_hashes,
+    changed_blocks,
+    hash_block,
+    make_workload,
+    prefix_sharing_savings,
+    run_cache,
+    simulate_prefix_cache,
+)
+
+# --- seed 000: a shared system prompt --------------------------------------------------
+
+
+def test_seed_000_shared_system_prompt():
+    s = prefix_sharing_savings(prompt_tokens=2000, num_requests=100, bytes_per_token=131072)
+    # seed 000: unshared 100 x 2,000 x 131,072 B = 26.2 GB; shared once = 262 MB; 2,000 / 16 = 125 full blocks
+    assert s.unshared_bytes == 100 * 2000 * 131072 == 26_214_400_000
+    assert round(s.unshared_bytes / 1e9, 1) == 26.2
+    assert s.shared_bytes == 2000 * 131072 == 262_144_000
+    assert round(s.shared_bytes / 1e6) == 262
+    assert s.shared_blocks == 125 and s.tail_tokens == 0
+    assert s.hit_tokens_per_request == 2000
+    assert s.prefill_tokens_unshared == 200_000 and s.prefill_tokens_shared == 2000
+
+
+def test_seed_000_a_2007_token_prompt_recomputes_7():
+    s = prefix_sharing_savings(prompt_tokens=2007, num_requests=100, bytes_per_token=131072)
+    # seed 000: "a 2,007-token prompt shares 125 blocks and recomputes 7 tokens"
+    assert (s.shared_blocks, s.tail_tokens) == (125, 7)
+    # each request keeps its own 7 tail tokens, in a block of its own
+    assert s.shared_bytes == (125 * 16 + 100 * 7) * 131072
+    assert s.shared_block_bytes == (125 + 100) * 16 * 131072
+    assert s.prefill_tokens_shared == 2007 + 99 * 7
+
+
+def test_the_radix_cache_reproduces_the_shared_prompt_hits():
+    # 100 requests behind one 2,000-token system prompt: the first computes it, 99 hit 125 blocks each
+    r = simulate_prefix_cache("shared_system_prompt")
+    assert r.hit_blocks[0] == 0 and set(r.hit_blocks[1:]) == {125}
+    assert r.hit_tokens == 99 * 125 * 16
+
+
+# --- the chained hash ----------------------------------------------------------------
+def test_hash_is_sha256_of_a_stable_encoding():
+    a = hash_block(NONE_HASH, [1, 2, 3])
+    assert len(a) == 32 and a == hash_block(NONE_HASH, (1, 2, 3))
+    assert NONE_HASH == hashlib.sha256(b"s" + (15).to_bytes(4, "big") + b"kvlib-none-hash").digest()
+    assert a != hash_block(NONE_HASH, [1, 2, 4]) != hash_block(hash_block(NONE_HASH, [0]), [1, 2, 3])
+
+
+def test_only_full_blocks_are_hashed():
+    assert len(block_hashes(range(31), 16)) == 1
+    assert len(block_hashes(range(32), 16)) == 2
+    assert block_hashes(range(15), 16) == ()
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 50), min_size=1, max_size=200), st.data(), st.sampled_from([1, 2, 4, 16]))
+def test_one_changed_token_invalidates_its_block_and_every_later_one(tokens, data, bs):
+    pos = data.draw(st.integers(0, len(tokens) - 1))
+    edited = list(tokens)
+    edited[pos] += 1000
+    full = len(tokens) // bs
+    assert changed_blocks(block_hashes(tokens, bs), block_hashes(edited, bs)) == list(range(pos // bs, full))
+
+
+def test_extra_keys_and_cache_salt_change_every_block():
+    tokens = list(range(64))
+    plain = block_hashes(tokens, 16)
+    assert changed_blocks(plain, block_hashes(tokens, 16, extra_keys=("lora", "adapter"))) == [0, 1, 2, 3]
+    # the salt is hashed into the first block only, and the chain carries it to the rest
+    assert changed_blocks(plain, block_hashes(tokens, 16, cache_salt="tenant-a")) == [0, 1, 2, 3]
+
+
+# --- the radix tree against the chained-hash model ------------------------------------------
+def _chained_hits(requests, bs):
+    cache, hits = ChainedHashCache(bs), []
+    for r in requests:
+        hits.append(cache.match(r.prompt))
+        cache.insert(r.prompt + r.output)
+    return tuple(hits)
+
+
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_radix_and_chained_hash_agree_on_every_workload(name):
+    requests = make_workload(name, seed=1)
+    assert run_cache(requests, block_size=16).hit_blocks == _chained_hits(requests, 16)
+
+
+requests_strategy = st.lists(
+    st.tuples(st.lists(st.integers(0, 2), max_size=40), st.lists(st.integers(0, 2), max_size=10)),
+    min_size=1, max_size=15).map(lambda rs: [Request(tuple(p), tuple(o)) for p, o in rs])
+
+
+@settings(max_examples=100, deadline=None)
+@given(requests_strategy, st.sampled_from([1, 2, 3, 4]))
+def test_radix_and_chained_hash_agree_on_random_requests(requests, bs):
+    # a three-letter alphabet makes shared prefixes, divergences mid-edge and splits common
+    assert run_cache(requests, block_size=bs).hit_blocks == _chained_hits(requests, bs)
+
+
+@settings(max_examples=100, deadline=None)
+@given(requests_strategy, st.sampled_from([1, 2, 4]), st.integers(0, 12))
+def test_budget_is_respected_and_never_adds_hits(requests, bs, capacity):
+    bounded = RadixCache(bs, capacity)
+    unbounded = RadixCache(bs)
+    for r in requests:
+        got, ceiling = bounded.match(r.prompt), unbounded.match(r.prompt)
+        # what a bounded cache holds is a prefix-closed subset of what an unbounded one would
+        assert got <= ceiling
+        bounded.insert(r.prompt + r.output)
+        unbounded.insert(r.prompt + r.output)
+        assert bounded.num_blocks == bounded.count_blocks() <= capacity
+        # LRU can always make room: a sequence that fits the budget is cached whole after its insert
+        blocks = len(r.prompt + r.output) // bs
+        if blocks <= capacity:
+            assert bounded.match(r.prompt + r.output) == blocks
+    total = sum(len(r.prompt + r.output) // bs for r in requests)
+    # conservation of blocks: every block inserted is held, evicted, or was never admitted for lack of room
+    assert unbounded.num_blocks + unbounded.evicted_blocks <= total
+    assert bounded.num_blocks <= unbounded.num_blocks + bounded.evicted_blocks
+
+
+def test_lru_evicts_the_least_recently_used_branch_first():
+    c = RadixCache(block_size=1, capacity_blocks=4)
+    c.insert([1, 2])      # branch a
+    c.insert([3, 4])      # branch b
+    c.match([1, 2])       # a is now the more recently used
+    c.insert([5, 6])      # needs 2 blocks: b goes, a stays
+    assert c.cached_sequences() == [(1, 2), (5, 6)]
+    assert c.evicted_blocks == 2
+
+
+def test_eviction_trims_a_leaf_from_its_end():
+    c = RadixCache(block_size=1, capacity_blocks=3)
+    c.insert([1, 2, 3])
+    c.insert([9])         # one block over: the last block of [1, 2, 3] goes, its prefix stays
+    assert c.cached_sequences() == [(1, 2), (9,)]
+
+
+def test_agent_prefills_only_what_is_new():
+    requests = make_workload("agent", seed=3)
+    r = run_cache(requests, block_size=16)
+    # step i > 0 finds every full block of step i - 1's prompt + action, which its prompt starts with
+    expected_hits = [0] + [len(prev.prompt + prev.output) // 16 for prev in requests[:-1]]
+    assert list(r.hit_blocks) == expected_hits
+    assert r.prefill_tokens_with_cache == sum(len(q.prompt) for q in requests) - 16 * sum(expected_hits)
+    # without the cache the 20 steps re-send a growing history: the work grows quadratically
+    assert r.prefill_tokens_without_cache > 8 * r.prefill_tokens_with_cache
+
+
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_reports_are_consistent(name):
+    full = simulate_prefix_cache(name, bytes_per_token=131072)
+    assert 0 <= full.hit_rate <= 1
+    assert full.prefill_tokens_with_cache + full.hit_tokens == full.prefill_tokens_without_cache
+    assert full.bytes_held == full.blocks_held * 16 * 131072
+    assert full.evicted_blocks == 0
+    small = simulate_prefix_cache(name, capacity_blocks=max(1, full.peak_blocks // 4))
+    assert small.peak_blocks <= small.capacity_blocks
+    assert small.hit_tokens <= full.hit_tokens
+
+
+def test_multi_turn_chat_under_a_budget_evicts_and_loses_hits():
+    full = simulate_prefix_cache("multi_turn_chat")
+    small = simulate_prefix_cache("multi_turn_chat", capacity_blocks=400)
+    assert small.evicted_blocks > 0
+    assert small.hit_rate < full.hit_rate
+
+
+def test_capacity_in_bytes():
+    # 1 GiB at 131,072 B per token and 16-token blocks is 2**30 / 2**21 = 512 blocks
+    r = simulate_prefix_cache("document_qa", capacity_bytes=2**30, bytes_per_token=131072)
+    assert r.capacity_blocks == 512
+
+
+def test_workloads_are_deterministic_for_a_seed():
+    assert make_workload("few_shot", seed=5) == make_workload("few_shot", seed=5)
+    assert make_workload("few_shot", seed=5) != make_workload("few_shot", seed=6)
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: RadixCache(block_size=0), "block_size"),
+    (lambda: RadixCache(capacity_blocks=-1), "capacity_blocks"),
+    (lambda: make_workload("nope"), "workload"),
+    (lambda: make_workload("agent", steps="x"), "agent"),
+    (lambda: simulate_prefix_cache(capacity_bytes=10**9), "bytes_per_token"),
+    (lambda: prefix_sharing_savings(0, 100, 131072), "prompt_tokens"),
+    (lambda: block_hashes([1, 2], 1, extra_keys=(1.5,)), "extra keys"),
+])
+def test_bad_input_names_the_parameter(call, name):
+    with pytest.raises(PrefixCacheError, match=name):
+        call()
