@@ -1,0 +1,88 @@
+"""``python -m autograder grade|grade-class``: the grading command line.
+
+A usage error (no such file or folder, unknown assignment) exits 2 with one
+line on stderr. Otherwise the report is printed and the exit status is 0,
+whatever the submission's status (``graded``, ``needs_manual``, ``error``);
+``grade-class`` exits 1 only if the gradebook ends inconsistent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m autograder", description="Grade kv-course notebooks with nbgrader.")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    sub.required = True
+
+    p = sub.add_parser("grade", help="grade one notebook in a throwaway course")
+    p.add_argument("submission", help="the student's notebook (.ipynb)")
+    p.add_argument("--assignment", required=True, help="chapter id, e.g. ch01_kv_formula")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--student", help="student id in the gradebook (default: from submitted/<student>/..., "
+                                     "else 'student')")
+    p.add_argument("--timeout", type=_positive_int, help="per-cell limit in seconds (default: the course config)")
+    p.add_argument("--course", help="course directory (default: course/ in the checkout)")
+    p.add_argument("--verbose", action="store_true", help="show nbgrader's and the kernel's stderr")
+
+    p = sub.add_parser("grade-class", help="grade submitted/<student>/<assignment>/ for a whole class")
+    p.add_argument("submitted", help="nbgrader's submitted/ folder")
+    p.add_argument("--assignment", required=True, help="chapter id, e.g. ch01_kv_formula")
+    p.add_argument("--jobs", type=_positive_int, help="worker processes (default: os.cpu_count())")
+    p.add_argument("--db", help="gradebook SQLAlchemy URL (default: sqlite gradebook.db in the output folder)")
+    p.add_argument("--csv", help="scores per student and test (default: <out>/<assignment>_grades.csv)")
+    p.add_argument("--out", help="output folder: gradebook, CSV, results/ (default: the folder holding "
+                                 "submitted/, or a temp folder when that is inside the checkout)")
+    p.add_argument("--timeout", type=_positive_int, help="per-cell limit in seconds (default: the course config)")
+    p.add_argument("--force", action="store_true", help="regrade students already graded")
+    p.add_argument("--course", help="course directory (default: course/ in the checkout)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    from .grade import UsageError, format_report, format_summary, grade_class, grade_submission
+
+    try:
+        if args.command == "grade":
+            result = grade_submission(args.submission, args.assignment, course=args.course,
+                                      timeout=args.timeout, student=args.student, quiet=not args.verbose)
+            print(json.dumps(result, indent=2) if args.json else format_report(result))
+            return 0
+        summary = grade_class(args.submitted, args.assignment, course=args.course, jobs=args.jobs,
+                              db_url=args.db, csv_path=args.csv, out_dir=args.out, timeout=args.timeout,
+                              force=args.force)
+        print(json.dumps(summary, indent=2) if args.json else format_summary(summary))
+        return 0 if summary["consistent"] else 1
+    except UsageError as exc:
+        print(f"python -m autograder: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # piped into head and the like
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

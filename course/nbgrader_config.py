@@ -1,0 +1,35 @@
+"""nbgrader configuration for kv-course (the instructor's course directory).
+
+The course root is the folder holding this file, computed when nbgrader loads
+it, so the same file works in the checkout and in the throwaway course copies
+that ``tools/build_course.py`` and ``python -m autograder`` make in a temp dir.
+"""
+
+import os
+
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+
+c = get_config()  # noqa: F821 (injected by traitlets' config loader)
+
+c.CourseDirectory.course_id = "kv-course"
+c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
+
+# Every notebook runs on the standard kernel name (the notebooks pin it too).
+c.Execute.kernel_name = "python3"
+
+# Per-cell limit in seconds (nbgrader's own default is 30). Chapter cells run in
+# well under a second; the first import of matplotlib on a fresh machine may
+# take a few. `python -m autograder grade --timeout N` overrides it.
+c.Execute.timeout = 30
+c.Execute.interrupt_on_timeout = True
+# No history file written during grading, and one-line tracebacks: a failing
+# assert then shows its message, never the neighbouring hidden-test lines.
+c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--InteractiveShell.xmode=Minimal"]
+
+# A test cell a student deleted is put back and run (nbgrader's default would
+# leave the points to a manual grade).
+c.OverwriteCells.add_missing_cells = True
+
+# Feedback shows grades and the student's own work, never the hidden tests.
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# kv-course's one entry point (README, CI and Binder use the same pins).
+#
+#   ./dev.sh setup    .venv/ with binder/requirements.txt and this repo (kvlib, autograder)
+#   ./dev.sh open     JupyterLab on chapters/ch01_kv_formula.ipynb
+#                     [--port P (8888)] [--no-browser] [--token T] [--ip IP (127.0.0.1)]
+#   ./dev.sh test     every test: kvlib, doctests, build drift, notebooks, grading [pytest args]
+#   ./dev.sh build    regenerate chapters/ and solutions/ from course/source/ [--check]
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+VENV="$ROOT/.venv"
+PY="$VENV/bin/python"
+STAMP="$VENV/.kv-course-setup"
+OVERRIDES="$VENV/share/jupyter/lab/settings/overrides.json"
+CHAPTER="chapters/ch01_kv_formula.ipynb"
+
+die() { echo "dev.sh: $*" >&2; exit 2; }
+
+base_python() {
+    local candidate
+    for candidate in ${PYTHON:-} python3.11 python3; do
+        if command -v "$candidate" >/dev/null 2>&1 &&
+           "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] < (3, 11))' 2>/dev/null; then
+            echo "$candidate"
+            return
+        fi
+    done
+    die "needs Python >= 3.11 (python3.11 or python3 on PATH, or PYTHON=...)"
+}
+
+setup_hash() {
+    # Whatever changes what pip would install: the pins, the package metadata, the interpreter.
+    { cat "$ROOT/binder/requirements.txt" "$ROOT/pyproject.toml"; "$PY" -VV; } | sha256sum | cut -d' ' -f1
+}
+
+write_overrides() {
+    # JupyterLab's "get notified about official Jupyter news?" toast and update checks: off.
+    local want='{"@jupyterlab/apputils-extension:notification": {"checkForUpdates": false, "fetchNews": "false"}}'
+    mkdir -p "$(dirname "$OVERRIDES")"
+    if [[ ! -f "$OVERRIDES" ]] || [[ "$(cat "$OVERRIDES")" != "$want" ]]; then
+        printf '%s\n' "$want" > "$OVERRIDES"
+    fi
+}
+
+setup() {
+    if [[ ! -x "$PY" ]] || ! "$PY" -c 'import sys; sys.exit(sys.version_info[:2] < (3, 11))' 2>/dev/null; then
+        local base
+        base="$(base_python)"
+        echo "dev.sh: creating .venv with $("$base" -V 2>&1)" >&2
+        rm -rf "$VENV"
+        "$base" -m venv "$VENV"
+    fi
+    local want
+    want="$(setup_hash)"
+    if [[ ! -f "$STAMP" ]] || [[ "$(cat "$STAMP")" != "$want" ]]; then
+        echo "dev.sh: installing binder/requirements.txt and kv-course (editable) into .venv" >&2
+        "$PY" -m pip install --disable-pip-version-check -q -r "$ROOT/binder/requirements.txt"
+        "$PY" -m pip install --disable-pip-version-check -q -e "$ROOT"
+        echo "$want" > "$STAMP"
+    fi
+    write_overrides
+}
+
+cmd_open() {
+    local port=8888 ip=127.0.0.1 token="" token_set=0 browser=1
+    while [[ $# -gt 0 ]]; do
+        case "$1" in
+            --port) [[ $# -ge 2 ]] || die "--port needs a value"; port="$2"; shift 2 ;;
+            --port=*) port="${1#*=}"; shift ;;
+            --ip) [[ $# -ge 2 ]] || die "--ip needs a value"; ip="$2"; shift 2 ;;
+            --ip=*) ip="${1#*=}"; shift ;;
+            --token) [[ $# -ge 2 ]] || die "--token needs a value"; token="$2"; token_set=1; shift 2 ;;
+            --token=*) token="${1#*=}"; token_set=1; shift ;;
+            --no-browser) browser=0; shift ;;
+            *) die "open: unknown option $1 (use --port P, --no-browser, --token T, --ip IP)" ;;
+        esac
+    done
+    [[ "$port" =~ ^[0-9]+$ ]] || die "--port expects a number, got '$port'"
+    local loopback=0
+    case "$ip" in 127.0.0.1|localhost|::1) loopback=1 ;; esac
+    if [[ $loopback -eq 0 && $token_set -eq 1 && -z "$token" ]]; then
+        die "an empty token is only allowed on 127.0.0.1; pass --token T (or none, for a random one)"
+    fi
+    setup
+    [[ -f "$ROOT/$CHAPTER" ]] || die "$CHAPTER is missing; run ./dev.sh build"
+    local args=(--port="$port" --ip="$ip" --ServerApp.root_dir="$ROOT"
+                --LabApp.default_url="/lab/tree/$CHAPTER"
+                --LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate)
+    if [[ $token_set -eq 1 ]]; then
+        args+=(--IdentityProvider.token="$token")
+    elif [[ $loopback -eq 1 ]]; then
+        args+=(--IdentityProvider.token=)   # a local learner: no token, bound to loopback only
+    fi                                      # else: Jupyter makes a random token and prints the URL
+    [[ $browser -eq 1 ]] || args+=(--no-browser)
+    [[ "$(id -u)" -ne 0 ]] || args+=(--allow-root)
+    cd "$ROOT"
+    exec "$VENV/bin/jupyter-lab" "${args[@]}"
+}
+
+cmd_test() {
+    setup
+    cd "$ROOT"
+    local paths=()
+    # Default paths when none is given: tests/ plus the packages' doctests.
+    local arg has_path=0
+    for arg in "$@"; do
+        [[ "$arg" == -* ]] || [[ ! -e "${arg%%::*}" ]] || has_path=1
+    done
+    [[ $has_path -eq 1 ]] || paths=(tests kvlib autograder)
+    exec "$PY" -m pytest "${paths[@]}" "$@"
+}
+
+cmd_build() {
+    setup
+    exec "$PY" "$ROOT/tools/build_course.py" "$@"
+}
+
+main() {
+    local command="${1:-}"
+    [[ $# -gt 0 ]] && shift
+    case "$command" in
+        setup) setup; echo "dev.sh: .venv ready ($("$PY" -V))" ;;
+        open) cmd_open "$@" ;;
+        test) cmd_test "$@" ;;
+        build) cmd_build "$@" ;;
+        ""|-h|--help|help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' ;;
+        *) die "unknown command '$command' (setup, open, test, build)" ;;
+    esac
+}
+
+main "$@"

@@ -1,0 +1,186 @@
+"""The generated course: chapters/ and solutions/ are what the sources generate.
+
+Regenerates every chapter into memory (nbgrader in a temp dir, as
+``./dev.sh build`` does) and compares byte for byte with what is committed;
+checks that the sources carry no outputs and intact nbgrader metadata, that
+hidden tests ship nowhere, and that solutions ship only in solutions/.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+COURSE = REPO / "course"
+
+
+def _load_build_course():
+    spec = importlib.util.spec_from_file_location("build_course", REPO / "tools" / "build_course.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+build_course = _load_build_course()
+ASSIGNMENTS = build_course.list_assignments(COURSE)
+
+#: The grading contract for chapter 01: grade ids and points (see autograder/checks/ch01.py).
+CH01_TESTS = {
+    "ch01_q1_bytes_per_token_from_config": 3,
+    "ch01_q2_kv_bytes_per_sequence": 1,
+    "ch01_q3_kv_bytes_per_batch": 1,
+    "ch01_q4_sequences_that_fit": 2,
+}
+
+
+@pytest.fixture(scope="module")
+def generated() -> dict:
+    return build_course.generate(COURSE, ASSIGNMENTS)
+
+
+def _read(data: bytes):
+    return nbformat.reads(data.decode("utf-8"), as_version=4)
+
+
+def _source(assignment):
+    return nbformat.read(COURSE / "source" / assignment / f"{assignment}.ipynb", as_version=4)
+
+
+def _region(text: str, begin: str, end: str) -> list[str]:
+    """Stripped, non-blank lines between ``begin`` and ``end`` markers."""
+    lines, inside = [], False
+    for line in text.splitlines():
+        if begin in line:
+            inside = True
+        elif end in line:
+            inside = False
+        elif inside and line.strip():
+            lines.append(line.strip())
+    return lines
+
+
+def _cells_by_id(nb) -> dict:
+    return {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells
+            if c.metadata.get("nbgrader", {}).get("grade_id")}
+
+
+def _all_lines(nb) -> set[str]:
+    return {line.strip() for cell in nb.cells for line in cell.source.splitlines() if line.strip()}
+
+
+def test_there_is_a_course():
+    assert (COURSE / "nbgrader_config.py").is_file()
+    assert "ch01_kv_formula" in ASSIGNMENTS, f"no course/source/ch01_kv_formula/ch01_kv_formula.ipynb ({ASSIGNMENTS})"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_source_has_no_outputs_and_intact_metadata(assignment):
+    path = COURSE / "source" / assignment / f"{assignment}.ipynb"
+    assert build_course.check_source(path) == []
+
+
+def test_committed_files_match_the_sources(generated):
+    """If this fails: ./dev.sh build, then commit chapters/ and solutions/."""
+    problems = build_course.compare(generated, REPO, complete=True)
+    assert problems == [], "\n".join(problems)
+
+
+def test_build_is_deterministic(generated):
+    again = build_course.generate(COURSE, ASSIGNMENTS)
+    assert again == generated
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_generated_notebooks_carry_no_outputs(assignment, generated):
+    for folder in ("chapters", "solutions"):
+        nb = _read(generated[f"{folder}/{assignment}.ipynb"])
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                assert cell.outputs == [] and cell.execution_count is None
+        assert "widgets" not in nb.metadata
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_hidden_tests_ship_nowhere(assignment, generated):
+    source = _source(assignment)
+    visible_lines = _all_lines(build_course.solution_notebook(source))  # the source minus hidden tests
+    hidden = [line for cell in source.cells
+              for line in _region(cell.source, "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+              if line not in visible_lines]
+    assert hidden, f"{assignment}: no hidden tests in the source"
+    for folder in ("chapters", "solutions"):
+        text = generated[f"{folder}/{assignment}.ipynb"].decode("utf-8")
+        nb = _read(generated[f"{folder}/{assignment}.ipynb"])
+        assert "HIDDEN TESTS" not in text
+        leaked = [line for line in hidden if line in _all_lines(nb)]
+        assert leaked == [], f"{folder}/{assignment}.ipynb carries hidden test lines: {leaked}"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_solutions_only_in_solutions(assignment, generated):
+    source = _source(assignment)
+    release = _cells_by_id(_read(generated[f"chapters/{assignment}.ipynb"]))
+    solutions = _cells_by_id(_read(generated[f"solutions/{assignment}.ipynb"]))
+    answers = {gid: c for gid, c in _cells_by_id(source).items() if c.metadata["nbgrader"].get("solution")}
+    assert answers, f"{assignment}: no answer cells"
+    for gid, cell in answers.items():
+        lines = _region(cell.source, "BEGIN SOLUTION", "END SOLUTION")
+        assert gid in release and gid in solutions, f"{gid} missing from a generated notebook"
+        release_lines = {line.strip() for line in release[gid].source.splitlines()}
+        assert not [line for line in lines if line in release_lines], f"chapters/: {gid} shows its solution"
+        if cell.cell_type == "code":
+            assert "raise NotImplementedError()" in release[gid].source, f"chapters/: {gid} has no stub"
+        assert all(line in solutions[gid].source for line in lines), f"solutions/: {gid} lost its solution"
+
+
+def test_ch01_grading_contract(generated):
+    """Grade ids and points are a contract with the grader and autograder/checks/ch01.py."""
+    for nb in (_source("ch01_kv_formula"), _read(generated["chapters/ch01_kv_formula.ipynb"])):
+        tests = {gid: c.metadata["nbgrader"]["points"] for gid, c in _cells_by_id(nb).items()
+                 if c.metadata["nbgrader"].get("grade")}
+        assert tests == CH01_TESTS
+        ids = set(_cells_by_id(nb))
+        assert {f"ch01_q{n}_answer" for n in range(1, 5)} <= ids
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+
+
+def test_check_source_names_each_problem(tmp_path):
+    """A source with outputs, a stripped test cell and a duplicate id is refused, cell by cell."""
+    source = _source("ch01_kv_formula")
+    broken = copy.deepcopy(source)
+    code = [c for c in broken.cells if c.cell_type == "code"]
+    code[0].outputs = [nbformat.v4.new_output("stream", text="hello\n")]
+    code[0].execution_count = 1
+    tests = [c for c in broken.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    del tests[0].metadata["nbgrader"]  # metadata lost: its hidden tests would be unprotected
+    tests[1].metadata["nbgrader"]["grade_id"] = tests[2].metadata["nbgrader"]["grade_id"]
+    path = tmp_path / "ch01_kv_formula.ipynb"
+    nbformat.write(broken, path)
+    problems = "\n".join(build_course.check_source(path))
+    assert "has outputs" in problems and "execution count" in problems
+    assert "no nbgrader metadata" in problems
+    assert "grade_id also used" in problems
+
+
+def test_check_mode_names_the_stale_files(tmp_path, generated):
+    for rel, data in generated.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(data)
+    stale = "solutions/ch01_kv_formula.ipynb"
+    nb = json.loads((tmp_path / stale).read_text())
+    nb["cells"][0]["source"] = ["edited by hand\n"]
+    (tmp_path / stale).write_text(json.dumps(nb))
+    (tmp_path / "chapters" / "ch99_orphan.ipynb").write_text("{}")
+    run = subprocess.run([sys.executable, str(REPO / "tools" / "build_course.py"), "--check", "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert stale in run.stderr and "chapters/ch99_orphan.ipynb" in run.stderr
+    assert "chapters/ch01_kv_formula.ipynb" not in run.stderr

@@ -1,0 +1,77 @@
+"""Every notebook runs: sources and solutions cleanly, the student release only
+failing in its exercises.
+
+Executed with nbclient on copies in a temp dir (the checkout is never written),
+on the ``python3`` kernel of the interpreter running the tests.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCES = sorted((REPO / "course" / "source").glob("ch*/ch*.ipynb"))
+SOLUTIONS = sorted((REPO / "solutions").glob("ch*.ipynb"))
+CHAPTERS = sorted((REPO / "chapters").glob("ch*.ipynb"))
+CELL_TIMEOUT = 120
+EXERCISE_ERRORS = {"NotImplementedError", "AssertionError"}
+
+
+def _ids(paths):
+    return [str(p.relative_to(REPO)) for p in paths]
+
+
+def _execute(path: Path, tmp_path: Path, allow_errors=False):
+    """Run a copy of ``path`` (with its folder's other files) in ``tmp_path``; the executed notebook."""
+    work = tmp_path / "work"
+    if path.parent.parent.name == "source":  # a chapter's source folder may hold data files
+        shutil.copytree(path.parent, work, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    else:
+        work.mkdir()
+        shutil.copy(path, work / path.name)
+    nb = nbformat.read(work / path.name, as_version=4)
+    client = NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3", allow_errors=allow_errors,
+                            resources={"metadata": {"path": str(work)}},
+                            extra_arguments=["--HistoryManager.hist_file=:memory:"])
+    client.execute()
+    return nb
+
+
+def _errors(cell):
+    return [o for o in cell.get("outputs", []) if o.output_type == "error"]
+
+
+def test_there_are_notebooks():
+    assert SOURCES, "no course/source/chNN_slug/chNN_slug.ipynb"
+    assert len(SOLUTIONS) == len(SOURCES) == len(CHAPTERS), "run ./dev.sh build"
+
+
+@pytest.mark.parametrize("path", SOURCES + SOLUTIONS, ids=_ids(SOURCES + SOLUTIONS))
+def test_runs_cleanly(path, tmp_path):
+    """Sources (hidden tests included) and solutions: every cell runs, every check passes."""
+    _execute(path, tmp_path)  # raises CellExecutionError naming the cell
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=_ids(CHAPTERS))
+def test_release_fails_only_in_its_exercises(path, tmp_path):
+    """The student release runs top to bottom; only answer and test cells fail, as unanswered
+    exercises do (NotImplementedError or a check's AssertionError), and every test fails."""
+    nb = _execute(path, tmp_path, allow_errors=True)
+    unexpected, passing = [], []
+    for index, cell in enumerate(nb.cells):
+        meta = cell.metadata.get("nbgrader", {})
+        errors = _errors(cell)
+        exercise = meta.get("solution") or meta.get("grade")
+        for error in errors:
+            if not exercise or error.ename not in EXERCISE_ERRORS:
+                unexpected.append(f"cell {index} ({meta.get('grade_id', 'not graded')}): "
+                                  f"{error.ename}: {error.evalue}")
+        if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution") and not errors:
+            passing.append(meta["grade_id"])
+    assert unexpected == [], "\n".join(unexpected)
+    assert passing == [], f"tests that pass on the blank release: {passing}"
