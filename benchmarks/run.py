@@ -1,0 +1,338 @@
+"""The course's benchmarks: one command, a printed table per section, BENCHMARKS.md.
+
+    .venv/bin/python benchmarks/run.py [--class-size 200] [--repeats 3] [--only SECTION ...]
+
+Sections (each a function below):
+  vllm       kvlib's predicted block/token range against every real vLLM log; params vs published
+  notebooks  seconds to execute each chapter's source notebook headless, and the whole course
+  widgets    ms per update of each chapter's main widget callback (median, p95)
+  simulators the simulators and planner at widget sizes (benchmarks/bench_simulators.py)
+  grading    seconds per submission: plain `nbgrader autograde` vs `python -m autograder grade-class`
+             on all cores, with and without isolation, on generated submissions
+  setup      wall time and disk size of ./dev.sh setup on an empty venv; `import kvlib` time
+Figures, not assertions: nothing here fails on a slow machine. Medians over --repeats runs.
+Sized for a 2-core machine: the default class of 200 keeps the whole run under about 30 min.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+from common import md_table, median, p95, time_call  # noqa: E402
+
+import kvlib as kv  # noqa: E402
+from kvlib import vllm  # noqa: E402
+from kvlib.vllm_log import parse_log  # noqa: E402
+from kvlib.vllm_predict import predict_from_log  # noqa: E402
+
+PY = sys.executable
+CHAPTERS = sorted(p.name for p in (ROOT / "course" / "source").iterdir() if p.is_dir())
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+# --- 1. kvlib against vLLM --------------------------------------------------------------
+def _log_model(side: dict):
+    """The model a log ran: the bundled config when kvlib ships it, else the sidecar's geometry."""
+    if side["model"].startswith("cognitivecomputations/DeepSeek-V3"):
+        return kv.load_model("deepseek-v3")  # AWQ weights, same MLA geometry
+    try:
+        return kv.load_model(side["model"])
+    except kv.ConfigError:
+        g = side["model_kv"]
+        cfg = {k: g[k] for k in ("num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim")
+               if k in g}
+        cfg.update(hidden_size=g.get("hidden_size", cfg["num_attention_heads"] * cfg["head_dim"]),
+                   vocab_size=1000, intermediate_size=1000)
+        if "sliding_window" in g and isinstance(g.get("layer_types"), str):
+            n = cfg["num_hidden_layers"]
+            cfg.update(sliding_window=g["sliding_window"],
+                       layer_types=["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)])
+        return kv.parse_config(cfg, name=side["model"])
+
+
+def bench_vllm(args) -> str:
+    data = kv.config.resources.files("kvlib") / "data" / "vllm_logs"
+    rows, inside, compared = [], 0, 0
+    for name in vllm.bundled_logs():
+        side = json.loads((data / f"{name}.json").read_text())
+        tp = side.get("tensor_parallel_size") or 1
+        runs = [side] + [dict(side, **extra) for extra in side.get("additional_runs", [])]
+        for i, start in enumerate(parse_log(vllm.read_bundled_log(name))):
+            run_side = runs[min(i, len(runs) - 1)]
+            spec = _log_model(run_side)
+            try:
+                p = predict_from_log(start, spec, tp=tp)
+            except ValueError as exc:
+                rows.append((f"{name}.log #{i + 1}", side["model"], "-", "-", f"not predicted: {exc}"))
+                continue
+            logged = start.num_gpu_blocks if start.num_gpu_blocks is not None else (
+                None if start.gpu_kv_cache_tokens is None else start.gpu_kv_cache_tokens // p.block_size)
+            rng = "-" if p.blocks_min is None else f"{p.blocks_min:,}-{p.blocks_max:,}"
+            if p.agrees is not None:
+                compared += 1
+                inside += bool(p.agrees)
+            err = "-" if p.error_blocks is None else str(p.error_blocks)
+            rows.append((f"{name}.log #{i + 1}", run_side["model"],
+                         "-" if start.available_kv_cache_gib is None else f"{start.available_kv_cache_gib} GiB",
+                         "-" if logged is None else f"{logged:,}", rng, err,
+                         {True: "yes", False: "NO", None: "n/a"}[p.agrees]))
+    out = ["## kvlib against vLLM's startup logs", "",
+           "Predicted from the printed available-memory figure (a range: the GiB is rounded to 2 decimals); "
+           "error is blocks outside the range (0 = inside).", "",
+           md_table(["log", "model", "available (printed)", "logged blocks", "predicted blocks", "error (blocks)",
+                     "agrees"], [r if len(r) == 7 else (*r[:2], "-", "-", "-", "-", r[4]) for r in rows]),
+           "", f"**{inside} of {compared}** logs that print both an available figure and a count fall inside "
+               f"their predicted range."]
+    published = {"meta-llama/Llama-3.1-8B": 8.03e9, "meta-llama/Llama-3.3-70B-Instruct": 70.55e9,
+                 "meta-llama/Llama-2-7b-hf": 6.74e9, "meta-llama/Llama-2-70b-chat-hf": 68.98e9,
+                 "Qwen/Qwen2.5-7B": 7.62e9, "Qwen/Qwen2.5-32B": 32.76e9, "mistralai/Mistral-7B-v0.1": 7.24e9,
+                 "mistralai/Mixtral-8x7B-v0.1": 46.70e9, "deepseek-ai/DeepSeek-V3": 671e9,
+                 "openai/gpt-oss-20b": 20.9e9, "google/gemma-2-9b-it": 9.24e9,
+                 "microsoft/Phi-3-mini-4k-instruct": 3.82e9, "openai-community/gpt2-large": 774e6,
+                 "Qwen/Qwen3-0.6B": 0.6e9}
+    prow, within = [], 0
+    for model, pub in published.items():
+        n = kv.load_model(model).num_params()
+        err = 100 * (n / pub - 1)
+        within += abs(err) < 1
+        prow.append((model, f"{pub / 1e9:.3f} B", f"{n / 1e9:.3f} B", f"{err:+.2f}%"))
+    out += ["", "### Parameter counts against the published ones", "",
+            md_table(["model", "published", "kvlib", "error"], prow), "",
+            f"**{within} of {len(published)}** within 1%."]
+    return "\n".join(out)
+
+
+# --- 2. notebook run time ------------------------------------------------------------------
+def _execute(path: Path) -> float:
+    import nbformat
+    from nbclient import NotebookClient
+    nb = nbformat.read(path, as_version=4)
+    start = time.perf_counter()
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    return time.perf_counter() - start
+
+
+def bench_notebooks(args) -> str:
+    rows, total = [], []
+    per = {c: [_execute(ROOT / "course" / "source" / c / f"{c}.ipynb") for _ in range(args.repeats)]
+           for c in CHAPTERS}
+    for r in range(args.repeats):
+        total.append(sum(per[c][r] for c in CHAPTERS))
+    rows = [(c, f"{median(t):.2f} s", f"{min(t):.2f} s") for c, t in per.items()]
+    rows.append(("whole course", f"{median(total):.2f} s", f"{min(total):.2f} s"))
+    return "\n".join(["## Notebook run time (source notebooks, headless, kernel start included)", "",
+                      md_table(["chapter", "median", "best"], rows)])
+
+
+# --- 3. widget latency -----------------------------------------------------------------------
+def _chapter_namespace(chapter: str) -> dict:
+    """Run a chapter's code cells up to its explorer (not the widget cell) in this process."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import nbformat
+    nb = nbformat.read(ROOT / "course" / "source" / chapter / f"{chapter}.ipynb", as_version=4)
+    ns: dict = {}
+    from IPython.display import display  # noqa: F401  (cells call display)
+    for cell in nb.cells:
+        if cell.cell_type != "code" or "nbgrader" in cell.metadata and cell.metadata["nbgrader"].get("grade"):
+            continue
+        if "NBVAL_IGNORE_OUTPUT" in cell.source or "ipywidgets" in cell.source and "interact" in cell.source:
+            continue  # the widget cell itself: we time its callback, not the front end
+        if cell.metadata.get("nbgrader", {}).get("solution"):
+            continue
+        import contextlib
+        import io
+        with contextlib.redirect_stdout(io.StringIO()):
+            try:
+                exec(compile(cell.source, f"<{chapter}>", "exec"), ns)
+            except Exception:  # a cell that needs the kernel (display hooks): skip, the callback does not need it
+                pass
+        if "render" in ns:
+            break
+    return ns
+
+
+def bench_widgets(args) -> str:
+    rows = []
+    for chapter in CHAPTERS:
+        ns = _chapter_namespace(chapter)
+        if "render" not in ns:
+            rows.append((chapter, "-", "-", "no render() callback found"))
+            continue
+        rng = random.Random(0)
+        gpus = list(kv.GPUS)
+        calls = []
+        for _ in range(300):
+            kwargs = dict(layers=rng.randint(1, 128), kv_heads=rng.choice([1, 2, 4, 8, 16, 32]),
+                          head_dim=rng.choice([64, 128, 256]), dtype_bytes=rng.choice([1, 2]),
+                          seq_len=rng.choice([1024, 8192, 32768, 131072]), batch_size=rng.randint(1, 256),
+                          gpu=rng.choice(gpus), weight_bytes=rng.choice([0, 16 * 10**9, 141 * 10**9]))
+            calls.append(kwargs)
+        times = []
+        for kwargs in calls:
+            t0 = time.perf_counter()
+            ns["render"](**kwargs)
+            times.append((time.perf_counter() - t0) * 1e3)
+        rows.append((chapter, f"{median(times):.3f} ms", f"{p95(times):.3f} ms", "render(): kvlib + HTML view"))
+    return "\n".join(["## Widget latency (the callback each slider move runs; goal < 100 ms)", "",
+                      md_table(["chapter", "median", "p95", "what is timed"], rows)])
+
+
+# --- 4. simulators -----------------------------------------------------------------------------
+def bench_simulators(args) -> str:
+    proc = run([PY, str(HERE / "bench_simulators.py"), "--repeats", str(max(3, args.repeats))], cwd=ROOT)
+    text = proc.stdout.strip() or proc.stderr.strip()
+    return "## Simulators and planner at widget sizes\n\n" + text
+
+
+# --- 5. grading throughput -----------------------------------------------------------------------
+def _make_class(dest: Path, size: int, assignment: str) -> Path:
+    """`size` submissions of the solution notebook with a mix of right, slipped and blank answers."""
+    import nbformat
+    solution = nbformat.read(ROOT / "solutions" / f"{assignment}.ipynb", as_version=4)
+    release = nbformat.read(ROOT / "chapters" / f"{assignment}.ipynb", as_version=4)
+    answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in solution.cells
+               if c.metadata.get("nbgrader", {}).get("solution")}
+    blank = {c.metadata["nbgrader"]["grade_id"]: c.source for c in release.cells
+             if c.metadata.get("nbgrader", {}).get("solution")}
+    slips = [("2 * layers", "layers"), ("kv_heads", "kv_heads * 4"), ("dtype_bytes", "dtype_bytes * 8"),
+             ("budget_bytes // per_sequence", "-(-budget_bytes // per_sequence)")]
+    rng = random.Random(1)
+    submitted = dest / "submitted"
+    for i in range(size):
+        nb = nbformat.from_dict(json.loads(json.dumps(release)))
+        kind = rng.choices(["right", "slip", "blank"], weights=[5, 4, 1])[0]
+        for cell in nb.cells:
+            gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if gid in answers:
+                src = answers[gid] if kind != "blank" else blank[gid]
+                if kind == "slip" and rng.random() < 0.5:
+                    old, new = rng.choice(slips)
+                    src = src.replace(old, new, 1)
+                cell.source = src.replace("### BEGIN SOLUTION\n", "").replace("### END SOLUTION\n", "")
+        folder = submitted / f"student{i:03d}" / assignment
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / f"{assignment}.ipynb")
+        (folder / "timestamp.txt").write_text("2026-11-30 00:00:00.000000 UTC")
+    return submitted
+
+
+def bench_grading(args) -> str:
+    assignment = "ch01_kv_formula"
+    n = args.class_size
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="kv-bench-") as tmp:
+        tmp = Path(tmp)
+        # plain nbgrader: a course copy, one `nbgrader autograde` over the whole class, one process
+        course = tmp / "plain"
+        shutil.copytree(ROOT / "course", course, ignore=shutil.ignore_patterns("gradebook.db", "release",
+                                                                                 "submitted", "autograded"))
+        _make_class(course, n, assignment)
+        env = dict(os.environ, PATH=f"{Path(PY).parent}:{os.environ.get('PATH', '')}")
+        run([str(Path(PY).parent / "nbgrader"), "generate_assignment", assignment, "--force"], cwd=course, env=env)
+        t0 = time.perf_counter()
+        run([str(Path(PY).parent / "nbgrader"), "autograde", assignment], cwd=course, env=env)
+        plain = time.perf_counter() - t0
+        rows.append(("plain `nbgrader autograde` (1 process, no isolation)", n, f"{plain:.1f} s",
+                     f"{plain / n:.2f} s", "1.00x"))
+        for label, level in (("`grade-class --jobs %d` (isolation: %s)" % (os.cpu_count(), "strongest"), None),
+                             ("`grade-class --jobs %d` (isolation off)" % os.cpu_count(), "none")):
+            work = tmp / ("iso" if level is None else "noiso")
+            submitted = _make_class(work, n, assignment)
+            env2 = dict(env)
+            if level:
+                env2["SANDBOX_LEVEL"] = level
+            env2.pop("REQUIRE_ISOLATION", None)
+            t0 = time.perf_counter()
+            proc = run([PY, "-m", "autograder", "grade-class", str(submitted), "--assignment", assignment,
+                        "--jobs", str(os.cpu_count()), "--out", str(work / "out")], cwd=ROOT, env=env2)
+            took = time.perf_counter() - t0
+            note = "" if proc.returncode == 0 else f" (exit {proc.returncode})"
+            rows.append((label + note, n, f"{took:.1f} s", f"{took / n:.2f} s", f"{plain / took:.2f}x"))
+    return "\n".join([f"## Grading throughput (chapter 01, {n} generated submissions: right, slipped, blank)", "",
+                      md_table(["grader", "submissions", "wall", "per submission", "speed-up vs plain"], rows),
+                      "", "Isolation's cost is the ratio of the two grade-class rows."])
+
+
+# --- 6. setup and import ---------------------------------------------------------------------------
+def _du(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+def bench_setup(args) -> str:
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="kv-setup-") as tmp:
+        copy = Path(tmp) / "repo"
+        shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".venv", ".git", "artefacts", "workspace"))
+        t0 = time.perf_counter()
+        proc = run(["bash", str(copy / "dev.sh"), "setup"], cwd=copy)
+        took = time.perf_counter() - t0
+        size = _du(copy / ".venv") if (copy / ".venv").exists() else 0
+        rows.append(("`./dev.sh setup` on an empty venv" + ("" if proc.returncode == 0 else " (FAILED)"),
+                     f"{took:.1f} s", f"{size / 1e6:,.0f} MB ({size / 2**20:,.0f} MiB)"))
+    code = "import time; t = time.perf_counter(); import kvlib; print(time.perf_counter() - t)"
+    times = [float(run([PY, "-c", code]).stdout) * 1e3 for _ in range(max(5, args.repeats))]
+    rows.append(("`import kvlib` (fresh interpreter)", f"{median(times):.1f} ms (median of {len(times)})", "-"))
+    return "\n".join(["## Setup and import", "", md_table(["what", "time", "disk"], rows),
+                      "", "Pip reads the machine's configured wheel caches; a cold download takes longer."])
+
+
+SECTIONS = {"vllm": bench_vllm, "notebooks": bench_notebooks, "widgets": bench_widgets,
+            "simulators": bench_simulators, "grading": bench_grading, "setup": bench_setup}
+
+
+def _versions() -> str:
+    names = ["jupyterlab", "nbgrader", "ipywidgets", "sympy", "matplotlib", "nbclient", "pytest"]
+    found = []
+    for name in names:
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            pass
+    return ", ".join(found)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--class-size", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--only", nargs="*", choices=list(SECTIONS), default=None)
+    parser.add_argument("--output", default=str(ROOT / "BENCHMARKS.md"))
+    args = parser.parse_args(argv)
+    chosen = args.only or list(SECTIONS)
+    header = [f"# Benchmarks", "",
+              f"Run {datetime.date.today().isoformat()} on {os.cpu_count()} cores "
+              f"({platform.machine()}, Python {platform.python_version()}); {_versions()}.",
+              f"Command: `python benchmarks/run.py --class-size {args.class_size} --repeats {args.repeats}`"
+              + (f" --only {' '.join(chosen)}" if args.only else "") + ". Medians over the repeats.", ""]
+    parts = []
+    for name in chosen:
+        t0 = time.perf_counter()
+        text = SECTIONS[name](args)
+        print(text, f"\n({name}: {time.perf_counter() - t0:.0f} s)\n", flush=True)
+        parts.append(text)
+    Path(args.output).write_text("\n".join(header) + "\n" + "\n\n".join(parts) + "\n")
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
