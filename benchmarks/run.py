@@ -59,6 +59,7 @@ def _log_model(side: dict):
         g = side["model_kv"]
         cfg = {k: g[k] for k in ("num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim")
                if k in g}
+        cfg.setdefault("num_attention_heads", cfg["num_key_value_heads"])  # llava's sidecar lists only KV heads
         cfg.update(hidden_size=g.get("hidden_size", cfg["num_attention_heads"] * cfg["head_dim"]),
                    vocab_size=1000, intermediate_size=1000)
         if "sliding_window" in g and isinstance(g.get("layer_types"), str):
