@@ -33,7 +33,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from common import md_table, median, p95, time_call  # noqa: E402
+from common import md_table, median, p95  # noqa: E402
 
 import kvlib as kv  # noqa: E402
 from kvlib import vllm  # noqa: E402
@@ -151,7 +151,6 @@ def _chapter_namespace(chapter: str) -> dict:
     import nbformat
     nb = nbformat.read(ROOT / "course" / "source" / chapter / f"{chapter}.ipynb", as_version=4)
     ns: dict = {}
-    from IPython.display import display  # noqa: F401  (cells call display)
     for cell in nb.cells:
         if cell.cell_type != "code" or "nbgrader" in cell.metadata and cell.metadata["nbgrader"].get("grade"):
             continue
@@ -319,7 +318,7 @@ def main(argv=None) -> int:
     parser.add_argument("--output", default=str(ROOT / "BENCHMARKS.md"))
     args = parser.parse_args(argv)
     chosen = args.only or list(SECTIONS)
-    header = [f"# Benchmarks", "",
+    header = ["# Benchmarks", "",
               f"Run {datetime.date.today().isoformat()} on {os.cpu_count()} cores "
               f"({platform.machine()}, Python {platform.python_version()}); {_versions()}.",
               f"Command: `python benchmarks/run.py --class-size {args.class_size} --repeats {args.repeats}`"

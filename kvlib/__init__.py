@@ -25,6 +25,14 @@ from .spec import ModelSpec, SpecError
 from .gpus import GPU, GPUS, get_gpu
 from .units import GB, GiB, KB, KiB, MB, MiB, TB, TiB, format_bytes, format_gb_gib
 
+__all__ = [
+    "ALIASES", "ConfigError", "bundled_config", "bundled_models", "load_model", "parse_config",
+    "dtype_bytes", "block_waste_tokens", "crossover_tokens", "decode_step_seconds", "kv_bytes_per_sequence",
+    "kv_bytes_per_token", "kv_bytes_total", "kv_pool_tokens", "max_concurrency", "mla_bytes_per_token",
+    "weight_bytes", "ModelSpec", "SpecError", "GPU", "GPUS", "get_gpu",
+    "GB", "GiB", "KB", "KiB", "MB", "MiB", "TB", "TiB", "format_bytes", "format_gb_gib",
+]
+
 # Submodules the chapters reach as kv.<name>; imported on first use so that
 # `import kvlib` stays fast for the CLI and the grader (PEP 562).
 _SUBMODULES = ("alloc_sim", "drills", "offload", "planner", "prefix_cache", "roofline", "slips", "vllm")

@@ -13,10 +13,11 @@ import math
 import sys
 
 from . import formulas
-from .config import ConfigError, bundled_models, load_model
+from .config import bundled_models, load_model
 from .dtypes import dtype_bytes
 from .gpus import GPUS, get_gpu
-from .units import GB, GiB, format_bytes, format_gb_gib, parse_bytes
+from .argtypes import byte_size, fraction, positive_int
+from .units import GB, format_bytes, format_gb_gib, parse_bytes
 
 DEFAULT_UTILIZATION = 0.92  # vLLM >= 0.20 (0.90 before)
 DEFAULT_OVERHEAD = "3GB"    # activations and other allocations, seed 000's assumption
@@ -31,31 +32,6 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def _fraction(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
-    return value
-
-
-def _byte_size(text):
-    try:
-        return parse_bytes(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _print_table(rows):
@@ -196,11 +172,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("info", help="KV geometry, parameters and capacity of a model")
     p.add_argument("model", help="bundled id or alias (see 'kvlib models'), config.json, or folder")
     p.add_argument("--kv-dtype", choices=["bf16", "fp16", "fp8"], default=None)
-    p.add_argument("--context", type=_positive_int)
+    p.add_argument("--context", type=positive_int)
     p.add_argument("--gpu", help="GPU name (see 'kvlib gpus'); needs --context")
-    p.add_argument("--utilization", type=_fraction, default=DEFAULT_UTILIZATION)
-    p.add_argument("--tp", type=_positive_int, default=1, help="tensor-parallel GPUs")
-    p.add_argument("--overhead", type=_byte_size, default=None,
+    p.add_argument("--utilization", type=fraction, default=DEFAULT_UTILIZATION)
+    p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel GPUs")
+    p.add_argument("--overhead", type=byte_size, default=None,
                    help=f"activations and other allocations per GPU (default {DEFAULT_OVERHEAD})")
     p.add_argument("--hub", action="store_true", help="fetch the config from the Hugging Face Hub")
     p.add_argument("--json", action="store_true")

@@ -454,7 +454,7 @@ def add_cli_parser(subparsers):
     """Register ``kvlib drill`` on the ``kvlib`` command line."""
     import argparse
 
-    from .cli import _positive_int
+    from .argtypes import positive_int as _positive_int
 
     def topic(text):
         if text not in TOPICS:

@@ -389,7 +389,7 @@ def _count_arg(text):
 
 def _rate_arg(text):
     """'3.35TB' or '3350GB' (per second) or a bare bytes/s figure."""
-    from .cli import _byte_size
+    from .argtypes import byte_size as _byte_size
     value = _byte_size(text.removesuffix("/s"))
     if value <= 0:
         import argparse
@@ -399,7 +399,7 @@ def _rate_arg(text):
 
 def add_cli_parser(subparsers):
     """Register ``kvlib plan`` on the ``kvlib`` command line."""
-    from .cli import _byte_size, _fraction, _positive_int
+    from .argtypes import byte_size as _byte_size, fraction as _fraction, positive_int as _positive_int
 
     p = subparsers.add_parser(
         "plan", help="capacity plan: nodes for N users at a context under an ITL target",

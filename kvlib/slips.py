@@ -128,7 +128,6 @@ def _q_kv_bytes_per_sequence(i):
     expected = _kv_token(**i) * i["seq_len"]
     slips = _scaled(_token_slips(i), i["seq_len"])
     slips.append(("missing_seq_len", _kv_token(**i)))
-    window = i.get("sliding_window")
     return expected, slips + _unit_slips(expected)
 
 

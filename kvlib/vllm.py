@@ -26,6 +26,7 @@ import json
 from importlib import resources
 from pathlib import Path
 
+from .argtypes import positive_int
 from .units import format_bytes, format_gb_gib
 from .vllm_log import EngineStart, VllmLogError, gib_window, parse_log, parse_version
 from .vllm_predict import (
@@ -263,16 +264,6 @@ def _print_report(reports: list, path: str):
 
 
 # --- CLI -----------------------------------------------------------------------------
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
 def _kv_dtype(text):
     try:
         kv_element_bytes(text)
@@ -321,12 +312,12 @@ def add_cli_parser(subparsers):
     p.add_argument("logfile", help="the log (prefixes, ANSI colours and several engine starts are fine)")
     p.add_argument("--model", help="bundled id or alias (see 'kvlib models'), config.json, or folder")
     p.add_argument("--hub", action="store_true", help="fetch the model's config from the Hugging Face Hub")
-    p.add_argument("--block-size", type=_positive_int, help="override the block size (default: printed, else 16)")
+    p.add_argument("--block-size", type=positive_int, help="override the block size (default: printed, else 16)")
     p.add_argument("--kv-dtype", type=_kv_dtype, help=f"override kv_cache_dtype ({', '.join(KV_CACHE_DTYPES)})")
-    p.add_argument("--tp", type=_positive_int, help="override tensor_parallel_size")
-    p.add_argument("--pp", type=_positive_int, help="override pipeline_parallel_size")
+    p.add_argument("--tp", type=positive_int, help="override tensor_parallel_size")
+    p.add_argument("--pp", type=positive_int, help="override pipeline_parallel_size")
     p.add_argument("--vllm-version", type=_version_arg, help="the vLLM version, when the log does not print it")
-    p.add_argument("--max-num-batched-tokens", type=_positive_int,
+    p.add_argument("--max-num-batched-tokens", type=positive_int,
                    help="needed for the concurrency of sliding-window models")
     p.add_argument("--json", action="store_true", help="one object per engine start (a list if several)")
     p.set_defaults(func=_cmd_vllm_log)
