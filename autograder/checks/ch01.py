@@ -347,19 +347,23 @@ EXERCISES = {
 
 def check_q1(fn, hidden: bool = False, seed: int | None = None) -> None:
     """Check ``bytes_per_token_from_config(config, dtype_bytes=2) -> int``."""
+    __tracebackhide__ = True
     check(EXERCISES["ch01_q1_bytes_per_token_from_config"], fn, hidden=hidden, seed=seed)
 
 
 def check_q2(fn, hidden: bool = False, seed: int | None = None) -> None:
     """Check ``kv_bytes_for_sequence(layers, kv_heads, head_dim, dtype_bytes, seq_len) -> int``."""
+    __tracebackhide__ = True
     check(EXERCISES["ch01_q2_kv_bytes_per_sequence"], fn, hidden=hidden, seed=seed)
 
 
 def check_q3(fn, hidden: bool = False, seed: int | None = None) -> None:
     """Check ``kv_bytes_for_batch(layers, kv_heads, head_dim, dtype_bytes, seq_len, batch_size) -> int``."""
+    __tracebackhide__ = True
     check(EXERCISES["ch01_q3_kv_bytes_per_batch"], fn, hidden=hidden, seed=seed)
 
 
 def check_q4(fn, hidden: bool = False, seed: int | None = None) -> None:
     """Check ``sequences_that_fit(budget_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len) -> int``."""
+    __tracebackhide__ = True
     check(EXERCISES["ch01_q4_sequences_that_fit"], fn, hidden=hidden, seed=seed)

@@ -406,6 +406,7 @@ def check(exercise: Exercise, student_fn, hidden: bool = False, seed: int | None
     Prints one ✓ line when every case is right; otherwise raises
     ``AssertionError`` naming the slip (and, for visible cases only, the case).
     """
+    __tracebackhide__ = True  # IPython and pytest show the learner the message, not our frames
     message = _failure_message(exercise, student_fn, hidden, seed)
     if message is not None:
         raise AssertionError(message) from None
