@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # kv-course's one entry point (README, CI and Binder use the same pins).
 #
-#   ./dev.sh setup    .venv/ with binder/requirements.txt and this repo (kvlib, autograder)
-#   ./dev.sh open     JupyterLab on chapters/ch01_kv_formula.ipynb
-#                     [--port P (8888)] [--no-browser] [--token T] [--ip IP (127.0.0.1)]
+#   ./dev.sh setup    .venv/ with binder/requirements.txt, tests/requirements.txt and this repo
+#   ./dev.sh open     JupyterLab on workspace/ch01_kv_formula.ipynb (your copy of chapters/)
+#                     [--port P (8888)] [--no-browser] [--token T] [--ip IP (127.0.0.1)] [--root DIR]
 #   ./dev.sh test     every test: kvlib, doctests, build drift, notebooks, grading [pytest args]
 #   ./dev.sh build    regenerate chapters/ and solutions/ from course/source/ [--check]
 set -euo pipefail
@@ -13,7 +13,9 @@ VENV="$ROOT/.venv"
 PY="$VENV/bin/python"
 STAMP="$VENV/.kv-course-setup"
 OVERRIDES="$VENV/share/jupyter/lab/settings/overrides.json"
-CHAPTER="chapters/ch01_kv_formula.ipynb"
+CHAPTER="ch01_kv_formula.ipynb"      # opened first (in chapters/, and in workspace/)
+WORKSPACE="$ROOT/workspace"          # git-ignored: the learner's copies of chapters/
+TEST_REQUIREMENTS="$ROOT/tests/requirements.txt"   # test-only extras (Binder does not install them)
 
 die() { echo "dev.sh: $*" >&2; exit 2; }
 
@@ -31,7 +33,8 @@ base_python() {
 
 setup_hash() {
     # Whatever changes what pip would install: the pins, the package metadata, the interpreter.
-    { cat "$ROOT/binder/requirements.txt" "$ROOT/pyproject.toml"; "$PY" -VV; } | sha256sum | cut -d' ' -f1
+    { cat "$ROOT/binder/requirements.txt" "$TEST_REQUIREMENTS" "$ROOT/pyproject.toml"; "$PY" -VV; } |
+        sha256sum | cut -d' ' -f1
 }
 
 write_overrides() {
@@ -54,18 +57,34 @@ setup() {
     local want
     want="$(setup_hash)"
     if [[ ! -f "$STAMP" ]] || [[ "$(cat "$STAMP")" != "$want" ]]; then
-        echo "dev.sh: installing binder/requirements.txt and kv-course (editable) into .venv" >&2
+        echo "dev.sh: installing binder/ and tests/requirements.txt and kv-course (editable) into .venv" >&2
+        # Binder installs only binder/requirements.txt; the tests' extras (PostgreSQL driver,
+        # Playwright) come from tests/requirements.txt.
         "$PY" -m pip install --disable-pip-version-check -q -r "$ROOT/binder/requirements.txt"
+        "$PY" -m pip install --disable-pip-version-check -q -r "$TEST_REQUIREMENTS"
         "$PY" -m pip install --disable-pip-version-check -q -e "$ROOT"
         echo "$want" > "$STAMP"
     fi
     write_overrides
 }
 
+fill_workspace() {
+    # A learner's edits stay out of the committed chapters/: copy each chapter that workspace/
+    # does not have yet; never overwrite one that is there (it is the learner's work).
+    mkdir -p "$WORKSPACE"
+    local nb
+    for nb in "$ROOT"/chapters/*.ipynb; do
+        [[ -e "$nb" ]] || continue
+        [[ -e "$WORKSPACE/${nb##*/}" ]] || cp "$nb" "$WORKSPACE/${nb##*/}"
+    done
+}
+
 cmd_open() {
-    local port=8888 ip=127.0.0.1 token="" token_set=0 browser=1
+    local port=8888 ip=127.0.0.1 token="" token_set=0 browser=1 root=""
     while [[ $# -gt 0 ]]; do
         case "$1" in
+            --root) [[ $# -ge 2 ]] || die "--root needs a value"; root="$2"; shift 2 ;;
+            --root=*) root="${1#*=}"; shift ;;
             --port) [[ $# -ge 2 ]] || die "--port needs a value"; port="$2"; shift 2 ;;
             --port=*) port="${1#*=}"; shift ;;
             --ip) [[ $# -ge 2 ]] || die "--ip needs a value"; ip="$2"; shift 2 ;;
@@ -73,7 +92,7 @@ cmd_open() {
             --token) [[ $# -ge 2 ]] || die "--token needs a value"; token="$2"; token_set=1; shift 2 ;;
             --token=*) token="${1#*=}"; token_set=1; shift ;;
             --no-browser) browser=0; shift ;;
-            *) die "open: unknown option $1 (use --port P, --no-browser, --token T, --ip IP)" ;;
+            *) die "open: unknown option $1 (use --port P, --no-browser, --token T, --ip IP, --root DIR)" ;;
         esac
     done
     [[ "$port" =~ ^[0-9]+$ ]] || die "--port expects a number, got '$port'"
@@ -82,10 +101,20 @@ cmd_open() {
     if [[ $loopback -eq 0 && $token_set -eq 1 && -z "$token" ]]; then
         die "an empty token is only allowed on 127.0.0.1; pass --token T (or none, for a random one)"
     fi
+    if [[ -n "$root" ]]; then
+        [[ -d "$root" ]] || die "--root: no such folder: $root"
+        root="$(cd "$root" && pwd)"
+    fi
     setup
-    [[ -f "$ROOT/$CHAPTER" ]] || die "$CHAPTER is missing; run ./dev.sh build"
-    local args=(--port="$port" --ip="$ip" --ServerApp.root_dir="$ROOT"
-                --LabApp.default_url="/lab/tree/$CHAPTER"
+    if [[ -z "$root" ]]; then
+        fill_workspace
+        [[ -f "$WORKSPACE/$CHAPTER" ]] || die "chapters/$CHAPTER is missing; run ./dev.sh build"
+        root="$WORKSPACE"
+    fi
+    local url="/lab"
+    [[ ! -f "$root/$CHAPTER" ]] || url="/lab/tree/$CHAPTER"
+    local args=(--port="$port" --ip="$ip" --ServerApp.root_dir="$root"
+                --LabApp.default_url="$url"
                 --LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate)
     if [[ $token_set -eq 1 ]]; then
         args+=(--IdentityProvider.token="$token")
@@ -94,7 +123,7 @@ cmd_open() {
     fi                                      # else: Jupyter makes a random token and prints the URL
     [[ $browser -eq 1 ]] || args+=(--no-browser)
     [[ "$(id -u)" -ne 0 ]] || args+=(--allow-root)
-    cd "$ROOT"
+    cd "$root"
     exec "$VENV/bin/jupyter-lab" "${args[@]}"
 }
 

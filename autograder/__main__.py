@@ -1,9 +1,10 @@
 """``python -m autograder grade|grade-class``: the grading command line.
 
 A usage error (no such file or folder, unknown assignment) exits 2 with one
-line on stderr. Otherwise the report is printed and the exit status is 0,
-whatever the submission's status (``graded``, ``needs_manual``, ``error``);
-``grade-class`` exits 1 only if the gradebook ends inconsistent.
+line on stderr; isolation weaker than REQUIRE_ISOLATION=1 demands exits 3,
+before anything runs. Otherwise the report is printed and the exit status is
+0, whatever the submission's status (``graded``, ``needs_manual``,
+``error``); ``grade-class`` exits 1 only if the gradebook ends inconsistent.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=_positive_int, help="per-cell limit in seconds (default: the course config)")
     p.add_argument("--force", action="store_true", help="regrade students already graded")
     p.add_argument("--course", help="course directory (default: course/ in the checkout)")
+    p.add_argument("--feedback", metavar="DIR", help="also write each student's feedback HTML (grades, the "
+                                                     "notebook, no hidden tests) to DIR/<student>/<assignment>/")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     return parser
 
@@ -62,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     from .grade import UsageError, format_report, format_summary, grade_class, grade_submission
+    from .sandbox import IsolationError
 
     try:
         if args.command == "grade":
@@ -71,12 +75,15 @@ def main(argv=None) -> int:
             return 0
         summary = grade_class(args.submitted, args.assignment, course=args.course, jobs=args.jobs,
                               db_url=args.db, csv_path=args.csv, out_dir=args.out, timeout=args.timeout,
-                              force=args.force)
+                              force=args.force, feedback_dir=args.feedback)
         print(json.dumps(summary, indent=2) if args.json else format_summary(summary))
         return 0 if summary["consistent"] else 1
     except UsageError as exc:
         print(f"python -m autograder: error: {exc}", file=sys.stderr)
         return 2
+    except IsolationError as exc:
+        print(f"python -m autograder: isolation: {exc}", file=sys.stderr)
+        return 3
     except BrokenPipeError:  # piped into head and the like
         sys.stderr.close()
         return 0

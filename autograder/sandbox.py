@@ -42,10 +42,12 @@ counted per user namespace.
 level (it must be one the machine offers), e.g. to test a fallback.
 
 Jupyter kernels (nbgrader's autograde): ``write_kernelspec`` writes a
-kernelspec whose argv is ``python -m autograder.sandbox run --kernel ... --
+kernelspec whose argv is ``python -I -m autograder.sandbox run --kernel ... --
 python -m ipykernel_launcher -f {connection_file}``; the kernel talks to the
 grader over ``ipc`` (Unix sockets in a directory bound read-write), since it
-has no network, and is interrupted by message.
+has no network, and is interrupted by message. The launcher (``-I``: never
+code from the notebook's folder) kills the job when its ``--wall`` time is
+up or when the grader that started it dies.
 
 Root is never required. Standard library only.
 """
@@ -757,6 +759,27 @@ def _kernel_binds(cmd: list, uid: int | None, scratch: str | None = None) -> tup
     return [sock_dir], [(copy, conn)]
 
 
+def _watch(child, stop, wall_s: float, parent: int) -> None:
+    """Kill ``child``'s group when the wall time is up or when our parent dies (a daemon thread).
+
+    The launcher runs in a session of its own (jupyter_client starts kernels
+    with ``start_new_session``), so a SIGKILL to the grader's process group
+    does not reach it: without this, a killed grader would leave its kernel
+    running. ``parent`` is the launcher's parent as it was at start-up (if the
+    grader died while the launcher was still setting up, the child is killed
+    at once).
+    """
+    deadline = time.monotonic() + wall_s if wall_s and wall_s > 0 else None
+
+    def loop():
+        while child.poll() is None:
+            if os.getppid() != parent or (deadline is not None and time.monotonic() >= deadline):
+                stop()
+                return
+            time.sleep(0.2)
+    threading.Thread(target=loop, daemon=True).start()
+
+
 def cli_run(args) -> int:
     """``python -m autograder.sandbox run [options] -- CMD ...``: run CMD in the sandbox, stdio inherited.
 
@@ -764,6 +787,9 @@ def cli_run(args) -> int:
     hand. Wall time is left to the caller (nbgrader's per-cell timeout).
     """
     import argparse
+    # Our parent as it was at start-up: jupyter_client names itself in JPY_PARENT_PID (so a
+    # grader that died while this interpreter started is noticed too).
+    parent = int(os.environ.get("JPY_PARENT_PID", "") or os.getppid())
     p = argparse.ArgumentParser(prog="python -m autograder.sandbox run")
     p.add_argument("--ro", action="append", default=[], help="a host path to bind read-only (repeatable)")
     p.add_argument("--rw", action="append", default=[], help="a host path to bind read-write (repeatable)")
@@ -773,6 +799,8 @@ def cli_run(args) -> int:
     p.add_argument("--cpu", type=int, default=600, help="CPU seconds [s]")
     p.add_argument("--memory", type=int, default=2 << 30, help="address space [B]")
     p.add_argument("--nproc", type=int, default=64, help="processes and threads")
+    p.add_argument("--wall", type=float, default=0, help="wall seconds for the whole command, then SIGKILL "
+                                                         "(0: none; nbgrader's per-cell timeout still applies)")
     p.add_argument("--env", action="append", default=[], help="KEY=VALUE for the command")
     p.add_argument("cmd", nargs=argparse.REMAINDER)
     ns = p.parse_args(args)
@@ -793,14 +821,17 @@ def cli_run(args) -> int:
                 box.writable = box.writable + _pairs(rw)
                 box.binds = box.binds + _pairs(files)
             with box.prepared(cmd, uid=uid) as prep:
+                # A kernel talks over its sockets; what it prints on fd 1 before ipykernel takes it
+                # over (a banner, since it sees no parent) must not land in the grader's stdout.
                 child = subprocess.Popen(prep.argv, env=prep.env, cwd=prep.cwd, start_new_session=True,
-                                         preexec_fn=_die_with_parent)
+                                         preexec_fn=_die_with_parent, stdout=2 if ns.kernel else None)
 
-                def stop(signum, frame):
+                def stop(signum=None, frame=None):
                     with contextlib.suppress(OSError):
                         os.killpg(child.pid, signal.SIGKILL)
                 for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                     signal.signal(sig, stop)
+                _watch(child, stop, ns.wall, parent)
                 rc = child.wait()
                 with contextlib.suppress(OSError):
                     os.killpg(child.pid, signal.SIGKILL)
@@ -811,17 +842,27 @@ def cli_run(args) -> int:
 
 
 def write_kernelspec(kernels_dir, name: str = "kv-sandboxed", *, ro=(), level: str | None = None,
-                     python: str | None = None, cpu_s: int = 600, memory_bytes: int = 2 << 30) -> Path:
+                     python: str | None = None, cpu_s: int = 600, memory_bytes: int = 2 << 30,
+                     nproc: int = 64, wall_s: float = 0) -> Path:
     """A Jupyter kernelspec whose kernel runs in this sandbox; returns its directory.
 
     Put ``kernels_dir``'s parent on ``JUPYTER_PATH`` (or pass a KernelSpecManager),
     select it by ``name`` (nbgrader: ``Execute.kernel_name``), and give the
     KernelManager ``transport = "ipc"`` and ``ip = <a directory of its own>/kernel``.
     ``ro``: extra host paths the kernel needs (kvlib, autograder). Interrupts go
-    as messages (``interrupt_mode``), which cross the sandbox.
+    as messages (``interrupt_mode``), which cross the sandbox. ``cpu_s``,
+    ``memory_bytes``, ``nproc``: per-process limits of the kernel's job;
+    ``wall_s``: the whole kernel's lifetime (0: no limit), after which it is
+    killed (nbgrader then reports a dead kernel).
     """
     python = python or sys.executable
-    argv = [python, "-m", "autograder.sandbox", "run", "--kernel", f"--cpu={cpu_s}", f"--memory={memory_bytes}"]
+    # -I: the launcher runs on the host (as root, when grading as root) with the notebook's folder
+    # as its working directory; without -I, ``python -m`` would import an ``autograder/`` a
+    # student put in that folder instead of ours.
+    argv = [python, "-I", "-m", "autograder.sandbox", "run", "--kernel", f"--cpu={cpu_s}", f"--memory={memory_bytes}",
+            f"--nproc={nproc}"]
+    if wall_s:
+        argv.append(f"--wall={wall_s:g}")
     if level:
         argv.append(f"--level={level}")
     for path in ro:

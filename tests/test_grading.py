@@ -9,8 +9,10 @@
   on usage errors.
 * Nothing is written into the checkout.
 
-About 40 s: each autograde is about 1 s in a worker plus 2-3 s of start-up,
-so submissions are batched and the single-notebook runs go two at a time.
+About 60 s: each grade is about 1 s of autograde in the sandboxed kernel plus
+the out-of-process check, and 3-4 s of start-up, so submissions are batched
+and the single-notebook runs go two at a time. The hostile corpus graded as a
+class is tests/test_hostile_class.py.
 """
 
 from __future__ import annotations

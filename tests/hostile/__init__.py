@@ -625,9 +625,11 @@ CASES: list = [
              "q4": "import kvlib as kv\n" + _body("q4", "return kv.max_concurrency(budget_bytes, kv.kv_bytes_per_sequence("
                                                         "kv.kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes), seq_len))"),
          }), 0, 0),
+    # Writing to every fd also breaks the kernel's own ZeroMQ connection: nbgrader may lose the
+    # kernel (needs_manual) or grade the rest; either way 0.
     Case("forged_output", "writes forged runner records (float, bool and string values) to every fd; "
          "answers blank", lambda k: k.notebook({"q1": FORGE + "\n" + _body("q1", "raise NotImplementedError()")},
-                                               blank=("q2", "q3", "q4")), 0, 0),
+                                               blank=("q2", "q3", "q4")), 0, 0, None),
     Case("test_cells_pass", "every test cell's source replaced by `pass`; answers blank",
          lambda k: k.notebook(blank=tuple(Q), edit=_edit_tests_to_pass), 0, 0),
     Case("tests_deleted", "every test cell deleted; only q1 answered", lambda k: k.notebook(

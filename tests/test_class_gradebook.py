@@ -1,0 +1,327 @@
+"""grade-class into a shared gradebook: PostgreSQL, a run killed midway, exports.
+
+* A small class graded into a real PostgreSQL gradebook (``tests/pg_server.py``
+  starts a throwaway server; ``--db postgresql+psycopg2://...``), read back with
+  nbgrader's ``Gradebook`` API.
+* A run killed with SIGKILL (its whole process group) after the first students
+  are graded, then run again: nobody is lost, nobody is graded twice (the
+  students graded before the kill keep their result files byte for byte), no
+  kernel outlives the killed run. On sqlite, and on PostgreSQL.
+* The CSV has a row per student and a column per exercise; the feedback HTML
+  holds no hidden test and no hidden case's numbers.
+
+Expected scores are the contract's points (q1 3, q2 1, q3 1, q4 2 = 7): the
+honest notebook 7, the blank release 0, a q2 without the factor 2 for K and V
+7 - 1 = 6 (q3 and q4 do not call the q2 function in that notebook).
+
+PostgreSQL or psycopg2 missing: those tests skip with one line, or fail under
+REQUIRE_POSTGRES=1 (CI).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, parse_qs
+
+import pytest
+
+import hostile as H
+import pg_server as P
+from pg_server import postgres_url  # noqa: F401 -- the fixture
+
+REPO = H.REPO
+ASSIGNMENT = H.ASSIGNMENT
+FULL = 3 + 1 + 1 + 2
+TESTS = [H.TEST[q] for q in H.Q]
+NO_KV_FACTOR = H._body("q2", "return layers * kv_heads * head_dim * dtype_bytes * seq_len")
+
+
+def _class(root: Path, students: dict) -> Path:
+    """``root/submitted/<student>/<id>/<id>.ipynb`` for ``{student: notebook bytes}``."""
+    for student, data in students.items():
+        folder = root / "submitted" / student / ASSIGNMENT
+        folder.mkdir(parents=True)
+        (folder / f"{ASSIGNMENT}.ipynb").write_bytes(data)
+    return root / "submitted"
+
+
+@pytest.fixture(scope="module")
+def notebooks():
+    kit = H.make_kit()
+    return {"honest": H.dump(kit.notebook()), "blank": H.dump(kit.notebook(blank=tuple(H.Q))),
+            "no_kv_factor": H.dump(kit.notebook({"q2": NO_KV_FACTOR}))}
+
+
+EXPECTED = {"honest": FULL, "blank": 0, "no_kv_factor": FULL - 1}
+
+
+def _args(submitted: Path, out: Path, *extra) -> list:
+    return [sys.executable, "-m", "autograder", "grade-class", str(submitted), "--assignment", ASSIGNMENT,
+            "--course", str(REPO / "course"), "--out", str(out), *extra]
+
+
+def _run(args, **env):
+    env = dict(os.environ, PYTHONPATH=str(REPO), **env)
+    return subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+
+
+def _new_database(url: str, name: str) -> str:
+    """A fresh database on the throwaway server of ``url``; its URL."""
+    import psycopg2
+
+    parts = urlsplit(url)
+    query = parse_qs(parts.query)
+    conn = psycopg2.connect(dbname="postgres", user="postgres", host=query["host"][0], port=query["port"][0])
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE {name}")
+    conn.close()
+    return url.replace(f"/{P.DB_NAME}?", f"/{name}?")
+
+
+def _book(url: str) -> dict:
+    """``{student: (score, {grade_id: score})}`` read back with nbgrader's Gradebook API."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(url, "kv-course") as gb:
+        out = {}
+        for student in gb.students:
+            sub = gb.find_submission(ASSIGNMENT, student.id)
+            out[student.id] = (sub.score, {g.name: g.score for nb in sub.notebooks for g in nb.grades})
+        return out
+
+
+# ---------------------------------------------------------------------------
+# PostgreSQL
+# ---------------------------------------------------------------------------
+def test_class_into_postgres(postgres_url, notebooks, tmp_path):  # noqa: F811
+    url = _new_database(postgres_url, "kv_class")
+    submitted = _class(tmp_path, {**notebooks, "honest_2": notebooks["honest"]})
+    run = _run(_args(submitted, tmp_path / "out", "--db", url, "--jobs", "2", "--json"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    summary = json.loads(run.stdout)
+    assert summary["gradebook"] == url and summary["consistent"] and summary["graded_now"] == 4
+    assert not (tmp_path / "out" / "gradebook.db").exists()   # the gradebook is the server's
+    book = _book(url)
+    assert {s: score for s, (score, _) in book.items()} == {**EXPECTED, "honest_2": FULL}
+    assert book["no_kv_factor"][1] == {H.TEST["q1"]: 3, H.TEST["q2"]: 0, H.TEST["q3"]: 1, H.TEST["q4"]: 2}
+    again = json.loads(_run(_args(submitted, tmp_path / "out", "--db", url, "--json")).stdout)
+    assert again["graded_now"] == 0 and sorted(again["skipped"]) == sorted(book)
+
+
+# ---------------------------------------------------------------------------
+# Killed midway, run again
+# ---------------------------------------------------------------------------
+def _children(pid: int) -> list:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                continue
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")[:200]
+    except OSError:
+        return "?"
+
+
+def _kill_midway_and_rerun(tmp_path: Path, notebooks: dict, db_args: list):
+    students = {f"s{i}_{name}": data for i, (name, data) in enumerate(
+        [*notebooks.items(), *notebooks.items()])}      # six students, two of each
+    submitted = _class(tmp_path, students)
+    out = tmp_path / "out"
+    results = out / "results" / ASSIGNMENT
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen(_args(submitted, out, "--jobs", "1", *db_args), env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    try:
+        while not list(results.glob("*.json")):
+            assert proc.poll() is None, "grade-class ended before anyone was graded"
+            assert time.monotonic() < deadline, "nobody graded within 300 s"
+            time.sleep(0.1)
+        kernels = _children(proc.pid)          # the kernel launcher(s) of the student in flight
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    done = {p.stem: p.read_bytes() for p in results.glob("*.json")}
+    assert 1 <= len(done) < len(students), sorted(done)
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in kernels) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    survivors = {pid: _cmdline(pid) for pid in kernels if _alive(pid)}
+    assert survivors == {}, f"outlived the killed grader: {survivors}"
+
+    run = _run(_args(submitted, out, "--jobs", "2", "--json", *db_args))
+    assert run.returncode == 0, run.stderr[-3000:]
+    summary = json.loads(run.stdout)
+    assert sorted(summary["skipped"]) == sorted(done)                       # nobody graded twice ...
+    assert summary["graded_now"] == len(students) - len(done)               # ... nobody lost
+    assert summary["students"] == len(students) and summary["consistent"]
+    for student, data in done.items():
+        assert (results / f"{student}.json").read_bytes() == data, student  # not regraded
+    scores = {r["student"]: r["score"] for r in summary["rows"]}
+    assert scores == {s: EXPECTED[s.split("_", 1)[1]] for s in students}
+    return summary
+
+
+def test_killed_midway_sqlite(notebooks, tmp_path):
+    summary = _kill_midway_and_rerun(tmp_path, notebooks, [])
+    from nbgrader.api import Gradebook
+    with Gradebook(summary["gradebook"], "kv-course") as gb:
+        assert len(gb.students) == 6 and len(gb.find_assignment(ASSIGNMENT).submissions) == 6
+
+
+def test_killed_midway_postgres(postgres_url, notebooks, tmp_path):  # noqa: F811
+    url = _new_database(postgres_url, "kv_killed")
+    summary = _kill_midway_and_rerun(tmp_path, notebooks, ["--db", url])
+    book = _book(url)
+    assert len(book) == 6 and {s: score for s, (score, _) in book.items()} == \
+        {r["student"]: r["score"] for r in summary["rows"]}
+
+
+# ---------------------------------------------------------------------------
+# Exports: the CSV and the feedback HTML
+# ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def exported(notebooks, tmp_path_factory):
+    root = tmp_path_factory.mktemp("exports")
+    submitted = _class(root, notebooks)
+    env_seed = "a class secret nobody in the class knows"
+    run = _run(_args(submitted, root / "out", "--jobs", "2", "--feedback", str(root / "feedback"), "--json"),
+               KV_COURSE_GRADING_SEED=env_seed)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return {"root": root, "summary": json.loads(run.stdout), "secret": env_seed}
+
+
+def test_csv_has_a_row_per_student_and_a_column_per_exercise(exported):
+    with open(exported["summary"]["csv"], newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["student"] for r in rows] == sorted(EXPECTED)
+    assert list(rows[0]) == ["student", "assignment", "status", "score", "max_score", *TESTS, "isolation", "reason"]
+    by = {r["student"]: r for r in rows}
+    assert {s: float(r["score"]) for s, r in by.items()} == EXPECTED
+    assert [float(by["no_kv_factor"][t]) for t in TESTS] == [3, 0, 1, 2]
+    assert [float(by["honest"][t]) for t in TESTS] == [3, 1, 1, 2]
+    assert all(float(r["max_score"]) == FULL and r["isolation"] == exported["summary"]["isolation"] for r in rows)
+
+
+def test_the_seed_is_the_class_secret_and_is_not_written_down(exported):
+    summary, root = exported["summary"], exported["root"]
+    assert summary["seed"]["source"] == "$KV_COURSE_GRADING_SEED" and "value" not in summary["seed"]
+    for p in (root / "out").rglob("*"):
+        if p.is_file():
+            assert exported["secret"].encode() not in p.read_bytes(), p
+
+
+def _hidden_numbers() -> set:
+    """Every distinctive number of the hidden cases (inputs and expected values), as text, both for the
+    checks' default seed (the notebook's hidden tests) and for any seed: none may reach a student."""
+    from autograder.checks import ch01, core
+    from kvlib import slips
+
+    release = json.dumps(H.default_release()) + json.dumps(H.load_source())
+    visible = set()   # what a visible failure may show: the case, its answer, the answers of known slips
+    for ex in ch01.EXERCISES.values():
+        for case in ex.visible_cases:
+            visible |= {json.dumps(case), str(ex.expected(case))}
+            _, candidates = slips.QUANTITIES[ex.quantity](dict(ex.slip_inputs(case)))
+            visible |= {f"{int(v)} {int(v):,}" for _, v in candidates if isinstance(v, (int, float))}
+    numbers = set()
+    for ex in ch01.EXERCISES.values():
+        for case in ex.hidden_cases(core.DEFAULT_HIDDEN_SEED):
+            values = [ex.expected(case)] + [v for v in case["kwargs"].values() if type(v) is int]
+            for v in values:
+                if v >= 100_000:
+                    for text in (str(v), f"{v:,}"):
+                        if text not in release and not any(text in s for s in visible):
+                            numbers.add(text)
+    return numbers
+
+
+def test_feedback_html_has_no_hidden_tests_or_hidden_cases(exported):
+    feedback = Path(exported["summary"]["feedback"]["dir"])
+    assert exported["summary"]["feedback"]["written"] == len(EXPECTED)
+    hidden = _hidden_numbers()
+    assert len(hidden) >= 10     # the check below has something to find
+    for student in EXPECTED:
+        html = (feedback / student / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text(encoding="utf-8")
+        assert "bytes_per_token_from_config" in html and "### BEGIN HIDDEN TESTS" not in html
+        assert "hidden=True" not in html, student
+        leaked = sorted(n for n in hidden if n in html)
+        assert leaked == [], (student, leaked[:5])
+    # the scores in the feedback are the gradebook's
+    html = (feedback / "no_kv_factor" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text(encoding="utf-8")
+    assert "factor 2 for K and V is missing" in html
+    assert f"Score: {FULL - 1}" in html or f"{FULL - 1}.0 / {FULL}.0" in html or f"{FULL - 1} / {FULL}" in html
+
+
+def test_the_same_feedback_without_clearing_would_show_hidden_tests(exported, tmp_path):
+    """Shows the check above can fail: the autograded notebooks do hold the hidden tests."""
+    autograded = Path(exported["summary"]["autograded"]) / "honest" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    text = autograded.read_text(encoding="utf-8")
+    assert "### BEGIN HIDDEN TESTS" in text and "hidden=True" in text
+
+
+# ---------------------------------------------------------------------------
+# The seed, and isolation required
+# ---------------------------------------------------------------------------
+def _grade_one(path: Path, **env):
+    return _run([sys.executable, "-m", "autograder", "grade", str(path), "--assignment", ASSIGNMENT,
+                 "--course", str(REPO / "course"), "--json"], **env)
+
+
+def test_answers_memorised_for_the_public_seed_fail(tmp_path):
+    """q2 answered from a table of every case the notebook's tests use (visible, and hidden with the
+    checks' public seed): the notebook passes it, the outside check (the class's secret seed) does not."""
+    from autograder.checks import ch01, core
+
+    ex = ch01.EXERCISES[H.TEST["q2"]]
+    table = {tuple(c["kwargs"][p] for p in ex.params): ex.expected(c)
+             for c in (*ex.visible_cases, *ex.hidden_cases(core.DEFAULT_HIDDEN_SEED))}
+    body = f"return {table!r}.get((layers, kv_heads, head_dim, dtype_bytes, seq_len), 0)"
+    nb = tmp_path / "memorised.ipynb"
+    nb.write_bytes(H.dump(H.make_kit().notebook({"q2": H._body("q2", body)})))
+    run = _grade_one(nb, KV_COURSE_GRADING_SEED="spring-2027 kv-course")
+    assert run.returncode == 0, run.stderr[-2000:]
+    result = json.loads(run.stdout)
+    q2 = next(t for t in result["tests"] if t["grade_id"] == H.TEST["q2"])
+    assert (q2["nbgrader_points"], q2["verdict_points"], q2["points"]) == (1, 0, 0)
+    assert "hidden case" in q2["feedback"] and "outside the notebook" in q2["feedback"]
+    assert result["score"] == FULL - 1 and result["status"] == "graded"
+    assert result["seed"]["source"] == "$KV_COURSE_GRADING_SEED"
+
+
+def test_required_isolation_missing_exits_3_before_grading(tmp_path, notebooks):
+    nb = tmp_path / "honest.ipynb"
+    nb.write_bytes(notebooks["honest"])
+    run = _grade_one(nb, REQUIRE_ISOLATION="1", SANDBOX_LEVEL="rlimits", SANDBOX_MIN_LEVEL="bwrap")
+    assert run.returncode == 3 and run.stdout == ""
+    assert len(run.stderr.strip().splitlines()) == 1 and "REQUIRE_ISOLATION=1" in run.stderr
+    submitted = _class(tmp_path / "class", {"honest": notebooks["honest"]})
+    run = _run(_args(submitted, tmp_path / "out"), REQUIRE_ISOLATION="1", SANDBOX_LEVEL="rlimits",
+               SANDBOX_MIN_LEVEL="bwrap")
+    assert run.returncode == 3 and not (tmp_path / "out" / "gradebook.db").exists()
