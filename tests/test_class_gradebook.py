@@ -68,8 +68,16 @@ def _args(submitted: Path, out: Path, *extra) -> list:
 
 
 def _run(args, **env):
-    env = dict(os.environ, PYTHONPATH=str(REPO), **env)
-    return subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    """Run in a process group of its own, all of which is killed if it runs past 600 s."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env=dict(os.environ, PYTHONPATH=str(REPO), **env))
+    try:
+        out, err = proc.communicate(timeout=600)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"{' '.join(map(str, args[1:4]))} ran past 600 s:\n{err[-3000:]}")
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
 def _new_database(url: str, name: str) -> str:

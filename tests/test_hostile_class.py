@@ -33,6 +33,7 @@ import csv
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -68,6 +69,19 @@ open(os.path.join({where!r}, "HOSTILE-" + {nonce!r}), "x").close()
 print("HOSTILE" + "-ESCAPE launcher_hijack")
 '''
 CONTROLS = ("honest", "honest_2", "blank")
+
+
+def run_group(args, *, timeout, **kw) -> subprocess.CompletedProcess:
+    """subprocess.run in a process group of its own, all of which is killed if it times out."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, **kw)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"grade-class ran past {timeout} s:\n{err[-3000:]}")
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
 def _snapshot() -> dict:
@@ -139,10 +153,10 @@ def hostile_class(tmp_path_factory):
         class_before = _tree(submitted)
         env = dict(os.environ, PYTHONPATH=str(REPO))
         env.pop("KV_COURSE_GRADING_SEED", None)
-        run = subprocess.run([sys.executable, "-m", "autograder", "grade-class", str(submitted),
-                              "--assignment", ASSIGNMENT, "--course", str(REPO / "course"), "--jobs", "2",
-                              "--timeout", str(TIMEOUT), "--out", str(out), "--feedback", str(feedback), "--json"],
-                             cwd=base, env=env, capture_output=True, text=True, timeout=600)
+        run = run_group([sys.executable, "-m", "autograder", "grade-class", str(submitted),
+                         "--assignment", ASSIGNMENT, "--course", str(REPO / "course"), "--jobs", "2",
+                         "--timeout", str(TIMEOUT), "--out", str(out), "--feedback", str(feedback), "--json"],
+                        cwd=base, env=env, timeout=600)
         connections = listener.connections
     results = {p.stem: json.loads(p.read_text()) for p in (out / "results" / ASSIGNMENT).glob("*.json")}
     yield {"run": run, "base": base, "out": out, "feedback": feedback, "results": results, "expect": expect,
