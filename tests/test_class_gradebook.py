@@ -23,9 +23,11 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from urllib.parse import urlsplit, parse_qs
@@ -162,7 +164,9 @@ def _kill_midway_and_rerun(tmp_path: Path, notebooks: dict, db_args: list):
     submitted = _class(tmp_path, students)
     out = tmp_path / "out"
     results = out / "results" / ASSIGNMENT
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    # The killed run cannot clean up its temp dirs: give it (short: socket paths) ones of its own.
+    scratch = Path(tempfile.mkdtemp(prefix="kvk-", dir="/tmp" if os.path.isdir("/tmp") else None))
+    env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(scratch))
     proc = subprocess.Popen(_args(submitted, out, "--jobs", "1", *db_args), env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
@@ -181,6 +185,7 @@ def _kill_midway_and_rerun(tmp_path: Path, notebooks: dict, db_args: list):
     while any(_alive(pid) for pid in kernels) and time.monotonic() < deadline:
         time.sleep(0.2)
     survivors = {pid: _cmdline(pid) for pid in kernels if _alive(pid)}
+    shutil.rmtree(scratch, ignore_errors=True)
     assert survivors == {}, f"outlived the killed grader: {survivors}"
 
     run = _run(_args(submitted, out, "--jobs", "2", "--json", *db_args))
