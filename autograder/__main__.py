@@ -13,21 +13,13 @@ import argparse
 import json
 import sys
 
+from kvlib.argtypes import positive_int as _positive_int
+
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2
         print(f"{self.prog}: error: {message}", file=sys.stderr)
         sys.exit(2)
-
-
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
