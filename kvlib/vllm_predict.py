@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from .dtypes import dtype_bytes
-from .spec import CHUNKED, FULL, NO_KV, SLIDING, ModelSpec
+from .spec import CHUNKED, FULL, NO_KV, SLIDING, ModelSpec, SpecError
 from .units import GiB, format_gb_gib
 from .vllm_log import V0, V1, EngineStart, VllmLogError, parse_version
 
@@ -117,12 +117,11 @@ def kv_element_bytes(kv_cache_dtype=None, model_dtype=None) -> int:
 
 
 def _kv_heads_per_rank(spec: ModelSpec, tp: int) -> int:
-    if spec.is_mla:
-        return 1
-    k = spec.num_kv_heads
-    if k % tp and tp % k:
-        raise VllmLogError(f"tensor_parallel_size={tp} must divide num_kv_heads={k} or be a multiple of it")
-    return max(1, k // tp)
+    """The spec's own TP rule (split, replicated past K, MLA whole), as this module's error."""
+    try:
+        return spec.kv_heads_per_gpu(tp)
+    except SpecError as exc:
+        raise VllmLogError(f"tensor_parallel_size: {exc}") from None
 
 
 def layer_page_bytes(spec: ModelSpec, block_size: int = DEFAULT_BLOCK_SIZE, kv_cache_dtype=None, *,
