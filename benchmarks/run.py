@@ -17,11 +17,13 @@ Sized for a 2-core machine: the default class of 200 keeps the whole run under a
 from __future__ import annotations
 
 import argparse
+import csv
 import datetime
 import json
 import os
 import platform
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -33,6 +35,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT))
 from common import md_table, median, p95  # noqa: E402
 
 import kvlib as kv  # noqa: E402
@@ -204,8 +207,11 @@ def bench_simulators(args) -> str:
 
 
 # --- 5. grading throughput -----------------------------------------------------------------------
-def _make_class(dest: Path, size: int, assignment: str) -> Path:
-    """`size` submissions of the solution notebook with a mix of right, slipped and blank answers."""
+SOLUTION_MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
+
+
+def _make_class(dest: Path, size: int, assignment: str) -> tuple[Path, dict]:
+    """`size` submissions with a mix of right, slipped and blank answers; (submitted/, {student: kind})."""
     import nbformat
     solution = nbformat.read(ROOT / "solutions" / f"{assignment}.ipynb", as_version=4)
     release = nbformat.read(ROOT / "chapters" / f"{assignment}.ipynb", as_version=4)
@@ -217,6 +223,7 @@ def _make_class(dest: Path, size: int, assignment: str) -> Path:
              ("budget_bytes // per_sequence", "-(-budget_bytes // per_sequence)")]
     rng = random.Random(1)
     submitted = dest / "submitted"
+    kinds = {}
     for i in range(size):
         nb = nbformat.from_dict(json.loads(json.dumps(release)))
         kind = rng.choices(["right", "slip", "blank"], weights=[5, 4, 1])[0]
@@ -226,50 +233,118 @@ def _make_class(dest: Path, size: int, assignment: str) -> Path:
                 src = answers[gid] if kind != "blank" else blank[gid]
                 if kind == "slip" and rng.random() < 0.5:
                     old, new = rng.choice(slips)
-                    src = src.replace(old, new, 1)
-                cell.source = src.replace("### BEGIN SOLUTION\n", "").replace("### END SOLUTION\n", "")
+                    if old in src:
+                        src = src.replace(old, new, 1)
+                        kinds.setdefault(f"student{i:03d}", "slipped")
+                cell.source = SOLUTION_MARKER.sub("", src)
         folder = submitted / f"student{i:03d}" / assignment
         folder.mkdir(parents=True)
         nbformat.write(nb, folder / f"{assignment}.ipynb")
         (folder / "timestamp.txt").write_text("2026-11-30 00:00:00.000000 UTC")
-    return submitted
+        kinds.setdefault(folder.parent.name, "right" if kind != "blank" else "blank")
+    return submitted, kinds
+
+
+def _max_points(assignment: str) -> float:
+    import nbformat
+    nb = nbformat.read(ROOT / "course" / "source" / assignment / f"{assignment}.ipynb", as_version=4)
+    return sum(c.metadata["nbgrader"].get("points", 0) for c in nb.cells
+               if c.metadata.get("nbgrader", {}).get("grade"))
+
+
+def _copy_batch(submitted: Path, students: list, dest: Path) -> Path:
+    for student in students:
+        shutil.copytree(submitted / student, dest / "submitted" / student)
+    return dest / "submitted"
+
+
+def _plain_nbgrader(batch: Path, students: list, work: Path, assignment: str, env: dict) -> tuple[float, dict]:
+    """One `nbgrader autograde` over a fresh course copy holding these students; (seconds, scores)."""
+    course = work / "course"
+    shutil.copytree(ROOT / "course", course, ignore=shutil.ignore_patterns("gradebook.db", "release",
+                                                                             "submitted", "autograded"))
+    _copy_batch(batch, students, course)
+    nbgrader = str(Path(PY).parent / "nbgrader")
+    run([nbgrader, "generate_assignment", assignment, "--force"], cwd=course, env=env)
+    t0 = time.perf_counter()
+    proc = run([nbgrader, "autograde", assignment], cwd=course, env=env)
+    took = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"nbgrader autograde failed:\n{proc.stderr[-2000:]}")
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        scores = {s: gb.find_submission(assignment, s).score for s in students}
+    return took, scores
+
+
+def _grade_class(batch: Path, students: list, work: Path, assignment: str, env: dict) -> tuple[float, dict]:
+    """`python -m autograder grade-class` on all cores over these students; (seconds, scores)."""
+    submitted = _copy_batch(batch, students, work)
+    t0 = time.perf_counter()
+    proc = run([PY, "-m", "autograder", "grade-class", str(submitted), "--assignment", assignment,
+                "--jobs", str(os.cpu_count()), "--out", str(work / "out")], cwd=ROOT, env=env)
+    took = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"grade-class failed:\n{proc.stderr[-2000:]}")
+    with open(work / "out" / f"{assignment}_grades.csv", newline="") as f:
+        scores = {r["student"]: float(r["score"]) for r in csv.DictReader(f)}
+    return took, scores
 
 
 def bench_grading(args) -> str:
+    """The class is graded in `repeats` interleaved batches, each by all three graders in a rotating
+    order, so every grader sees all `class_size` submissions, each figure is a median over batches,
+    and each speed-up is a ratio within one batch (same submissions, same machine load)."""
+    from autograder import sandbox
     assignment = "ch01_kv_formula"
-    n = args.class_size
-    rows = []
+    n, repeats = args.class_size, max(1, args.repeats)
+    env = dict(os.environ, PATH=f"{Path(PY).parent}:{os.environ.get('PATH', '')}")
+    env.pop("REQUIRE_ISOLATION", None)
+    strongest = sandbox.detect_level()
+    graders = [("plain `nbgrader autograde` (1 process, no isolation)", _plain_nbgrader, env),
+               (f"`grade-class --jobs {os.cpu_count()}` (isolation: {strongest})", _grade_class, env),
+               (f"`grade-class --jobs {os.cpu_count()}` (isolation off)", _grade_class,
+                dict(env, SANDBOX_LEVEL="none"))]
+    walls = {label: [] for label, _, _ in graders}   # per batch: (seconds, submissions)
+    scores = {label: {} for label, _, _ in graders}
     with tempfile.TemporaryDirectory(prefix="kv-bench-") as tmp:
         tmp = Path(tmp)
-        # plain nbgrader: a course copy, one `nbgrader autograde` over the whole class, one process
-        course = tmp / "plain"
-        shutil.copytree(ROOT / "course", course, ignore=shutil.ignore_patterns("gradebook.db", "release",
-                                                                                 "submitted", "autograded"))
-        _make_class(course, n, assignment)
-        env = dict(os.environ, PATH=f"{Path(PY).parent}:{os.environ.get('PATH', '')}")
-        run([str(Path(PY).parent / "nbgrader"), "generate_assignment", assignment, "--force"], cwd=course, env=env)
-        t0 = time.perf_counter()
-        run([str(Path(PY).parent / "nbgrader"), "autograde", assignment], cwd=course, env=env)
-        plain = time.perf_counter() - t0
-        rows.append(("plain `nbgrader autograde` (1 process, no isolation)", n, f"{plain:.1f} s",
-                     f"{plain / n:.2f} s", "1.00x"))
-        for label, level in (("`grade-class --jobs %d` (isolation: %s)" % (os.cpu_count(), "strongest"), None),
-                             ("`grade-class --jobs %d` (isolation off)" % os.cpu_count(), "none")):
-            work = tmp / ("iso" if level is None else "noiso")
-            submitted = _make_class(work, n, assignment)
-            env2 = dict(env)
-            if level:
-                env2["SANDBOX_LEVEL"] = level
-            env2.pop("REQUIRE_ISOLATION", None)
-            t0 = time.perf_counter()
-            proc = run([PY, "-m", "autograder", "grade-class", str(submitted), "--assignment", assignment,
-                        "--jobs", str(os.cpu_count()), "--out", str(work / "out")], cwd=ROOT, env=env2)
-            took = time.perf_counter() - t0
-            note = "" if proc.returncode == 0 else f" (exit {proc.returncode})"
-            rows.append((label + note, n, f"{took:.1f} s", f"{took / n:.2f} s", f"{plain / took:.2f}x"))
-    return "\n".join([f"## Grading throughput (chapter 01, {n} generated submissions: right, slipped, blank)", "",
-                      md_table(["grader", "submissions", "wall", "per submission", "speed-up vs plain"], rows),
-                      "", "Isolation's cost is the ratio of the two grade-class rows."])
+        submitted, kinds = _make_class(tmp / "class", n, assignment)
+        students = sorted(p.name for p in submitted.iterdir())
+        for b in range(repeats):
+            batch = students[b::repeats]
+            order = graders[b % 3:] + graders[:b % 3]   # rotate: no grader always runs first
+            for label, grader, grader_env in order:
+                took, got = grader(submitted, batch, tmp / f"b{b}" / str(graders.index((label, grader, grader_env))),
+                                   assignment, grader_env)
+                walls[label].append((took, len(batch)))
+                scores[label].update(got)
+                print(f"  batch {b + 1}/{repeats}: {label}: {len(batch)} in {took:.1f} s", flush=True)
+    plain_label = graders[0][0]
+    rows = []
+    for label, _, _ in graders:
+        per_sub = [t / k for t, k in walls[label]]
+        ratios = [p / t for (p, _), (t, _) in zip(walls[plain_label], walls[label])]
+        rows.append((label, n, f"{sum(t for t, _ in walls[label]):.1f} s", f"{median(per_sub):.2f} s",
+                     f"{min(per_sub):.2f}-{max(per_sub):.2f} s", f"{median(ratios):.2f}x"))
+    iso, off = graders[1][0], graders[2][0]
+    cost = median([t / o for (t, _), (o, _) in zip(walls[iso], walls[off])])
+    agree = sum(scores[plain_label].get(s) == scores[iso].get(s) == scores[off].get(s) for s in students)
+    by_kind = []
+    for kind in ("right", "slipped", "blank"):
+        got = sorted(scores[plain_label][s] for s in students if kinds[s] == kind)
+        if got:
+            by_kind.append(f"{kind} {len(got)} (median {median(got):g}, {got[0]:g}-{got[-1]:g})")
+    return "\n".join([
+        f"## Grading throughput (chapter 01, {n} generated submissions: right, slipped, blank)", "",
+        f"The class is graded in {repeats} interleaved batches of about {n // repeats}; each batch by all three "
+        "graders, in a rotating order. Per submission: the median over batches (and their range); "
+        "speed-up: the median of the within-batch ratios.", "",
+        md_table(["grader", "submissions", "wall (all batches)", "per submission (median)", "range",
+                  "speed-up vs plain"], rows), "",
+        f"Isolation's cost ({strongest} vs off, within-batch ratio): **{cost:.2f}x**. "
+        f"The three graders gave the same score to **{agree} of {n}** submissions. "
+        f"Scores out of {_max_points(assignment):g} by kind (plain nbgrader): " + "; ".join(by_kind) + "."])
 
 
 # --- 6. setup and import ---------------------------------------------------------------------------
