@@ -920,25 +920,27 @@ def _read_result(path: Path) -> dict | None:
 
 
 def feedback_preprocessors(root: Path) -> list:
-    """The course config's feedback preprocessors, with ClearHiddenTests applied to test cells only.
+    """The course config's feedback preprocessors, made safe whatever the config says.
 
     nbgrader's ClearHiddenTests also reads the student's own cells and raises
     on a "BEGIN HIDDEN TESTS" there (an answer that merely mentions it), which
-    would cost that student their feedback. Hidden tests live only in test
-    cells, which autograde restored from the instructor's source.
+    would cost that student their feedback: it is applied to test cells only.
+    Student outputs are untrusted HTML: SanitizeActiveContent runs before the
+    HTML is written, even when a course config leaves it out.
     """
     from nbgrader.preprocessors import ClearHiddenTests
     from traitlets.config.loader import PyFileConfigLoader
 
-    from .feedback import ClearHiddenTestsInTestCells
+    from .feedback import ClearHiddenTestsInTestCells, SanitizeActiveContent
 
     config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
     configured = config.GenerateFeedback.preprocessors if "preprocessors" in config.GenerateFeedback else None
     if not configured:
         from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
         from nbgrader.preprocessors import GetGrades
-        configured = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
-    return [ClearHiddenTestsInTestCells if p is ClearHiddenTests else p for p in configured]
+        configured = [GetGrades, ClearHiddenTestsInTestCells, CSSHTMLHeaderPreprocessor]
+    chosen = [ClearHiddenTestsInTestCells if p is ClearHiddenTests else p for p in configured]
+    return chosen if SanitizeActiveContent in chosen else chosen + [SanitizeActiveContent]
 
 
 def generate_feedback(course_dir: Path, assignment: str, db_url: str, autograded_dir: Path, dest: Path,

@@ -8,7 +8,9 @@ that ``tools/build_course.py`` and ``python -m autograder`` make in a temp dir.
 import os
 
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+from nbgrader.preprocessors import GetGrades
+
+from autograder.feedback import ClearHiddenTestsInTestCells, SanitizeActiveContent
 
 c = get_config()  # noqa: F821 (injected by traitlets' config loader)
 
@@ -31,5 +33,9 @@ c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--Interacti
 # leave the points to a manual grade).
 c.OverwriteCells.add_missing_cells = True
 
-# Feedback shows grades and the student's own work, never the hidden tests.
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+# Feedback shows grades and the student's own work, never the hidden tests
+# (cleared from test cells only: a student's cell that merely mentions the marker
+# must not cost them their feedback), and nothing of theirs that could run in
+# whoever opens it (an instructor, from a Jupyter server holding their token).
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTestsInTestCells, SanitizeActiveContent,
+                                    CSSHTMLHeaderPreprocessor]

@@ -43,6 +43,14 @@ ASSIGNMENT = H.ASSIGNMENT
 FULL = 3 + 1 + 1 + 2
 TESTS = [H.TEST[q] for q in H.Q]
 NO_KV_FACTOR = H._body("q2", "return layers * kv_heads * head_dim * dtype_bytes * seq_len")
+# A right answer whose cell also writes active HTML and JavaScript outputs: the feedback an
+# instructor opens must not run them.
+ACTIVE_OUTPUT = H._body("q2", "return 2 * layers * kv_heads * head_dim * dtype_bytes * seq_len") + """
+from IPython.display import HTML, Javascript, display
+display(HTML('<b id="kept">bold stays</b><script>window.HOSTILE_SCRIPT = 1</script>'
+             '<img src="x" onerror="window.HOSTILE_ONERROR = 1">'))
+display(Javascript("window.HOSTILE_JS = 1"))
+"""
 
 
 def _class(root: Path, students: dict) -> Path:
@@ -62,6 +70,7 @@ def notebooks():
 
 
 EXPECTED = {"honest": FULL, "blank": 0, "no_kv_factor": FULL - 1}
+EXPORTED = {**EXPECTED, "active_output": FULL}
 
 
 def _args(submitted: Path, out: Path, *extra) -> list:
@@ -222,7 +231,8 @@ def test_killed_midway_postgres(postgres_url, notebooks, tmp_path):  # noqa: F81
 @pytest.fixture(scope="module")
 def exported(notebooks, tmp_path_factory):
     root = tmp_path_factory.mktemp("exports")
-    submitted = _class(root, notebooks)
+    active = H.dump(H.make_kit().notebook({"q2": ACTIVE_OUTPUT}))
+    submitted = _class(root, {**notebooks, "active_output": active})
     env_seed = "a class secret nobody in the class knows"
     run = _run(_args(submitted, root / "out", "--jobs", "2", "--feedback", str(root / "feedback"), "--json"),
                KV_COURSE_GRADING_SEED=env_seed)
@@ -233,10 +243,10 @@ def exported(notebooks, tmp_path_factory):
 def test_csv_has_a_row_per_student_and_a_column_per_exercise(exported):
     with open(exported["summary"]["csv"], newline="") as f:
         rows = list(csv.DictReader(f))
-    assert [r["student"] for r in rows] == sorted(EXPECTED)
+    assert [r["student"] for r in rows] == sorted(EXPORTED)
     assert list(rows[0]) == ["student", "assignment", "status", "score", "max_score", *TESTS, "isolation", "reason"]
     by = {r["student"]: r for r in rows}
-    assert {s: float(r["score"]) for s, r in by.items()} == EXPECTED
+    assert {s: float(r["score"]) for s, r in by.items()} == EXPORTED
     assert [float(by["no_kv_factor"][t]) for t in TESTS] == [3, 0, 1, 2]
     assert [float(by["honest"][t]) for t in TESTS] == [3, 1, 1, 2]
     assert all(float(r["max_score"]) == FULL and r["isolation"] == exported["summary"]["isolation"] for r in rows)
@@ -277,10 +287,10 @@ def _hidden_numbers() -> set:
 
 def test_feedback_html_has_no_hidden_tests_or_hidden_cases(exported):
     feedback = Path(exported["summary"]["feedback"]["dir"])
-    assert exported["summary"]["feedback"]["written"] == len(EXPECTED)
+    assert exported["summary"]["feedback"]["written"] == len(EXPORTED)
     hidden = _hidden_numbers()
     assert len(hidden) >= 10     # the check below has something to find
-    for student in EXPECTED:
+    for student in EXPORTED:
         html = (feedback / student / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text(encoding="utf-8")
         assert "bytes_per_token_from_config" in html and "### BEGIN HIDDEN TESTS" not in html
         assert "hidden=True" not in html, student
@@ -290,6 +300,50 @@ def test_feedback_html_has_no_hidden_tests_or_hidden_cases(exported):
     html = (feedback / "no_kv_factor" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text(encoding="utf-8")
     assert "factor 2 for K and V is missing" in html
     assert f"Score: {FULL - 1}" in html or f"{FULL - 1}.0 / {FULL}.0" in html or f"{FULL - 1} / {FULL}" in html
+
+
+def test_feedback_runs_no_script_a_student_wrote(exported):
+    html = (Path(exported["summary"]["feedback"]["dir"]) / "active_output" / ASSIGNMENT
+            / f"{ASSIGNMENT}.html").read_text(encoding="utf-8")
+    assert 'id="kept"' in html and "bold stays" in html     # the output is there, made harmless
+    assert [p for p in H.active_parts(html) if "HOSTILE" in p] == []
+
+
+def test_the_same_notebook_rendered_unsanitised_would_run_them(exported):
+    """Shows the check above can fail: nbconvert's default keeps the student's scripts."""
+    from nbconvert import HTMLExporter
+
+    autograded = Path(exported["summary"]["autograded"]) / "active_output" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    html, _ = HTMLExporter(template_name="classic").from_filename(str(autograded))
+    active = " ".join(p for p in H.active_parts(html) if "HOSTILE" in p)
+    assert "HOSTILE_SCRIPT" in active and "HOSTILE_ONERROR" in active and "HOSTILE_JS" in active
+
+
+def test_the_readmes_plain_nbgrader_workflow_gives_the_same_safe_feedback(tmp_path):
+    """README, Instructors: generate_assignment, autograde, generate_feedback with the course config
+    and nbgrader alone. A student's comment quoting the hidden-test marker must not cost them their
+    feedback (nbgrader's stock ClearHiddenTests raises on it); their scripts must not run."""
+    course = tmp_path / "course"
+    shutil.copytree(REPO / "course", course, ignore=shutil.ignore_patterns(
+        "gradebook.db", "release", "submitted", "autograded", "feedback", ".nbgrader.log"))
+    quoting = H._body("q2", "# nbgrader hides its tests after a line '### BEGIN HIDDEN TESTS'\n"
+                            "return 2 * layers * kv_heads * head_dim * dtype_bytes * seq_len")
+    kit = H.make_kit()
+    _class(course, {"active_output": H.dump(kit.notebook({"q2": ACTIVE_OUTPUT})),
+                    "quoting": H.dump(kit.notebook({"q2": quoting}))})
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    for step in (["generate_assignment", ASSIGNMENT, "--force"], ["autograde", ASSIGNMENT],
+                 ["generate_feedback", ASSIGNMENT]):
+        run = subprocess.run([sys.executable, "-m", "nbgrader", *step], cwd=course, env=env,
+                             capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, (step, run.stderr[-3000:])
+    for student, quoted in (("active_output", 0), ("quoting", 1)):
+        html = (course / "feedback" / student / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text(encoding="utf-8")
+        assert html.count("### BEGIN HIDDEN TESTS") == quoted     # the student's comment, never a test cell
+        assert "hidden=True" not in html
+        assert [p for p in H.active_parts(html) if "HOSTILE" in p] == [], student
+    html = (course / "feedback" / "quoting" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text(encoding="utf-8")
+    assert "nbgrader hides its tests after a line" in html     # the student's own comment is shown
 
 
 def test_the_same_feedback_without_clearing_would_show_hidden_tests(exported, tmp_path):

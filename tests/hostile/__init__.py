@@ -682,3 +682,27 @@ def corpus(release: dict | None = None, solutions: dict | None = None, targets: 
     """``[(name, notebook_bytes, max_score, status_or_None)]`` for every case (or those in ``names``)."""
     kit = make_kit(release, solutions, targets)
     return [(c.name, build(c, kit), c.max_score, c.status) for c in CASES if names is None or c.name in names]
+
+
+def active_parts(html: str) -> list:
+    """The text of every <script> element and every on* attribute value in ``html``."""
+    from html.parser import HTMLParser
+
+    found = []
+
+    class Parser(HTMLParser):
+        in_script = False
+
+        def handle_starttag(self, tag, attrs):
+            found.extend(value or "" for name, value in attrs if name.startswith("on"))
+            self.in_script = tag == "script"
+
+        def handle_endtag(self, tag):
+            self.in_script = False
+
+        def handle_data(self, data):
+            if self.in_script:
+                found.append(data)
+
+    Parser().feed(html)
+    return found
