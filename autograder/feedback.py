@@ -92,8 +92,9 @@ class SanitizeActiveContent(NbGraderPreprocessor):
                     html.append(clean_html(_text(data.pop("text/html"))))
                 elif "text/markdown" in data:
                     html.append(clean_html(markdown2html(_text(data["text/markdown"]))))
-                if "image/svg+xml" in data:
-                    html.append(_svg_as_image(_text(data.pop("image/svg+xml"))))
+                svg = data.pop("image/svg+xml", None)
+                if svg is not None and not html:   # nbconvert would show the HTML, not both
+                    html.append(_svg_as_image(_text(svg)))
                 data.pop("text/markdown", None)
                 if html:
                     data["text/html"] = "".join(html)

@@ -315,8 +315,8 @@ def bench_grading(args) -> str:
             batch = students[b::repeats]
             order = graders[b % 3:] + graders[:b % 3]   # rotate: no grader always runs first
             for label, grader, grader_env in order:
-                took, got = grader(submitted, batch, tmp / f"b{b}" / str(graders.index((label, grader, grader_env))),
-                                   assignment, grader_env)
+                work = tmp / f"batch{b}" / f"grader{[g[0] for g in graders].index(label)}"
+                took, got = grader(submitted, batch, work, assignment, grader_env)
                 walls[label].append((took, len(batch)))
                 scores[label].update(got)
                 print(f"  batch {b + 1}/{repeats}: {label}: {len(batch)} in {took:.1f} s", flush=True)
