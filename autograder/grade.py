@@ -643,13 +643,19 @@ def _config_timeout(grader: NbGrader):
     return grader.config.Execute.timeout if "timeout" in grader.config.Execute else 30
 
 
-def resolve(submission, assignment: str, course=None):
-    """Check the arguments (UsageError) and return (course_dir, submission path)."""
+def _course_with(assignment: str, course=None) -> Path:
+    """The course directory, once it is known to hold ``assignment``'s source (else UsageError)."""
     try:
         course_dir = find_course_dir(course)
         source_notebook(course_dir, assignment)
     except CourseError as exc:
         raise UsageError(str(exc)) from None
+    return course_dir
+
+
+def resolve(submission, assignment: str, course=None):
+    """Check the arguments (UsageError) and return (course_dir, submission path)."""
+    course_dir = _course_with(assignment, course)
     path = Path(submission)
     if not path.is_file():
         raise UsageError(f"no such file: {submission}")
@@ -828,11 +834,7 @@ def grade_class(submitted_dir, assignment: str, *, course=None, jobs=None, db_ur
     """
     from . import sandbox
 
-    try:
-        course_dir = find_course_dir(course)
-        source_notebook(course_dir, assignment)
-    except CourseError as exc:
-        raise UsageError(str(exc)) from None
+    course_dir = _course_with(assignment, course)
     submitted = Path(submitted_dir)
     if not submitted.is_dir():
         raise UsageError(f"no such folder: {submitted_dir}")
