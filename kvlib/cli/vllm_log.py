@@ -58,7 +58,11 @@ def _rows(r: dict) -> list:
     if r["predicted_blocks_min"] is not None:
         rows.append(("available window", f"{format_gb_gib(r['available_kv_cache_bytes_min'])} to "
                                          f"{format_gb_gib(r['available_kv_cache_bytes_max'])}"))
-        rows.append(("predicted blocks", f"{r['predicted_blocks_min']:,} to {r['predicted_blocks_max']:,}"))
+        for st in r["stages"]:
+            rows.append((f"PP stage {st['stage']}", f"{st['num_layers']} layers, {format_bytes(st['bytes_per_block'])} "
+                                                    f"per block: {st['blocks_min']:,} to {st['blocks_max']:,} blocks"))
+        rows.append(("predicted blocks", f"{r['predicted_blocks_min']:,} to {r['predicted_blocks_max']:,}"
+                     + (" (the smallest stage's)" if r["stages"] else "")))
         if r["predicted_tokens_min"] is not None:
             rows.append(("predicted tokens", f"{r['predicted_tokens_min']:,} to {r['predicted_tokens_max']:,}"))
         if r["predicted_concurrency_min"] is not None:

@@ -19,16 +19,16 @@ checked.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from decimal import Decimal
+from fractions import Fraction
 
 from ..formulas import kv_heads_per_gpu
 from ..spec import CHUNKED, NO_KV, SLIDING, ModelSpec
 from ..units import format_gb_gib
 from .engine import DEFAULT_BLOCK_SIZE, V0, V0_SWAP_SPACE_BYTES, V1, VllmLogError, as_version, group_rule
 from .layout import MLA_PACKED_BYTES, kv_element_bytes, layer_page_bytes, pp_layer_split, stage_layouts
-from .log import EngineStart, gib_window
+from .log import EngineStart, gib_window, rank_number
 from .tokens import Scenario, fmt2
 
 __all__ = ["LogPrediction", "predict_from_log"]
@@ -76,6 +76,7 @@ class LogPrediction:
     derived_blocks_min: int | None = None   # blocks whose printed token figure is the logged one
     derived_blocks_max: int | None = None
     num_cpu_blocks_default_swap: int | None = None  # V0: 4 GiB swap space // bytes per block
+    stages: tuple = ()      # under PP, when the log says which rank printed what: one dict per stage
 
 
 def _resolve(start: EngineStart, spec: ModelSpec, block_size, kv_cache_dtype, tp, pp, version):
@@ -127,7 +128,7 @@ def _scenarios(start, spec, bs, kv, tp, pp, v, max_num_batched_tokens, *, mla_pa
             for formula in formulas:
                 for mult in mults:
                     s = Scenario(engine, formula, rule, mult, layouts, bs, start.max_model_len or None,
-                                  max_num_batched_tokens, spec)
+                                  max_num_batched_tokens, spec, tp=tp)
                     matters = _needs_f(layouts) and max_num_batched_tokens and start.max_model_len
                     key = (engine, formula, layouts, mult if matters else 0)
                     if key not in seen:
@@ -147,8 +148,39 @@ class _Check:
     error_tokens: int | None
 
 
+def stage_windows(start: EngineStart, tp: int, pp: int) -> list | None:
+    """[(lo, hi)] bytes per pipeline stage, from each stage's smallest printed figure; None when unknown.
+
+    vLLM numbers ranks stage-major (rank = stage x tp + tp_rank), so rank r
+    belongs to stage r // tp. Every stage must have printed a figure under a
+    rank tag ('(VllmWorker rank=3 pid=7)'); otherwise the log cannot say
+    which stage printed what and None is returned.
+
+    >>> from kvlib.vllm import parse_log
+    >>> log = "\\n".join(f"(VllmWorker rank={r} pid={r}) INFO 01-01 00:00:00 [gpu_worker.py:1] "
+    ...                   f"Available KV cache memory: {x} GiB" for r, x in enumerate(["2.00", "1.50"]))
+    >>> [w[0] for w in stage_windows(parse_log(log)[0], tp=1, pp=2)]     # ceil(1.995 x 2^30), ceil(1.495 x 2^30)
+    [2142114939, 1605244027]
+    """
+    if pp <= 1:
+        return None
+    figures: dict = {}
+    for tag, text in start.available_kv_cache_by_rank:
+        rank = rank_number(tag)
+        if rank is None or rank >= tp * pp:
+            return None
+        figures.setdefault(rank // tp, []).append(text)
+    if set(figures) != set(range(pp)):
+        return None
+    return [gib_window(min(figures[stage], key=Fraction)) for stage in range(pp)]
+
+
+def _blocks(s: Scenario, lo: int, hi: int, start: EngineStart) -> tuple[int, int]:
+    return s.blocks(lo, hi, stage_windows(start, s.tp, len(s.layouts)))
+
+
 def _check(s: Scenario, lo: int, hi: int, start: EngineStart) -> _Check | None:
-    n_min, n_max = s.blocks(lo, hi)
+    n_min, n_max = _blocks(s, lo, hi, start)
     logged_blocks = start.num_gpu_blocks_computed or start.num_gpu_blocks
     if logged_blocks is not None:
         err = 0 if n_min <= logged_blocks <= n_max else (
@@ -251,7 +283,21 @@ def predict_from_log(start: EngineStart, spec: ModelSpec, *, block_size: int | N
                              implied_available_bytes_max=implied[1] if implied else None,
                              reason=reason, cause=None, notes=tuple(notes))
     lo, hi = window
-    blocks = [s.blocks(lo, hi) for s in scenarios]
+    blocks = [_blocks(s, lo, hi, start) for s in scenarios]
+    windows = stage_windows(start, tp_used, pp_used)
+    if windows is not None:
+        base["stages"] = tuple(
+            {"stage": i, "num_layers": n, "available_kv_cache_bytes_min": w[0], "available_kv_cache_bytes_max": w[1],
+             "bytes_per_block": layout.bytes_per_block, "blocks_min": w[0] // layout.bytes_per_block,
+             "blocks_max": w[1] // layout.bytes_per_block}
+            for i, (n, w, layout) in enumerate(zip(pp_layer_split(spec.num_layers, pp_used), windows,
+                                                   scenarios[0].layouts)))
+        notes.append(f"pipeline parallel: each of the {pp_used} stages predicted from its own printed figure and "
+                     f"its own layers {pp_layer_split(spec.num_layers, pp_used)}; the engine keeps the smallest "
+                     f"stage's block count")
+    elif pp_used > 1:
+        notes.append("pipeline parallel, but the log does not say which rank printed which figure: the smallest "
+                     "figure is set against every stage's block, so the range covers every split")
     n_min, n_max = min(b[0] for b in blocks), max(b[1] for b in blocks)
     tok = [(s.tokens(a), s.tokens(b)) for s, (a, b) in zip(scenarios, blocks)]
     tok = [t for t in tok if t[0] is not None]

@@ -116,6 +116,7 @@ def report(start: EngineStart, prediction: LogPrediction | None = None, *, block
         "cause": p.cause,
         "alternatives": list(p.alternatives),
         "scenarios": list(p.scenarios),
+        "stages": [dict(stage) for stage in p.stages],
         "notes": list(p.notes),
     })
     return out

@@ -56,6 +56,7 @@ class Scenario:
     mml: int | None
     f_tokens: int | None
     spec: ModelSpec = field(compare=False, repr=False)
+    tp: int = 1             # ranks per pipeline stage: rank r belongs to stage r // tp
 
     @property
     def b_max(self) -> int:
