@@ -6,7 +6,10 @@ or a dict. Nothing is read at import time; the network is touched only when
 ``hub=True`` is asked for.
 
 A config that cannot be interpreted raises ``ConfigError`` naming the field,
-never a silently wrong spec.
+never a silently wrong spec. Fields that only feed the parameter count
+(hidden, vocabulary and feed-forward widths) may go by names kvlib does not
+know: the spec keeps every KV figure and its parameter count is unknown
+(``ParamsError`` naming the field). Taught in ch01_kv_formula.
 """
 
 from __future__ import annotations

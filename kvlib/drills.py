@@ -13,8 +13,8 @@ True
 >>> seed_for_student("ada") == seed_for_student("ada") != seed_for_student("alan")
 True
 
-``kvlib drill`` asks them in the terminal. Taught in every chapter's
-practice section.
+``kvlib drill`` asks them in the terminal. Taught in ch09_interview_drills
+and in every chapter's practice section.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ FLOPs of a decode step: ``2 * P * B`` for the linear layers plus, per
 sequence and layer, ``2 * H * (d_qk + d_v) * T`` for the new token's Q.K
 and softmax(.)V against T cached tokens (H = query heads).
 
-Taught in chapter 05 (bandwidth).
+Taught in ch06_crossover (bandwidth against compute).
 """
 
 from __future__ import annotations
