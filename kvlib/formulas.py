@@ -45,6 +45,7 @@ __all__ = [
     "crossover_tokens",
     "decode_step_seconds",
     "weight_bytes",
+    "weight_bytes_per_gpu",
     "exact_div",
 ]
 
@@ -207,6 +208,25 @@ def kv_heads_per_gpu(kv_heads, tp):
     (2, 1)
     """
     return max(1, kv_heads // tp)
+
+
+def weight_bytes_per_gpu(weight_bytes, gpus):
+    """Weight bytes the busiest GPU holds when ``gpus`` GPUs split the weights: ``ceil(W / n)`` [B].
+
+    The one weight-split rule of kvlib (tensor parallelism, or ``tp * pp``
+    ranks): an even split, rounded up so no byte is lost; a float ``W``
+    (a figure in GB) is divided as it is.
+
+    Taught in ch02_gqa_tp. 141.11 GB of 70B weights over 8 GPUs:
+
+    >>> weight_bytes_per_gpu(weight_bytes=141_107_412_992, gpus=8)
+    17638426624
+    >>> weight_bytes_per_gpu(weight_bytes=7, gpus=2)
+    4
+    """
+    if isinstance(weight_bytes, int) and isinstance(gpus, int):
+        return -(-weight_bytes // gpus)
+    return weight_bytes / gpus
 
 
 def max_concurrency(kv_budget_bytes, bytes_per_sequence):

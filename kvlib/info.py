@@ -14,8 +14,6 @@ ch04_pool_paging.
 
 from __future__ import annotations
 
-import math
-
 from . import formulas
 from .assumptions import DEFAULT_OVERHEAD_BYTES, DEFAULT_UTILIZATION
 from .config import load_model
@@ -83,7 +81,7 @@ def info_report(model, kv_dtype=None, context=None, gpu=None, utilization=DEFAUL
                            "max_concurrency": None,
                            "assumptions": f"no pool: the weights are unknown ({report['num_params_error']})"})
             return report
-        weights_per_gpu = math.ceil(report["weight_bytes"]["bf16"] / tp)
+        weights_per_gpu = formulas.weight_bytes_per_gpu(report["weight_bytes"]["bf16"], tp)
         pool = formulas.kv_pool_bytes(card.cuda_memory_bytes, utilization, weights_per_gpu, overhead,
                                       round_budget_up=True)   # vLLM rounds the request up
         per_seq = spec.kv_bytes_per_sequence(context, b, tp=tp)

@@ -229,7 +229,7 @@ def plan_capacity(model, *, users: int, context: int, itl_ms: float, gpu="H100-S
     total_kv = users * per_seq
     # Step 3: the pool per GPU and the sequences it holds.
     budget = formulas.kv_pool_bytes(memory, utilization, 0, 0, round_budget_up=True)   # ceil(M * u)
-    w_gpu = -(-weight_bytes // tp)
+    w_gpu = formulas.weight_bytes_per_gpu(weight_bytes, tp)
     pool = formulas.kv_pool_bytes(memory, utilization, w_gpu, overhead_bytes_per_gpu, round_budget_up=True)
     if pool < per_seq_gpu:
         raise PlanError(

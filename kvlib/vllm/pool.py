@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .. import formulas
 from ..formulas import kv_pool_bytes
 from ..spec import ModelSpec
 from ..units import GiB
@@ -98,7 +99,7 @@ def predict_pool(spec: ModelSpec, total_gpu_memory_bytes: int, *, activation_byt
     if not 0 < u <= 1:
         raise VllmLogError(f"utilization must be in (0, 1], got {u!r}")
     if weights_bytes is None:
-        weights_bytes = -(-spec.weight_bytes(2) // (tp * pp))
+        weights_bytes = formulas.weight_bytes_per_gpu(spec.weight_bytes(2), tp * pp)
         assumptions.append("weights: the model's 16-bit weights split evenly over tp x pp ranks")
     if cudagraph_bytes is None:
         cudagraph_bytes = 0
