@@ -40,8 +40,7 @@ from common import md_table, median, p95  # noqa: E402
 
 import kvlib as kv  # noqa: E402
 from kvlib import vllm  # noqa: E402
-from kvlib.vllm_log import parse_log  # noqa: E402
-from kvlib.vllm_predict import predict_from_log  # noqa: E402
+from kvlib.vllm import parse_log, predict_from_log  # noqa: E402
 
 PY = sys.executable
 CHAPTERS = sorted(p.name for p in (ROOT / "course" / "source").iterdir() if p.is_dir())

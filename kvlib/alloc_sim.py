@@ -33,7 +33,7 @@ breakdown of Kwon et al. (PagedAttention, SOSP 2023), whose measurement --
 20.4% to 38.2% of KV memory holding tokens in earlier systems, under 4%
 waste with paging -- seed 001 quotes.
 
-Taught in chapter 04 (paging). Runs in a few milliseconds for a few hundred
+Taught in ch04_pool_paging. Runs in a few milliseconds for a few hundred
 requests (see benchmarks/bench_simulators.py).
 """
 

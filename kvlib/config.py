@@ -6,7 +6,10 @@ or a dict. Nothing is read at import time; the network is touched only when
 ``hub=True`` is asked for.
 
 A config that cannot be interpreted raises ``ConfigError`` naming the field,
-never a silently wrong spec.
+never a silently wrong spec. Fields that only feed the parameter count
+(hidden, vocabulary and feed-forward widths) may go by names kvlib does not
+know: the spec keeps every KV figure and its parameter count is unknown
+(``ParamsError`` naming the field). Taught in ch01_kv_formula.
 """
 
 from __future__ import annotations
@@ -230,16 +233,42 @@ def _kv_heads(f: _Fields, num_heads: int, model_type: str) -> int:
             or f.has("new_decoder_architecture"):
         # Falcon: the new decoder (40B/180B) reads num_kv_heads (old name
         # n_head_kv) and ignores multi_query; the old one (7B) has one KV head
-        # when multi_query is set, else one per query head.
+        # when multi_query is set, else one per query head. GPT-BigCode's
+        # multi_query lands here too (one KV head when set).
         new_arch = f.bool("new_decoder_architecture")
         multi_query = f.bool("multi_query", default=True if not new_arch and model_type == "falcon" else False)
         if new_arch or not multi_query:
             return f.int("num_kv_heads", "n_head_kv", "num_key_value_heads", default=num_heads)
         return 1
-    if f.bool("multi_query"):
-        return 1
     # num_key_value_heads absent or null means MHA.
     return f.int("num_key_value_heads", "num_kv_heads", "n_head_kv", default=num_heads)
+
+
+# Feed-forward width, by the names real configs use: Llama / Mistral / Qwen /
+# Gemma (intermediate_size), GPT-2 / GPT-J / CodeGen (n_inner), OPT / XGLM
+# (ffn_dim), T5 / UMT5 (d_ff), Falcon / ChatGLM 2-3 (ffn_hidden_size),
+# ChatGLM-6B (inner_hidden_size), Mistral's params.json (hidden_dim); DBRX
+# nests it as ffn_config.ffn_hidden_size.
+FFN_WIDTH_FIELDS = ("intermediate_size", "n_inner", "ffn_dim", "d_ff", "ffn_hidden_size", "inner_hidden_size",
+                    "hidden_dim")
+
+
+_TOP_K_FIELDS = ("num_experts_per_tok", "experts_per_token", "num_experts_per_token")
+
+
+def _ffn_width(f: _Fields, hidden, classic: bool):
+    """The dense MLP's width, or None when no known name gives it (the parameter count is then unknown)."""
+    width = f.int(*FFN_WIDTH_FIELDS, required=False)
+    if width is not None:
+        return width
+    nested = f.data.get("ffn_config")
+    if isinstance(nested, dict):
+        width = _Fields(nested, f.where("ffn_config.")).int("ffn_hidden_size", required=False)
+        if width is not None:
+            return width
+    if classic and hidden is not None:
+        return 4 * hidden  # GPT-2 (n_inner null), Bloom, Falcon 7B: 4 x the hidden size
+    return None
 
 
 def _layer_kinds(f: _Fields, num_layers: int, model_type: str):
@@ -314,7 +343,9 @@ def _parse(f: _Fields, top: _Fields, name: str, source: str) -> ModelSpec:
     model_type = _model_type(f, top)
     num_layers = f.int("num_hidden_layers", "n_layer", "num_layers", "n_layers")
     num_heads = f.int("num_attention_heads", "n_head", "num_heads")
-    hidden = f.int("hidden_size", "n_embd", "d_model", "model_dim")
+    hidden_keys = ("hidden_size", "n_embd", "d_model", "model_dim")
+    # The hidden size is a KV figure only when head_dim is not given (D = d / H).
+    hidden = f.int(*hidden_keys, required=not f.has("head_dim"))
     num_kv_heads = _kv_heads(f, num_heads, model_type)
     if f.has("head_dim"):
         head_dim = f.int("head_dim")
@@ -326,10 +357,16 @@ def _parse(f: _Fields, top: _Fields, name: str, source: str) -> ModelSpec:
     if num_heads % num_kv_heads:
         raise ConfigError(f"field {f.where('num_key_value_heads')} ({num_kv_heads}) must divide "
                           f"num_attention_heads ({num_heads})")
-    vocab = f.int("vocab_size", "n_vocab", "padded_vocab_size")
+    vocab_keys = ("vocab_size", "n_vocab", "padded_vocab_size")
+    vocab = f.int(*vocab_keys, required=False)
     classic = model_type in _CLASSIC_MLP
-    intermediate = f.int("intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim",
-                         default=4 * hidden if classic else None)
+    intermediate = _ffn_width(f, hidden, classic)
+    missing = []
+    for field_name, value, keys in (("hidden_size", hidden, hidden_keys), ("vocab_size", vocab, vocab_keys),
+                                    ("intermediate_size", intermediate,
+                                     FFN_WIDTH_FIELDS + ("ffn_config.ffn_hidden_size",))):
+        if value is None:
+            missing.append((field_name, " / ".join(f.where(k) for k in keys)))
     layer_kinds, window, chunk = _layer_kinds(f, num_layers, model_type)
 
     mla = {}
@@ -344,11 +381,14 @@ def _parse(f: _Fields, top: _Fields, name: str, source: str) -> ModelSpec:
     moe = {}
     if num_experts:
         moe = dict(num_experts=num_experts,
-                   num_experts_per_tok=f.int("num_experts_per_tok", "experts_per_token", "num_experts_per_token"),
+                   num_experts_per_tok=f.int(*_TOP_K_FIELDS, required=False),
                    moe_intermediate_size=f.int("moe_intermediate_size", required=False),
                    num_shared_experts=f.int("n_shared_experts", default=0, minimum=0),
                    shared_expert_intermediate_size=f.int("shared_expert_intermediate_size", required=False),
                    moe_layers=_moe_layers(f, num_layers, num_experts))
+
+    if moe and moe["num_experts_per_tok"] is None:
+        missing.append(("num_experts_per_tok", " / ".join(f.where(k) for k in _TOP_K_FIELDS)))
 
     dtype = f.data.get("torch_dtype") or f.data.get("dtype") or top.data.get("torch_dtype") or "bfloat16"
     if not isinstance(dtype, str):
@@ -376,6 +416,6 @@ def _parse(f: _Fields, top: _Fields, name: str, source: str) -> ModelSpec:
         mtp_layers=f.int("num_nextn_predict_layers", default=0, minimum=0),
         dtype=dtype.removeprefix("torch."),
         max_position_embeddings=f.int("max_position_embeddings", "n_positions", "seq_length", required=False),
-        source=source,
+        source=source, missing_fields=tuple(missing),
     )
     return spec

@@ -13,8 +13,8 @@ True
 >>> seed_for_student("ada") == seed_for_student("ada") != seed_for_student("alan")
 True
 
-``kvlib drill`` asks them in the terminal. Taught in every chapter's
-practice section.
+``kvlib drill`` asks them in the terminal. Taught in ch09_interview_drills
+and in every chapter's practice section.
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ from .gpus import GPUS
 from .slips import SLIPS, diagnose
 from .spec import FULL
 from .units import GB, GiB, parse_bytes
+from .vllm.engine import default_utilization
 
-__all__ = ["TOPICS", "Problem", "DrillError", "generate", "problem_set", "seed_for_student", "add_cli_parser"]
+__all__ = ["TOPICS", "Problem", "DrillError", "generate", "problem_set", "seed_for_student"]
 
 
 class DrillError(ValueError):
@@ -229,7 +230,7 @@ def _pool(rng, seed):
     gpu = rng.choice(gpus)
     models = [m for m in _gqa_models() if _spec(m).weight_bytes(2) < 0.6 * gpu.cuda_memory_bytes]
     spec = _spec(rng.choice(models))
-    utilization = rng.choice((0.90, 0.92))
+    utilization = rng.choice((default_utilization("0.19.1"), default_utilization()))  # vLLM before 0.20, from 0.20
     weights = _round_gb(spec.weight_bytes(2))
     other = rng.choice((2, 3)) * GB
     cuda_gib = round(gpu.cuda_memory_bytes / GiB, 2)
@@ -441,38 +442,3 @@ def run_drill(problems, stdin=None, stdout=None, timings: bool = False, clock=ti
     if timings:
         print(f"time {clock() - start:.1f} s", file=stdout)
     return correct, asked
-
-
-def _cmd_drill(args):
-    problems = problem_set(args.seed, args.count, args.topic)
-    print(f"kvlib drill: {len(problems)} question(s), seed {args.seed}"
-          + (f", topic {args.topic}" if args.topic else "") + ". Answer with a number; units as asked.")
-    run_drill(problems, timings=args.timings)
-
-
-def add_cli_parser(subparsers):
-    """Register ``kvlib drill`` on the ``kvlib`` command line."""
-    import argparse
-
-    from .argtypes import positive_int as _positive_int
-
-    def topic(text):
-        if text not in TOPICS:
-            raise argparse.ArgumentTypeError(f"unknown topic {text!r} (known: {', '.join(TOPICS)})")
-        return text
-
-    def seed(text):
-        try:
-            return int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-
-    p = subparsers.add_parser("drill", help="practice problems with named-slip feedback",
-                              description="Seeded KV-cache problems; answers are read from stdin, one per line.")
-    p.add_argument("--topic", type=topic, default=None, help="one of: " + ", ".join(TOPICS))
-    p.add_argument("--count", type=_positive_int, default=5)
-    p.add_argument("--seed", type=seed, default=0, help="same seed, same questions (default 0)")
-    p.add_argument("--timings", action="store_true", help="print how long each answer took")
-    p.set_defaults(func=_cmd_drill)
-    return p
-

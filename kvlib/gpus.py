@@ -6,7 +6,7 @@ reports as total, which is what vLLM multiplies by its utilization. Where no
 public log gives the CUDA figure, it is the label less the usual ECC/driver
 reservation and the source says so. FLOP/s are dense (no 2:4 sparsity).
 
-Taught in chapters 01 (the pool) and 05 (bandwidth).
+Taught in ch04_pool_paging (memory as CUDA reports it) and ch06_crossover (bandwidth).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ the causal half (4 L H D T^2) would give 1.67e14, and leaving it out 1.32e14.
 
 The rule: fetch wins when ``bytes_per_token / link_bytes_per_s <
 flops_per_token / achieved_flop_per_s`` (plus any fixed cost of a fetch).
-Taught in chapter 07 (offload and prefix reuse).
+Taught in ch05_prefix_reuse (offload and prefix reuse).
 """
 
 from __future__ import annotations

@@ -5,12 +5,23 @@ attention projections (+ biases), MLP or experts (+ router), norms, the
 final norm and an untied LM head. Multi-token-prediction modules are
 counted apart, since published totals leave them out.
 
-Taught in chapter 01 (weights against KV).
+Taught in ch01_kv_formula (weights against KV).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from .spec import ParamsError
+
+
+def _need(s, name: str):
+    """The spec's ``name``, or ParamsError naming the config fields that were looked for."""
+    value = getattr(s, name)
+    if value is None:
+        looked_for = dict(s.missing_fields).get(name, name)
+        raise ParamsError(f"missing field {looked_for}: the parameter count needs it")
+    return value
 
 
 @dataclass(frozen=True)
@@ -22,7 +33,7 @@ class ParamCount:
 
 
 def _attention_params(s) -> int:
-    d, h = s.hidden_size, s.num_heads
+    d, h = _need(s, "hidden_size"), s.num_heads
     if s.is_mla:
         nope, rope, v, r = s.qk_nope_head_dim or 0, s.qk_rope_head_dim, s.v_head_dim or 0, s.kv_lora_rank
         if s.q_lora_rank:
@@ -43,14 +54,15 @@ def _attention_params(s) -> int:
 
 
 def _mlp_params(s, ff: int) -> int:
-    d = s.hidden_size
+    d = _need(s, "hidden_size")
     if s.mlp_gated:
         return 3 * d * ff + ((2 * ff + d) if s.mlp_bias else 0)
     return 2 * d * ff + ((ff + d) if s.mlp_bias else 0)
 
 
 def _moe_params(s, experts_used: int) -> int:
-    d, ff = s.hidden_size, s.moe_intermediate_size or s.intermediate_size
+    d = _need(s, "hidden_size")
+    ff = s.moe_intermediate_size or _need(s, "intermediate_size")
     router = d * s.num_experts + (s.num_experts if s.mlp_bias else 0)
     shared = s.num_shared_experts * _mlp_params(s, ff)
     if s.shared_expert_intermediate_size:
@@ -59,7 +71,7 @@ def _moe_params(s, experts_used: int) -> int:
 
 
 def _norm_params(s) -> int:
-    return s.hidden_size * (2 if s.layernorm_bias else 1)
+    return _need(s, "hidden_size") * (2 if s.layernorm_bias else 1)
 
 
 def _layer_params(s, index: int, experts_used: int | None) -> int:
@@ -68,18 +80,19 @@ def _layer_params(s, index: int, experts_used: int | None) -> int:
         used = s.num_experts if experts_used is None else experts_used
         mlp = _moe_params(s, used)
     else:
-        mlp = _mlp_params(s, s.intermediate_size)
+        mlp = _mlp_params(s, _need(s, "intermediate_size"))
     return _attention_params(s) + mlp + norms
 
 
 def count_params(s) -> ParamCount:
-    """Total, active and MTP parameter counts for spec ``s``."""
-    d = s.hidden_size
-    embedding = s.vocab_size * d + s.learned_positions * d
-    head = 0 if s.tie_word_embeddings else s.vocab_size * d
+    """Total, active and MTP parameter counts for spec ``s`` (ParamsError if a width is unknown)."""
+    d, vocab = _need(s, "hidden_size"), _need(s, "vocab_size")
+    embedding = vocab * d + s.learned_positions * d
+    head = 0 if s.tie_word_embeddings else vocab * d
     outer = embedding + head + _norm_params(s)
     total = outer + sum(_layer_params(s, i, None) for i in range(s.num_layers))
-    active = outer + sum(_layer_params(s, i, s.num_experts_per_tok) for i in range(s.num_layers))
+    top_k = _need(s, "num_experts_per_tok") if s.num_experts else 0
+    active = outer + sum(_layer_params(s, i, top_k) for i in range(s.num_layers))
     mtp = 0
     if s.mtp_layers:
         # DeepSeek V3's MTP module: two norms, a 2d->d projection, one MoE

@@ -6,7 +6,8 @@ The plan follows seed 003 section 8, one step per line of the report:
    parallelism ``tp`` (each GPU holds its own KV heads).
 2. Total KV: ``users * kv_per_sequence``.
 3. Sequences per node by memory: per GPU the pool is
-   ``ceil(M * u) - W / tp - O`` (M memory as CUDA reports it, u the engine's
+   ``ceil(M * u) - W / tp - O`` (``formulas.kv_pool_bytes`` with vLLM's
+   rounding of the budget; M memory as CUDA reports it, u the engine's
    utilization, W the weights, O activations and other allocations); a
    replica of ``tp`` GPUs holds ``floor(pool / kv_per_sequence_per_gpu)``
    sequences and a node holds ``gpus_per_node / tp`` replicas.
@@ -33,7 +34,7 @@ node), no utilization cap, 24 GB of overhead per node, 141.2 GB of weights:
 >>> p.sequences_per_node, round(p.itl_s * 1e3, 1), p.nodes, p.nodes_with_headroom
 (241, 42.6, 9, 13)
 
-Taught in chapter 09 (capacity planning).
+Taught in ch07_capacity_plan. The CLI (``kvlib plan``) formats a ``Plan`` as rows.
 """
 
 from __future__ import annotations
@@ -43,17 +44,15 @@ import math
 from dataclasses import asdict, dataclass
 
 from . import formulas
+from .assumptions import DEFAULT_OVERHEAD_BYTES, DEFAULT_UTILIZATION
 from .config import load_model
-from .dtypes import dtype_bytes as _dtype_bytes
 from .gpus import get_gpu
-from .units import GB, GiB, format_gb_gib
+from .units import format_gb_gib
 
-__all__ = ["PlanError", "Plan", "plan_capacity", "plan_rows", "add_cli_parser",
+__all__ = ["PlanError", "Plan", "plan_capacity",
            "DEFAULT_UTILIZATION", "DEFAULT_OVERHEAD_BYTES", "DEFAULT_EFFICIENCY",
            "DEFAULT_TP_OVERHEAD", "DEFAULT_SPIKE_FACTOR", "DEFAULT_REDUNDANCY_NODES"]
 
-DEFAULT_UTILIZATION = 0.92          # vLLM >= 0.20 gpu_memory_utilization
-DEFAULT_OVERHEAD_BYTES = 3 * GB     # per GPU: activations and other allocations (seed 000, seed 003 s8)
 DEFAULT_EFFICIENCY = 0.70           # achieved / peak bandwidth (seed 003: 60-75%)
 DEFAULT_TP_OVERHEAD = 0.30          # all-reduce cost as a fraction of the step (seed 003 s8)
 DEFAULT_SPIKE_FACTOR = 1.30         # traffic spike headroom (seed 003 s8)
@@ -229,9 +228,9 @@ def plan_capacity(model, *, users: int, context: int, itl_ms: float, gpu="H100-S
     # Step 2: total KV.
     total_kv = users * per_seq
     # Step 3: the pool per GPU and the sequences it holds.
-    budget = math.ceil(memory * utilization)
-    w_gpu = -(-weight_bytes // tp)
-    pool = math.floor(budget - w_gpu - overhead_bytes_per_gpu)
+    budget = formulas.kv_pool_bytes(memory, utilization, 0, 0, round_budget_up=True)   # ceil(M * u)
+    w_gpu = formulas.weight_bytes_per_gpu(weight_bytes, tp)
+    pool = formulas.kv_pool_bytes(memory, utilization, w_gpu, overhead_bytes_per_gpu, round_budget_up=True)
     if pool < per_seq_gpu:
         raise PlanError(
             f"gpu: one sequence of {context:,} tokens needs {format_gb_gib(per_seq_gpu)} per GPU but only "
@@ -273,166 +272,3 @@ def plan_capacity(model, *, users: int, context: int, itl_ms: float, gpu="H100-S
         sequences_per_node=per_node, nodes=nodes,
         nodes_with_headroom=_ceil(nodes * spike_factor) + redundancy_nodes,
     )
-
-
-def _gb(n) -> str:
-    """Both readings; three decimals below 10 GB so per-GPU sequences stay readable."""
-    if abs(n) < 10 * GB:
-        return f"{n / GB:,.3f} GB ({n / GiB:,.3f} GiB)"
-    return format_gb_gib(n)
-
-
-def plan_rows(p: Plan) -> list[tuple[str, str]]:
-    """The report as (label, value) rows, one step at a time (GB = 10^9, GiB = 2^30).
-
-    >>> rows = dict(plan_rows(plan_capacity("llama-3-70b", users=2000, context=6144, itl_ms=60, gpu="H100")))
-    >>> rows["6. with headroom"]
-    'ceil(9 x 1.3) + 1 = 13 nodes (104 x H100-SXM)'
-    """
-    tp_note = f" (tp={p.tp})" if p.tp > 1 else ""
-    slowdown = f"x (1 + {p.tp_overhead:g}) / {p.efficiency:g}" if p.tp > 1 else f"/ {p.efficiency:g}"
-    ms = 1e3
-    rows = [
-        ("requirement", f"{p.model}: {p.users:,} users at {p.context:,} tokens, ITL <= {p.itl_target_s * ms:g} ms"),
-        ("1. KV per token", f"{p.kv_bytes_per_token:,} B in all, {p.kv_bytes_per_token_per_gpu:,} B per GPU{tp_note}"),
-        ("1. KV per sequence", f"{_gb(p.kv_bytes_per_sequence)} in all, "
-                               f"{_gb(p.kv_bytes_per_sequence_per_gpu)} per GPU"),
-        ("2. total KV", f"{p.users:,} x {_gb(p.kv_bytes_per_sequence)} = {_gb(p.total_kv_bytes)}"),
-        ("3. budget per GPU", f"ceil({_gb(p.gpu_memory_bytes)} x {p.utilization:g}) = {_gb(p.budget_bytes_per_gpu)}"),
-        ("3. KV pool per GPU", f"{_gb(p.budget_bytes_per_gpu)} - weights {_gb(p.weight_bytes_per_gpu)} - overhead "
-                               f"{_gb(p.overhead_bytes_per_gpu)} = {_gb(p.kv_pool_bytes_per_gpu)}"),
-        ("3. KV pool per node", f"{p.gpus_per_node} x {_gb(p.kv_pool_bytes_per_gpu)} = "
-                                f"{_gb(p.kv_pool_bytes_per_node)}"),
-        ("3. sequences by memory", f"{p.replicas_per_node} replica(s) x floor({_gb(p.kv_pool_bytes_per_gpu)} / "
-                                   f"{_gb(p.kv_bytes_per_sequence_per_gpu)}) = "
-                                   f"{p.sequences_per_node_by_memory:,} per node"),
-        ("3. nodes for memory", f"ceil({p.users:,} / {p.sequences_per_node_by_memory:,}) = {p.nodes_for_memory}"),
-        ("4. bytes per step per GPU", f"{_gb(p.weight_bytes_per_gpu)} + {p.sequences_per_replica_by_memory:,} x "
-                                      f"{_gb(p.kv_bytes_per_sequence_per_gpu)} = "
-                                      f"{_gb(p.step_bytes_per_gpu_at_memory_limit)}"),
-        ("4. ITL at memory limit", f"{p.step_bytes_per_gpu_at_memory_limit / p.bandwidth_bytes_per_s * ms:.2f} ms at "
-                                   f"{p.bandwidth_bytes_per_s / 1e12:g} TB/s {slowdown} = "
-                                   f"{p.itl_s_at_memory_limit * ms:.1f} ms: "
-                                   + ("meets" if p.meets_itl_at_memory_limit else "MISSES")
-                                   + f" the {p.itl_target_s * ms:g} ms target"),
-    ]
-    if not p.meets_itl_at_memory_limit:
-        rows.append(("4. sequences by latency", f"{p.sequences_per_replica_by_latency:,} per replica: "
-                                                f"ITL {p.itl_s * ms:.1f} ms, "
-                                                f"{p.sequences_per_node:,} per node"))
-    rows += [
-        ("5. throughput", f"{p.sequences_per_node:,} / {p.itl_s * ms:.1f} ms = {p.tokens_per_s_per_node:,.0f} tok/s "
-                          f"per node; {p.nodes} node(s): {p.tokens_per_s:,.0f} tok/s "
-                          f"({p.tokens_per_s_per_user:.1f} tok/s per user)"),
-        ("6. nodes", f"ceil({p.users:,} / {p.sequences_per_node:,}) = {p.nodes} ({p.limited_by}-limited)"),
-        ("6. with headroom", f"ceil({p.nodes} x {p.spike_factor:g}) + {p.redundancy_nodes} = {p.nodes_with_headroom} "
-                             f"nodes ({p.gpus:,} x {p.gpu})"),
-        ("assumptions", f"memory per GPU {_gb(p.gpu_memory_bytes)}, utilization {p.utilization:g}, overhead "
-                        f"{_gb(p.overhead_bytes_per_gpu)} per GPU, weights {_gb(p.weight_bytes)}, KV "
-                        f"{p.kv_dtype_bytes:g} B/element, bandwidth {p.bandwidth_bytes_per_s / 1e12:g} TB/s, "
-                        f"efficiency {p.efficiency:g}, TP overhead {p.tp_overhead:g}, spike x{p.spike_factor:g}, "
-                        f"+{p.redundancy_nodes} node(s); decode bandwidth-bound"),
-    ]
-    return rows
-
-
-# --- kvlib plan ----------------------------------------------------------------
-def _cmd_plan(args):
-    from .cli import UsageError
-
-    if args.weight_bytes is not None and args.num_params is not None:
-        raise UsageError("kvlib plan: give --weight-bytes or --num-params, not both")
-    plan = plan_capacity(
-        args.model, users=args.users, context=args.context, itl_ms=args.itl_ms, gpu=args.gpu,
-        gpus_per_node=args.gpus_per_node, tp=args.tp, gpu_memory_bytes=args.gpu_memory,
-        utilization=args.utilization, overhead_bytes_per_gpu=args.overhead, weight_bytes=args.weight_bytes,
-        num_params=args.num_params, weight_dtype_bytes=_dtype_bytes(args.weight_dtype),
-        kv_dtype_bytes=None if args.kv_dtype is None else _dtype_bytes(args.kv_dtype),
-        bandwidth_bytes_per_s=args.bandwidth, efficiency=args.efficiency, tp_overhead=args.tp_overhead,
-        spike_factor=args.spike, redundancy_nodes=args.redundancy, hub=args.hub)
-    if args.json:
-        print(json.dumps(plan.to_dict(), indent=2))
-        return
-    rows = plan_rows(plan)
-    width = max(len(label) for label, _ in rows)
-    for label, value in rows:
-        print(f"{label:<{width}}  {value}")
-
-
-def _float_arg(name, minimum=None, above=None, at_most=None):
-    import argparse
-
-    def parse(text):
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        try:
-            _number(name, value, minimum=minimum, above=above, at_most=at_most)
-        except PlanError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-        return value
-    return parse
-
-
-def _count_arg(text):
-    import argparse
-
-    try:
-        value = float(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a count such as 70.6e9, got {text!r}") from None
-    if not value > 0 or value != value or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive count, got {text!r}")
-    return int(round(value))
-
-
-def _rate_arg(text):
-    """'3.35TB' or '3350GB' (per second) or a bare bytes/s figure."""
-    from .argtypes import byte_size as _byte_size
-    value = _byte_size(text.removesuffix("/s"))
-    if value <= 0:
-        import argparse
-        raise argparse.ArgumentTypeError(f"expected a positive bandwidth, got {text!r}")
-    return value
-
-
-def add_cli_parser(subparsers):
-    """Register ``kvlib plan`` on the ``kvlib`` command line."""
-    from .argtypes import byte_size as _byte_size, fraction as _fraction, positive_int as _positive_int
-
-    p = subparsers.add_parser(
-        "plan", help="capacity plan: nodes for N users at a context under an ITL target",
-        description="Nodes of --gpus-per-node GPUs for --users sequences of --context tokens under an ITL "
-                    "target, step by step (seed 003 section 8). Every assumption is a flag.")
-    p.add_argument("model", help="bundled id or alias (see 'kvlib models'), config.json, or folder")
-    p.add_argument("--users", type=_positive_int, required=True, help="concurrent users (sequences)")
-    p.add_argument("--context", type=_positive_int, required=True, help="average context [tokens]")
-    p.add_argument("--itl-ms", type=_float_arg("--itl-ms", above=0), required=True,
-                   help="inter-token latency target [ms]")
-    p.add_argument("--gpu", required=True, help="GPU name (see 'kvlib gpus')")
-    p.add_argument("--gpus-per-node", type=_positive_int, default=8)
-    p.add_argument("--tp", type=_positive_int, default=None, help="tensor-parallel GPUs per replica "
-                                                                   "(default: --gpus-per-node)")
-    p.add_argument("--gpu-memory", type=_byte_size, default=None,
-                   help="memory per GPU, e.g. 80GB (default: what CUDA reports for --gpu)")
-    p.add_argument("--utilization", type=_fraction, default=DEFAULT_UTILIZATION,
-                   help=f"fraction of GPU memory the engine takes (default {DEFAULT_UTILIZATION})")
-    p.add_argument("--overhead", type=_byte_size, default=DEFAULT_OVERHEAD_BYTES,
-                   help="activations and other allocations per GPU (default 3GB)")
-    p.add_argument("--weight-bytes", type=_byte_size, default=None, help="weights of the whole model, e.g. 141.2GB")
-    p.add_argument("--num-params", type=_count_arg, default=None, help="parameters, e.g. 70.6e9 (default: counted)")
-    p.add_argument("--weight-dtype", default="bf16", choices=["bf16", "fp16", "fp8", "int8", "int4"])
-    p.add_argument("--kv-dtype", default=None, choices=["bf16", "fp16", "fp8"])
-    p.add_argument("--bandwidth", type=_rate_arg, default=None, help="per GPU, e.g. 3.35TB (per second)")
-    p.add_argument("--efficiency", type=_fraction, default=DEFAULT_EFFICIENCY,
-                   help=f"achieved / peak bandwidth (default {DEFAULT_EFFICIENCY})")
-    p.add_argument("--tp-overhead", type=_float_arg("--tp-overhead", minimum=0), default=DEFAULT_TP_OVERHEAD,
-                   help=f"all-reduce cost as a fraction of the step when tp > 1 (default {DEFAULT_TP_OVERHEAD})")
-    p.add_argument("--spike", type=_float_arg("--spike", minimum=1), default=DEFAULT_SPIKE_FACTOR,
-                   help=f"traffic spike factor (default {DEFAULT_SPIKE_FACTOR})")
-    p.add_argument("--redundancy", type=int, default=DEFAULT_REDUNDANCY_NODES, help="spare nodes (default 1: N+1)")
-    p.add_argument("--hub", action="store_true", help="fetch the config from the Hugging Face Hub")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=_cmd_plan)
-    return p

@@ -21,7 +21,7 @@ machines; they are not byte-identical to vLLM's. ``NONE_HASH`` is
 SHA-256 of the encoded string "kvlib-none-hash", as vLLM 0.33 derives its
 own from "vllm-none-hash".
 
-Taught in chapter 07 (prefix reuse).
+Taught in ch05_prefix_reuse.
 """
 
 from __future__ import annotations

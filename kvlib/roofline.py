@@ -18,7 +18,7 @@ FLOPs of a decode step: ``2 * P * B`` for the linear layers plus, per
 sequence and layer, ``2 * H * (d_qk + d_v) * T`` for the new token's Q.K
 and softmax(.)V against T cached tokens (H = query heads).
 
-Taught in chapter 05 (bandwidth).
+Taught in ch06_crossover (bandwidth against compute).
 """
 
 from __future__ import annotations
@@ -217,7 +217,7 @@ def decode_step(model, *, batch: int, context: int, gpu="H100-SXM", efficiency: 
         params = spec.num_params() if num_params is None else _positive("num_params", num_params)
         weight_bytes = formulas.weight_bytes(params, 2)
     _positive("weight_bytes", weight_bytes)
-    w = -(-weight_bytes // tp) if isinstance(weight_bytes, int) else weight_bytes / tp
+    w = formulas.weight_bytes_per_gpu(weight_bytes, tp)
     kv = spec.kv_bytes_per_sequence(context, kv_dtype_bytes, tp=tp) * batch
     bw = card.bandwidth_bytes_per_s if bandwidth_bytes_per_s is None else _positive(
         "bandwidth_bytes_per_s", bandwidth_bytes_per_s)

@@ -174,7 +174,7 @@ def _q_kv_bytes_per_token_per_gpu(i):
     if i.get("latent_dim"):
         expected = formulas.mla_bytes_per_token(i["layers"], i["latent_dim"], i["rope_dim"], i["dtype_bytes"])
         return expected, [("mla_split_by_tp", expected / tp)] + _unit_slips(expected)
-    per_gpu = max(1, K // tp)
+    per_gpu = formulas.kv_heads_per_gpu(K, tp)
     expected = formulas.kv_bytes_per_token(i["layers"], per_gpu, i["head_dim"], i["dtype_bytes"])
     total = formulas.kv_bytes_per_token(i["layers"], K, i["head_dim"], i["dtype_bytes"])
     slips = [("total_not_per_gpu", total)] if tp > 1 else []
@@ -334,7 +334,7 @@ def _q_decode_step_ms(i):
 def _q_nodes_for_memory(i):
     """Nodes of one TP = gpus_per_node replica each: ceil(users / floor(pool_per_gpu / kv_per_seq_per_gpu))."""
     tp, k = i["tp"], i["kv_heads"]
-    per_gpu = dict(i, kv_heads=max(1, k // tp))
+    per_gpu = dict(i, kv_heads=formulas.kv_heads_per_gpu(k, tp))
     if i.get("num_heads"):
         per_gpu["num_heads"] = max(1, i["num_heads"] // tp)
     pool, users, t = i["pool_bytes_per_gpu"], i["users"], i["seq_len"]

@@ -2,7 +2,11 @@
 
 Everything here is read from a config by ``kvlib.config``; the spec itself
 only holds integers and answers questions with the formulas of
-``kvlib.formulas``.
+``kvlib.formulas`` (the table there lists the methods that share a name
+with a formula function, and how their arguments differ).
+
+Taught in ch01_kv_formula (geometry), ch02_gqa_tp (heads per GPU) and
+ch03_mla (the latent cache).
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import formulas
-from .dtypes import dtype_bytes as _dtype_bytes
+from .dtypes import served_dtype_bytes
 
 # What one layer keeps in the KV cache.
 FULL, SLIDING, CHUNKED, NO_KV = "full", "sliding", "chunked", "none"
@@ -21,12 +25,22 @@ class SpecError(ValueError):
     """A spec field is out of range; the message names the field."""
 
 
+class ParamsError(SpecError):
+    """The parameter count needs a field the config did not give; the message names it."""
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """Geometry of a decoder-only transformer, as far as memory is concerned.
 
     Names follow the notation table: L = ``num_layers``, H = ``num_heads``,
     K = ``num_kv_heads``, D = ``head_dim``, d = ``hidden_size``.
+
+    ``hidden_size``, ``vocab_size`` and ``intermediate_size`` only feed the
+    parameter count: a config that names them in a way kvlib does not know
+    leaves them ``None`` (``missing_fields`` says which config fields were
+    looked for), every KV figure still works, and ``num_params()`` raises
+    ``ParamsError`` naming the missing field.
     """
 
     name: str
@@ -35,9 +49,9 @@ class ModelSpec:
     num_heads: int
     num_kv_heads: int
     head_dim: int
-    hidden_size: int
-    vocab_size: int
-    intermediate_size: int
+    hidden_size: int | None
+    vocab_size: int | None
+    intermediate_size: int | None
     layer_kinds: tuple = ()
     sliding_window: int | None = None
     attention_chunk_size: int | None = None
@@ -49,7 +63,7 @@ class ModelSpec:
     v_head_dim: int | None = None
     # Mixture of experts; 0 experts means a dense MLP.
     num_experts: int = 0
-    num_experts_per_tok: int = 0
+    num_experts_per_tok: int | None = 0
     moe_intermediate_size: int | None = None
     num_shared_experts: int = 0
     shared_expert_intermediate_size: int | None = None
@@ -69,11 +83,15 @@ class ModelSpec:
     max_position_embeddings: int | None = None
     source: str = ""
     notes: tuple = field(default=(), compare=False)
+    # (spec field, the config fields looked for) for each parameter-count field left None.
+    missing_fields: tuple = field(default=(), compare=False)
 
     def __post_init__(self):
         for name in ("num_layers", "num_heads", "num_kv_heads", "head_dim", "hidden_size",
                      "vocab_size", "intermediate_size"):
             value = getattr(self, name)
+            if value is None and name in ("hidden_size", "vocab_size", "intermediate_size"):
+                continue  # parameter count only: ParamsError when it is asked for
             if type(value) is not int or value <= 0:
                 raise SpecError(f"{name} must be a positive integer, got {value!r}")
         if self.num_heads % self.num_kv_heads:
@@ -126,18 +144,19 @@ class ModelSpec:
 
     @property
     def dtype_bytes(self) -> int:
-        """Bytes per element the model is served in (16-bit for float32 checkpoints)."""
-        # vLLM's --dtype auto serves float32 checkpoints in 16 bits and keeps
-        # 16-bit activations for fp8/int4 checkpoints, so this is always 2.
-        _dtype_bytes(self.dtype)
-        return 2
+        """Bytes per element the model is served in (``dtypes.served_dtype_bytes``: 16-bit)."""
+        return served_dtype_bytes(self.dtype)
 
     def kv_heads_per_gpu(self, tp: int = 1) -> int:
         """KV heads one rank holds under tensor parallelism ``tp``.
 
-        Heads are split while there are enough of them and replicated once
-        ``tp`` exceeds K (each rank still needs at least one); MLA's single
-        latent is replicated on every rank.
+        ``formulas.kv_heads_per_gpu(K, tp)`` (split, replicated past K), after
+        checking that ``tp`` divides K or is a multiple of it; MLA's single
+        latent is replicated on every rank. Taught in ch02_gqa_tp.
+
+        >>> from kvlib import load_model
+        >>> load_model("llama-3.1-8b").kv_heads_per_gpu(4), load_model("deepseek-v3").kv_heads_per_gpu(8)
+        (2, 1)
         """
         if type(tp) is not int or tp < 1:
             raise SpecError(f"tp must be a positive integer, got {tp!r}")
@@ -146,7 +165,7 @@ class ModelSpec:
         k = self.num_kv_heads
         if k % tp and tp % k:
             raise SpecError(f"tp={tp} must divide num_kv_heads={k} or be a multiple of it")
-        return max(1, k // tp)
+        return formulas.kv_heads_per_gpu(k, tp)
 
     def layer_kv_bytes_per_token(self, kv_dtype_bytes=None, tp: int = 1):
         """Bytes one KV-holding layer stores per token on one rank."""
@@ -188,7 +207,10 @@ class ModelSpec:
 
     # --- parameters and weights --------------------------------------------
     def num_params(self) -> int:
-        """Total parameters, MTP modules excluded (see ``num_params_mtp``)."""
+        """Total parameters, MTP modules excluded (see ``num_params_mtp``).
+
+        Raises ``ParamsError`` (naming the config field) when the config left
+        a width the count needs unknown."""
         from .params import count_params
         return count_params(self).total
 

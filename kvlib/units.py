@@ -1,5 +1,5 @@
 """Byte units. Decimal (GB = 10^9) and binary (GiB = 2^30) are never mixed:
-every printed figure says which one it is.
+every printed figure says which one it is. Taught in ch01_kv_formula.
 
 >>> GB, GiB
 (1000000000, 1073741824)

@@ -230,8 +230,9 @@ def _q3_visible() -> tuple:
 
 
 def node_budget_bytes(model: str, gpu: str, num_gpus: int, reserve_bytes: int) -> int:
-    """KV budget: num_gpus x CUDA-reported memory, less bf16 weights and a reserve."""
-    return num_gpus * kv.get_gpu(gpu).cuda_memory_bytes - kv.load_model(model).weight_bytes(2) - reserve_bytes
+    """KV budget: num_gpus x CUDA-reported memory, less bf16 weights and a reserve (``kv.kv_pool_bytes``, u = 1)."""
+    return kv.kv_pool_bytes(gpu_bytes=num_gpus * kv.get_gpu(gpu).cuda_memory_bytes, utilization=1,
+                            weight_bytes=kv.load_model(model).weight_bytes(2), other_bytes=reserve_bytes)
 
 
 def _q4_visible() -> tuple:

@@ -44,7 +44,7 @@ the line formats (block lines with CPU blocks, the profiling summaries and the
 max-seq-len error are V0; available-memory and KV-cache-size lines are V1);
 ``None`` when the start's lines carry no engine-specific format at all.
 
-Taught in chapter 04 (the pool), where vLLM's own figures are checked. Worked example:
+Taught in ch08_vllm_lab, where vLLM's own figures are checked. Worked example:
 
 >>> log = '''INFO 03-21 20:15:45 [worker.py:267] the current vLLM instance can use total_gpu_memory (79.19GiB) x gpu_memory_utilization (0.90) = 71.27GiB
 ... INFO 03-21 20:15:45 [worker.py:267] model weights take 12.55GiB; non_torch_memory takes 0.16GiB; PyTorch activation peak memory takes 2.38GiB; the rest of the memory reserved for KV Cache is 56.18GiB.
@@ -62,15 +62,10 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
-from .units import GiB
+from ..units import GiB
+from .engine import V0, V1, VllmLogError, parse_version
 
-__all__ = ["VllmLogError", "EngineStart", "parse_log", "parse_version", "gib_window"]
-
-V0, V1 = "v0", "v1"
-
-
-class VllmLogError(ValueError):
-    """A vLLM log (or a figure taken from one) cannot be used; the message says why."""
+__all__ = ["VllmLogError", "EngineStart", "parse_log", "parse_version", "gib_window", "rank_number"]
 
 
 # --- numbers -----------------------------------------------------------------
@@ -81,25 +76,6 @@ _FLT = r"(?<![\d.])(\d{1,15}(?:\.\d{1,15})?)(?![\d.]\d)"
 
 def _int(text: str) -> int:
     return int(text.replace(",", ""))
-
-
-def parse_version(text) -> tuple[int, int, int] | None:
-    """(major, minor, patch) of a vLLM version string, or None when it is not one.
-
-    Pre-release and local parts are dropped: ``0.8.3rc2.dev224+g49c0d11ec``
-    reads as (0, 8, 3).
-
-    >>> parse_version("0.8.3rc2.dev224+g49c0d11ec"), parse_version("v0.10.1.1"), parse_version("main")
-    ((0, 8, 3), (0, 10, 1), None)
-    """
-    if isinstance(text, tuple):
-        return tuple(text[:3]) + (0,) * (3 - len(text[:3])) if all(type(x) is int for x in text) else None
-    if not isinstance(text, str):
-        return None
-    match = re.match(r"\s*v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?", text)
-    if not match:
-        return None
-    return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
 
 
 def gib_window(text: str) -> tuple[int, int]:
@@ -468,170 +444,204 @@ def parse_log(text: str) -> list[EngineStart]:
     return p.finish()
 
 
-def _parse_line(p: _Parser, line: str, tag, has_header: bool, after_config: bool):
-    rank = tag or ""
-    matched = False
+# --- the line table: (patterns, handler) ----------------------------------------------
+# A handler gets the parser, the match and the line's rank tag; it returns
+# False when the match does not count (then the entry's next pattern is
+# tried), anything else when it does. Entries run in order on every line.
+def _on_version(p: _Parser, m, rank):
+    if not parse_version(m.group(1)):
+        return False
+    cur = p.cur
+    b = p.start(cur is not None and (cur.has_figures() or cur.version is not None))
+    b.version = m.group(1)
 
-    m = _CONFIG.search(line)
-    if m:
-        cur = p.cur
-        b = p.start(cur is not None and (cur.has_config or cur.has_figures()))
-        b.has_config = True
-        if m.group(1):
-            b.engine_label = m.group(1)
-        if m.group(2) and parse_version(m.group(2)):
-            b.version = m.group(2)
-        b.config.update(_config_fields(m.group(3)))
-        if "max_seq_len" in b.config:
-            b.mml["engine config"] = b.config["max_seq_len"]
-        if "block_size" in b.config:
-            b.block_size, b.block_size_line = b.config["block_size"], "engine config"
-        return
-    if after_config and not has_header and p.cur is not None:
-        # The engine-config line was wrapped; pick up fields from its tail.
-        fields = _config_fields(line)
-        if fields:
-            for key, value in fields.items():
-                p.cur.config.setdefault(key, value)
-            if "block_size" in fields and p.cur.block_size is None:
-                p.cur.block_size, p.cur.block_size_line = fields["block_size"], "engine config"
 
-    m = _VERSION.search(line)
-    if m and parse_version(m.group(1)):
-        cur = p.cur
-        b = p.start(cur is not None and (cur.has_figures() or cur.version is not None))
-        b.version = m.group(1)
-        matched = True
-
-    m = _V0_BLOCKS.search(line)
-    if m and m.group(1).upper() != "CPU":
-        cur = p.cur
-        b = p.start(cur is not None and (cur.blocks is not None or bool(cur.tokens)))
+def _on_blocks(p: _Parser, m, rank):
+    if m.re is _V0_BLOCKS and m.group(1).upper() == "CPU":
+        return False
+    cur = p.cur
+    b = p.start(cur is not None and (cur.blocks is not None or bool(cur.tokens)))
+    if m.re is _V0_BLOCKS:
         b.blocks, b.cpu_blocks = _int(m.group(2)), _int(m.group(3))
         b.vote(V0, f"'# {m.group(1)} blocks: N, # CPU blocks: M'")
-        matched = True
     else:
-        m = _V1_BLOCKS.search(line)
-        if m:
-            cur = p.cur
-            b = p.start(cur is not None and (cur.blocks is not None or bool(cur.tokens)))
-            b.blocks = _int(m.group(1))
-            b.vote(V1, "'# GPU blocks: N' without CPU blocks (0.7.x)")
-            matched = True
+        b.blocks = _int(m.group(1))
+        b.vote(V1, "'# GPU blocks: N' without CPU blocks (0.7.x)")
 
-    m = _TOKENS.search(line)
-    if m:
-        cur = p.cur
-        new = cur is not None and (cur.blocks is not None or cur.capacity_error is not None
-                                   or len(cur.tokens) >= cur.world_size())
-        b = p.start(new)
-        b.tokens.append(_int(m.group(1)))
-        b.vote(V1, "'GPU KV cache size: N tokens'")
-        if _CONCURRENCY.search(line):
-            b.combined = True
-        matched = True
 
-    m = _CONCURRENCY.search(line)
-    if m:
-        b = p.start(False)
-        b.concurrency.append((_int(m.group(1)), m.group(2)))
-        b.mml["concurrency line"] = min(c[0] for c in b.concurrency)
-        matched = True
+def _on_tokens(p: _Parser, m, rank):
+    cur = p.cur
+    new = cur is not None and (cur.blocks is not None or cur.capacity_error is not None
+                               or len(cur.tokens) >= cur.world_size())
+    b = p.start(new)
+    b.tokens.append(_int(m.group(1)))
+    b.vote(V1, "'GPU KV cache size: N tokens'")
+    if _CONCURRENCY.search(m.string):
+        b.combined = True
 
-    m = _ERROR_CAPACITY.search(line)
-    if m:
-        cur = p.cur
-        b = p.start(cur is not None and cur.capacity_error is not None)
-        b.capacity_error = _int(m.group(2))
-        b.mml["max seq len error"] = _int(m.group(1))
-        b.vote(V0, "max-seq-len-larger-than-KV-cache error")
-        matched = True
 
-    m = _V1_NEEDED.search(line)
-    if m:
-        b = p.start(False)
-        b.mml["KV cache needed error"] = _int(m.group(1))
-        b.needed_gib = m.group(2)
-        b.vote(V1, "'KV cache is needed' error")
-        matched = True
+def _on_concurrency(p: _Parser, m, rank):
+    b = p.start(False)
+    b.concurrency.append((_int(m.group(1)), m.group(2)))
+    b.mml["concurrency line"] = min(c[0] for c in b.concurrency)
 
-    m = _OVERRIDE.search(line)
-    if m:
-        b = p.start(False)
-        b.computed_blocks = _int(m.group(1))
-        matched = True
 
-    # Start-up figures, one per rank.
-    m = _AVAILABLE.search(line) or _RESERVED.search(line)
-    if m:
+def _on_capacity_error(p: _Parser, m, rank):
+    cur = p.cur
+    b = p.start(cur is not None and cur.capacity_error is not None)
+    b.capacity_error = _int(m.group(2))
+    b.mml["max seq len error"] = _int(m.group(1))
+    b.vote(V0, "max-seq-len-larger-than-KV-cache error")
+
+
+def _on_needed(p: _Parser, m, rank):
+    b = p.start(False)
+    b.mml["KV cache needed error"] = _int(m.group(1))
+    b.needed_gib = m.group(2)
+    b.vote(V1, "'KV cache is needed' error")
+
+
+def _on_override(p: _Parser, m, rank):
+    b = p.start(False)
+    b.computed_blocks = _int(m.group(1))
+
+
+def _on_available(p: _Parser, m, rank):
+    b = p.presize("available", rank)
+    if m.re is _AVAILABLE:
+        b.put("available", rank, (m.group(1), "Available KV cache memory line"))
+        b.vote(V1, "'Available KV cache memory'")
+    else:
+        b.put("available", rank, (m.group(1), "kv_cache_memory_bytes line"))
+        b.vote(V1, "kv_cache_memory_bytes line")
+
+
+def _on_summary_kv(p: _Parser, m, rank):
+    b = p.presize("available", rank)
+    b.put("available", rank, (m.group(1), "V0 memory profiling summary"))
+    b.vote(V0, "V0 memory-profiling summary")
+    for kind, pattern in (("weights", _SUMMARY_WEIGHTS), ("non_torch", _SUMMARY_NON_TORCH),
+                          ("activation", _SUMMARY_ACTIVATION)):
+        f = pattern.search(m.string)
+        if f:
+            b.put(kind, rank, (f.group(1), "GiB"))
+
+
+def _on_summary_total(p: _Parser, m, rank):
+    b = p.presize("total", rank)
+    b.put("total", rank, (m.group(1), m.group(2)))
+    b.vote(V0, "V0 memory-profiling summary")
+
+
+def _on_results(p: _Parser, m, rank):
+    fields = {k.lower(): v for k, v in _RESULTS_FIELD.findall(m.group(1))}
+    if "kv_cache_size" in fields:
         b = p.presize("available", rank)
-        source = ("Available KV cache memory line" if m.re is _AVAILABLE
-                  else "kv_cache_memory_bytes line")
-        b.put("available", rank, (m.group(1), source))
-        b.vote(V1, "'Available KV cache memory'" if m.re is _AVAILABLE else "kv_cache_memory_bytes line")
-        matched = True
-
-    m = _SUMMARY_KV.search(line)
-    if m:
-        b = p.presize("available", rank)
-        b.put("available", rank, (m.group(1), "V0 memory profiling summary"))
-        b.vote(V0, "V0 memory-profiling summary")
-        for kind, pattern in (("weights", _SUMMARY_WEIGHTS), ("non_torch", _SUMMARY_NON_TORCH),
-                              ("activation", _SUMMARY_ACTIVATION)):
-            f = pattern.search(line)
-            if f:
-                b.put(kind, rank, (f.group(1), "GiB"))
-        matched = True
-
-    m = _SUMMARY_TOTAL.search(line)
-    if m:
+        b.put("available", rank, (fields["kv_cache_size"], "V0 'Memory profiling results' line"))
+    else:
         b = p.presize("total", rank)
-        b.put("total", rank, (m.group(1), m.group(2)))
-        b.vote(V0, "V0 memory-profiling summary")
-        matched = True
+    for field, kind in (("non_torch_memory", "non_torch"), ("peak_torch_memory", "peak_torch")):
+        if field in fields:
+            b.put(kind, rank, (fields[field], "GiB"))
+    if "total_gpu_memory" in fields:
+        b.put("total", rank, (fields["total_gpu_memory"], fields.get("gpu_memory_utilization")))
+    b.vote(V0, "V0 'Memory profiling results' line")
 
-    m = _RESULTS.search(line)
+
+def _on_weights(p: _Parser, m, rank):
+    b = p.presize("load", rank)
+    b.put("load", rank, True)
+    if not b.rank_has("weights", rank):
+        b.put("weights", rank, (m.group(1), m.group(2)))
+
+
+def _on_block_size(p: _Parser, m, rank):
+    if int(m.group(1)) < 1:
+        return False
+    b = p.presize("block_size", rank)
+    b.put("block_size", rank, True)
+    b.block_size, b.block_size_line = int(m.group(1)), m.string.strip()[:200]
+
+
+def _on_cudagraph(p: _Parser, m, rank):
+    b = p.presize("cudagraph", rank)
+    b.put("cudagraph", rank, (m.group(1), "GiB"))
+    b.vote(V1, "CUDA-graph memory estimate")
+
+
+_LINE_TABLE = (
+    ((_VERSION,), _on_version),
+    ((_V0_BLOCKS, _V1_BLOCKS), _on_blocks),      # V1's form only when V0's does not count
+    ((_TOKENS,), _on_tokens),
+    ((_CONCURRENCY,), _on_concurrency),
+    ((_ERROR_CAPACITY,), _on_capacity_error),
+    ((_V1_NEEDED,), _on_needed),
+    ((_OVERRIDE,), _on_override),
+    # Start-up figures, one per rank.
+    ((_AVAILABLE, _RESERVED), _on_available),
+    ((_SUMMARY_KV,), _on_summary_kv),
+    ((_SUMMARY_TOTAL,), _on_summary_total),
+    ((_RESULTS,), _on_results),
+    ((_WEIGHTS_OLD, _WEIGHTS), _on_weights),
+    ((_BLOCK_SIZE_SET,), _on_block_size),
+    ((_CUDAGRAPH,), _on_cudagraph),
+)
+
+
+def _on_config(p: _Parser, m):
+    cur = p.cur
+    b = p.start(cur is not None and (cur.has_config or cur.has_figures()))
+    b.has_config = True
+    if m.group(1):
+        b.engine_label = m.group(1)
+    if m.group(2) and parse_version(m.group(2)):
+        b.version = m.group(2)
+    b.config.update(_config_fields(m.group(3)))
+    if "max_seq_len" in b.config:
+        b.mml["engine config"] = b.config["max_seq_len"]
+    if "block_size" in b.config:
+        b.block_size, b.block_size_line = b.config["block_size"], "engine config"
+
+
+def _on_config_tail(p: _Parser, line: str):
+    """The engine-config line was wrapped; pick up fields from its tail."""
+    fields = _config_fields(line)
+    for key, value in fields.items():
+        p.cur.config.setdefault(key, value)
+    if "block_size" in fields and p.cur.block_size is None:
+        p.cur.block_size, p.cur.block_size_line = fields["block_size"], "engine config"
+
+
+def _parse_line(p: _Parser, line: str, tag, has_header: bool, after_config: bool):
+    m = _CONFIG.search(line)
     if m:
-        fields = {k.lower(): v for k, v in _RESULTS_FIELD.findall(m.group(1))}
-        if "kv_cache_size" in fields:
-            b = p.presize("available", rank)
-            b.put("available", rank, (fields["kv_cache_size"], "V0 'Memory profiling results' line"))
-        else:
-            b = p.presize("total", rank)
-        if "total_gpu_memory" in fields:
-            b.put("total", rank, (fields["total_gpu_memory"], fields.get("gpu_memory_utilization")))
-        if "non_torch_memory" in fields:
-            b.put("non_torch", rank, (fields["non_torch_memory"], "GiB"))
-        if "peak_torch_memory" in fields:
-            b.put("peak_torch", rank, (fields["peak_torch_memory"], "GiB"))
-        b.vote(V0, "V0 'Memory profiling results' line")
-        matched = True
-
-    m = _WEIGHTS_OLD.search(line) or _WEIGHTS.search(line)
-    if m:
-        b = p.presize("load", rank)
-        unit = m.group(2)
-        b.put("load", rank, True)
-        if not b.rank_has("weights", rank):
-            b.put("weights", rank, (m.group(1), unit))
-        matched = True
-
-    m = _BLOCK_SIZE_SET.search(line)
-    if m and int(m.group(1)) >= 1:
-        b = p.presize("block_size", rank)
-        b.put("block_size", rank, True)
-        b.block_size, b.block_size_line = int(m.group(1)), line.strip()[:200]
-        matched = True
-
-    m = _CUDAGRAPH.search(line)
-    if m:
-        b = p.presize("cudagraph", rank)
-        b.put("cudagraph", rank, (m.group(1), "GiB"))
-        b.vote(V1, "CUDA-graph memory estimate")
-        matched = True
-
+        _on_config(p, m)
+        return
+    if after_config and not has_header and p.cur is not None:
+        _on_config_tail(p, line)
+    rank = tag or ""
+    matched = False
+    for patterns, handler in _LINE_TABLE:
+        for pattern in patterns:
+            m = pattern.search(line)
+            if m and handler(p, m, rank) is not False:
+                matched = True
+                break
     if matched and p.cur is not None and tag:
         if tag.startswith("VllmWorkerProcess"):
             p.cur.vote(V0, "'(VllmWorkerProcess pid=...)' prefix")
         elif tag.startswith(("VllmWorker", "EngineCore", "Worker")):
             p.cur.vote(V1, f"'({tag.split()[0]} ...)' prefix")
+
+
+_RANK_NUMBER = re.compile(r"\brank[= ]?(\d{1,6})\b")
+
+
+def rank_number(tag: str) -> int | None:
+    """The global rank a process tag names ('VllmWorker rank=3 pid=7' -> 3, 'rank=1' -> 1), else None.
+
+    >>> rank_number("VllmWorker rank=3 pid=7"), rank_number("VllmWorkerProcess pid=7"), rank_number("")
+    (3, None, None)
+    """
+    m = _RANK_NUMBER.search(tag or "")
+    return int(m.group(1)) if m else None

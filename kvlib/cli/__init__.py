@@ -1,0 +1,162 @@
+"""The kvlib command line: ``kvlib info|models|gpus|vllm-log|plan|drill``.
+
+The CLI owns its subcommands: ``info``, ``models`` and ``gpus`` here, the
+others in ``kvlib.cli.plan``, ``kvlib.cli.vllm_log`` and ``kvlib.cli.drill``.
+Domain modules (``kvlib.info``, ``kvlib.planner``, ``kvlib.vllm``,
+``kvlib.drills``) return plain data; the CLI formats it.
+
+Tables for people (units named: GB = 10^9, GiB = 2^30), ``--json`` for
+machines. A user error exits 2 with one line on stderr; never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from ..argtypes import byte_size, fraction, positive_int
+from ..assumptions import DEFAULT_OVERHEAD_BYTES, DEFAULT_UTILIZATION
+from ..config import bundled_models, load_model
+from ..dtypes import KV_DTYPES
+from ..gpus import GPUS
+from ..info import InfoError, info_report
+from ..spec import ParamsError
+from ..units import GB, format_bytes, format_gb_gib
+from . import drill, plan, vllm_log
+from .common import Parser as _Parser, UsageError, print_table as _print_table
+
+__all__ = ["main", "build_parser", "UsageError", "info_report"]
+
+
+# --- kvlib info ----------------------------------------------------------------
+def _params_row(r):
+    if r["num_params"] is None:
+        return "parameters", f"unknown ({r['num_params_error']})"
+    return ("parameters", f"{r['num_params'] / 1e9:.2f} B total, {r['num_params_active'] / 1e9:.2f} B active"
+            + (f", MTP {r['num_params_mtp'] / 1e9:.2f} B apart" if r["num_params_mtp"] else ""))
+
+
+def _print_info(r):
+    rows = [
+        ("model", r["model"]),
+        ("attention", f"{r['attention']} ({r['num_attention_heads']} query heads, "
+                      f"{r['num_kv_heads']} KV head(s) x {r['head_dim']})"),
+        ("layers holding KV", f"{r['num_layers']}  {r['layer_kinds']}"
+                              + (f", window {r['sliding_window']}" if r["sliding_window"] else "")),
+        _params_row(r),
+        ("weights bf16/fp8/int4", "unknown (the parameter count is)" if r["num_params"] is None
+         else " / ".join(format_gb_gib(v) for v in r["weight_bytes"].values())),
+        (f"KV per token ({r['kv_dtype']})", format_bytes(r["kv_bytes_per_token"])),
+    ]
+    if "kv_bytes_per_token_per_gpu" in r:
+        rows.append((f"KV per token per GPU (tp={r['tp']})", format_bytes(r["kv_bytes_per_token_per_gpu"])))
+    if "kv_bytes_per_sequence" in r:
+        rows.append((f"KV per sequence at {r['context']:,}", format_gb_gib(r["kv_bytes_per_sequence"])))
+    if "kv_pool_bytes" in r and r["kv_pool_bytes"] is None:
+        rows += [("GPU", f"{r['gpu']}: CUDA reports {format_gb_gib(r['gpu_cuda_memory_bytes'])}"),
+                 ("KV pool per GPU", r["assumptions"])]
+    elif "kv_pool_bytes" in r:
+        rows += [("GPU", f"{r['gpu']}: CUDA reports {format_gb_gib(r['gpu_cuda_memory_bytes'])}, "
+                         f"utilization {r['utilization']}"),
+                 ("KV pool per GPU", f"{format_gb_gib(r['kv_pool_bytes'])} = {r['kv_pool_tokens']:,} tokens"),
+                 (f"sequences of {r['context']:,} that fit", f"{r['max_concurrency']:,}"),
+                 ("assumptions", r["assumptions"])]
+    _print_table(rows)
+
+
+def _cmd_info(args):
+    try:
+        report = info_report(args.model, kv_dtype=args.kv_dtype, context=args.context, gpu=args.gpu,
+                             utilization=args.utilization, tp=args.tp, overhead_bytes=args.overhead, hub=args.hub)
+    except InfoError as exc:
+        raise UsageError(f"kvlib info: {exc}") from None
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print_info(report)
+
+
+def _cmd_models(args):
+    rows = []
+    for model_id in bundled_models():
+        spec = load_model(model_id)
+        try:
+            num_params = spec.num_params()
+        except ParamsError:
+            num_params = None
+        rows.append({"model": model_id, "attention": spec.attention, "num_layers": spec.num_kv_layers,
+                     "num_kv_heads": spec.cache_heads, "head_dim": spec.cache_head_dim,
+                     "num_params": num_params, "kv_bytes_per_token": spec.kv_bytes_per_token()})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    print(f"{'model':<36} {'attn':<4} {'L':>3} {'K':>3} {'D':>4} {'params':>9}  KV/token (bf16)")
+    for r in rows:
+        print(f"{r['model']:<36} {r['attention']:<4} {r['num_layers']:>3} {r['num_kv_heads']:>3} "
+              f"{r['head_dim']:>4} {_billions(r['num_params']):>9}  {format_bytes(r['kv_bytes_per_token'])}")
+
+
+def _billions(n) -> str:
+    return "unknown" if n is None else f"{n / 1e9:.2f}B"
+
+
+def _cmd_gpus(args):
+    rows = [dict(vars(g), ridge_flop_per_byte=round(g.ridge_flop_per_byte, 1)) for g in GPUS.values()]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    print(f"{'gpu':<10} {'label':>8} {'CUDA reports':>24} {'HBM':>10} {'bf16 dense':>12}")
+    for g in GPUS.values():
+        print(f"{g.name:<10} {g.memory_bytes / GB:>5.0f} GB {format_gb_gib(g.cuda_memory_bytes):>24} "
+              f"{g.bandwidth_bytes_per_s / 1e12:>6.2f}TB/s {g.bf16_flop_per_s / 1e12:>8.0f}TF/s")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="kvlib", description="The arithmetic of the LLM KV cache, to the byte.")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    sub.required = True
+
+    p = sub.add_parser("info", help="KV geometry, parameters and capacity of a model")
+    p.add_argument("model", help="bundled id or alias (see 'kvlib models'), config.json, or folder")
+    p.add_argument("--kv-dtype", choices=KV_DTYPES, default=None)
+    p.add_argument("--context", type=positive_int)
+    p.add_argument("--gpu", help="GPU name (see 'kvlib gpus'); needs --context")
+    p.add_argument("--utilization", type=fraction, default=DEFAULT_UTILIZATION)
+    p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel GPUs")
+    p.add_argument("--overhead", type=byte_size, default=None,
+                   help=f"activations and other allocations per GPU (default {format_gb_gib(DEFAULT_OVERHEAD_BYTES)})")
+    p.add_argument("--hub", action="store_true", help="fetch the config from the Hugging Face Hub")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_info)
+
+    p = sub.add_parser("models", help="bundled model configs")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_models)
+
+    p = sub.add_parser("gpus", help="the GPU table")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_gpus)
+
+    for module in (vllm_log, plan, drill):
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        args.func(args)
+        return 0
+    except (ValueError, OSError) as exc:  # ConfigError, GPUError, UsageError, unreadable files
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        # UsageError messages already start with the command ("kvlib info: ...")
+        print(message if isinstance(exc, UsageError) else f"kvlib: error: {message}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""vLLM's KV-cache accounting: read its startup log, predict its figures, check one against the other.
+
+One sub-package, one module per job:
+
+- ``log``: ``parse_log(text)`` -> one ``EngineStart`` per engine start, every
+  figure as printed (a table of (pattern, handler) pairs, one per line format);
+- ``engine``: what depends on the engine and release (``default_utilization``,
+  ``budget_rounds_up``, ``parse_version``, ``DEFAULT_BLOCK_SIZE``);
+- ``layout``: the page and block on one rank (``layer_page_bytes``,
+  ``bytes_per_block``, ``pp_layer_split``, ``kv_cache_groups``);
+- ``tokens``: from blocks to the printed token and concurrency figures;
+- ``predict``: backwards, ``predict_from_log(start, spec)`` -> the block/token
+  range vLLM should print from the available GiB it printed (per pipeline
+  stage when the log says which rank printed what), and whether it did;
+- ``pool``: forwards, ``predict_pool(spec, total_gpu_memory_bytes, ...)`` ->
+  the pool and block count to expect before starting vLLM;
+- ``report``: ``report(start, prediction)`` -> the dict ``kvlib vllm-log --json`` prints;
+- ``bundled``: the course's real logs (``bundled_logs()``, ``read_bundled_log(name)``).
+
+These model vLLM's GPU workers. A reader for another backend (the CPU
+engine's log lines, its own pool rule) goes in its own module beside these,
+reusing ``engine``, ``layout`` and ``tokens``. The CLI (``kvlib vllm-log``)
+lives in ``kvlib.cli``.
+
+Taught in ch08_vllm_lab (the pool itself in ch04_pool_paging).
+
+>>> from kvlib import load_model
+>>> [start] = parse_log(read_bundled_log("12"))
+>>> p = predict_from_log(start, load_model("llama-2-7b"))
+>>> start.num_gpu_blocks, (p.blocks_min, p.blocks_max), p.agrees
+(7191, (7190, 7191), True)
+"""
+
+from __future__ import annotations
+
+from .bundled import bundled_logs, read_bundled_log, read_log_file
+from .engine import (
+    DEFAULT_BLOCK_SIZE,
+    VllmLogError,
+    budget_rounds_up,
+    default_utilization,
+    parse_version,
+)
+from .layout import KV_CACHE_DTYPES, bytes_per_block, kv_cache_groups, kv_element_bytes, layer_page_bytes, \
+    pp_layer_split
+from .log import EngineStart, gib_window, parse_log
+from .pool import PoolForecast, predict_pool
+from .predict import LogPrediction, predict_from_log
+from .report import report
+
+__all__ = [
+    "VllmLogError", "EngineStart", "parse_log", "parse_version", "gib_window",
+    "LogPrediction", "predict_from_log", "PoolForecast", "predict_pool",
+    "DEFAULT_BLOCK_SIZE", "default_utilization", "budget_rounds_up", "kv_element_bytes", "layer_page_bytes",
+    "bytes_per_block", "pp_layer_split", "kv_cache_groups", "KV_CACHE_DTYPES", "report", "read_log_file",
+    "bundled_logs", "read_bundled_log",
+]

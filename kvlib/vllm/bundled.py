@@ -1,0 +1,39 @@
+"""The real vLLM startup logs shipped with kvlib (``kvlib/data/vllm_logs``, see its PROVENANCE.md), and reading a log file.
+
+Taught in ch08_vllm_lab.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from .engine import VllmLogError
+
+__all__ = ["bundled_logs", "read_bundled_log", "read_log_file"]
+
+
+def _logs_dir():
+    return resources.files("kvlib") / "data" / "vllm_logs"
+
+
+def bundled_logs() -> list[str]:
+    """Names of the real vLLM logs shipped with kvlib ('02', '04', ...)."""
+    return sorted(p.name[:-4] for p in _logs_dir().iterdir() if p.name.endswith(".log"))
+
+
+def read_bundled_log(name: str) -> str:
+    """The text of a bundled log ('07' or '07.log')."""
+    stem = str(name).removesuffix(".log")
+    if stem not in bundled_logs():
+        raise VllmLogError(f"no bundled vLLM log {name!r} (have: {', '.join(bundled_logs())})")
+    return (_logs_dir() / f"{stem}.log").read_text(encoding="utf-8")
+
+
+def read_log_file(path) -> str:
+    """Read a log file as text (undecodable bytes replaced); one-line VllmLogError if unreadable."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise VllmLogError(f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None
+    return raw.decode("utf-8", errors="replace")

@@ -1,0 +1,220 @@
+"""The page/block layout of vLLM's KV cache on one rank: bytes per layer page, per block, per stage.
+
+- page per layer ``P_layer = bs * kvh * (k_dim + v_dim) * b``; ``kvh =
+  kv_heads_per_gpu(K, tp)`` (``kvlib.formulas``: ``max(1, K // tp)``); MLA:
+  ``kvh = 1``, ``k_dim = kv_lora_rank + qk_rope_head_dim``, ``v_dim = 0``
+  (replicated on every TP rank); ``b`` = 2 for 16-bit, 1 for fp8, the model
+  dtype for ``auto``.
+- pipeline stages hold ``pp_layer_split(L, pp)`` layers each (vLLM's
+  ``get_pp_indices``).
+- uniform models: ``B = (KV layers on the PP stage) * P_layer``.
+- V1 hybrids (sliding window + full, equal pages): ``B = group_size *
+  P_layer``, with layers bucketed by kind and group_size the smallest
+  bucket, or the largest when largest < 1.5 x smallest (1.25 in 0.11-0.14;
+  always the smallest through 0.10). Each bucket makes ceil(n / group_size)
+  groups. V0 sizes every attention layer as full attention.
+
+Taught in ch04_pool_paging (pages and blocks) and ch08_vllm_lab.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..dtypes import dtype_bytes
+from ..spec import FULL, NO_KV, ModelSpec, SpecError
+from .engine import DEFAULT_BLOCK_SIZE, V0, V1, VllmLogError, as_version, group_rule
+
+__all__ = ["KV_CACHE_DTYPES", "kv_element_bytes", "layer_page_bytes", "pp_layer_split", "kv_cache_groups",
+           "Layout", "stage_layouts", "bytes_per_block"]
+
+MLA_PACKED_BYTES = {"fp8_ds_mla": 656, "nvfp4_ds_mla": 352}  # bytes per token per layer, fixed layouts
+KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc",
+                   "fp8_ds_mla", "nvfp4_ds_mla")
+
+
+def kv_element_bytes(kv_cache_dtype=None, model_dtype=None) -> int:
+    """Bytes one cached element takes: 2 for 16-bit, 1 for fp8, the model dtype for 'auto'.
+
+    ``model_dtype`` is the dtype the engine runs in (the log's ``dtype=``);
+    'auto' with no model dtype is 16-bit, as vLLM serves float32 checkpoints
+    in 16 bits unless told otherwise.
+
+    >>> kv_element_bytes("auto"), kv_element_bytes("fp8_e4m3"), kv_element_bytes("auto", "float32")
+    (2, 1, 4)
+    """
+    name = "auto" if kv_cache_dtype is None else str(kv_cache_dtype).lower().removeprefix("torch.")
+    if name == "auto":
+        if model_dtype is None:
+            return 2
+        try:
+            b = dtype_bytes(model_dtype)
+        except ValueError:
+            raise VllmLogError(f"unknown model dtype {model_dtype!r}") from None
+        return int(b) if b >= 1 else 2
+    if name in MLA_PACKED_BYTES:
+        return 1
+    try:
+        b = dtype_bytes(name)       # kvlib's one dtype table
+    except ValueError:
+        b = None
+    if b is None or b < 1:          # vLLM has no sub-byte KV-cache dtype outside the packed MLA layouts
+        raise VllmLogError(f"unknown kv_cache_dtype {kv_cache_dtype!r} (known: {', '.join(KV_CACHE_DTYPES)})")
+    return b
+
+
+def _kv_heads_per_rank(spec: ModelSpec, tp: int) -> int:
+    """The spec's own TP rule (split, replicated past K, MLA whole), as this module's error."""
+    try:
+        return spec.kv_heads_per_gpu(tp)
+    except SpecError as exc:
+        raise VllmLogError(f"tensor_parallel_size: {exc}") from None
+
+
+def layer_page_bytes(spec: ModelSpec, block_size: int = DEFAULT_BLOCK_SIZE, kv_cache_dtype=None, *,
+                     tp: int = 1, model_dtype=None, mla_pad_256: bool = False) -> int:
+    """Bytes one layer's block takes on one rank: ``bs * kvh * (k_dim + v_dim) * b``.
+
+    MLA stores one latent of ``kv_lora_rank + qk_rope_head_dim`` and no V
+    (no factor 2), replicated on every TP rank; ``mla_pad_256`` rounds each
+    token's entry up to 256 bytes as V0 did in 0.7.2-0.7.3.
+
+    >>> from kvlib import load_model
+    >>> layer_page_bytes(load_model("llama-3.1-8b"))            # 16 * 8 * (128 + 128) * 2
+    65536
+    >>> layer_page_bytes(load_model("llama-3.1-8b"), tp=4)      # 2 KV heads per rank
+    16384
+    >>> layer_page_bytes(load_model("deepseek-v3"), tp=16)      # 16 * (512 + 64) * 2
+    18432
+    """
+    if type(block_size) is not int or block_size < 1:
+        raise VllmLogError(f"block_size must be a positive integer, got {block_size!r}")
+    if type(tp) is not int or tp < 1:
+        raise VllmLogError(f"tensor_parallel_size must be a positive integer, got {tp!r}")
+    name = "auto" if kv_cache_dtype is None else str(kv_cache_dtype).lower()
+    if spec.is_mla:
+        if name in MLA_PACKED_BYTES:
+            per_token = MLA_PACKED_BYTES[name]
+        else:
+            per_token = (spec.kv_lora_rank + spec.qk_rope_head_dim) * kv_element_bytes(name, model_dtype)
+            if mla_pad_256:
+                per_token = -(-per_token // 256) * 256
+        return block_size * per_token
+    if name in MLA_PACKED_BYTES:
+        raise VllmLogError(f"kv_cache_dtype {name} is for MLA models only")
+    b = kv_element_bytes(name, model_dtype)
+    return block_size * _kv_heads_per_rank(spec, tp) * 2 * spec.head_dim * b
+
+
+def pp_layer_split(num_layers: int, pp: int) -> list[int]:
+    """Layers per pipeline stage, as vLLM's ``get_pp_indices`` splits them.
+
+    Each stage gets ``L // pp``; the remainder goes one each to the stages
+    before the last, counting back from the second-to-last. Confirmed in
+    vLLM's source, ``vllm/distributed/utils.py``, function ``get_pp_indices``
+    (``partitions[-i] += 1 for i in range(2, remaining_layers + 2)``; the
+    last stage is left out because it also holds the final norm and LM
+    head). The environment variable ``VLLM_PP_LAYER_PARTITION`` overrides
+    the split there; a log does not print it, so it is not modelled here.
+
+    >>> pp_layer_split(61, 2), pp_layer_split(32, 4), pp_layer_split(10, 4)
+    ([31, 30], [8, 8, 8, 8], [2, 3, 3, 2])
+    """
+    if type(pp) is not int or pp < 1:
+        raise VllmLogError(f"pipeline_parallel_size must be a positive integer, got {pp!r}")
+    if pp > num_layers:
+        raise VllmLogError(f"pipeline_parallel_size={pp} exceeds the {num_layers} layers")
+    parts = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        parts[-i] += 1
+    return parts
+
+
+_THRESHOLD = {"1.5": 1.5, "1.25": 1.25}
+
+
+def kv_cache_groups(kinds, rule: str = "1.5") -> tuple[int, tuple]:
+    """(group_size, kind of each group) for one rank's KV layers under V1's grouping.
+
+    One kind: one group of all layers. Several kinds with equal pages: layers
+    are bucketed by kind; ``group_size`` is the smallest bucket, or the
+    largest if largest < threshold x smallest (``rule`` '1.5' from 0.15,
+    '1.25' in 0.11-0.14, 'smallest' through 0.10); each bucket makes
+    ceil(n / group_size) groups.
+
+    >>> kv_cache_groups(["sliding", "full"] * 18)          # gpt-oss-120b: 18 + 18
+    (18, ('full', 'sliding'))
+    >>> kv_cache_groups(["sliding"] * 5 + ["full"])       # Gemma 3 pattern 5:1
+    (1, ('full', 'sliding', 'sliding', 'sliding', 'sliding', 'sliding'))
+    """
+    counts: dict = {}
+    for kind in kinds:
+        counts[kind] = counts.get(kind, 0) + 1
+    if not counts:
+        raise VllmLogError("no layer keeps a KV cache")
+    if len(counts) == 1:
+        (kind, n), = counts.items()
+        return n, (kind,)
+    smallest, largest = min(counts.values()), max(counts.values())
+    if rule == "smallest" or largest >= _THRESHOLD[rule] * smallest:
+        size = smallest
+    else:
+        size = largest
+    groups = tuple(kind for kind in sorted(counts) for _ in range(-(-counts[kind] // size)))
+    return size, groups
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One pipeline stage's block: ``group_size`` layers' pages, and the kind of each KV-cache group."""
+
+    page_bytes: int
+    group_size: int
+    groups: tuple
+
+    @property
+    def bytes_per_block(self) -> int:
+        return self.group_size * self.page_bytes
+
+
+def _stage_kinds(spec: ModelSpec, pp: int) -> list[tuple]:
+    kinds, out, start = spec.layer_kinds, [], 0
+    for n in pp_layer_split(spec.num_layers, pp):
+        out.append(tuple(kinds[start:start + n]))
+        start += n
+    return out
+
+
+def stage_layouts(spec: ModelSpec, engine: str, pp: int, rule: str, page: int, hybrid: bool = True) -> list:
+    """One ``Layout`` per pipeline stage (its own layers, vLLM's split), for a page of ``page`` bytes."""
+    layouts = []
+    for kinds in _stage_kinds(spec, pp):
+        kv = [k for k in kinds if k != NO_KV]
+        if not kv:
+            raise VllmLogError(f"pipeline stage without a KV-cache layer (pp={pp}); not modelled")
+        if engine == V1 and NO_KV in spec.layer_kinds:
+            raise VllmLogError(f"{spec.name}: Mamba / linear-attention hybrids (block-size alignment to the "
+                               f"state page) are not modelled")
+        if engine == V0 or not hybrid:
+            layouts.append(Layout(page, len(kv), (FULL,)))
+        else:
+            size, groups = kv_cache_groups(kv, rule)
+            layouts.append(Layout(page, size, groups))
+    if pp > 1 and len({layout.groups for layout in layouts}) > 1:
+        raise VllmLogError("pipeline stages with different KV-cache groups are not modelled")
+    return layouts
+
+
+def bytes_per_block(spec: ModelSpec, block_size: int = DEFAULT_BLOCK_SIZE, kv_cache_dtype=None, *,
+                    tp: int = 1, pp: int = 1, engine: str = V1, version=None) -> int:
+    """Bytes one block takes on the busiest rank (the largest over PP stages).
+
+    >>> from kvlib import load_model
+    >>> bytes_per_block(load_model("llama-3.1-8b"))               # 32 layers * 65,536 B
+    2097152
+    >>> bytes_per_block(load_model("deepseek-v3"))                # 61 * 16 * 576 * 2
+    1124352
+    """
+    page = layer_page_bytes(spec, block_size, kv_cache_dtype, tp=tp)
+    layouts = stage_layouts(spec, engine, pp, group_rule(as_version(version)), page)
+    return max(layout.bytes_per_block for layout in layouts)
