@@ -47,11 +47,18 @@ START_TIMEOUT_S = 420
 
 _COMMON = dict(vocab_size=512, max_position_embeddings=8192, tie_word_embeddings=False)
 
+_GQA = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=3, num_attention_heads=8,
+            num_key_value_heads=2)
+# DeepSeek-V2-style MLA, all layers dense (no experts run)
+_MLA = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=3, num_attention_heads=4,
+            num_key_value_heads=4, kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=32, v_head_dim=32,
+            q_lora_rank=None, first_k_dense_replace=3, n_routed_experts=4, num_experts_per_tok=2,
+            moe_intermediate_size=64)
+
 # name -> (transformers config class name, kwargs, LLM extra kwargs)
 GEOMETRIES: dict[str, tuple[str, dict, dict]] = {
     # GQA: K=2 of H=8 heads, head_dim = 256/8 = 32, 3 layers: 2*3*2*32*2 = 768 B/token
-    "llama_gqa": ("LlamaConfig", dict(hidden_size=256, intermediate_size=512, num_hidden_layers=3,
-                                      num_attention_heads=8, num_key_value_heads=2), {}),
+    "llama_gqa": ("LlamaConfig", _GQA, {}),
     # MHA: K=H=6, head_dim = 192/6 = 32, 2 layers: 2*2*6*32*2 = 1536 B/token
     "llama_mha": ("LlamaConfig", dict(hidden_size=192, intermediate_size=384, num_hidden_layers=2,
                                       num_attention_heads=6, num_key_value_heads=6), {}),
@@ -62,24 +69,21 @@ GEOMETRIES: dict[str, tuple[str, dict, dict]] = {
     "llama_head_dim": ("LlamaConfig", dict(hidden_size=256, intermediate_size=512, num_hidden_layers=3,
                                            num_attention_heads=4, num_key_value_heads=2, head_dim=80), {}),
     # fp8 KV cache on the GQA shape (1 byte per element instead of 2), if the CPU build has it
-    "llama_gqa_fp8": ("LlamaConfig", dict(hidden_size=256, intermediate_size=512, num_hidden_layers=3,
-                                          num_attention_heads=8, num_key_value_heads=2),
-                      {"kv_cache_dtype": "fp8"}),
-    # Gemma-2 hybrid (ties its embeddings: vLLM's Gemma2 has no lm_head): 7 layers alternate sliding (4) / full (3), window 256; K=2 of H=4,
-    # head_dim 64 explicit (hidden 128 / 4 = 32). The 1.5 rule makes group size 4 (2 groups,
-    # full padded by 1); the older min-count rule would make 3 (3 groups).
+    "llama_gqa_fp8": ("LlamaConfig", _GQA, {"kv_cache_dtype": "fp8"}),
+    # Gemma-2 hybrid: 7 layers alternate sliding (4) / full (3), window 256; K=2 of H=4, head_dim
+    # 64 explicit (hidden 128 / 4 = 32). The 1.5 rule makes group size 4 (2 groups, full padded
+    # by 1); the older min-count rule would make 3 (3 groups). Tied embeddings: vLLM's Gemma2
+    # has no lm_head to load.
     "gemma2_hybrid": ("Gemma2Config", dict(hidden_size=128, intermediate_size=256, num_hidden_layers=7,
                                            num_attention_heads=4, num_key_value_heads=2, head_dim=64,
                                            sliding_window=256, tie_word_embeddings=True), {}),
     # MLA (DeepSeek-V2 shape): one latent of kv_lora_rank 512 + rope 64 = 576 per token per layer
     # (the only width vLLM's CPU MLA kernels take), no V, 3 layers: 3*576*2 = 3456 B/token; the
     # per-head formula would give 2*3*4*(32+64)*2 = 4608. All layers dense (no experts).
-    "deepseek_mla": ("DeepseekV2Config", dict(hidden_size=128, intermediate_size=256, num_hidden_layers=3,
-                                              num_attention_heads=4, num_key_value_heads=4,
-                                              kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=32,
-                                              v_head_dim=32, q_lora_rank=None, first_k_dense_replace=3,
-                                              n_routed_experts=4, num_experts_per_tok=2,
-                                              moe_intermediate_size=64), {}),
+    "deepseek_mla": ("DeepseekV2Config", _MLA, {}),
+    # The same MLA shape on vLLM's reference CPU_MLA kernel (what a CPU without AMX tiles gets):
+    # block size 16 instead of 128, so max_model_len 1000 needs 63 blocks, not 8 of 128.
+    "deepseek_mla_ref": ("DeepseekV2Config", _MLA, {"attention_config": {"backend": "CPU_MLA"}}),
 }
 
 READY = "KVCOURSE-ENGINE-READY"
