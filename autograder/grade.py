@@ -324,5 +324,10 @@ def grade_submission(submission, assignment: str, *, course=None, timeout=None, 
 
 
 
-# Class grading lives in autograder.classroom; the command line imports it from here.
-from .classroom import default_out_dir, format_summary, grade_class  # noqa: E402
+# Class grading lives in autograder.classroom (which imports this module); the command line
+# imports its names from here, resolved on first use.
+def __getattr__(name: str):
+    if name in ("default_out_dir", "format_summary", "grade_class", "generate_feedback", "feedback_preprocessors"):
+        from . import classroom
+        return getattr(classroom, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
