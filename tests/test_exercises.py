@@ -279,3 +279,28 @@ def test_combined_slips_are_labelled_combined():
         core.check(q2, both)
     message = str(info.value)
     assert "two slips at once" in message and "query heads" in message and "factor 2" in message
+
+
+# --- an ungraded chapter (ch00): built and run, never graded ----------------------------------------
+def test_ungraded_chapter_is_built_and_runs(tmp_path):
+    course = tmp_path / "course"
+    (course / "source" / "ch00_orientation").mkdir(parents=True)
+    (course / "nbgrader_config.py").write_bytes((COURSE / "nbgrader_config.py").read_bytes())
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"display_name": "Python 3 (ipykernel)",
+                                                           "language": "python", "name": "python3"},
+                                            "kv_course": {"graded": False}})
+    nb.cells = [nbformat.v4.new_markdown_cell("# Orientation"),
+                nbformat.v4.new_code_cell("import kvlib as kv\nprint(kv.kv_bytes_per_token(32, 8, 128, 2))")]
+    path = course / "source" / "ch00_orientation" / "ch00_orientation.ipynb"
+    nbformat.write(nb, path)
+    build = _build_course()
+    assert build.check_source(path) == []
+    unmarked = copy.deepcopy(nb)
+    del unmarked.metadata["kv_course"]
+    nbformat.write(unmarked, tmp_path / "ch00_orientation.ipynb")
+    assert any("no graded cells" in p for p in build.check_source(tmp_path / "ch00_orientation.ipynb"))
+    files = build.generate(course, ["ch00_orientation"])
+    release = nbformat.reads(files["chapters/ch00_orientation.ipynb"].decode(), as_version=4)
+    NotebookClient(release, timeout=60, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    assert release.cells[1].outputs[0].text == "131072\n"      # 2 x 32 x 8 x 128 x 2
