@@ -9,12 +9,14 @@ then about 0.2 s per generated release and about 1 s per autograded notebook).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import sys
 from pathlib import Path
+
+from . import notebook as _notebook
+from .notebook import grade_points, nbgrader_cells  # noqa: F401 -- part of this module's API
 
 #: Chapter ids: zero-padded number and a snake_case slug (``ch01_kv_formula``).
 ASSIGNMENT_RE = re.compile(r"^ch\d{2}_[a-z0-9_]+$")
@@ -24,6 +26,18 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 class CourseError(ValueError):
     """A usage problem: no course directory, unknown assignment, bad source."""
+
+
+class UsageError(ValueError):
+    """Bad command-line input (no such file, unknown assignment): exit 2."""
+
+
+def inside_checkout(path: Path) -> bool:
+    """True when ``path`` lies in this package's checkout (a git work tree)."""
+    if not (REPO_ROOT / ".git").exists():
+        return False
+    path = Path(path).resolve()
+    return path == REPO_ROOT or REPO_ROOT in path.parents
 
 
 def find_course_dir(explicit: str | os.PathLike | None = None) -> Path:
@@ -60,23 +74,6 @@ def source_notebook(course_dir: Path, assignment: str) -> Path:
         known = ", ".join(list_assignments(course_dir)) or "none"
         raise CourseError(f"unknown assignment {assignment!r} (known: {known})")
     return path
-
-
-def nbgrader_cells(nb) -> dict:
-    """``{grade_id: cell}`` for every cell that carries nbgrader metadata."""
-    out = {}
-    for cell in nb.get("cells", []):
-        meta = cell.get("metadata", {}).get("nbgrader")
-        if isinstance(meta, dict) and meta.get("grade_id"):
-            out[meta["grade_id"]] = cell
-    return out
-
-
-def grade_points(nb) -> dict:
-    """``{grade_id: points}`` for the graded cells (tests), in notebook order."""
-    return {gid: cell["metadata"]["nbgrader"].get("points", 0)
-            for gid, cell in nbgrader_cells(nb).items()
-            if cell["metadata"]["nbgrader"].get("grade")}
 
 
 def stage_course(course_dir: Path, dest: Path, assignments: list[str]) -> Path:
@@ -210,15 +207,6 @@ def _last_lines(text: str, n: int = 15) -> str:
     return "\n".join(text.strip().splitlines()[-n:])
 
 
-def read_notebook(path: Path):
-    """Read a notebook as nbformat 4 (no validation repairs, no upgrade of ids)."""
-    import nbformat  # 1-2 s to import: only where a notebook object is needed
-
-    with open(path, encoding="utf-8") as f:
-        return nbformat.read(f, as_version=4)
-
-
-def read_json(path: Path) -> dict:
-    """A notebook as plain JSON (enough for its nbgrader metadata)."""
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+# The one notebook reader (autograder.notebook), under the names the build and the grader use.
+read_notebook = _notebook.read_nbformat     # a NotebookNode, for nbgrader and nbconvert
+read_json = _notebook.read                  # a plain dict

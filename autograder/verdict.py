@@ -10,17 +10,20 @@ The verdict does not trust the kernel:
    (``solution: true``) and of the test cells (``grade: true``) with their
    grade ids and points. The submission's metadata only locates its answer
    cells; points, grade flags and test cells in the submission are ignored.
-2. A small runner (``RUNNER``, standard library only; ``python -I -S`` in
-   the sandbox of ``autograder.sandbox``) executes the submission's answer
+2. A small runner (``autograder/verdict_runner.py``, standard library only at
+   start-up; ``python -I -S`` in the sandbox of ``autograder.sandbox``) runs
+   the setup cell's imports (the prelude), then the submission's answer
    cells and nothing else, in reference order, and at each test cell's place
    calls the student's function on the exercise's cases (visible and
    hidden, generated here and passed in as JSON). It prints one JSON record
-   per case: the exact type, and the value only when ``type(x) is int``.
-   The student's own printing goes to /dev/null.
-3. Here, outside, every record is re-checked (a value counts only if it is
-   exactly a JSON integer: no bool, no float, no look-alike), compared with
-   kvlib's expected value and judged by ``autograder.checks.core.judge``
-   (kvlib's slip catalogue names the mistake). An exercise passes when every
+   per case (``autograder.checks.answers``: the exact type, and the value
+   only for the answer types). The student's own printing goes to /dev/null.
+3. Here, outside, every record is re-checked (``answers.clean``: a value
+   counts only if it fits its type exactly: no bool for an int, no float
+   look-alike), compared with kvlib's expected value and judged by
+   ``autograder.checks.core`` (kvlib's slip catalogue names the mistake,
+   across every failing case). A step that builds on an earlier one is judged
+   against the learner's own earlier answers. An exercise passes when every
    case passes; it then earns its points.
 
 A runner that dies (``os._exit``, a segfault, the memory, CPU or wall-time
@@ -33,151 +36,22 @@ final score = min(nbgrader's score, the verdict's score).
 
 from __future__ import annotations
 
-import ast
 import json
 import math
-import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from importlib import import_module, util
 from pathlib import Path
 
+from . import notebook as _nb
 from . import sandbox as _sandbox
+from .notebook import Layout, NotebookError  # noqa: F401 -- part of this module's API
+from .packages import package_dir, package_dirs
 
 DEFAULT_STEP_S = 10.0     # one answer cell, or one exercise's cases (SIGALRM in the runner)
 DEFAULT_WALL_S = 60.0     # the whole runner
 MAX_INT_DIGITS = 4000     # longer integers are not read back (Python's own limit is 4300)
-PRELUDE_MODULES = {"kvlib"}   # besides the standard library: what a reference setup cell may import
-
-# ---------------------------------------------------------------------------
-# The runner (executed inside the sandbox; standard library only)
-# ---------------------------------------------------------------------------
-RUNNER = r'''
-import builtins, copy, json, os, signal, sys
-_write, _dumps, _type, _int, _exit = os.write, json.dumps, type, int, os._exit
-
-payload = json.loads(sys.stdin.buffer.read())
-for p in reversed(payload["sys_path"]):
-    sys.path.insert(0, p)
-RES = os.dup(1)
-null = os.open(os.devnull, os.O_RDWR)
-for fd in (0, 1, 2):
-    os.dup2(null, fd)
-signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # a file too big is an OSError, not a kill
-STEP_S = float(payload["step_s"])
-
-def emit(obj):
-    try:
-        data = (_dumps(obj) + "\n").encode()
-    except (ValueError, TypeError, RecursionError):
-        data = (_dumps({"t": obj.get("t"), "i": obj.get("i"), "unserialisable": True}) + "\n").encode()
-    while data:
-        data = data[_write(RES, data):]
-
-class StepTimeout(BaseException):
-    pass
-
-def _alarm(signum, frame):
-    raise StepTimeout()
-
-def arm(seconds):
-    signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-
-def disarm():
-    signal.setitimer(signal.ITIMER_REAL, 0)
-
-try:
-    from autograder.checks import core as _core
-except BaseException as exc:   # no tripwires; records are made here instead
-    _core = None
-
-def describe(value):
-    t = _type(value)
-    record = {"type": t.__module__ + "." + t.__qualname__}
-    if t is _int:
-        record["value"] = value
-    return record
-
-class Shim:
-    def __init__(self, grade_id, params):
-        self.grade_id, self.params = grade_id, params
-    def call_args(self, case):
-        kwargs = case["kwargs"]
-        return [copy.deepcopy(kwargs[n]) for n in self.params if n in kwargs]
-
-def run_cases(step, fn):
-    shim = Shim(step["gid"], step["params"])
-    if _core is not None:
-        return _core.run_cases(shim, fn, step["cases"], quiet=True)
-    records = []
-    for case in step["cases"]:
-        try:
-            records.append(describe(fn(*shim.call_args(case))))
-        except Exception as exc:
-            records.append({"error": _type(exc).__name__, "error_message": str(exc)[:300]})
-    return records
-
-def compile_cell(source, name):
-    try:
-        return compile(source, name, "exec")
-    except SyntaxError:   # IPython magics and shell escapes: drop those lines and retry
-        lines = []
-        for line in source.splitlines():
-            s = line.lstrip()
-            lines.append(line[:len(line) - len(s)] + "pass" if s[:1] in ("%", "!") else line)
-        return compile("\n".join(lines), name, "exec")
-
-ns = {"__name__": "__main__", "__builtins__": builtins}
-for i, step in enumerate(payload["steps"]):
-    emit({"t": "step", "i": i})
-    kind = step["kind"]
-    if kind in ("prelude", "cell"):
-        errors = []
-        for j, source in enumerate(step["sources"]):
-            try:
-                arm(STEP_S)
-                try:
-                    exec(compile_cell(source, "<%s>" % step["gid"]), ns)
-                finally:
-                    disarm()
-            except StepTimeout:
-                errors.append("did not finish within %g s" % STEP_S)
-            except BaseException as exc:
-                errors.append((_type(exc).__name__ + ": " + str(exc))[:300])
-        emit({"t": kind, "i": i, "gid": step["gid"], "errors": errors})
-    elif kind == "check":
-        n = len(step["cases"])
-        fn = ns.get(step["fn"])
-        if fn is None:
-            records = [{"error": "NameError", "error_message": "name %r is not defined" % step["fn"]}] * n
-        elif not callable(fn):
-            records = [{"error": "TypeError", "error_message": "%s is not a function" % step["fn"]}] * n
-        else:
-            try:
-                arm(STEP_S)
-                try:
-                    records = run_cases(step, fn)
-                finally:
-                    disarm()
-            except StepTimeout:
-                records = [{"error": "TimeoutError",
-                            "error_message": "%s did not return within %g s" % (step["fn"], STEP_S)}] * n
-            except BaseException as exc:
-                records = [{"error": _type(exc).__name__, "error_message": str(exc)[:300]}] * n
-        safe = []
-        for r in records:
-            try:
-                _dumps(r)
-                safe.append(r)
-            except BaseException:
-                safe.append({"error": "ValueError",
-                             "error_message": "the result could not be written out (an int of over 4300 digits?)"})
-        emit({"t": "check", "i": i, "gid": step["gid"], "records": safe})
-emit({"t": "done"})
-_exit(0)
-'''
+RUNNER = Path(__file__).with_name("verdict_runner.py")
 
 
 # ---------------------------------------------------------------------------
@@ -229,110 +103,15 @@ class Verdict:
         return d
 
 
-class SubmissionError(ValueError):
-    """The submission is not a readable nbformat-4 notebook."""
+SubmissionError = NotebookError   # the submission is not a readable nbformat-4 notebook
+read_notebook = _nb.read
 
 
-# ---------------------------------------------------------------------------
-# Reading notebooks (no nbformat: nothing here may be lenient by accident)
-# ---------------------------------------------------------------------------
-def read_notebook(data) -> dict:
-    """A notebook dict from bytes, text, a path or a dict; SubmissionError says what is wrong."""
-    if isinstance(data, dict):
-        nb = data
-    else:
-        if isinstance(data, (str, os.PathLike)) and not (isinstance(data, str) and data.lstrip().startswith("{")):
-            try:
-                data = Path(data).read_bytes()
-            except OSError as exc:
-                raise SubmissionError(f"cannot read the submission: {exc.strerror}") from None
-        if isinstance(data, str):
-            data = data.encode("utf-8", "surrogatepass")
-        if not data.strip():
-            raise SubmissionError("the submission is an empty file")
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise SubmissionError(f"the submission is not UTF-8 text (byte {exc.start})") from None
-        try:
-            nb = json.loads(text)
-        except (ValueError, RecursionError) as exc:
-            raise SubmissionError(f"the submission is not valid JSON (truncated?): {str(exc)[:120]}") from None
-    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
-        raise SubmissionError("the submission is not a notebook (no list of cells)")
-    if nb.get("nbformat") != 4:
-        raise SubmissionError(f"nbformat {nb.get('nbformat')!r} is not supported (expected 4)")
-    for cell in nb["cells"]:
-        if not isinstance(cell, dict) or not isinstance(cell.get("cell_type"), str):
-            raise SubmissionError("a cell of the submission is malformed")
-        if cell.get("metadata") is not None and not isinstance(cell["metadata"], dict):
-            raise SubmissionError("a cell's metadata is malformed")
-        _source(cell)
-    return nb
-
-
-def _source(cell: dict) -> str:
-    src = cell.get("source", "")
-    if isinstance(src, list) and all(isinstance(s, str) for s in src):
-        return "".join(src)
-    if isinstance(src, str):
-        return src
-    raise SubmissionError("a cell's source is malformed")
-
-
-def _nbgrader(cell: dict) -> dict:
-    meta = (cell.get("metadata") or {}).get("nbgrader")
-    return meta if isinstance(meta, dict) else {}
-
-
-@dataclass
-class Layout:
-    """What the reference notebook says: answer and test cells, in order, and the setup imports."""
-
-    steps: list            # [("answer", grade_id) | ("test", grade_id, points)]
-    prelude: str           # the reference's top-level stdlib/kvlib imports, one per line
-
-    @property
-    def answer_ids(self) -> list:
-        return [s[1] for s in self.steps if s[0] == "answer"]
-
-    @property
-    def tests(self) -> dict:
-        return {s[1]: s[2] for s in self.steps if s[0] == "test"}
-
-
-def layout(reference: dict) -> Layout:
-    """Answer cells (code, solution) and test cells (grade, points) of the reference notebook."""
-    steps, imports = [], []
-    stdlib = set(getattr(sys, "stdlib_module_names", ())) | PRELUDE_MODULES
-    for cell in reference["cells"]:
-        meta = _nbgrader(cell)
-        gid = meta.get("grade_id")
-        if cell.get("cell_type") != "code":
-            continue
-        if meta.get("solution") and gid:
-            steps.append(("answer", gid))
-        elif meta.get("grade") and gid:
-            steps.append(("test", gid, float(meta.get("points", 0) or 0)))
-        elif not meta.get("solution") and not meta.get("grade"):
-            imports += _imports(_source(cell), stdlib)
-    return Layout(steps, "\n".join(dict.fromkeys(imports)))
-
-
-def _imports(source: str, allowed: set) -> list:
-    """Top-level ``import``/``from ... import`` lines of allowed modules (setup cells)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return []
-    out = []
-    for node in tree.body:
-        if isinstance(node, ast.Import) and all(a.name.split(".")[0] in allowed for a in node.names):
-            out.append(ast.unparse(node))
-        elif (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
-              and node.module.split(".")[0] in allowed):
-            out.append(ast.unparse(node))
-    return out
+def layout(reference: dict, exercises: dict | None = None) -> Layout:
+    """The reference's answer and test cells, and the prelude: the setup cell's imports of the
+    standard library, the course's packages and the modules the exercises allow."""
+    allowed = {m.split(".")[0] for ex in (exercises or {}).values() for m in getattr(ex, "modules", ())}
+    return _nb.layout(reference, allowed)
 
 
 def answer_sources(submission: dict, answer_ids) -> dict:
@@ -340,10 +119,10 @@ def answer_sources(submission: dict, answer_ids) -> dict:
     wanted = set(answer_ids)
     found: dict = {gid: [] for gid in answer_ids}
     for cell in submission["cells"]:
-        meta = _nbgrader(cell)
+        meta = _nb.nbgrader_meta(cell)
         gid = meta.get("grade_id")
         if cell.get("cell_type") == "code" and meta.get("solution") and gid in wanted:
-            found[gid].append(_source(cell))
+            found[gid].append(_nb.source(cell))
     return found
 
 
@@ -351,9 +130,9 @@ def answer_sources(submission: dict, answer_ids) -> dict:
 # Exercises, references, and the sandbox the runner needs
 # ---------------------------------------------------------------------------
 def load_exercises(assignment: str) -> dict:
-    """``{grade_id: Exercise}`` from ``autograder.checks.<chNN>`` (``EXERCISES``)."""
-    module = import_module(f"autograder.checks.{assignment.split('_')[0]}")
-    return {ex.grade_id: ex for ex in getattr(module, "EXERCISES").values()}
+    """``{grade_id: Exercise}`` of the chapter (the registry: ``autograder.checks.<chNN>``)."""
+    from .checks import chapter_exercises
+    return chapter_exercises(assignment)
 
 
 def reference_notebook(assignment: str, course_dir=None) -> Path:
@@ -362,18 +141,16 @@ def reference_notebook(assignment: str, course_dir=None) -> Path:
     return source_notebook(find_course_dir(course_dir), assignment)
 
 
-def _package_dir(name: str) -> str:
-    spec = util.find_spec(name)
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError(f"package {name} not found")
-    return os.path.realpath(list(spec.submodule_search_locations)[0])
+_package_dir = package_dir   # older callers
 
 
 def runner_paths() -> tuple[list, list]:
-    """(read-only binds, sys.path for the runner): the interpreter, site-packages, kvlib and autograder."""
-    code = [_package_dir("kvlib"), _package_dir("autograder")]
-    binds = _sandbox.python_binds(site_packages=True) + code
+    """(read-only binds, sys.path for the runner): the interpreter, site-packages, the course's packages."""
+    import os
     import sysconfig
+
+    code = package_dirs()
+    binds = _sandbox.python_binds(site_packages=True) + code
     site = os.path.realpath(sysconfig.get_paths()["purelib"])
     sys_path = list(dict.fromkeys(os.path.dirname(p) for p in code)) + [site]
     return binds, sys_path
@@ -396,28 +173,18 @@ def make_sandbox(level=None, *, wall_s=DEFAULT_WALL_S, enforce_minimum=True, **l
 # ---------------------------------------------------------------------------
 def _clean_record(record) -> dict:
     """Keep only well-formed fields of a record the runner (or the student) printed."""
+    from .checks import answers
+
     bad = {"error": "ValueError", "error_message": "the result could not be read back "
                                                   "(an integer too large, or a malformed record)"}
     if not isinstance(record, dict):
         return bad
-    out = {}
     if isinstance(record.get("error"), str):
-        out["error"] = record["error"][:100]
-        out["error_message"] = str(record.get("error_message", ""))[:300]
-    elif isinstance(record.get("type"), str):
-        out["type"] = record["type"][:200]
-        if out["type"] == "builtins.int":
-            value = record.get("value")
-            if type(value) is not int:
-                return bad
-            out["value"] = value
-        number = record.get("number")
-        if type(number) in (int, float) and math.isfinite(number):
-            out["number"] = number
-        if isinstance(record.get("repr"), str):
-            out["repr"] = record["repr"][:60]
+        out = {"error": record["error"][:100], "error_message": str(record.get("error_message", ""))[:300]}
     else:
-        return bad
+        out = answers.clean(record)
+        if out is None:
+            return bad
     calls = record.get("kvlib_calls")
     if isinstance(calls, list) and calls:
         out["kvlib_calls"] = [str(c)[:80] for c in calls[:10]]
@@ -451,29 +218,36 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not JSON")
 
 
-def _judge_exercise(exercise, gid: str, points: float, cases, hidden_from: int, records) -> ExerciseVerdict:
+def _judge_exercise(exercise, gid: str, points: float, cases, hidden_from: int, records,
+                    earlier=None) -> tuple[ExerciseVerdict, list]:
+    """(the verdict on one exercise, the learner's answers per case for the steps that build on it)."""
     from .checks import core
-    failures, passed = [], 0
-    for k, case in enumerate(cases):
-        record = _clean_record(records[k]) if k < len(records) else {
-            "error": "RuntimeError", "error_message": "no result for this case"}
-        hidden = k >= hidden_from
+    records = [_clean_record(records[k]) if k < len(records) else {
+        "error": "RuntimeError", "error_message": "no result for this case"} for k in range(len(cases))]
+    answers_given = core.learner_answers(exercise, records)
+    parts = []
+    for hidden, lo, hi in ((False, 0, hidden_from), (True, hidden_from, len(cases))):
+        prior = earlier[lo:hi] if earlier is not None else None
         try:
-            v = core.judge(exercise, case, record, hidden=hidden)
-            ok, message = v.ok, v.message
+            results = core.verdicts(exercise, cases[lo:hi], records[lo:hi], hidden=hidden, earlier=prior)
+            message = core.summarise(exercise, cases[lo:hi], results, hidden=hidden, earlier=prior,
+                                     records=records[lo:hi])
         except Exception as exc:  # noqa: BLE001 -- a record nobody foresaw is a failure, not a crash
-            ok, message = False, f"the result could not be judged ({type(exc).__name__})"
-        if ok:
-            passed += 1
-        else:
-            failures.append((hidden, message))
-    if not failures:
+            results, message = [], f"the result could not be judged ({type(exc).__name__})"
+        parts.append((sum(v.ok for v in results), hi - lo, message))
+    passed = sum(p[0] for p in parts)
+    failing = [p[2] for p in parts if p[2] is not None]
+    if not failing:
         text = f"✓ {exercise.function_name}: all {len(cases)} cases right ({gid})"
-        return ExerciseVerdict(gid, points, points, True, text, len(cases), passed)
-    hidden, message = failures[0]
-    more = len(failures) - 1
-    tail = f"\n({more} more case{'s' if more > 1 else ''} fail{'' if more > 1 else 's'}.)" if more else ""
-    return ExerciseVerdict(gid, 0.0, points, False, f"✗ {gid}: {message}{tail}", len(cases), passed)
+        return ExerciseVerdict(gid, points, points, True, text, len(cases), passed), answers_given
+    more = "" if len(failing) == 1 else "\n(Hidden cases fail too.)"
+    return (ExerciseVerdict(gid, 0.0, points, False, f"✗ {gid}: {failing[0]}{more}", len(cases), passed),
+            answers_given)
+
+
+def _runner_path() -> Path:
+    """The runner inside the (read-only, bound) autograder package."""
+    return Path(package_dir("autograder")) / RUNNER.name
 
 
 def _step_name(step: dict) -> str:
@@ -486,7 +260,7 @@ def _step_name(step: dict) -> str:
 
 def grade(submission, assignment: str = "ch01_kv_formula", *, reference=None, course_dir=None,
           exercises: dict | None = None, seed: int | None = None, sandbox=None,
-          step_s: float = DEFAULT_STEP_S, wall_s: float = DEFAULT_WALL_S) -> Verdict:
+          step_s: float = DEFAULT_STEP_S, wall_s: float = DEFAULT_WALL_S, student: str | None = None) -> Verdict:
     """The verdict on one submission (bytes, text, path or dict). Never raises for a bad submission.
 
     ``reference``: the trusted notebook (path or dict; default: the course's
@@ -494,6 +268,7 @@ def grade(submission, assignment: str = "ch01_kv_formula", *, reference=None, co
     (default: ``autograder.checks.<chNN>.EXERCISES``). ``seed``: hidden cases
     (default: the checks' ``DEFAULT_HIDDEN_SEED``, as the hidden test cells).
     ``sandbox``: an ``autograder.sandbox.Sandbox`` (default: ``make_sandbox``).
+    ``student``: the learner's id, for exercises with per-learner cases.
     """
     start = time.monotonic()
     from .checks import core
@@ -501,8 +276,8 @@ def grade(submission, assignment: str = "ch01_kv_formula", *, reference=None, co
     verdict = Verdict(assignment, "error", seed=seed)
     try:
         ref = read_notebook(reference if reference is not None else reference_notebook(assignment, course_dir))
-        lay = layout(ref)
         exercises = load_exercises(assignment) if exercises is None else exercises
+        lay = layout(ref, exercises)
     except Exception as exc:  # noqa: BLE001 -- the grader's own setup: report, do not crash
         verdict.reason = f"cannot load the reference or the exercises of {assignment}: {exc}"
         return verdict
@@ -533,7 +308,7 @@ def grade(submission, assignment: str = "ch01_kv_formula", *, reference=None, co
             steps.append({"kind": "cell", "gid": step[1], "sources": sources[step[1]]})
         else:
             ex = exercises[step[1]]
-            visible, hidden = list(ex.visible_cases), list(ex.hidden_cases(seed))
+            visible, hidden = list(ex.cases(False, seed, student)), list(ex.cases(True, seed, student))
             cases_of[step[1]] = (visible + hidden, len(visible))
             steps.append({"kind": "check", "gid": step[1], "fn": ex.function_name, "params": list(ex.params),
                           "cases": [{"kwargs": c["kwargs"]} for c in visible + hidden]})
@@ -544,7 +319,7 @@ def grade(submission, assignment: str = "ch01_kv_formula", *, reference=None, co
         return fail_all("error", str(exc))
     _, sys_path = runner_paths()
     payload = json.dumps({"sys_path": sys_path, "step_s": step_s, "steps": steps}).encode()
-    result = box.run([_sandbox.python_executable(), "-I", "-S", "-B", "-c", RUNNER], payload)
+    result = box.run([_sandbox.python_executable(), "-I", "-S", "-B", str(_runner_path())], payload)
     verdict.isolation = box.level
 
     # Read back: the first well-formed record of each step counts.
@@ -569,13 +344,15 @@ def grade(submission, assignment: str = "ch01_kv_formula", *, reference=None, co
         if result.stderr and started < 0:
             died += ": " + result.stderr.decode("utf-8", "replace").strip().splitlines()[-1][:200]
 
+    answered: dict = {}   # grade id -> the learner's answers per case (for the steps built on it)
     for t in verdict.tests:
         if t.grade_id not in reported:
             t.feedback = f"✗ {t.grade_id}: {died}."
             continue
         cases, hidden_from = cases_of[t.grade_id]
-        judged = _judge_exercise(exercises[t.grade_id], t.grade_id, t.max_points, cases, hidden_from,
-                                 reported[t.grade_id])
+        ex = exercises[t.grade_id]
+        judged, answered[t.grade_id] = _judge_exercise(ex, t.grade_id, t.max_points, cases, hidden_from,
+                                                       reported[t.grade_id], answered.get(ex.builds_on))
         t.points, t.passed, t.feedback = judged.points, judged.passed, judged.feedback
         t.cases, t.cases_passed = judged.cases, judged.cases_passed
     missing = [gid for gid in lay.answer_ids if not sources[gid]]

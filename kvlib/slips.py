@@ -60,7 +60,37 @@ SLIPS = {
     "missing_seq_len": "the sequence length ({seq_len}) is missing: one entry per token.",
     "missing_batch": "the batch ({batch_size}) is missing: sequences share nothing.",
     "windowed_as_full": "sliding-window layers hold at most {sliding_window} tokens; you counted them at the full context.",
+    # unit slips: the right quantity in the wrong unit, or an argument left out
+    "answer_in_gb": "the answer looks like GB (bytes / 10^9); the question asks for bytes.",
+    "answer_in_gib": "the answer looks like GiB (bytes / 2^30); the question asks for bytes.",
+    "tokens_not_sequences": "that is how many tokens fit, not how many sequences: divide by the sequence length ({seq_len} tokens).",
+    "ignored_dtype_bytes": "the answer does not follow the argument dtype_bytes ({dtype_bytes} bytes per element): it uses another element size (a fixed one, or one read from the config).",
 }
+
+#: Each slip in general words, for feedback that must not reveal a case's numbers (hidden cases).
+GENERAL = {
+    "query_heads": "you multiplied by the query heads (num_attention_heads) instead of the KV heads.",
+    "missing_kv_factor": "the factor 2 for K and V is missing.",
+    "bits_not_bytes": "you used bits per element instead of bytes.",
+    "fp32_bytes": "you used 4 bytes per element instead of dtype_bytes.",
+    "wrong_16bit_vs_fp8": "the element size is off: use dtype_bytes as given.",
+    "hidden_over_heads": "you derived head_dim as hidden_size / num_attention_heads where the config "
+                         "gives head_dim explicitly.",
+    "missing_layers": "the number of layers is missing.",
+    "answer_in_kib": "the answer looks like KiB; return bytes.",
+    "answer_in_kb": "the answer looks like KB; return bytes.",
+    "answer_in_gb": "the answer looks like GB; return bytes.",
+    "answer_in_gib": "the answer looks like GiB; return bytes.",
+    "gb_for_gib": "you mixed GB (10^9) and GiB (2^30).",
+    "ceil_not_floor": "take the floor, not the ceiling (or a rounding): a fraction of a sequence "
+                      "cannot be admitted.",
+    "missing_seq_len": "the sequence length is missing.",
+    "missing_batch": "the batch size is missing.",
+    "tokens_not_sequences": "that counts tokens, not sequences: divide by the sequence length.",
+    "ignored_dtype_bytes": "the argument dtype_bytes is not followed (another element size is used).",
+}
+
+COMBINED = "+"   # a key "a+b" is two slips made at once
 
 
 def _ratio_text(answer, expected) -> str:
@@ -77,6 +107,11 @@ def _ratio_text(answer, expected) -> str:
     if big < 1.5:
         return f"{abs(ratio - 1) * 100:.1f}% {word}"
     return f"{big:.2f}x {word}"
+
+
+def ratio_text(answer, expected) -> str:
+    """How far ``answer`` is from ``expected`` in words: "4x too large", "7.4% too small"."""
+    return _ratio_text(answer, expected)
 
 
 def _close(a, b, rel_tol) -> bool:
@@ -106,13 +141,17 @@ def _token_slips(i):
     if H and hidden and hidden % H == 0 and hidden // H != D:
         out.append(("hidden_over_heads", formulas.kv_bytes_per_token(L, K, hidden // H, b)))
     out.append(("missing_layers", formulas.kv_bytes_per_token(1, K, D, b)))
+    for other in (1, 2, 4):  # dtype_bytes not followed: another element size (fixed, or read from a config)
+        if other != b:
+            out.append(("ignored_dtype_bytes", formulas.kv_bytes_per_token(L, K, D, other)))
     if H and H != K:
-        out.append(("query_heads", formulas.kv_bytes_per_token(L, H, D, b) // 2))  # both slips
+        out.append(("query_heads+missing_kv_factor", formulas.kv_bytes_per_token(L, H, D, b) // 2))
     return out
 
 
 def _unit_slips(value):
-    return [("answer_in_kib", value / KiB), ("answer_in_kb", value / KB)]
+    return [("answer_in_kib", value / KiB), ("answer_in_kb", value / KB),
+            ("answer_in_gib", value / GiB), ("answer_in_gb", value / GB)]
 
 
 def _scaled(slips, factor):
@@ -152,6 +191,7 @@ def _q_max_concurrency(i):
     slips.append(("gb_for_gib", formulas.max_concurrency(budget * GiB / GB, per_seq)))
     slips.append(("gb_for_gib", formulas.max_concurrency(budget * GB / GiB, per_seq)))
     slips.append(("gb_for_gib", budget / per_seq * GiB / GB))
+    slips.append(("tokens_not_sequences", formulas.max_concurrency(budget, _kv_token(**i))))
     return expected, [(k, v) for k, v in slips if v != expected]
 
 
@@ -183,7 +223,7 @@ def _q_kv_bytes_per_token_per_gpu(i):
     per_gpu_inputs = dict(i, kv_heads=per_gpu)
     if i.get("num_heads"):
         per_gpu_inputs["num_heads"] = i["num_heads"] // min(tp, i["num_heads"])
-    slips += [(k, v) for k, v in _token_slips(per_gpu_inputs) if k != "query_heads"]
+    slips += [(k, v) for k, v in _token_slips(per_gpu_inputs) if not k.startswith("query_heads")]
     return expected, slips + _unit_slips(expected)
 
 
@@ -229,6 +269,8 @@ def expected_value(quantity: str, **inputs):
 
 
 def _message(key: str, inputs: dict) -> str:
+    if COMBINED in key:
+        return "two slips at once: " + " And ".join(_message(k, inputs) for k in key.split(COMBINED))
     values = dict(inputs)
     values.setdefault("bits", 8 * inputs.get("dtype_bytes", 2))
     values.setdefault("wrong_bytes", 3 - inputs.get("dtype_bytes", 2))
@@ -244,12 +286,57 @@ def _message(key: str, inputs: dict) -> str:
         return SLIPS[key].split(" (")[0] + "."
 
 
-def diagnose(quantity: str, answer, *, rel_tol: float = 1e-6, **inputs) -> Diagnosis:
+def message(key: str, **inputs) -> str:
+    """The catalogue's words for slip ``key`` (``a+b``: both slips), filled in from ``inputs``."""
+    return _message(key, inputs)
+
+
+def general(key: str) -> str:
+    """Slip ``key`` in general words (no numbers of the case): for hidden cases."""
+    if COMBINED in key:
+        return "two slips at once: " + " And ".join(general(k) for k in key.split(COMBINED))
+    return GENERAL.get(key, "a known slip.")
+
+
+def _matches(answer, wrong, expected, rel_tol) -> bool:
+    """``answer`` is the slipped value ``wrong`` (and that differs from the right one).
+
+    An int answer also matches a fractional slipped value it truncates or rounds
+    (``int(x / 1e9)``: the GB answer wrapped in int), when that value is at least 1.
+    """
+    if wrong is None or _close(wrong, expected, rel_tol):
+        return False
+    if _close(answer, wrong, rel_tol):
+        return True
+    if type(answer) is int and isinstance(wrong, float) and math.isfinite(wrong) and abs(wrong) >= 1 \
+            and not float(wrong).is_integer():
+        return answer in (math.floor(wrong), math.ceil(wrong), round(wrong)) and \
+            not _close(answer, expected, rel_tol)
+    return False
+
+
+def matching(quantity: str, answer, *, rel_tol: float = 1e-6, **inputs) -> tuple:
+    """Every slip key whose recomputed value is ``answer``, in catalogue order (no duplicates)."""
+    if quantity not in QUANTITIES:
+        raise KeyError(f"unknown quantity {quantity!r} (known: {', '.join(QUANTITIES)})")
+    if isinstance(answer, bool) or not isinstance(answer, (int, float)):
+        return ()
+    expected, slips = QUANTITIES[quantity](dict(inputs))
+    keys = []
+    for key, wrong in slips:
+        if key not in keys and _matches(answer, wrong, expected, rel_tol):
+            keys.append(key)
+    return tuple(keys)
+
+
+def diagnose(quantity: str, answer, *, rel_tol: float = 1e-6, lead: str | None = None, **inputs) -> Diagnosis:
     """Compare ``answer`` with kvlib's value of ``quantity`` and name the slip.
 
     ``inputs`` are the quantity's keywords (for bytes per token: layers,
     kv_heads, head_dim, dtype_bytes, and optionally num_heads and hidden_size
-    so the query-head and head_dim slips can be recognised).
+    so the query-head and head_dim slips can be recognised). ``lead``: the
+    slip to name first when it is among the matches (a grader that found it
+    consistent with every failing case).
     """
     if quantity not in QUANTITIES:
         raise KeyError(f"unknown quantity {quantity!r} (known: {', '.join(QUANTITIES)})")
@@ -259,11 +346,10 @@ def diagnose(quantity: str, answer, *, rel_tol: float = 1e-6, **inputs) -> Diagn
                          f"expected a number, got {type(answer).__name__} {answer!r}.", inputs)
     if _close(answer, expected, rel_tol):
         return Diagnosis(quantity, True, expected, answer, None, "correct.", inputs)
-    matches = []
-    for key, wrong in slips:
-        if wrong is not None and _close(answer, wrong, rel_tol) and not _close(wrong, expected, rel_tol):
-            if key not in matches:
-                matches.append(key)
+    matches = list(matching(quantity, answer, rel_tol=rel_tol, **inputs))
+    if lead in matches:
+        matches.remove(lead)
+        matches.insert(0, lead)
     if matches:
         slip = Slip(matches[0], _message(matches[0], inputs))
         text = f"{_ratio_text(answer, expected)}: {slip.message}"
@@ -346,7 +432,7 @@ def _q_nodes_for_memory(i):
     per_seq_gpu = _kv_token(**per_gpu) * t
     expected = nodes(_kv_token(**per_gpu))
     slips = [("total_not_per_gpu", nodes(_kv_token(**i)))]
-    slips += [(key, nodes(wrong)) for key, wrong in _token_slips(per_gpu) if wrong and key != "query_heads"]
+    slips += [(key, nodes(wrong)) for key, wrong in _token_slips(per_gpu) if wrong and not key.startswith("query_heads")]
     slips += [("floor_nodes", users // math.floor(pool / per_seq_gpu)),
               ("ceil_not_floor", math.ceil(users * per_seq_gpu / pool)),
               ("gb_for_gib", nodes(_kv_token(**per_gpu), pool * GiB / GB)),

@@ -54,6 +54,11 @@ def _source(assignment):
     return nbformat.read(COURSE / "source" / assignment / f"{assignment}.ipynb", as_version=4)
 
 
+def _graded(assignment) -> bool:
+    """False for a chapter marked ``"kv_course": {"graded": false}`` (autograder.notebook.is_graded)."""
+    return _source(assignment).metadata.get("kv_course", {}).get("graded", True) is not False
+
+
 def _region(text: str, begin: str, end: str) -> list[str]:
     """Stripped, non-blank lines between ``begin`` and ``end`` markers."""
     lines, inside = [], False
@@ -115,6 +120,9 @@ def test_hidden_tests_ship_nowhere(assignment, generated):
     hidden = [line for cell in source.cells
               for line in _region(cell.source, "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
               if line not in visible_lines]
+    if not _graded(assignment):  # a chapter marked ungraded (ch00) has no exercises at all
+        assert hidden == [], f"{assignment}: marked ungraded but has hidden tests"
+        return
     assert hidden, f"{assignment}: no hidden tests in the source"
     for folder in ("chapters", "solutions"):
         text = generated[f"{folder}/{assignment}.ipynb"].decode("utf-8")
@@ -130,6 +138,9 @@ def test_solutions_only_in_solutions(assignment, generated):
     release = _cells_by_id(_read(generated[f"chapters/{assignment}.ipynb"]))
     solutions = _cells_by_id(_read(generated[f"solutions/{assignment}.ipynb"]))
     answers = {gid: c for gid, c in _cells_by_id(source).items() if c.metadata["nbgrader"].get("solution")}
+    if not _graded(assignment):  # a chapter marked ungraded (ch00) has no exercises at all
+        assert answers == {}, f"{assignment}: marked ungraded but has answer cells"
+        return
     assert answers, f"{assignment}: no answer cells"
     for gid, cell in answers.items():
         lines = _region(cell.source, "BEGIN SOLUTION", "END SOLUTION")

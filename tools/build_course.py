@@ -36,6 +36,7 @@ if str(REPO_ROOT) not in sys.path:  # run as a script from a checkout
 
 import nbformat  # noqa: E402
 
+from autograder import chapter, notebook  # noqa: E402
 from autograder.course import (  # noqa: E402
     ASSIGNMENT_RE,
     CourseError,
@@ -60,11 +61,15 @@ def check_source(path: Path) -> list[str]:
     A source carries no outputs or execution counts, pins the ``python3``
     kernel, and its nbgrader metadata is intact: every cell with solution or
     hidden-test markers is an nbgrader cell of the right kind, grade ids are
-    unique, graded cells have points and are locked.
+    unique, graded cells have points and are locked. Its test cells and the
+    chapter's exercises agree (``autograder.chapter.problems``: no test cell
+    without a check). A chapter marked ``"kv_course": {"graded": false}`` has
+    no graded cells and is still generated.
     """
     name = path.name
     try:
-        nb = read_notebook(path)
+        plain = notebook.read(path)
+        nb = notebook.as_nbformat(plain)
     except Exception as exc:  # unreadable is a problem to report, not a crash
         return [f"{name}: cannot be read as a notebook: {exc}"]
     problems = []
@@ -126,8 +131,13 @@ def check_source(path: Path) -> list[str]:
         if cell.cell_type == "code" and meta.get("solution") and not has_solution:
             problems.append(f"{where}: code answer cell without ### BEGIN/END SOLUTION "
                             "(the whole cell would be replaced by a stub)")
-    if not graded:
-        problems.append(f"{name}: no graded cells (nbgrader metadata missing?)")
+    if not graded and notebook.is_graded(plain):
+        problems.append(f"{name}: no graded cells (nbgrader metadata missing?; a chapter without exercises "
+                        f'sets the notebook metadata "{notebook.COURSE_META}": {{"graded": false}})')
+    try:
+        problems += chapter.problems(plain, path.stem)
+    except Exception as exc:  # noqa: BLE001 -- a checks module that does not load is a problem to report
+        problems.append(f"{name}: the chapter's checks do not load: {type(exc).__name__}: {exc}")
     return problems
 
 

@@ -1,67 +1,83 @@
-"""Exercises and the check that grades a learner's function against kvlib.
+"""Exercises as data, and the one generic check that grades a learner's function.
 
-An ``Exercise`` is data: its cases (plain JSON-safe dicts), the expected
-value of each (computed by kvlib), and the inputs ``kvlib.slips.diagnose``
-needs to name a wrong answer. Grading is split in two steps so that a grader
-running outside the learner's kernel can reuse the second one:
+An ``Exercise`` is data: its function's name and parameters, its cases (plain
+JSON-safe dicts from case builders), the expected value of each (computed by
+kvlib), the answer type (``autograder.checks.answers``) and, for numbers, the
+``kvlib.slips`` quantity that names a wrong answer. Points are not here: they
+are stated once, on the test cell of the source notebook. Grading is split in
+two steps so that a grader running outside the learner's kernel can reuse the
+second one:
 
 1. ``run_cases(exercise, fn, cases)`` calls the learner's function on each
    case, inside the learner's process, and returns one JSON-safe *record* per
-   case (``describe_result``): the result's exact type and value, the
-   exception it raised, or the kvlib functions it tried to call.
+   case (``answers.encode``: the result's exact type and value, the exception
+   it raised, or the kvlib functions it tried to call).
 2. ``judge(exercise, case, record)`` turns a record into a ``Verdict``
-   (pass/fail and the message). It needs only the case and the record, so
-   it can run on records read back from JSON.
+   (pass/fail and the message); ``summarise`` turns an exercise's verdicts into
+   the one message a learner sees, naming the slip consistent with every
+   failing visible case. Both need only cases and records, so they run on
+   records read back from JSON.
 
 ``check(exercise, fn)`` does both and raises ``AssertionError`` with the
-message of the first failing case, or prints one ✓ line.
+message, or prints one ✓ line.
+
+Cases. A case is ``{"label": str, "kwargs": {...}, "context": {...}}``:
+``kwargs`` are the learner's arguments (passed positionally in ``params``
+order, so a renamed parameter still works), ``context`` what the messages and
+the slip diagnosis need beyond them (``num_heads``, a ``hint``). Case builders:
+``visible_cases`` is a tuple or a builder ``f(student=None)``; ``hidden_cases``
+is ``f(seed)`` or ``f(seed, student=None)`` (a builder that takes ``student``
+gets the learner's id, for per-learner variants). Multi-step problems:
+an exercise with ``builds_on=<grade id>`` has cases that line up with that
+exercise's (case k, visible then hidden, of each), and its ``expected`` takes
+``earlier``, the learner's own answer to case k of the earlier step (None when
+there is none or it is not of the right type): step 2 is judged against the
+learner's step 1, so one slip is not charged twice.
 
 Guards, and their limits:
 
-* ``type(result) is int`` -- an always-equal object, an ``int`` subclass, a
-  ``bool``, a float or a numpy integer is rejected with its own message.
-* While the learner's function runs, every kvlib function (module functions,
-  ``load_model``/``parse_config``, ``ModelSpec`` methods and properties) has its
-  code swapped for a tripwire that raises "build this by hand: exercise X must
-  not call kvlib.<name>". The code object is swapped, not the module
-  attribute, so ``from kvlib import kv_bytes_per_token`` done earlier is
-  caught too; a call that the learner catches is still recorded and fails.
-  Everything is restored in a ``finally``. Reading a bundled config, byte
-  units, dtype sizes and the GPU table stay allowed.
+* The exact type is checked (``answers``): an always-equal object, an ``int``
+  subclass, a ``bool``, a numpy scalar is rejected with its own message; the
+  value is looked at first, so an ``int(...)``-wrapped GB answer is named as GB.
+* kvlib tripwires (``autograder.checks.tripwires``) while the function runs.
 * Hidden cases: the learner's printing is swallowed while they run, and a
-  failure names the slip in general words, never the case's inputs, the
-  expected value or the learner's answer.
+  failure names the slip in general words (``kvlib.slips.general``), never the
+  case's inputs, the expected value or the learner's answer.
 
 These are guard rails for an honest learner, not a sandbox: code in the same
 process can read this module. Grading that must resist a determined student
-runs ``judge`` outside the student's process.
+runs ``judge`` outside the student's process (``autograder.verdict``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import inspect
 import io
-import math
-import sys
-import types
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from typing import Callable
 
-import kvlib
 from kvlib import slips
+
+from . import answers, tripwires
+from .answers import INT
+from .tripwires import ALLOWED_FUNCTIONS, ALLOWED_MODULES, KvlibCalled, kvlib_tripwires, tripped  # noqa: F401
 
 DEFAULT_HIDDEN_SEED = 20261130
 
-# kvlib modules and functions a learner may use inside a graded function:
-# reading a bundled config, byte units, dtype sizes, the GPU table.
-ALLOWED_MODULES = ("kvlib.units", "kvlib.dtypes", "kvlib.gpus")
-ALLOWED_FUNCTIONS = ("kvlib.config.bundled_config", "kvlib.config.bundled_models",
-                     "kvlib.config.resolve_model_id", "kvlib.config._data_dir", "kvlib.config._read_json")
+#: Slip wording lives in kvlib's catalogue; this name stays for older callers.
+GENERIC_SLIPS = slips.GENERAL
+
+_MISSING = object()
 
 
-class KvlibCalled(Exception):
-    """Raised by a tripwire: the learner's function called kvlib."""
+def _accepts(fn, name: str) -> bool:
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 # ---------------------------------------------------------------------------
@@ -69,31 +85,37 @@ class KvlibCalled(Exception):
 # ---------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class Exercise:
-    """One graded exercise.
+    """One graded exercise (see the module doc for cases and builders)."""
 
-    A case is a dict ``{"label": str, "kwargs": {...}, "context": {...}}``:
-    ``kwargs`` are the learner's arguments (passed positionally in ``params``
-    order, so a renamed parameter still works), ``context`` holds what the
-    slip diagnosis needs beyond them (``num_heads``, ``hidden_size``, a hint).
-    Everything in a case is JSON-safe.
-    """
-
-    grade_id: str
+    grade_id: str                                 # chNN_qN_<name>: the test cell's nbgrader grade id
     function_name: str
-    quantity: str                                 # a kvlib.slips quantity
-    points: int
     params: tuple                                 # the learner's parameter names, in order
-    visible_cases: tuple                          # of case dicts
-    hidden_cases: Callable[[int], tuple]          # seed -> tuple of case dicts
-    expected: Callable[[dict], int]               # case -> the right answer, from kvlib
-    slip_inputs: Callable[[dict], dict]           # case -> kwargs for kvlib.slips.diagnose
+    visible_cases: tuple | Callable               # cases, or a builder f(student=None)
+    hidden_cases: Callable                        # builder f(seed[, student=None])
+    expected: Callable                            # f(case[, earlier]) -> the right answer, from kvlib
+    answer: object = INT                          # an answers type: INT, Float(...), Choice(...), ...
+    quantity: str | None = None                   # a kvlib.slips quantity (numbers only)
+    slip_inputs: Callable | None = None           # case -> kwargs for kvlib.slips
     unit: str = "bytes"
     hidden_note: str = ""                         # what hidden cases vary, in general words
+    modules: tuple = ()                           # modules an answer may import besides the stdlib and kvlib
+    builds_on: str | None = None                  # grade id of the earlier step (multi-step problems)
 
-    def cases(self, hidden: bool = False, seed: int | None = None) -> tuple:
+    def cases(self, hidden: bool = False, seed: int | None = None, student: str | None = None) -> tuple:
         if not hidden:
-            return self.visible_cases
-        return self.hidden_cases(DEFAULT_HIDDEN_SEED if seed is None else seed)
+            build = self.visible_cases
+            if not callable(build):
+                return tuple(build)
+            return tuple(build(student=student) if _accepts(build, "student") else build())
+        seed = DEFAULT_HIDDEN_SEED if seed is None else seed
+        build = self.hidden_cases
+        return tuple(build(seed, student=student) if _accepts(build, "student") else build(seed))
+
+    def expected_for(self, case: dict, earlier=_MISSING):
+        """The right answer to ``case``; against the learner's ``earlier`` step when it builds on one."""
+        if self.builds_on and _accepts(self.expected, "earlier"):
+            return self.expected(case, earlier=None if earlier is _MISSING else earlier)
+        return self.expected(case)
 
     def call_args(self, case: dict) -> list:
         """Positional arguments for the learner's function (a deep copy of the case's)."""
@@ -108,10 +130,20 @@ class Exercise:
                 continue
             value = case["kwargs"][name]
             if isinstance(value, dict):
-                parts.append(f"{name}=<{case['context'].get('config_name', 'config')}>")
+                parts.append(f"{name}=<{case.get('context', {}).get('config_name', 'config')}>")
             else:
                 parts.append(f"{name}={value!r}")
         return f"{self.function_name}({', '.join(parts)})"
+
+
+def exercises(*items: Exercise) -> dict:
+    """``{grade_id: Exercise}`` in notebook order: a chapter module's ``EXERCISES``."""
+    out = {}
+    for ex in items:
+        if ex.grade_id in out:
+            raise ValueError(f"grade id {ex.grade_id} declared twice")
+        out[ex.grade_id] = ex
+    return out
 
 
 @dataclass(frozen=True)
@@ -119,6 +151,9 @@ class Verdict:
     ok: bool
     message: str
     slips: tuple = ()       # the kvlib slip keys that reproduce the answer, or a failure kind
+    kind: str = ""          # "value" (judged on its value), "type", "error", "kvlib"
+    head: str = ""          # the case's line, before the diagnosis
+    tail: str = ""          # after it (a hint, a note on the type)
 
     @property
     def slip(self) -> str | None:
@@ -126,124 +161,25 @@ class Verdict:
 
 
 # ---------------------------------------------------------------------------
-# Records: what the learner's function did, JSON-safe
+# Records and the learner's function (inside the learner's process)
 # ---------------------------------------------------------------------------
-def _type_name(t: type) -> str:
-    return f"{t.__module__}.{t.__qualname__}"
-
-
-def describe_result(value) -> dict:
-    """A JSON-safe record of a returned value: its exact type and, where safe, its value."""
-    t = type(value)
-    record = {"type": _type_name(t)}
-    if t is int:
-        record["value"] = value
-    elif t is float:
-        record["number"] = value if math.isfinite(value) else repr(value)
-    elif t.__module__ == "numpy" and hasattr(value, "item"):
-        try:
-            number = value.item()
-        except Exception:  # noqa: BLE001 -- anything odd is simply not reported
-            number = None
-        if type(number) in (int, float):
-            record["number"] = number
-    elif t is bool or t is str:
-        record["repr"] = repr(value)[:60]
-    return record
+describe_result = answers.encode
 
 
 def _describe_error(exc: BaseException) -> dict:
     return {"error": type(exc).__name__, "error_message": str(exc)[:300]}
 
 
-# ---------------------------------------------------------------------------
-# Tripwires
-# ---------------------------------------------------------------------------
-_TRIPS: list = []
+def run_cases(exercise, student_fn, cases, *, quiet: bool = False) -> list:
+    """Call ``student_fn`` on each case under the tripwires; one JSON-safe record per case.
 
-
-def tripped(name: str, grade_id: str):
-    """Called by a tripwire in place of a kvlib function: record it and raise."""
-    _TRIPS.append(name)
-    raise KvlibCalled(f"build this by hand: exercise {grade_id} must not call {name}")
-
-
-def _public_name(module_name: str, qualname: str, obj) -> str:
-    top = qualname.split(".")[0]
-    if getattr(kvlib, top, None) is obj:
-        return f"kvlib.{qualname}"
-    return f"{module_name}.{qualname}"
-
-
-def _kvlib_functions():
-    """(display name, function) for every function kvlib defines, bar the allowed ones."""
-    found, seen = [], set()
-
-    def add(name, fn, module_name):
-        if not isinstance(fn, types.FunctionType) or id(fn) in seen:
-            return
-        if fn.__module__ != module_name or fn.__closure__:
-            return
-        if f"{module_name}.{fn.__qualname__}" in ALLOWED_FUNCTIONS:
-            return
-        seen.add(id(fn))
-        found.append((name, fn))
-
-    for module_name, module in sorted(sys.modules.items()):
-        if module is None or not (module_name == "kvlib" or module_name.startswith("kvlib.")):
-            continue
-        if module_name in ALLOWED_MODULES:
-            continue
-        for attr, value in list(vars(module).items()):
-            if isinstance(value, types.FunctionType):
-                add(_public_name(module_name, value.__qualname__, value), value, module_name)
-            elif isinstance(value, type) and value.__module__ == module_name:
-                for meth_name, member in vars(value).items():
-                    if meth_name.startswith("__"):
-                        continue
-                    if isinstance(member, (staticmethod, classmethod)):
-                        member = member.__func__
-                    elif isinstance(member, property):
-                        member = member.fget
-                    if isinstance(member, types.FunctionType):
-                        label = _public_name(module_name, f"{value.__name__}.{meth_name}", value)
-                        add(label, member, module_name)
-    return found
-
-
-def _tripwire_code(fn: types.FunctionType, name: str, grade_id: str) -> types.CodeType:
-    source = (f"def {fn.__name__}(*args, **kwargs):\n"
-              f"    __import__({__name__!r}, fromlist=['tripped']).tripped({name!r}, {grade_id!r})\n")
-    namespace: dict = {}
-    exec(compile(source, "<kvlib tripwire>", "exec"), namespace)
-    return namespace[fn.__name__].__code__.replace(co_qualname=fn.__qualname__)
-
-
-@contextlib.contextmanager
-def kvlib_tripwires(grade_id: str):
-    """Swap every kvlib function's code for a tripwire; restore it on the way out."""
-    saved = []
-    try:
-        for name, fn in _kvlib_functions():
-            saved.append((fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__))
-            fn.__defaults__, fn.__kwdefaults__ = None, None
-            fn.__code__ = _tripwire_code(fn, name, grade_id)
-        yield
-    finally:
-        for fn, code, defaults, kwdefaults in reversed(saved):
-            fn.__code__, fn.__defaults__, fn.__kwdefaults__ = code, defaults, kwdefaults
-
-
-# ---------------------------------------------------------------------------
-# Running the learner's function (inside the learner's process)
-# ---------------------------------------------------------------------------
-def run_cases(exercise: Exercise, student_fn, cases, *, quiet: bool = False) -> list:
-    """Call ``student_fn`` on each case under the tripwires; one JSON-safe record per case."""
+    ``exercise`` needs only ``grade_id`` and ``call_args`` (the verdict's runner passes a shim).
+    """
     records = []
     sink = io.StringIO()
     with kvlib_tripwires(exercise.grade_id):
         for case in cases:
-            del _TRIPS[:]
+            tripwires.reset()
             try:
                 args = exercise.call_args(case)
                 if quiet:
@@ -251,129 +187,191 @@ def run_cases(exercise: Exercise, student_fn, cases, *, quiet: bool = False) -> 
                         result = student_fn(*args)
                 else:
                     result = student_fn(*args)
-                record = describe_result(result)
+                record = answers.encode(result)
             except Exception as exc:  # noqa: BLE001 -- the learner's error becomes the verdict
                 record = _describe_error(exc)
-            if _TRIPS:
-                record["kvlib_calls"] = sorted(set(_TRIPS))
+            if tripwires.calls():
+                record["kvlib_calls"] = tripwires.calls()
             records.append(record)
-        del _TRIPS[:]
+        tripwires.reset()
     return records
+
+
+def learner_answers(exercise: Exercise, records) -> list:
+    """The learner's answer per record when it has the exercise's type, else None (for ``earlier``)."""
+    out = []
+    for record in records:
+        try:
+            value = answers.decode(record)
+        except answers.RecordError:
+            value = None
+        out.append(value if value is not None and exercise.answer.fits(value) else None)
+    return out
 
 
 # ---------------------------------------------------------------------------
 # Judging a record (anywhere: needs only the case and the record)
 # ---------------------------------------------------------------------------
-GENERIC_SLIPS = {
-    "query_heads": "you multiplied by the query heads (num_attention_heads) instead of the KV heads.",
-    "missing_kv_factor": "the factor 2 for K and V is missing.",
-    "bits_not_bytes": "you used bits per element instead of bytes.",
-    "fp32_bytes": "you used 4 bytes per element instead of dtype_bytes.",
-    "wrong_16bit_vs_fp8": "the element size is off: use dtype_bytes as given.",
-    "hidden_over_heads": "you derived head_dim as hidden_size / num_attention_heads where the config "
-                         "gives head_dim explicitly.",
-    "missing_layers": "the number of layers is missing.",
-    "answer_in_kib": "the answer looks like KiB; return bytes.",
-    "answer_in_kb": "the answer looks like KB; return bytes.",
-    "gb_for_gib": "you mixed GB (10^9) and GiB (2^30).",
-    "ceil_not_floor": "take the floor, not the ceiling (or a rounding): a fraction of a sequence "
-                      "cannot be admitted.",
-    "missing_seq_len": "the sequence length is missing.",
-    "missing_batch": "the batch size is missing.",
-}
-
-
-def _type_message(exercise: Exercise, record: dict) -> str:
-    type_name = record["type"]
-    short = type_name.removeprefix("builtins.")
-    if type_name == "builtins.float":
-        return (f"{exercise.function_name} returned a float; return a plain int "
-                f"(bytes and counts are whole numbers: use // or int(...)).")
-    if type_name.startswith("numpy."):
-        return f"{exercise.function_name} returned {short}; convert it with int(...) and return a plain int."
-    if type_name == "builtins.bool":
-        return f"{exercise.function_name} returned a bool; return a plain int."
-    if type_name == "builtins.NoneType":
-        return f"{exercise.function_name} returned None: did you forget the return statement?"
-    return (f"{exercise.function_name} returned an object of type {short}, not int; "
-            f"return a plain int (type(result) is int), not a subclass or a look-alike.")
-
-
-def matching_slips(quantity: str, answer, inputs: dict) -> tuple:
+def matching_slips(quantity: str, answer, inputs: dict, rel_tol: float = 1e-6) -> tuple:
     """Every slip of the kvlib catalogue that reproduces ``answer`` (in catalogue order)."""
-    expected, candidates = slips.QUANTITIES[quantity](dict(inputs))
-    keys = []
-    for key, wrong in candidates:
-        if wrong is None or key in keys or _close(wrong, expected):
-            continue
-        if _close(answer, wrong):
-            keys.append(key)
-    return tuple(keys)
+    return slips.matching(quantity, answer, rel_tol=rel_tol, **inputs)
 
 
-def _close(a, b) -> bool:
-    if isinstance(a, int) and isinstance(b, int):
-        return a == b
-    return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
+def _rel_tol(exercise: Exercise) -> float:
+    return getattr(exercise.answer, "rel_tol", 1e-6)
 
 
-def _case_line(exercise: Exercise, case: dict) -> str:
-    return f"case \"{case['label']}\""
+def _number(record: dict, value):
+    """A scalar number to diagnose: the decoded value, or what a numpy scalar held."""
+    if type(value) in (int, float):
+        return value
+    number = record.get("number")
+    return number if type(number) in (int, float) else None
 
 
-def judge(exercise: Exercise, case: dict, record: dict, *, hidden: bool = False) -> Verdict:
+def judge(exercise: Exercise, case: dict, record: dict, *, hidden: bool = False, earlier=_MISSING,
+          lead: str | None = None) -> Verdict:
     """The verdict on one case from the record of what the learner's function did.
 
     Visible verdicts name the case, the call, the answer and the expected
-    value; hidden verdicts name only the slip, in general words.
+    value; hidden verdicts name only the slip, in general words. The value is
+    judged before the type. ``lead``: the slip to name first when it matches.
     """
     fn = exercise.function_name
     if record.get("kvlib_calls"):
         names = ", ".join(record["kvlib_calls"])
         return Verdict(False, f"build this by hand: exercise {exercise.grade_id} must not call {names}.",
-                       ("kvlib_called",))
-    head = "on a hidden case: " if hidden else f"on {_case_line(exercise, case)}:\n"
+                       ("kvlib_called",), "kvlib")
+    head = "on a hidden case: " if hidden else f"on case \"{case['label']}\":\n"
+    hint = case.get("context", {}).get("hint")
     if record.get("error") == "NotImplementedError":
         return Verdict(False, f"{fn} is not written yet (it raises NotImplementedError): replace the stub "
-                              "with your code.", ("error",))
+                              "with your code.", ("error",), "error")
     if "error" in record:
         if hidden:
-            return Verdict(False, f"{fn} raised {record['error']} on a hidden case. {exercise.hidden_note}",
-                           ("error",))
-        text = f"{exercise.call_text(case)} raised {record['error']}: {record['error_message']}"
-        hint = case["context"].get("hint")
-        return Verdict(False, head + text + (f"\nHint: {hint}" if hint else ""), ("error",))
-    if record["type"] != "builtins.int":
-        message = _type_message(exercise, record)
-        number = record.get("number")
-        if not hidden and isinstance(number, (int, float)) and number == exercise.expected(case):
-            message += " (The value itself is right.)"
-        return Verdict(False, head + message, ("not_int",))
-    answer, expected = record["value"], exercise.expected(case)
-    if answer == expected:
+            return Verdict(False, f"{fn} raised {record['error']} on a hidden case. {exercise.hidden_note}".rstrip(),
+                           ("error",), "error")
+        text = f"{exercise.call_text(case)} raised {record['error']}: {record.get('error_message', '')}"
+        return Verdict(False, head + text + (f"\nHint: {hint}" if hint else ""), ("error",), "error")
+    try:
+        value = answers.decode(record)
+    except answers.RecordError:
+        value = None
+    expected = exercise.expected_for(case, earlier)
+    kind = exercise.answer
+    type_ok = value is not None and kind.fits(value)
+    if type_ok and kind.equal(value, expected):
         return Verdict(True, "correct.")
-    inputs = exercise.slip_inputs(case)
-    keys = matching_slips(exercise.quantity, answer, inputs)
+    number = _number(record, value)
+    keys = ()
+    if exercise.quantity and number is not None:
+        keys = matching_slips(exercise.quantity, number, exercise.slip_inputs(case), _rel_tol(exercise))
+    type_note = "" if type_ok else kind.wrong_type(fn, record.get("type", "?"))
+    if value is None and record.get("type") == "builtins.NoneType":
+        type_note = f"{fn} returned None: did you forget the return statement?"
+    if not type_ok and not keys:
+        # the right value in the wrong type, or a wrong type that no slip explains
+        right = (not hidden and number is not None and type(expected) in (int, float)
+                 and answers.Float().equal(number, expected))
+        problem = getattr(kind, "element_problem", None)
+        if problem and type(value) is tuple and len(value) == len(kind.items):
+            type_note += f" ({problem(value)}.)"
+        return Verdict(False, head + type_note + (" (The value itself is right.)" if right else ""),
+                       ("wrong_type",), "type")
     if hidden:
-        texts = [GENERIC_SLIPS.get(k, "a known slip.") for k in keys[:2]]
-        text = " Or: ".join(texts) if texts else "the answer matches no known slip: recheck each factor."
-        return Verdict(False, f"{fn} is wrong {head}{text} {exercise.hidden_note}".rstrip(), keys)
-    diagnosis = slips.diagnose(exercise.quantity, answer, **inputs)
-    text = (f"{exercise.call_text(case)} returned {answer:,}; expected {expected:,} {exercise.unit}.\n"
-            f"{diagnosis.message}")
-    hint = case["context"].get("hint")
-    if hint and not keys:
-        text += f"\nHint: {hint}"
-    return Verdict(False, head + text, keys)
+        texts = [slips.general(k) for k in keys[:2]]
+        text = " Or: ".join(texts) if texts else "the answer matches no known slip: recheck each part."
+        note = f" {type_note}" if type_note else ""
+        return Verdict(False, f"{fn} is wrong {head}{text}{note} {exercise.hidden_note}".rstrip(), keys, "value")
+    shown = kind.show(value) if type_ok else (f"{number:,}" if number is not None else record.get("type", "?"))
+    line = f"{exercise.call_text(case)} returned {shown}; expected {kind.show(expected)} {exercise.unit}".rstrip()
+    diagnosis = _diagnosis(exercise, case, number, keys, lead)
+    tail = (f"\n{type_note}" if type_note else "") + (f"\nHint: {hint}" if hint and not keys else "")
+    return Verdict(False, head + line + ".\n" + diagnosis + tail, keys, "value", head + line + ".\n", tail)
 
 
-def verdicts(exercise: Exercise, cases, records, *, hidden: bool = False) -> list:
-    return [judge(exercise, case, record, hidden=hidden) for case, record in zip(cases, records)]
+def _diagnosis(exercise: Exercise, case: dict, number, keys, lead) -> str:
+    if exercise.quantity and number is not None:
+        return slips.diagnose(exercise.quantity, number, rel_tol=_rel_tol(exercise), lead=lead,
+                              **exercise.slip_inputs(case)).message
+    return "recheck it step by step."
+
+
+def verdicts(exercise: Exercise, cases, records, *, hidden: bool = False, earlier=None) -> list:
+    """One ``Verdict`` per case; ``earlier``: the learner's answers to the step this one builds on."""
+    out = []
+    for k, (case, record) in enumerate(zip(cases, records)):
+        prior = earlier[k] if earlier is not None and k < len(earlier) else _MISSING
+        out.append(judge(exercise, case, record, hidden=hidden, earlier=prior))
+    return out
+
+
+def common_slip(results) -> str | None:
+    """The one slip consistent with every failing case judged on its value, or None.
+
+    Every such failure must be explained by it: a slip that fits some failing
+    cases and not others is never named as the cause.
+    """
+    judged = [v for v in results if not v.ok and v.kind == "value"]
+    if not judged or any(not v.slips for v in judged):
+        return None
+    shared = [k for k in judged[0].slips if all(k in v.slips for v in judged[1:])]
+    return shared[0] if shared else None
+
+
+def summarise(exercise: Exercise, cases, results, *, hidden: bool = False, earlier=None,
+              records=None) -> str | None:
+    """The one message for an exercise's verdicts (None when every case passed).
+
+    Visible: the first failing case, with the slip that every failing case
+    shares named first; when no one slip fits them all, that is said instead of
+    naming one that does not fit. Hidden: a failure that one slip explains.
+    """
+    failures = [(k, v) for k, v in enumerate(results) if not v.ok]
+    if not failures:
+        return None
+    if hidden:
+        unique = [v for _, v in failures if len(v.slips) == 1]
+        return (unique or [v for _, v in failures])[0].message
+    k, first = failures[0]
+    message = first.message
+    value_failures = [v for _, v in failures if v.kind == "value"]
+    if len(value_failures) > 1 and first.kind == "value" and records is not None:
+        lead = common_slip(results)
+        prior = earlier[k] if earlier is not None and k < len(earlier) else _MISSING
+        if lead:
+            message = judge(exercise, cases[k], records[k], earlier=prior, lead=lead).message
+            message += f"\n(The same slip explains all {len(value_failures)} failing cases.)"
+        elif any(v.slips for v in value_failures):
+            number = _number(records[k], _decoded(records[k]))
+            expected = exercise.expected_for(cases[k], prior)
+            ratio = slips.ratio_text(number, expected) if number is not None else "wrong"
+            message = (first.head + f"{ratio}; no one known slip explains every failing case "
+                       "(each fits some cases only): recheck each factor." + first.tail)
+    more = len(failures) - 1
+    tail = f"\n({more} more visible case{'s' if more > 1 else ''} fail{'' if more > 1 else 's'}.)" if more else ""
+    return message + tail
+
+
+def _decoded(record):
+    try:
+        return answers.decode(record)
+    except answers.RecordError:
+        return None
 
 
 # ---------------------------------------------------------------------------
 # The instant check
 # ---------------------------------------------------------------------------
+#: The learner's answers of the last check of each exercise (for the steps that build on it).
+_ANSWERS: dict = {}
+
+
+def current_student() -> str | None:
+    """The learner's id where the environment says it (``KV_COURSE_STUDENT``, a JupyterHub user)."""
+    return os.environ.get("KV_COURSE_STUDENT") or os.environ.get("JUPYTERHUB_USER") or None
+
+
 def _failure_message(exercise: Exercise, student_fn, hidden: bool, seed) -> str | None:
     """Run and judge every case; the message to raise, or None when all pass.
 
@@ -382,22 +380,19 @@ def _failure_message(exercise: Exercise, student_fn, hidden: bool, seed) -> str 
     """
     if not callable(student_fn):
         return f"✗ {exercise.grade_id}: {exercise.function_name} must be a function, got {type(student_fn).__name__}."
-    cases = exercise.cases(hidden, seed)
+    student = current_student()
+    cases = exercise.cases(hidden, seed, student)
     records = run_cases(exercise, student_fn, cases, quiet=hidden)
-    results = verdicts(exercise, cases, records, hidden=hidden)
-    failures = [v for v in results if not v.ok]
-    if not failures:
+    key = (hidden, DEFAULT_HIDDEN_SEED if seed is None else seed)
+    earlier = _ANSWERS.get((exercise.builds_on, key)) if exercise.builds_on else None
+    results = verdicts(exercise, cases, records, hidden=hidden, earlier=earlier)
+    _ANSWERS[(exercise.grade_id, key)] = learner_answers(exercise, records)
+    message = summarise(exercise, cases, results, hidden=hidden, earlier=earlier, records=records)
+    if message is None:
         print(f"✓ {exercise.function_name}: all {len(results)} {'hidden' if hidden else 'visible'} "
               f"cases right ({exercise.grade_id})")
         return None
-    head = f"✗ {exercise.grade_id}: "
-    if hidden:
-        # Prefer a failure that one slip explains: small counts can match several.
-        unique = [v for v in failures if len(v.slips) == 1]
-        return head + (unique or failures)[0].message
-    more = len(failures) - 1
-    tail = f"\n({more} more visible case{'s' if more > 1 else ''} fail{'' if more > 1 else 's'}.)" if more else ""
-    return head + failures[0].message + tail
+    return f"✗ {exercise.grade_id}: " + message
 
 
 def check(exercise: Exercise, student_fn, hidden: bool = False, seed: int | None = None) -> None:
@@ -410,3 +405,24 @@ def check(exercise: Exercise, student_fn, hidden: bool = False, seed: int | None
     message = _failure_message(exercise, student_fn, hidden, seed)
     if message is not None:
         raise AssertionError(message) from None
+
+
+def legacy_checks(exercise_map: dict):
+    """A chapter module's ``__getattr__`` answering ``check_qN`` (the check of its exercise ``chNN_qN_*``)."""
+    by_q = {gid.split("_")[1]: ex for gid, ex in exercise_map.items()}
+    made: dict = {}
+
+    def __getattr__(name: str):
+        ex = by_q.get(name.removeprefix("check_")) if name.startswith("check_q") else None
+        if ex is None:
+            raise AttributeError(name)
+        if name in made:
+            return made[name]
+
+        def check_q(fn, hidden: bool = False, seed: int | None = None) -> None:
+            __tracebackhide__ = True
+            check(ex, fn, hidden=hidden, seed=seed)
+        check_q.__name__ = name
+        made[name] = check_q
+        return check_q
+    return __getattr__

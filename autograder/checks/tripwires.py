@@ -1,0 +1,115 @@
+"""Tripwires: while a learner's function runs, every kvlib function raises instead of computing.
+
+Every kvlib function (module functions, ``load_model``/``parse_config``,
+``ModelSpec`` methods and properties) has its code swapped for a tripwire that
+raises "build this by hand: exercise X must not call kvlib.<name>". The code
+object is swapped, not the module attribute, so ``from kvlib import
+kv_bytes_per_token`` done earlier is caught too; a call that the learner
+catches is still recorded (``calls``) and fails. Everything is restored in a
+``finally``. Reading a bundled config, byte units, dtype sizes and the GPU
+table stay allowed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import types
+
+import kvlib
+
+# kvlib modules and functions a learner may use inside a graded function:
+# reading a bundled config, byte units, dtype sizes, the GPU table.
+ALLOWED_MODULES = ("kvlib.units", "kvlib.dtypes", "kvlib.gpus")
+ALLOWED_FUNCTIONS = ("kvlib.config.bundled_config", "kvlib.config.bundled_models",
+                     "kvlib.config.resolve_model_id", "kvlib.config._data_dir", "kvlib.config._read_json")
+
+
+class KvlibCalled(Exception):
+    """Raised by a tripwire: the learner's function called kvlib."""
+
+
+_TRIPS: list = []
+
+
+def tripped(name: str, grade_id: str):
+    """Called by a tripwire in place of a kvlib function: record it and raise."""
+    _TRIPS.append(name)
+    raise KvlibCalled(f"build this by hand: exercise {grade_id} must not call {name}")
+
+
+def _public_name(module_name: str, qualname: str, obj) -> str:
+    top = qualname.split(".")[0]
+    if getattr(kvlib, top, None) is obj:
+        return f"kvlib.{qualname}"
+    return f"{module_name}.{qualname}"
+
+
+def _kvlib_functions():
+    """(display name, function) for every function kvlib defines, bar the allowed ones."""
+    found, seen = [], set()
+
+    def add(name, fn, module_name):
+        if not isinstance(fn, types.FunctionType) or id(fn) in seen:
+            return
+        if fn.__module__ != module_name or fn.__closure__:
+            return
+        if f"{module_name}.{fn.__qualname__}" in ALLOWED_FUNCTIONS:
+            return
+        seen.add(id(fn))
+        found.append((name, fn))
+
+    for module_name, module in sorted(sys.modules.items()):
+        if module is None or not (module_name == "kvlib" or module_name.startswith("kvlib.")):
+            continue
+        if module_name in ALLOWED_MODULES:
+            continue
+        for attr, value in list(vars(module).items()):
+            if isinstance(value, types.FunctionType):
+                add(_public_name(module_name, value.__qualname__, value), value, module_name)
+            elif isinstance(value, type) and value.__module__ == module_name:
+                for meth_name, member in vars(value).items():
+                    if meth_name.startswith("__"):
+                        continue
+                    if isinstance(member, (staticmethod, classmethod)):
+                        member = member.__func__
+                    elif isinstance(member, property):
+                        member = member.fget
+                    if isinstance(member, types.FunctionType):
+                        label = _public_name(module_name, f"{value.__name__}.{meth_name}", value)
+                        add(label, member, module_name)
+    return found
+
+
+def _tripwire_code(fn: types.FunctionType, name: str, grade_id: str) -> types.CodeType:
+    source = (f"def {fn.__name__}(*args, **kwargs):\n"
+              f"    __import__({__name__!r}, fromlist=['tripped']).tripped({name!r}, {grade_id!r})\n")
+    namespace: dict = {}
+    exec(compile(source, "<kvlib tripwire>", "exec"), namespace)
+    return namespace[fn.__name__].__code__.replace(co_qualname=fn.__qualname__)
+
+
+@contextlib.contextmanager
+def kvlib_tripwires(grade_id: str):
+    """Swap every kvlib function's code for a tripwire; restore it on the way out."""
+    saved = []
+    try:
+        for name, fn in _kvlib_functions():
+            saved.append((fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__))
+            fn.__defaults__, fn.__kwdefaults__ = None, None
+            fn.__code__ = _tripwire_code(fn, name, grade_id)
+        yield
+    finally:
+        for fn, code, defaults, kwdefaults in reversed(saved):
+            fn.__code__, fn.__defaults__, fn.__kwdefaults__ = code, defaults, kwdefaults
+
+
+
+
+def calls() -> list:
+    """The kvlib functions tripped since the last ``reset`` (sorted, once each)."""
+    return sorted(set(_TRIPS))
+
+
+def reset() -> None:
+    del _TRIPS[:]
