@@ -6,6 +6,7 @@
 #                     [--port P (8888)] [--no-browser] [--token T] [--ip IP (127.0.0.1)] [--root DIR]
 #   ./dev.sh test     every test: kvlib, doctests, build drift, notebooks, grading [pytest args]
 #   ./dev.sh build    regenerate chapters/ and solutions/ from course/source/ [--check]
+#   ./dev.sh mutation kvlib's mutation score (mutmut; slow, not CI) into BENCHMARKS.md [--only MODULE ...]
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -145,6 +146,12 @@ cmd_build() {
     exec "$PY" "$ROOT/tools/build_course.py" "$@"
 }
 
+cmd_mutation() {
+    setup
+    "$PY" -m pip install --disable-pip-version-check -q -r "$ROOT/benchmarks/requirements-mutation.txt"
+    exec "$PY" "$ROOT/benchmarks/mutation.py" "$@"
+}
+
 main() {
     local command="${1:-}"
     [[ $# -gt 0 ]] && shift
@@ -153,8 +160,9 @@ main() {
         open) cmd_open "$@" ;;
         test) cmd_test "$@" ;;
         build) cmd_build "$@" ;;
+        mutation) cmd_mutation "$@" ;;
         ""|-h|--help|help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' ;;
-        *) die "unknown command '$command' (setup, open, test, build)" ;;
+        *) die "unknown command '$command' (setup, open, test, build, mutation)" ;;
     esac
 }
 
