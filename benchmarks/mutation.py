@@ -126,7 +126,8 @@ def survivors() -> dict:
     out = {}
     for meta in _meta_files():
         data = json.loads(meta.read_text())
-        names = [k for k, code in data.get("exit_code_by_key", {}).items() if STATUS.get(code) != "killed"]
+        names = [k for k, code in data.get("exit_code_by_key", {}).items()
+                 if STATUS.get(code, "suspicious") not in ("killed", "not checked")]
         if names:
             module = str(meta.relative_to(WORK / "mutants")).removesuffix(".py.meta")
             out[module] = {k: STATUS.get(data["exit_code_by_key"][k], "suspicious") for k in names}
@@ -146,11 +147,11 @@ def _row(module: str, counts: Counter, equivalent: int) -> list:
     behaviour = killed + survived
     score = f"{100 * killed / behaviour:.1f}%" if behaviour else "-"
     return [module, counts["killed"], counts["survived"], equivalent, counts["no tests"], counts["timeout"],
-            sum(counts.values()), score]
+            sum(counts.values()) - counts["not checked"], score]
 
 
 def render(rows_by_module: dict, stamp: str, command: str) -> str:
-    headers = ["module", "killed", "survived", "of which equivalent", "no tests", "timeout", "mutants",
+    headers = ["module", "killed", "survived", "of which equivalent", "no tests", "timeout", "checked",
                "score"]
     lines = [BEGIN, "## Mutation score of kvlib (mutmut)", "",
              f"{stamp}. Command: `{command}`. mutmut mutates every function body of `kvlib/` and runs the fast "
@@ -197,7 +198,7 @@ def main(argv=None) -> int:
     parser.add_argument("--no-write", action="store_true", help="print the table, leave BENCHMARKS.md alone")
     parser.add_argument("--keep", action="store_true", help="reuse .mutation/ (results so far) instead of "
                                                             "starting afresh")
-    parser.add_argument("--workdir", default=str(WORK), help="scratch folder (default .mutation/)")  # noqa
+    parser.add_argument("--workdir", default=str(WORK), help="scratch folder (default .mutation/)")
     parser.add_argument("--report-only", action="store_true", help="only read .mutation/'s results")
     args = parser.parse_args(argv)
     WORK = Path(args.workdir).resolve()
@@ -221,7 +222,8 @@ def main(argv=None) -> int:
     rows = {}
     stamp = datetime.date.today().isoformat()
     for module, c in counts.items():
-        n_eq = sum(1 for name in (survivors().get(module) or {}) if name in equivalent)
+        n_eq = sum(1 for name, status in (survivors().get(module) or {}).items()
+                   if name in equivalent and status == "survived")
         rows[module] = _row(module, c, n_eq) + [stamp]
     for module, mutants in survivors().items():
         for name, status in mutants.items():

@@ -28,6 +28,8 @@ def test_sliding_window_blocks_per_request():
     assert _blocks_per_request(("full", "sliding"), GPT_OSS, 16, 1000, 2048) == 127
     # W - 1 + F exactly a multiple of bs: (127 + 1) / 16 = 8, + 1 = 9
     assert _blocks_per_request(("sliding",), GPT_OSS, 16, 8192, 1) == 9
+    # W - 1 + F one past a multiple of bs: ceil((127 + 2) / 16) + 1 = 9 + 1 = 10 (W - 2 would give 9)
+    assert _blocks_per_request(("sliding",), GPT_OSS, 16, 8192, 2) == 10
     # without F there is no sliding-window figure
     assert _blocks_per_request(("full", "sliding"), GPT_OSS, 16, 8192, None) is None
 
@@ -35,6 +37,8 @@ def test_sliding_window_blocks_per_request():
 def test_chunked_blocks_per_request():
     # C = 8,192, F = 2,048, mml = 32,768: ceil(10,240 / 16) = 640, full 2,048
     assert _blocks_per_request(("chunked", "full"), CHUNKED, 16, 32768, 2048) == 2688
+    # the groups add up whatever their order
+    assert _blocks_per_request(("full", "chunked"), CHUNKED, 16, 32768, 2048) == 2688
     # mml 9,000 < C + F: ceil(9000 / 16) = 563 (562.5), full 563
     assert _blocks_per_request(("chunked", "full"), CHUNKED, 16, 9000, 2048) == 1126
     # C + F = 8,193: ceil(8193 / 16) = 513 (no extra block for chunked layers)
