@@ -102,3 +102,9 @@ def test_served_dtype_and_weights():
     spec = load_model("llama-3.1-8b")
     assert spec.num_params() == 8_030_261_248 and spec.weight_bytes() == 16_060_522_496 and spec.weight_bytes(0.5) == spec.num_params() // 2
     assert spec.num_params_active() == spec.num_params() and spec.num_params_mtp() == 0
+
+
+def test_a_missing_parameter_field_does_not_stop_the_checks_of_the_next():
+    with pytest.raises(SpecError, match=r"^vocab_size must be a positive integer, got 0$"):
+        _spec(hidden_size=None, vocab_size=0)
+    assert _spec(num_kv_heads=8).kv_heads_per_gpu() == 8     # tp defaults to 1
