@@ -6,7 +6,7 @@
 For each geometry below: save a tiny random-weight model from a config with ``transformers``
 (no hub, no tokenizer), start it in vLLM's ``LLM(...)`` at each KV space x max_model_len,
 each start in its own process with a hard timeout (``kvlib.vllm.cpu_engine.run_engine``, the
-runner the vLLM lab uses; ``kvlib/vllm/engine_child.py`` builds and starts), and write
+runner the vLLM lab uses; ``tools/engine_child.py`` builds and starts), and write
 
     tests/fixtures/vllm_cpu/<geometry>/config.json           the model config vLLM read
     tests/fixtures/vllm_cpu/<geometry>/<run>.log             the start's full log (stdout + stderr)
@@ -28,8 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "tests" / "fixtures" / "vllm_cpu"
 sys.path.insert(0, str(REPO))   # kvlib is standard-library only: it imports in the engine venv as it stands
 
+from engine_child import save_model  # noqa: E402  (tools/, beside this file)
 from kvlib.vllm.cpu_engine import run_engine  # noqa: E402
-from kvlib.vllm.engine_child import save_model  # noqa: E402
 
 # KV spaces in GiB (VLLM_CPU_KVCACHE_SPACE takes whole GiB) and max_model_len values for every
 # geometry. Neither length is a multiple of the CPU block size (128, or 16 for reference MLA),

@@ -3,8 +3,8 @@
 ``run_engine(config, kv_space_gib, max_model_len, timeout_s)`` builds a random-weight
 model from ``config`` in a temporary folder and starts it in vLLM's ``LLM(...)`` on the
 CPU, in the engine venv (``./dev.sh engine`` makes ``.venv-engine/``; or
-``KV_COURSE_ENGINE_PYTHON`` names its Python). Everything runs in one child process in
-its own process group; when ``timeout_s`` passes (or the caller is interrupted) the whole
+``KV_COURSE_ENGINE_PYTHON`` names its Python). Everything runs in one child process
+(``tools/engine_child.py``, by path) in its own process group; when ``timeout_s`` passes (or the caller is interrupted) the whole
 group is killed. The result holds the log lines and the parsed KV figures
 (``kvlib.vllm.parse_log``), ready for ``kvlib.vllm.cpu.predict_cpu_from_log``.
 
@@ -39,7 +39,8 @@ __all__ = ["EngineRun", "engine_python", "run_engine", "DEFAULT_TIMEOUT_S", "ENG
 ENGINE_PYTHON_ENV = "KV_COURSE_ENGINE_PYTHON"
 DEFAULT_TIMEOUT_S = 300     # a start takes ~40 s on 2 idle cores, ~100 s on busy ones, plus ~10 s to build
 _REPO = Path(__file__).resolve().parents[2]
-_CHILD = Path(__file__).resolve().with_name("engine_child.py")
+# Run by path with the engine venv's Python; it lives outside kvlib because it imports torch and vLLM.
+_CHILD = _REPO / "tools" / "engine_child.py"
 _BUILT, _READY = "KVCOURSE-ENGINE-BUILT", "KVCOURSE-ENGINE-READY"   # engine_child.py's markers
 _BUNDLED_SPACE_GIB, _BUNDLED_MAX_MODEL_LEN = 1, 1000                # the bundled starts' settings
 
@@ -190,6 +191,8 @@ def run_engine(config, kv_space_gib: int, max_model_len: int, timeout_s: float =
     if exe is None or not exe.is_file():
         where = python or os.environ.get(ENGINE_PYTHON_ENV) or ".venv-engine/"
         return _bundled(data, f"vLLM's CPU engine is not installed (no {where}; ./dev.sh engine makes it)")
+    if not _CHILD.is_file():
+        return _bundled(data, f"the engine runner needs the course checkout ({_CHILD.name} not found beside kvlib)")
     with tempfile.TemporaryDirectory(prefix="kv-engine-run-") as tmp:
         folder = Path(model_dir) if model_dir is not None else Path(tmp) / "model"
         config_path = Path(tmp) / "config.json"

@@ -1,9 +1,9 @@
 """The process ``kvlib.vllm.cpu_engine`` starts with the engine venv's Python: build a tiny model, start vLLM.
 
-Run as a script (``.venv-engine/bin/python engine_child.py --config C --model-dir D ...``),
-never imported by kvlib itself: it needs ``torch``, ``transformers`` and ``vllm``, which
-only the engine venv (``./dev.sh engine``) has. It imports nothing from kvlib, so it runs
-from its file path whether or not kvlib is installed there.
+Run as a script (``.venv-engine/bin/python tools/engine_child.py --config C --model-dir D ...``),
+never imported by kvlib: it needs ``torch``, ``transformers`` and ``vllm``, which only the
+engine venv (``./dev.sh engine``) has, and kvlib stays standard-library only. It imports
+nothing from kvlib. ``tools/engine_fixtures.py`` imports ``save_model`` from here.
 
 1. If ``D`` holds no weights yet, save a model with random weights (seed 0, bfloat16,
    safetensors) from the config with ``transformers`` -- no hub, no tokenizer -- and print
