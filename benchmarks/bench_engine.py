@@ -80,7 +80,8 @@ def bench_engine(args) -> str:
         HEADING, "",
         f"Measured {datetime.date.today().isoformat()} on {os.cpu_count()} cores ({platform.machine()}), "
         f"vLLM's CPU build as pinned in tools/engine-requirements.txt; "
-        f"`python benchmarks/run.py --only engine --repeats {args.repeats}`.", "",
+        f"`python benchmarks/run.py --only engine --repeats {args.repeats}`; load average at the end "
+        f"{os.getloadavg()[0]:.1f} (other jobs on the machine slow the install and the starts).", "",
         md_table(["what", "time", "disk"], rows), "",
         f"kvlib's CPU-path prediction agrees to the token with **{agree} of {total}** committed engine starts "
         f"(tests/fixtures/vllm_cpu). CI adds the install plus tests/test_engine_live.py (two starts). "
