@@ -10,6 +10,9 @@ Sections (each a function below):
   grading    seconds per submission: plain `nbgrader autograde` vs `python -m autograder grade-class`
              on all cores, with and without isolation, on generated submissions
   setup      wall time and disk size of ./dev.sh setup on an empty venv; `import kvlib` time
+  engine     ./dev.sh engine on an empty venv (time, disk) and vLLM CPU engine starts
+             (benchmarks/bench_engine.py); only with --only engine (it installs 3.4 GB), and a
+             run without it keeps the engine section already in the output file
 Figures, not assertions: nothing here fails on a slow machine. Medians over --repeats runs.
 Sized for a 2-core machine: the default class of 200 keeps the whole run under about 30 min.
 """
@@ -369,8 +372,28 @@ def bench_setup(args) -> str:
                       "", "Pip reads the machine's configured wheel caches; a cold download takes longer."])
 
 
+def bench_engine(args) -> str:
+    from bench_engine import bench_engine as engine_section
+    return engine_section(args)
+
+
 SECTIONS = {"vllm": bench_vllm, "notebooks": bench_notebooks, "widgets": bench_widgets,
-            "simulators": bench_simulators, "grading": bench_grading, "setup": bench_setup}
+            "simulators": bench_simulators, "grading": bench_grading, "setup": bench_setup,
+            "engine": bench_engine}
+OPT_IN = ("engine",)        # run only when named in --only; otherwise the file's section is kept
+
+
+def _kept_section(path: Path, heading_prefix: str) -> str | None:
+    """The section of an earlier output that starts with ``heading_prefix``, up to the next '## ' heading."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    start = text.find("\n" + heading_prefix)
+    if start < 0:
+        return None
+    end = text.find("\n## ", start + 1)
+    return text[start + 1:end if end >= 0 else len(text)].rstrip()
 
 
 def _versions() -> str:
@@ -400,7 +423,7 @@ def main(argv=None) -> int:
     parser.add_argument("--only", nargs="*", choices=list(SECTIONS), default=None)
     parser.add_argument("--output", default=str(ROOT / "BENCHMARKS.md"))
     args = parser.parse_args(argv)
-    chosen = args.only or list(SECTIONS)
+    chosen = args.only or [name for name in SECTIONS if name not in OPT_IN]
     header = ["# Benchmarks", "",
               f"Run {datetime.date.today().isoformat()} on {os.cpu_count()} cores "
               f"({platform.machine()}, Python {platform.python_version()}); {_versions()}.",
@@ -412,6 +435,21 @@ def main(argv=None) -> int:
         text = SECTIONS[name](args)
         print(text, f"\n({name}: {time.perf_counter() - t0:.0f} s)\n", flush=True)
         parts.append(text)
+    output = Path(args.output)
+    if all(name in OPT_IN for name in chosen) and output.is_file():
+        # An opt-in section alone: splice it into the file, leaving the other sections as they are.
+        text = output.read_text().rstrip() + "\n"
+        for part in parts:
+            old = _kept_section(output, part.split("\n", 1)[0])
+            text = text.replace(old, part.rstrip()) if old else text + "\n" + part.rstrip() + "\n"
+        output.write_text(text)
+        print(f"wrote {args.output} (only its {', '.join(chosen)} section)")
+        return 0
+    if "engine" not in chosen:
+        from bench_engine import HEADING
+        kept = _kept_section(output, HEADING)
+        if kept:
+            parts.append(kept)
     text = "\n".join(header) + "\n" + "\n\n".join(parts) + "\n"
     Path(args.output).write_text(_keep_mutation_section(text, Path(args.output)))
     print(f"wrote {args.output}")
