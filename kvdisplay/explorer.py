@@ -155,7 +155,8 @@ def kv_explorer(presets: dict, *, gpu: str = "H100-SXM", reserve_bytes: int = DE
     kv_heads_w = widgets.IntSlider(8, min=1, max=128, description="KV heads K", style=style, layout=layout)
     head_dim_w = widgets.SelectionSlider(options=head_dims, value=128, description="head dim D", style=style,
                                          layout=layout)
-    dtype_w = widgets.ToggleButtons(options=list(DTYPES), value=2, description="cache dtype b", style=style)
+    dtype_w = widgets.ToggleButtons(options=list(DTYPES), value=2, description="cache dtype b",
+                                    style={**style, "button_width": "90px"})
     dtype_note = widgets.HTML("<span style='font-size:12px;color:#555;margin-left:" + LABEL_WIDTH + "'>"
                               "the cache dtype changes the KV cache only: the weights stay bf16</span>")
     context_w = widgets.SelectionSlider(options=[(f"{t:,}", t) for t in CONTEXTS], value=8192,

@@ -159,6 +159,10 @@ def test_generator_cells_keep_their_inputs_hidden(assignment, generated):
     assert unhidden == [], f"{assignment}: generator cells {unhidden} show their input (set source_hidden)"
     hidden = [i for i, c in enumerate(source.cells) if _hidden(c)]
     assert hidden, f"{assignment}: no cell has a hidden input"
+    # JupyterLab previews a hidden input's first line: a caption comment, never a figure.
+    uncaptioned = [i for i in hidden if source.cells[i].cell_type == "code"
+                   and not source.cells[i].source.startswith("# ")]
+    assert uncaptioned == [], f"{assignment}: hidden cells {uncaptioned} do not start with a '# ' caption"
     for folder in ("chapters", "solutions"):
         nb = _read(generated[f"{folder}/{assignment}.ipynb"])
         assert len(nb.cells) == len(source.cells)
