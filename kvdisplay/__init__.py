@@ -19,9 +19,11 @@ from .explorer import ExplorerPreset, kv_explorer, kv_explorer_view, presets_fro
 from .plots import line_plot
 from .problems import erratum, footnote, footnote_ref, worked_problem
 from .text import config_fields_table, md, model_name, show, show_json, table
+from .tp import heads_held, tp_explorer, tp_explorer_view, tp_kv_slices
 
 __all__ = [
     "KV_CACHE_AXES", "kv_cache_array", "numpy_dtype", "build_up", "ExplorerPreset", "kv_explorer",
     "kv_explorer_view", "presets_from_models", "line_plot", "erratum", "footnote", "footnote_ref",
     "worked_problem", "config_fields_table", "md", "model_name", "show", "show_json", "table",
+    "heads_held", "tp_explorer", "tp_explorer_view", "tp_kv_slices",
 ]

@@ -4,7 +4,7 @@ Each helper returns an IPython display object (a cell that ends with one shows i
 ``show`` shows several from one cell). Nothing here computes a figure: the
 notebook computes with kvlib and passes the results in.
 
-Used in: ch01_kv_formula.
+Used in: ch01_kv_formula, ch02_gqa_tp.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def md(text: str) -> Markdown:
     >>> md("**131,072 B** per token").data
     '**131,072 B** per token'
 
-    Used in: ch01_kv_formula.
+    Used in: ch01_kv_formula, ch02_gqa_tp.
     """
     return Markdown(text)
 
@@ -28,7 +28,7 @@ def md(text: str) -> Markdown:
 def show(*objects) -> None:
     """Display several objects from one cell, in order (``display`` under a name that says so).
 
-    Used in: (none yet).
+    Used in: ch02_gqa_tp.
     """
     display(*objects)
 
@@ -49,7 +49,7 @@ def table(headers, rows, note: str = "") -> Markdown:
     ``note`` goes under the table as its own paragraph. Raises ValueError when a row
     has a different number of cells than the header.
 
-    Used in: ch01_kv_formula.
+    Used in: ch01_kv_formula, ch02_gqa_tp.
     """
     headers = list(headers)
     lines = ["| " + " | ".join(_cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
@@ -95,7 +95,7 @@ def config_fields_table(configs: dict, fields) -> Markdown:
     <BLANKLINE>
     — the config has no such field; null: the field is there, set to null (None in Python)
 
-    Used in: ch01_kv_formula (the attention fields before Exercise 1).
+    Used in: ch01_kv_formula (the attention fields before Exercise 1), ch02_gqa_tp.
     """
     def value(config, field):
         if field not in config:
@@ -115,6 +115,6 @@ def model_name(spec) -> str:
     >>> model_name(kvlib.load_model("llama-3.1-8b"))
     'Llama-3.1-8B'
 
-    Used in: ch01_kv_formula.
+    Used in: ch01_kv_formula, ch02_gqa_tp.
     """
     return spec.name.split("/", 1)[-1]

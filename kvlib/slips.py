@@ -447,3 +447,55 @@ QUANTITIES.update({
     "decode_step_ms": _q_decode_step_ms,
     "nodes_for_memory": _q_nodes_for_memory,
 })
+
+
+# --- chapter 02 (GQA and tensor parallelism): appended, the entries above are unchanged ---------
+SLIPS.update({
+    "weights_not_split": "under tensor parallelism each of the {tp} GPUs holds 1/{tp} of the weights; you "
+                         "subtracted all of them from one GPU.",
+})
+GENERAL.update({
+    "total_not_per_gpu": "under tensor parallelism each GPU holds only its own KV heads: divide by the GPUs "
+                         "that split them.",
+    "split_replicated": "with more GPUs than KV heads, heads are replicated, not split: each GPU keeps at "
+                        "least one whole KV head.",
+    "weights_not_split": "under tensor parallelism each GPU holds only its share of the weights.",
+})
+
+
+def _q_max_concurrency_per_gpu(i):
+    """Sequences per GPU under TP: floor((M - ceil(W / tp) - R) / (per-GPU bytes per token x T)).
+
+    Inputs: cuda_memory_bytes (M, as CUDA reports it), weight_bytes (W, the whole model),
+    reserve_bytes (R, per GPU), the geometry, tp, seq_len (and num_heads for the query-head slip).
+    """
+    tp, k, t = i["tp"], i["kv_heads"], i["seq_len"]
+    memory, weights, reserve = i["cuda_memory_bytes"], i["weight_bytes"], i["reserve_bytes"]
+    geometry = (i["layers"], i["head_dim"], i["dtype_bytes"])
+    budget = memory - formulas.weight_bytes_per_gpu(weights, tp) - reserve
+    per_gpu = dict(i, kv_heads=formulas.kv_heads_per_gpu(k, tp))
+    bpt = _kv_token(**per_gpu)
+    total = _kv_token(**i)
+
+    def seqs(budget_bytes, bytes_per_token):
+        return formulas.max_concurrency(budget_bytes, bytes_per_token * t)
+
+    expected = seqs(budget, bpt)
+    slips = [("weights_not_split", seqs(memory - weights - reserve, bpt))] if tp > 1 else []
+    if tp > 1:
+        slips.append(("total_not_per_gpu", seqs(budget, total)))
+        slips.append(("weights_not_split+total_not_per_gpu", seqs(memory - weights - reserve, total)))
+    if tp > k:
+        slips.append(("split_replicated", seqs(budget, total / tp)))
+    h = i.get("num_heads")
+    if h and h != k:
+        wrong = formulas.kv_bytes_per_token(geometry[0], formulas.kv_heads_per_gpu(h, tp), *geometry[1:])
+        slips.append(("query_heads", seqs(budget, wrong)))
+    slips += [(key, seqs(budget, wrong)) for key, wrong in _token_slips(dict(per_gpu, num_heads=None)) if wrong]
+    slips += [("ceil_not_floor", math.ceil(budget / (bpt * t))), ("ceil_not_floor", round(budget / (bpt * t))),
+              ("tokens_not_sequences", seqs(budget, bpt / t)),
+              ("gb_for_gib", seqs(budget * GiB / GB, bpt)), ("gb_for_gib", seqs(budget * GB / GiB, bpt))]
+    return expected, [(key, v) for key, v in slips if v != expected]
+
+
+QUANTITIES.update({"max_concurrency_per_gpu": _q_max_concurrency_per_gpu})

@@ -78,6 +78,15 @@ PLANS = {
         validate=("the factor 2 for K and V is missing",                       # q2, as typed
                   "bytes_per_token_from_config is not written yet"),           # q1, left blank
     ),
+    "ch02_gqa_tp": Plan(
+        slider="TP (GPUs)",
+        number=r"per-GPU bytes per token:\s*([\d,]+ B)",
+        answer_id="ch02_q2_answer",
+        # The whole model's bytes per token, not one GPU's share.
+        wrong_answer="def kv_bytes_per_token_per_gpu(layers, kv_heads, head_dim, dtype_bytes, tp): "
+                     "return 2 * layers * kv_heads * head_dim * dtype_bytes",
+        slip="each GPU holds only its own KV heads",
+    ),
 }
 
 
