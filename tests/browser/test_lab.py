@@ -78,6 +78,18 @@ PLANS = {
         validate=("the factor 2 for K and V is missing",                       # q2, as typed
                   "bytes_per_token_from_config is not written yet"),           # q1, left blank
     ),
+    "ch03_mla": Plan(
+        slider="layers L",
+        number=r"MLA per GPU:\s*([\d,]+ B)",
+        answer_id="ch03_q1_answer",
+        # Counts the latent twice, as if it were a K and a V: twice the right answer.
+        wrong_answer="def mla_bytes_per_token_from_config(config, dtype_bytes=2): "
+                     "c = config.get('text_config') or config; "
+                     "return 2 * c['num_hidden_layers'] * (c['kv_lora_rank'] + c['qk_rope_head_dim']) * dtype_bytes",
+        slip="there is a spurious factor 2",
+        validate=("there is a spurious factor 2",                              # q1, as typed
+                  "kv_bytes_per_token_per_gpu is not written yet"),            # q2, left blank
+    ),
 }
 
 
