@@ -47,7 +47,7 @@ SLIPS = {
     "wrong_16bit_vs_fp8": "the element size is off: fp8 is 1 byte, fp16/bf16 are 2 bytes (you used {wrong_bytes}).",
     "hidden_over_heads": "you derived head_dim as hidden_size / num_attention_heads = {derived_head_dim}; this config gives head_dim = {head_dim} explicitly.",
     "missing_layers": "the number of layers ({layers}) is missing: every layer keeps its own cache.",
-    "missing_rope": "the 64-wide decoupled RoPE key is missing: MLA caches latent ({latent_dim}) + rope ({rope_dim}) per layer.",
+    "missing_rope": "the {rope_dim}-wide decoupled RoPE key is missing: MLA caches latent ({latent_dim}) + rope ({rope_dim}) per layer.",
     "mla_as_mha": "you treated MLA as ordinary attention (2 x heads x head_dim); MLA caches one latent of {latent_dim} + {rope_dim} per layer.",
     "answer_in_kib": "the answer looks like KiB (bytes / 1024); the question asks for bytes.",
     "answer_in_kb": "the answer looks like KB (bytes / 1000); the question asks for bytes.",
@@ -499,3 +499,77 @@ def _q_max_concurrency_per_gpu(i):
 
 
 QUANTITIES.update({"max_concurrency_per_gpu": _q_max_concurrency_per_gpu})
+# --- chapter 03 (MLA): appended, the entries above are unchanged ------------------------------------
+SLIPS.update({
+    "nope_for_rope": "you added qk_nope_head_dim ({qk_nope_head_dim}) to the latent; the cached key beside it is the decoupled RoPE key, qk_rope_head_dim = {rope_dim}.",
+    "query_latent": "you used q_lora_rank ({q_lora_rank}), the query's compression, which is never cached; the cache holds the KV latent, kv_lora_rank = {latent_dim}.",
+})
+
+GENERAL.update({
+    "extra_factor_2": "there is a spurious factor 2: the MLA latent stands for both K and V and is stored once.",
+    "missing_rope": "the decoupled RoPE key (qk_rope_head_dim) is missing: the cache holds latent + rope key per layer.",
+    "mla_as_mha": "you treated MLA as ordinary attention (2 x heads x head_dim); MLA caches one latent plus one RoPE key per layer.",
+    "mla_split_by_tp": "the MLA latent cannot be split by head: every rank holds all of it under tensor parallelism.",
+    "nope_for_rope": "you used qk_nope_head_dim where the cached key is qk_rope_head_dim.",
+    "query_latent": "you used q_lora_rank (the query's compression) instead of kv_lora_rank.",
+})
+
+
+def _mla_config_slips(i):
+    """Slipped variants of MLA bytes per token read from a config (each a wrong value or None)."""
+    L, r, rope, b = i["layers"], i["latent_dim"], i["rope_dim"], i["dtype_bytes"]
+    right = formulas.mla_bytes_per_token(L, r, rope, b)
+    out = [("extra_factor_2", 2 * right),
+           ("missing_rope", formulas.mla_bytes_per_token(L, r, 0, b)),
+           ("missing_rope+extra_factor_2", 2 * formulas.mla_bytes_per_token(L, r, 0, b)),
+           ("bits_not_bytes", formulas.mla_bytes_per_token(L, r, rope, 8 * b)),
+           ("missing_layers", formulas.mla_bytes_per_token(1, r, rope, b))]
+    if i.get("qk_nope_head_dim") and i["qk_nope_head_dim"] != rope:
+        out.append(("nope_for_rope", formulas.mla_bytes_per_token(L, r, i["qk_nope_head_dim"], b)))
+    if i.get("q_lora_rank") and i["q_lora_rank"] != r:
+        out.append(("query_latent", formulas.mla_bytes_per_token(L, i["q_lora_rank"], rope, b)))
+    # Ordinary attention's formula on an MLA config: 2 L K D b with K the config's num_key_value_heads
+    # (or the query heads) and D any head width the config suggests.
+    heads = {h for h in (i.get("kv_heads"), i.get("num_heads")) if h}
+    widths = {w for w in (i.get("head_dim_field"), i.get("v_head_dim"), rope,
+                          (i.get("qk_nope_head_dim") or 0) + rope) if w}
+    if i.get("hidden_size") and i.get("num_heads") and i["hidden_size"] % i["num_heads"] == 0:
+        widths.add(i["hidden_size"] // i["num_heads"])
+    for h in sorted(heads):
+        for w in sorted(widths):
+            out.append(("mla_as_mha", formulas.kv_bytes_per_token(L, h, w, b)))
+    for other in (1, 2, 4):
+        if other != b:
+            out.append(("ignored_dtype_bytes", formulas.mla_bytes_per_token(L, r, rope, other)))
+    return out
+
+
+def _q_mla_config_bytes_per_token(i):
+    """MLA bytes per token from a config's fields: L (r + d_R) b, no factor 2 (formulas.mla_bytes_per_token)."""
+    expected = formulas.mla_bytes_per_token(i["layers"], i["latent_dim"], i["rope_dim"], i["dtype_bytes"])
+    return expected, _mla_config_slips(i) + _unit_slips(expected)
+
+
+def _q_config_kv_bytes_per_token_per_gpu(i):
+    """Per-GPU bytes per token of an MLA or an ordinary model under TP (MLA's latent whole on every rank)."""
+    if not i.get("latent_dim"):
+        return _q_kv_bytes_per_token_per_gpu(i)
+    tp = i["tp"]
+    expected = formulas.mla_bytes_per_token(i["layers"], i["latent_dim"], i["rope_dim"], i["dtype_bytes"])
+    slips = [("mla_split_by_tp", expected / tp)] if tp > 1 else []
+    slips += [(k, v) for k, v in _mla_config_slips(i) if k != "mla_as_mha"]
+    # ordinary attention on the MLA config, split over the ranks as GQA would be
+    for key, value in _mla_config_slips(i):
+        if key == "mla_as_mha":
+            slips.append(("mla_as_mha", value / tp))
+            slips.append(("mla_as_mha", value))
+    if tp > 1:
+        slips += [(k + "+mla_split_by_tp", v / tp) for k, v in _mla_config_slips(i)
+                  if k in ("extra_factor_2", "missing_rope")]
+    return expected, slips + _unit_slips(expected)
+
+
+QUANTITIES.update({
+    "mla_config_bytes_per_token": _q_mla_config_bytes_per_token,
+    "config_kv_bytes_per_token_per_gpu": _q_config_kv_bytes_per_token_per_gpu,
+})

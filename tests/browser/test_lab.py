@@ -87,6 +87,18 @@ PLANS = {
                      "return 2 * layers * kv_heads * head_dim * dtype_bytes",
         slip="each GPU holds only its own KV heads",
     ),
+    "ch03_mla": Plan(
+        slider="layers L",
+        number=r"MLA per GPU:\s*([\d,]+ B)",
+        answer_id="ch03_q1_answer",
+        # Counts the latent twice, as if it were a K and a V: twice the right answer.
+        wrong_answer="def mla_bytes_per_token_from_config(config, dtype_bytes=2): "
+                     "c = config.get('text_config') or config; "
+                     "return 2 * c['num_hidden_layers'] * (c['kv_lora_rank'] + c['qk_rope_head_dim']) * dtype_bytes",
+        slip="there is a spurious factor 2",
+        validate=("there is a spurious factor 2",                              # q1, as typed
+                  "kv_bytes_per_token_per_gpu is not written yet"),            # q2, left blank
+    ),
 }
 
 
