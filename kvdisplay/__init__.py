@@ -17,11 +17,12 @@ from .arrays import KV_CACHE_AXES, kv_cache_array, numpy_dtype
 from .derivation import build_up
 from .explorer import ExplorerPreset, kv_explorer, kv_explorer_view, presets_from_models
 from .plots import line_plot
+from .pool import pool_explorer, pool_explorer_view
 from .problems import erratum, footnote, footnote_ref, worked_problem
 from .text import config_fields_table, md, model_name, show, show_json, table
 
 __all__ = [
     "KV_CACHE_AXES", "kv_cache_array", "numpy_dtype", "build_up", "ExplorerPreset", "kv_explorer",
-    "kv_explorer_view", "presets_from_models", "line_plot", "erratum", "footnote", "footnote_ref",
+    "kv_explorer_view", "presets_from_models", "line_plot", "pool_explorer", "pool_explorer_view", "erratum", "footnote", "footnote_ref",
     "worked_problem", "config_fields_table", "md", "model_name", "show", "show_json", "table",
 ]
