@@ -78,6 +78,18 @@ PLANS = {
         validate=("the factor 2 for K and V is missing",                       # q2, as typed
                   "bytes_per_token_from_config is not written yet"),           # q1, left blank
     ),
+    "ch04_pool_paging": Plan(
+        slider="block size (tokens)",
+        number=r"blocks of \d+ tokens:\s*([\d,]+)",
+        answer_id="ch04_q1_answer",
+        # Starts from the label's memory instead of what CUDA reports.
+        wrong_answer="def pool_tokens(label_bytes, reported_bytes, utilization, weight_bytes, other_bytes, "
+                     "bytes_per_token): return int((label_bytes * utilization - weight_bytes - other_bytes) "
+                     "// bytes_per_token)",
+        slip="instead of what CUDA reports",
+        validate=("instead of what CUDA reports",                              # q1, as typed
+                  "expected_block_waste is not written yet"),                  # q2, left blank
+    ),
 }
 
 
