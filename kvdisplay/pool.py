@@ -34,7 +34,7 @@ def pool_explorer_view(model: str, gpu: str = "H100-SXM", utilization: float = 0
     waste ``kv.block_waste_tokens(sequences, block_size)`` as a share of the pool's token slots.
 
     >>> view = pool_explorer_view("llama-3.1-8b")
-    >>> "blocks of 16 tokens: <b>56,416</b>" in view, "902,656" in pool_explorer_view("llama-3.1-8b", kv_cache_dtype="fp8")
+    >>> "blocks of 16 tokens: <b>28,208</b>" in view, "902,656" in pool_explorer_view("llama-3.1-8b", kv_cache_dtype="fp8")
     (True, True)
 
     Used in: ch04_pool_paging (through pool_explorer); benchmarks may time it.
