@@ -19,13 +19,14 @@ from .derivation import build_up
 from .explorer import ExplorerPreset, kv_explorer, kv_explorer_view, presets_from_models
 from .mla import MLA_LATENT_AXES, MLA_ROPE_AXES, mla_cache_arrays, mla_explorer, mla_explorer_view
 from .plots import line_plot
+from .pool import pool_explorer, pool_explorer_view
 from .problems import erratum, footnote, footnote_ref, worked_problem
 from .text import config_fields_table, md, model_name, show, show_json, table
 from .tp import heads_held, tp_explorer, tp_explorer_view, tp_kv_slices
 
 __all__ = [
     "KV_CACHE_AXES", "kv_cache_array", "numpy_dtype", "build_up", "ExplorerPreset", "kv_explorer",
-    "kv_explorer_view", "presets_from_models", "line_plot", "erratum", "footnote", "footnote_ref",
+    "kv_explorer_view", "presets_from_models", "line_plot", "pool_explorer", "pool_explorer_view", "erratum", "footnote", "footnote_ref",
     "worked_problem", "config_fields_table", "md", "model_name", "show", "show_json", "table",
     "heads_held", "tp_explorer", "tp_explorer_view", "tp_kv_slices",
     "bar_plot", "MLA_LATENT_AXES", "MLA_ROPE_AXES", "mla_cache_arrays", "mla_explorer", "mla_explorer_view",

@@ -572,4 +572,139 @@ def _q_config_kv_bytes_per_token_per_gpu(i):
 QUANTITIES.update({
     "mla_config_bytes_per_token": _q_mla_config_bytes_per_token,
     "config_kv_bytes_per_token_per_gpu": _q_config_kv_bytes_per_token_per_gpu,
+# --- quantities of ch04_pool_paging: appended, the entries above are unchanged ---------------------
+SLIPS.update({
+    "ignored_utilization": "the utilization ({utilization}) is not applied: vLLM budgets only that share of the memory CUDA reports.",
+    "ignored_other_bytes": "the other allocations ({other_bytes:,} B: activation peak, non-torch memory, CUDA graphs) are not subtracted.",
+    "sliding_layers_dropped": "the sliding-window layers are left out; they still hold up to {sliding_window} tokens each.",
+    "all_layers_windowed": "every layer is capped at the window ({sliding_window} tokens); only the sliding-window layers are, the full-attention layers hold the whole sequence.",
+    "tokens_not_blocks": "vLLM counts the pool in whole blocks of {block_size} tokens: take the floor in blocks, then multiply by the block size.",
+    "answer_in_blocks": "that is the number of blocks; the question asks for tokens (blocks x {block_size}).",
+    "paged_whole_last_block": "a sequence whose length is a multiple of the block size wastes nothing: the last block's empty slots are (-length) mod block_size, not block_size - length mod block_size.",
+    "tokens_not_waste": "that is the slots holding tokens; the question asks for the slots allocated that hold none.",
+    "allocated_not_waste": "that is every slot allocated; subtract the slots that hold a token.",
+    "prompt_without_first_token": "at the step of admission each sequence holds its prompt and its first generated token (prompt + 1 tokens), not the prompt alone.",
+    "reservation_ignored": "slots reserved for tokens a sequence has yet to generate also hold no token now: count them as waste.",
+})
+
+GENERAL.update({
+    "label_memory": "you started from the memory on the label instead of what CUDA reports.",
+    "ignored_utilization": "the utilization is not applied.",
+    "ignored_other_bytes": "the other allocations are not subtracted.",
+    "block_size_not_minus_one": "a last block is short by 0 to block_size - 1 tokens: the average is (bs - 1) / 2.",
+    "worst_case_waste": "that is the worst case, not the expected waste.",
+    "one_sequence_waste": "that is one sequence's waste; multiply by the number of sequences.",
+    "windowed_as_full": "the sliding-window layers are counted at the full length instead of the window.",
+    "sliding_layers_dropped": "the sliding-window layers are left out.",
+    "all_layers_windowed": "every layer is capped at the window, the full-attention layers too.",
+    "tokens_not_blocks": "the pool is counted in whole blocks: floor in blocks, then multiply by the block size.",
+    "answer_in_blocks": "that is a block count; return tokens.",
+    "paged_whole_last_block": "a length that is a multiple of the block size wastes nothing in its last block.",
+    "tokens_not_waste": "that counts slots holding tokens, not waste.",
+    "allocated_not_waste": "that counts every allocated slot, not waste.",
+    "prompt_without_first_token": "at admission a sequence holds prompt + 1 tokens.",
+    "reservation_ignored": "slots reserved for tokens still to come are waste now.",
+})
+
+
+def _q_pool_tokens_reported(i):
+    """Pool tokens from memory as CUDA reports it (kv_pool_tokens), with the label and unit slips of ch04."""
+    m, u, w, o, bpt = i["gpu_bytes"], i["utilization"], i["weight_bytes"], i["other_bytes"], i["bytes_per_token"]
+    expected = formulas.kv_pool_tokens(m, u, w, o, bpt)
+    slips = []
+    if i.get("label_bytes"):
+        slips.append(("label_memory", formulas.kv_pool_tokens(i["label_bytes"], u, w, o, bpt)))
+    slips += [("gb_for_gib", formulas.kv_pool_tokens(m * GB / GiB, u, w, o, bpt)),
+              ("gb_for_gib", formulas.kv_pool_tokens(m * GiB / GB, u, w, o, bpt)),
+              ("ignored_utilization", formulas.kv_pool_tokens(m, 1, w, o, bpt)),
+              ("ignored_other_bytes", formulas.kv_pool_tokens(m, u, w, 0, bpt)),
+              ("ceil_not_floor", math.ceil((m * u - w - o) / bpt))]
+    return expected, [(k, v) for k, v in slips if v != expected]
+
+
+def _hybrid_bytes(full_layers, sliding_layers, kv_heads, head_dim, dtype_bytes, seq_len, window):
+    per_layer_token = formulas.kv_bytes_per_token(1, kv_heads, head_dim, dtype_bytes)
+    return per_layer_token * (full_layers * seq_len + sliding_layers * min(seq_len, window))
+
+
+def _q_hybrid_kv_bytes_per_sequence(i):
+    """One sequence's KV bytes when some layers attend over a sliding window (windowed layers capped)."""
+    f, s, K, D, b, t, win = (i["full_layers"], i["sliding_layers"], i["kv_heads"], i["head_dim"], i["dtype_bytes"],
+                             i["seq_len"], i["sliding_window"])
+    expected = _hybrid_bytes(f, s, K, D, b, t, win)
+    slips = [("windowed_as_full", _hybrid_bytes(f + s, 0, K, D, b, t, win)),
+             ("sliding_layers_dropped", _hybrid_bytes(f, 0, K, D, b, t, win)),
+             ("all_layers_windowed", _hybrid_bytes(0, f + s, K, D, b, t, win)),
+             ("missing_kv_factor", expected // 2)]
+    H = i.get("num_heads")
+    if H and H != K:
+        slips.append(("query_heads", _hybrid_bytes(f, s, H, D, b, t, win)))
+    for other in (1, 2, 4):
+        if other != b:
+            slips.append(("ignored_dtype_bytes", _hybrid_bytes(f, s, K, D, other, t, win)))
+    return expected, [(k, v) for k, v in slips if v != expected] + _unit_slips(expected)
+
+
+def _q_fp8_pool_tokens(i):
+    """Tokens an fp8 pool holds as vLLM counts them: (A // (bs * L * 2 * K * D * 1)) * bs."""
+    a, bs = i["available_bytes"], i["block_size"]
+    L, K, D = i["layers"], i["kv_heads"], i["head_dim"]
+
+    def tokens(per_token, avail=a):
+        return int(avail // (bs * per_token)) * bs
+
+    fp8 = formulas.kv_bytes_per_token(L, K, D, 1)
+    expected = tokens(fp8)
+    slips = [("wrong_16bit_vs_fp8", tokens(formulas.kv_bytes_per_token(L, K, D, 2))),
+             ("tokens_not_blocks", a // fp8),
+             ("answer_in_blocks", a // (bs * fp8)),
+             ("missing_kv_factor", tokens(fp8 // 2)),
+             ("missing_layers", tokens(formulas.kv_bytes_per_token(1, K, D, 1))),
+             ("gb_for_gib", tokens(fp8, a * GB / GiB)), ("gb_for_gib", tokens(fp8, a * GiB / GB))]
+    H = i.get("num_heads")
+    if H and H != K:
+        slips.append(("query_heads", tokens(formulas.kv_bytes_per_token(L, H, D, 1))))
+    return expected, [(k, v) for k, v in slips if v != expected]
+
+
+def allocator_waste(requests, policy, block_size, max_seq_len, *, held_extra=1, last_block=None,
+                    count_reservation=True):
+    """Slots allocated that hold no token at the step every request is admitted (ch04's exercise 5).
+
+    Each request is (prompt, output); at admission it holds ``prompt + 1`` tokens. Policies as
+    ``kvlib.alloc_sim``: 'max_reservation' reserves max_seq_len, 'oracle' prompt + output,
+    'paged' ceil(held / block_size) blocks. The keywords recompute the chapter's slips.
+
+    >>> allocator_waste([(10, 6), (10, 6)], "max_reservation", 4, 20), allocator_waste([(10, 6)], "paged", 4, 20)
+    (18, 1)
+    """
+    total = 0
+    for prompt, output in requests:
+        held = prompt + held_extra
+        if policy == "paged":
+            total += (block_size - held % block_size) if last_block == "whole" else -held % block_size
+        else:
+            size = max_seq_len if policy == "max_reservation" else prompt + output
+            total += size - held if count_reservation else size - (prompt + output)
+    return total
+
+
+def _q_allocator_waste(i):
+    reqs, pol, bs, msl = i["requests"], i["policy"], i["block_size"], i["max_seq_len"]
+    expected = allocator_waste(reqs, pol, bs, msl)
+    held = sum(p + 1 for p, _ in reqs)
+    slips = [("tokens_not_waste", held), ("allocated_not_waste", expected + held),
+             ("prompt_without_first_token", allocator_waste(reqs, pol, bs, msl, held_extra=0))]
+    if pol == "paged":
+        slips.append(("paged_whole_last_block", allocator_waste(reqs, pol, bs, msl, last_block="whole")))
+    else:
+        slips.append(("reservation_ignored", allocator_waste(reqs, pol, bs, msl, count_reservation=False)))
+    return expected, [(k, v) for k, v in slips if v != expected]
+
+
+QUANTITIES.update({
+    "pool_tokens_reported": _q_pool_tokens_reported,
+    "hybrid_kv_bytes_per_sequence": _q_hybrid_kv_bytes_per_sequence,
+    "fp8_pool_tokens": _q_fp8_pool_tokens,
+    "allocator_waste": _q_allocator_waste,
 })

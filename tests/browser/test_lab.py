@@ -99,6 +99,18 @@ PLANS = {
         validate=("there is a spurious factor 2",                              # q1, as typed
                   "kv_bytes_per_token_per_gpu is not written yet"),            # q2, left blank
     ),
+    "ch04_pool_paging": Plan(
+        slider="block size (tokens)",
+        number=r"blocks of \d+ tokens:\s*([\d,]+)",
+        answer_id="ch04_q1_answer",
+        # Starts from the label's memory instead of what CUDA reports.
+        wrong_answer="def pool_tokens(label_bytes, reported_bytes, utilization, weight_bytes, other_bytes, "
+                     "bytes_per_token): return int((label_bytes * utilization - weight_bytes - other_bytes) "
+                     "// bytes_per_token)",
+        slip="instead of what CUDA reports",
+        validate=("instead of what CUDA reports",                              # q1, as typed
+                  "expected_block_waste is not written yet"),                  # q2, left blank
+    ),
 }
 
 
