@@ -572,6 +572,9 @@ def _q_config_kv_bytes_per_token_per_gpu(i):
 QUANTITIES.update({
     "mla_config_bytes_per_token": _q_mla_config_bytes_per_token,
     "config_kv_bytes_per_token_per_gpu": _q_config_kv_bytes_per_token_per_gpu,
+})
+
+
 # --- quantities of ch04_pool_paging: appended, the entries above are unchanged ---------------------
 SLIPS.update({
     "ignored_utilization": "the utilization ({utilization}) is not applied: vLLM budgets only that share of the memory CUDA reports.",
