@@ -2,7 +2,8 @@
 
 A decode step reads every weight once and every running sequence's whole KV cache once.
 ``step_bytes_figure`` draws that read as a stacked bar per workload (weights under cache),
-``roofline_plot`` puts decode steps on a GPU's roofline, and ``crossover_view`` is the plain
+``roofline_plot`` puts decode steps on a GPU's roofline, ``step_bytes_svg`` draws one step's
+bar fast enough for a slider, and ``crossover_view`` is the plain
 function behind the explorer (``crossover_explorer`` only wires ipywidgets controls to it):
 every figure in them comes from ``kvlib`` (``kv.roofline.decode_step``).
 
@@ -11,9 +12,7 @@ Used in: ch06_crossover.
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 
 import kvlib as kv
 
@@ -107,10 +106,58 @@ def roofline_plot(gpu: str, points, *, figsize=(8, 4.6)):
     return fig
 
 
-def _png(fig) -> str:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
+def _nice_ceiling(value: float) -> float:
+    """The smallest of 1, 2, 5 x 10^k at or above ``value`` (an axis top)."""
+    import math
+
+    power = 10 ** math.floor(math.log10(value)) if value > 0 else 1
+    for step in (1, 2, 5, 10):
+        if step * power >= value:
+            return step * power
+    return 10 * power
+
+
+def step_bytes_svg(weight_bytes: int, kv_bytes: int, *, width: int = 300, height: int = 240) -> str:
+    """One decode step's read as an inline SVG stacked bar: weights (bottom), cache (top), in GB.
+
+    Drawn by hand rather than by matplotlib so that the explorer redraws in a few
+    milliseconds. The axis top is the next 1-2-5 step above the read; a dashed line marks
+    twice the weights, the height at which the cache equals the weights (the crossover).
+
+    >>> svg = step_bytes_svg(16_060_522_496, 17_179_869_184)
+    >>> svg.startswith("<svg") and "16.06 GB weights" in svg and "17.18 GB cache" in svg
+    True
+
+    Used in: ch06_crossover (through crossover_explorer).
+    """
+    total = weight_bytes + kv_bytes
+    top = _nice_ceiling(max(total, 2 * weight_bytes) / kv.GB * 1.05)
+    plot_h, x0, bar_w = height - 40, 58, 70
+
+    def y(gb: float) -> float:
+        return 10 + plot_h * (1 - gb / top)
+
+    w_gb, k_gb = weight_bytes / kv.GB, kv_bytes / kv.GB
+    ticks = "".join(f"<line x1='{x0 - 4}' x2='{x0}' y1='{y(t):.1f}' y2='{y(t):.1f}' stroke='#555'/>"
+                    f"<text x='{x0 - 7}' y='{y(t) + 4:.1f}' text-anchor='end'>{t:g}</text>"
+                    for t in (top * i / 4 for i in range(5)))
+    cross = y(2 * w_gb)
+    return (f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
+            f"style='font-family:sans-serif;font-size:11px'>"
+            f"<line x1='{x0}' x2='{x0}' y1='10' y2='{y(0):.1f}' stroke='#555'/>{ticks}"
+            f"<text x='12' y='{10 + plot_h / 2:.0f}' transform='rotate(-90 12 {10 + plot_h / 2:.0f})' "
+            f"text-anchor='middle'>bytes read per step (GB, 10⁹ B)</text>"
+            f"<rect x='{x0 + 20}' y='{y(w_gb):.1f}' width='{bar_w}' height='{y(0) - y(w_gb):.1f}' "
+            f"fill='{WEIGHT_COLOR}'><title>weights {w_gb:,.2f} GB</title></rect>"
+            f"<rect x='{x0 + 20}' y='{y(w_gb + k_gb):.1f}' width='{bar_w}' height='{y(w_gb) - y(w_gb + k_gb):.1f}' "
+            f"fill='{CACHE_COLOR}'><title>cache {k_gb:,.2f} GB</title></rect>"
+            f"<line x1='{x0}' x2='{x0 + bar_w + 40}' y1='{cross:.1f}' y2='{cross:.1f}' stroke='#333' "
+            f"stroke-dasharray='4 3'/><text x='{x0 + bar_w + 42}' y='{cross - 3:.1f}'>cache = weights</text>"
+            f"<text x='{x0 + bar_w + 26}' y='{(y(0) + y(w_gb)) / 2 + 4:.1f}' fill='{WEIGHT_COLOR}'>"
+            f"{w_gb:,.2f} GB weights</text>"
+            f"<text x='{x0 + bar_w + 26}' y='{min(y(w_gb) - 4, (y(w_gb) + y(w_gb + k_gb)) / 2 + 4):.1f}' "
+            f"fill='{CACHE_COLOR}'>{k_gb:,.2f} GB cache</text>"
+            f"<text x='{x0 + 20 + bar_w / 2}' y='{height - 12}' text-anchor='middle'>one step</text></svg>")
 
 
 def crossover_view(model: str, batch: int, context: int, *, gpu: str = "H100-SXM", kv_dtype_bytes: int = 2,
@@ -123,7 +170,7 @@ def crossover_view(model: str, batch: int, context: int, *, gpu: str = "H100-SXM
     reached), tokens/s ``B / step``, and the crossover context ``W / (bytes per token x B)``.
 
     >>> view = crossover_view("llama-3.1-8b", 32, 4096)
-    >>> "step time at the bandwidth limit: <b>9.93 ms</b>" in view, "cache-dominated" in view
+    >>> "step time at the bandwidth limit: <b>9.92 ms</b>" in view, "cache-dominated" in view
     (True, True)
 
     Used in: ch06_crossover (through crossover_explorer); benchmarks/run.py may time it.
@@ -138,12 +185,15 @@ def crossover_view(model: str, batch: int, context: int, *, gpu: str = "H100-SXM
     color = CACHE_COLOR if step.regime == kv.roofline.CACHE_DOMINATED else WEIGHT_COLOR
     wants = ("shrink the cache (fp8 KV, fewer KV heads, paging, prefix reuse)"
              if step.regime == kv.roofline.CACHE_DOMINATED else "quantise the weights")
-    fig = step_bytes_figure([(f"{batch} × {context:,} tokens", step.weight_bytes, step.kv_bytes)],
-                            figsize=(5.2, 2.6), dpi=80)
+    memory = kv.get_gpu(gpu).cuda_memory_bytes
+    fits = (f"memory: weights and cache fit in the {gb(memory)} CUDA reports" if step.bytes_per_step <= memory else
+            f"<b style='color:#c0392b'>memory: weights and cache need {gb(step.bytes_per_step)}, more than the "
+            f"{gb(memory)} one {step.gpu} holds</b>: an engine would not admit this batch")
     limit = "" if step.limit == "bandwidth" else " <b style='color:#c0392b'>(compute-bound here)</b>"
     return (f"<div style='font-family:sans-serif;font-size:13px;line-height:1.6;display:flex;gap:18px;"
             f"align-items:flex-start'><div style='min-width:440px'>"
-            f"{html.escape(model_name(spec))} on one {step.gpu}, bf16 weights, {dtype} cache<br>"
+            f"{html.escape(model_name(spec))} on one {step.gpu}, bf16 weights, {dtype} cache, "
+            f"{batch} sequence{'s' if batch > 1 else ''} × {context:,} tokens<br>"
             f"bytes read per step: weights {gb(step.weight_bytes)} + cache {gb(step.kv_bytes)} = "
             f"<b>{gb(step.bytes_per_step)}</b><br>"
             f"step time at the bandwidth limit: <b>{step.bandwidth_s * 1e3:,.2f} ms</b> "
@@ -153,8 +203,8 @@ def crossover_view(model: str, batch: int, context: int, *, gpu: str = "H100-SXM
             f"regime: <b style='color:{color}'>{step.regime}</b>: {wants}<br>"
             f"crossover at this batch: context {cross:,.0f} tokens<br>"
             f"arithmetic intensity {step.arithmetic_intensity:,.1f} FLOP/B against a ridge of "
-            f"{step.ridge_flop_per_byte:,.0f} FLOP/B</div>"
-            f"<img alt='bytes read per step, weights against cache' src='data:image/png;base64,{_png(fig)}'>"
+            f"{step.ridge_flop_per_byte:,.0f} FLOP/B<br>{fits}</div>"
+            f"{step_bytes_svg(step.weight_bytes, step.kv_bytes)}"
             "</div>")
 
 
