@@ -14,7 +14,7 @@ those back-links to the chapter sources.
 """
 
 from .arrays import KV_CACHE_AXES, kv_cache_array, numpy_dtype
-from .crossover import crossover_explorer, crossover_view, roofline_plot, step_bytes_figure
+from .crossover import crossover_explorer, crossover_view, figure_img, roofline_plot, step_bytes_figure
 from .derivation import build_up
 from .explorer import ExplorerPreset, kv_explorer, kv_explorer_view, presets_from_models
 from .plots import line_plot
@@ -25,5 +25,5 @@ __all__ = [
     "KV_CACHE_AXES", "kv_cache_array", "numpy_dtype", "build_up", "ExplorerPreset", "kv_explorer",
     "kv_explorer_view", "presets_from_models", "line_plot", "erratum", "footnote", "footnote_ref",
     "worked_problem", "config_fields_table", "md", "model_name", "show", "show_json", "table",
-    "crossover_explorer", "crossover_view", "roofline_plot", "step_bytes_figure",
+    "crossover_explorer", "crossover_view", "figure_img", "roofline_plot", "step_bytes_figure",
 ]

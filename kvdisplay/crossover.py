@@ -42,12 +42,11 @@ def step_bytes_figure(rows, *, title: str = "", figsize=(8, 3.2), dpi: int = 100
 
     Used in: ch06_crossover.
     """
-    from matplotlib.figure import Figure   # no pyplot: nothing to close, and the explorer redraws fast
+    import matplotlib.pyplot as plt
 
     if not rows:
         raise ValueError("step_bytes_figure: no rows")
-    fig = Figure(figsize=figsize, dpi=dpi)
-    ax = fig.add_subplot()
+    fig, ax = plt.subplots(figsize=figsize, dpi=dpi)
     labels = [r[0] for r in rows]
     weights = [r[1] / kv.GB for r in rows]
     caches = [r[2] / kv.GB for r in rows]
@@ -63,10 +62,27 @@ def step_bytes_figure(rows, *, title: str = "", figsize=(8, 3.2), dpi: int = 100
     ax.legend(fontsize=8, loc="upper left")
     ax.tick_params(axis="x", labelsize=8)
     fig.tight_layout()
+    plt.close(fig)   # shown once, as the cell's value
     return fig
 
 
-def roofline_plot(gpu: str, points, *, figsize=(8, 4.6)):
+def figure_img(fig, *, dpi: int = 90) -> str:
+    """A matplotlib figure as an ``<img>`` tag (PNG inline), to fold a plot inside a worked answer.
+
+    >>> figure_img(step_bytes_figure([("B=1", 2, 1)])).startswith("<img alt='figure' src='data:image/png;base64,")
+    True
+
+    Used in: ch06_crossover.
+    """
+    import base64
+    import io
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    return f"<img alt='figure' src='data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode('ascii')}'>"
+
+
+def roofline_plot(gpu: str, points, *, figsize=(11, 4.6)):
     """A GPU's roofline (bf16, dense) with decode steps on it, log-log.
 
     ``points`` is a list of ``(label, step)`` with ``step`` a ``kv.roofline.DecodeStep``:
@@ -100,7 +116,7 @@ def roofline_plot(gpu: str, points, *, figsize=(8, 4.6)):
     ax.set_ylabel("attainable compute (TFLOP/s, 10¹² FLOP/s)")
     ax.set_title(f"Decode steps on the {card.name} roofline (bf16 dense)", fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     plt.close(fig)
     return fig
