@@ -133,7 +133,7 @@ def _nice_ceiling(value: float) -> float:
     return 10 * power
 
 
-def step_bytes_svg(weight_bytes: int, kv_bytes: int, *, width: int = 300, height: int = 240) -> str:
+def step_bytes_svg(weight_bytes: int, kv_bytes: int, *, width: int = 400, height: int = 240) -> str:
     """One decode step's read as an inline SVG stacked bar: weights (bottom), cache (top), in GB.
 
     Drawn by hand rather than by matplotlib so that the explorer redraws in a few
@@ -207,7 +207,7 @@ def crossover_view(model: str, batch: int, context: int, *, gpu: str = "H100-SXM
             f"{gb(memory)} one {step.gpu} holds</b>: an engine would not admit this batch")
     limit = "" if step.limit == "bandwidth" else " <b style='color:#c0392b'>(compute-bound here)</b>"
     return (f"<div style='font-family:sans-serif;font-size:13px;line-height:1.6;display:flex;gap:18px;"
-            f"align-items:flex-start'><div style='min-width:440px'>"
+            f"align-items:flex-start'><div style='flex:1;min-width:0'>"
             f"{html.escape(model_name(spec))} on one {step.gpu}, bf16 weights, {dtype} cache, "
             f"{batch} sequence{'s' if batch > 1 else ''} × {context:,} tokens<br>"
             f"bytes read per step: weights {gb(step.weight_bytes)} + cache {gb(step.kv_bytes)} = "
