@@ -711,3 +711,61 @@ QUANTITIES.update({
     "fp8_pool_tokens": _q_fp8_pool_tokens,
     "allocator_waste": _q_allocator_waste,
 })
+
+
+# --- quantities of ch06_crossover: appended, the entries above are unchanged ----------------------
+SLIPS.update({
+    "crossover_rounded_down": "the crossover context is the first whole context at which the cache reads reach the "
+                              "weights: round up (ceil), not down or to the nearest token.",
+    "batch_multiplied": "you multiplied by the batch ({batch_size}); the token-slots W / bytes per token are shared "
+                        "by the batch, so divide by it.",
+    "ignored_efficiency": "the efficiency is not applied: at a share e = {efficiency:g} of the peak bandwidth the "
+                          "step takes (bandwidth-limit step) / e, so fewer tokens per second.",
+    "efficiency_inverted": "the efficiency works the wrong way round: reaching only a share e = {efficiency:g} of "
+                           "the bandwidth makes the step longer (divide the step time by e, do not multiply).",
+    "per_sequence_rate": "that is one sequence's rate (one token per step); the batch of {batch_size} sequences "
+                         "each get a token every step, so multiply by the batch.",
+})
+GENERAL.update({
+    "crossover_not_divided": "that is the crossover in token-slots (batch x context); divide by the batch.",
+    "kv_only_step": "the weights are missing: every decode step reads all of them once.",
+    "weights_only_step": "the KV reads are missing: every step also reads each sequence's whole cache.",
+    "seconds_for_ms": "the answer looks like seconds; return milliseconds.",
+    "crossover_rounded_down": "round the crossover context up (ceil), not down or to the nearest token.",
+    "batch_multiplied": "the batch multiplies where it should divide.",
+    "ignored_efficiency": "the efficiency is not applied.",
+    "efficiency_inverted": "the efficiency is applied the wrong way round (divide the step time by it).",
+    "per_sequence_rate": "that is one sequence's rate: multiply by the batch.",
+})
+
+
+def _q_crossover_context_tokens(i):
+    """First whole context at which batch_size sequences read as many KV bytes as weights: ceil(W / (bpt B))."""
+    w, b = i["weight_bytes"], i["batch_size"]
+    bpt = _kv_token(**i)
+    expected = -(-w // (bpt * b))
+    exact = w / (bpt * b)
+    slips = [(key, math.ceil(w / (wrong * b))) for key, wrong in _token_slips(i) if wrong]
+    slips += [("crossover_rounded_down", math.floor(exact)), ("crossover_rounded_down", round(exact)),
+              ("crossover_not_divided", w / bpt), ("batch_multiplied", w / bpt * b)]
+    return expected, [(k, v) for k, v in slips if v != expected]
+
+
+def _q_decode_tokens_per_s(i):
+    """Decode throughput at a share e of peak bandwidth: B e / ((W + bpt T B) / BW) [tokens/s]."""
+    w, t, b, bw, e = i["weight_bytes"], i["seq_len"], i["batch_size"], i["bandwidth_bytes_per_s"], i["efficiency"]
+    bpt = _kv_token(**i)
+    step = formulas.decode_step_seconds(w, bpt, t, b, bw)
+    expected = b * e / step
+    slips = [(key, b * e / formulas.decode_step_seconds(w, wrong, t, b, bw)) for key, wrong in _token_slips(i) if wrong]
+    slips += [("ignored_efficiency", b / step), ("efficiency_inverted", b / (step * e)),
+              ("per_sequence_rate", e / step), ("kv_only_step", b * e / (bpt * t * b / bw)),
+              ("weights_only_step", b * e / (w / bw)),
+              ("missing_seq_len", b * e / formulas.decode_step_seconds(w, bpt, 1, b, bw))]
+    return expected, slips
+
+
+QUANTITIES.update({
+    "crossover_context_tokens": _q_crossover_context_tokens,
+    "decode_tokens_per_s": _q_decode_tokens_per_s,
+})

@@ -111,6 +111,17 @@ PLANS = {
         validate=("instead of what CUDA reports",                              # q1, as typed
                   "expected_block_waste is not written yet"),                  # q2, left blank
     ),
+    "ch06_crossover": Plan(
+        slider="batch B (sequences)",
+        number=r"step time at the bandwidth limit:\s*([\d.,]+ ms)",
+        answer_id="ch06_q1_answer",
+        # Rounds the crossover context down instead of up.
+        wrong_answer="def crossover_context(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, batch_size): "
+                     "return weight_bytes // (2 * layers * kv_heads * head_dim * dtype_bytes * batch_size)",
+        slip="round up (ceil)",
+        validate=("round up (ceil)",                                            # q1, as typed
+                  "decode_step_ms is not written yet"),                        # q2, left blank
+    ),
 }
 
 

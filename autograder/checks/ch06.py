@@ -1,0 +1,294 @@
+"""Chapter 06 (the weight/KV crossover and decode time): its five graded exercises, as data.
+
+Grade ids, function names and parameter order are a contract with the grading
+pipeline; points are on the source notebook's test cells.
+
+=======================================  ==============================================================================
+grade id                                 the learner writes
+=======================================  ==============================================================================
+ch06_q1_crossover_context                crossover_context(weight_bytes, L, K, D, b, batch_size) -> int
+ch06_q2_decode_step_ms                   decode_step_ms(weight_bytes, L, K, D, b, seq_len, batch_size,
+                                         bandwidth_bytes_per_s) -> float
+ch06_q3_tokens_per_second                tokens_per_second(weight_bytes, L, K, D, b, seq_len, batch_size,
+                                         bandwidth_bytes_per_s, efficiency) -> float
+ch06_q4_fp8_speedups                     fp8_kv_speedups(weight_bytes, L, K, D, batch_size, short_context,
+                                         long_context) -> (float, float)
+ch06_q5_optimisation                     optimisation_for(weight_bytes, L, K, D, b, seq_len, batch_size) -> str
+=======================================  ==============================================================================
+
+(L, K, D, b stand for layers, kv_heads, head_dim, dtype_bytes.)
+
+Expected values come from kvlib: q1 ``ceil(kv.crossover_tokens(W, bytes per token) / B)`` (the
+first whole context at which the cache reads reach the weights), q2 and q3
+``kv.decode_step_seconds`` (q3 divided by the efficiency), q4 the ratio of
+``kv.decode_step_seconds`` with a bf16 and an fp8 cache, q5 ``kv.roofline.regime``.
+Weights are kvlib's bf16 count of the real model (``ModelSpec.weight_bytes(2)``).
+Hidden cases use other bundled models, batches, contexts, GPUs and efficiencies; q5's
+hidden workloads stay at least a factor 2 away from the crossover, where the choice is clear.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import kvlib as kv
+
+from .answers import Choice, Float, Tuple
+from .cases import bytes_per_token, dtype_name, geometry_case, geometry_slip_inputs, non_mla_models, short
+from .core import Exercise, exercises
+
+STEP_TOLERANCE = 1e-3     # floats: within 0.1% (a rounding of the bandwidth or the weights stays outside)
+OPTIONS = ("quantise_weights", "shrink_kv_cache")
+HIDDEN_NOTE = "(Hidden cases use other bundled models, batches, contexts, GPUs and cache dtypes.)"
+
+
+def _weights(model: str) -> int:
+    return kv.load_model(model).weight_bytes(2)
+
+
+def _case(model: str, dtype_bytes: int, label: str, **extra) -> dict:
+    """A geometry case with the model's bf16 weight bytes first."""
+    case = geometry_case(model, dtype_bytes, label, **extra)
+    case["kwargs"] = {"weight_bytes": _weights(model), **case["kwargs"]}
+    return case
+
+
+def _gpu(name: str) -> int:
+    return kv.get_gpu(name).bandwidth_bytes_per_s
+
+
+def _slip_inputs(case: dict) -> dict:
+    return geometry_slip_inputs(case)
+
+
+# --- q1: the crossover context at a batch --------------------------------------------------------
+Q1_VISIBLE = (
+    _case("llama-3.1-8b", 2, "Llama 3.1 8B, bf16 cache, batch 32", batch_size=32),
+    _case("llama-3.1-8b", 2, "Llama 3.1 8B, bf16 cache, batch 128", batch_size=128),
+    _case("llama-3.3-70b", 2, "Llama 3.3 70B, bf16 cache, batch 32", batch_size=32),
+    _case("llama-2-7b", 2, "Llama 2 7B (MHA), bf16 cache, batch 8", batch_size=8),
+    _case("qwen2.5-7b", 1, "Qwen2.5 7B, fp8 cache, batch 16", batch_size=16),
+)
+
+
+def _q1_expected(case: dict) -> int:
+    w, b, bpt = case["kwargs"]["weight_bytes"], case["kwargs"]["batch_size"], bytes_per_token(case)
+    if w % (bpt * b) == 0:      # an exact crossover: no float division to round
+        return w // (bpt * b)
+    return math.ceil(kv.roofline.crossover_context(weight_bytes=w, bytes_per_token=bpt, batch=b))
+
+
+# --- q2, q3: the step at the bandwidth limit, and at a share of it -------------------------------
+H100, A100, MI300X, L4 = "H100-SXM", "A100-80GB", "MI300X", "L4"
+Q2_VISIBLE = (
+    _case("llama-3.1-8b", 2, "Llama 3.1 8B on an H100 SXM, batch 32 × 4,096 tokens", seq_len=4096, batch_size=32,
+          bandwidth_bytes_per_s=_gpu(H100)),
+    _case("llama-3.1-8b", 2, "Llama 3.1 8B on an H100 SXM, batch 32 × 32,768 tokens", seq_len=32768,
+          batch_size=32, bandwidth_bytes_per_s=_gpu(H100)),
+    _case("llama-3.1-8b", 2, "Llama 3.1 8B on an H100 SXM, one sequence of 2,048 tokens", seq_len=2048,
+          batch_size=1, bandwidth_bytes_per_s=_gpu(H100)),
+    _case("qwen2.5-7b", 1, "Qwen2.5 7B on an A100-80GB, fp8 cache, batch 64 × 8,192 tokens", seq_len=8192,
+          batch_size=64, bandwidth_bytes_per_s=_gpu(A100)),
+    _case("llama-3.3-70b", 2, "Llama 3.3 70B on an MI300X, batch 16 × 8,192 tokens", seq_len=8192, batch_size=16,
+          bandwidth_bytes_per_s=_gpu(MI300X)),
+)
+
+Q3_VISIBLE = (
+    _case("llama-3.1-8b", 2, "Llama 3.1 8B on an H100 SXM, batch 32 × 4,096 tokens, 70% of peak bandwidth",
+          seq_len=4096, batch_size=32, bandwidth_bytes_per_s=_gpu(H100), efficiency=0.7),
+    _case("llama-3.1-8b", 2, "Llama 3.1 8B on an H100 SXM, batch 32 × 32,768 tokens, at the bandwidth limit",
+          seq_len=32768, batch_size=32, bandwidth_bytes_per_s=_gpu(H100), efficiency=1.0),
+    _case("llama-3.3-70b", 2, "Llama 3.3 70B on an MI300X, batch 16 × 8,192 tokens, 60% of peak bandwidth",
+          seq_len=8192, batch_size=16, bandwidth_bytes_per_s=_gpu(MI300X), efficiency=0.6),
+    _case("qwen2.5-7b", 1, "Qwen2.5 7B on an L4, fp8 cache, batch 4 × 2,048 tokens, 75% of peak bandwidth",
+          seq_len=2048, batch_size=4, bandwidth_bytes_per_s=_gpu(L4), efficiency=0.75),
+)
+
+
+def _step_s(case: dict) -> float:
+    k = case["kwargs"]
+    return kv.decode_step_seconds(weight_bytes=k["weight_bytes"], bytes_per_token=bytes_per_token(case),
+                                  context=k["seq_len"], batch=k["batch_size"],
+                                  bandwidth_bytes_per_s=k["bandwidth_bytes_per_s"])
+
+
+# --- q4: the fp8 cache's speedup at a short and a long context -----------------------------------
+def _fp8_case(model: str, batch: int, short_context: int, long_context: int) -> dict:
+    case = _case(model, 2, f"{short(kv.load_model(model).name)}, batch {batch}, {short_context:,} and "
+                           f"{long_context:,} tokens", batch_size=batch, short_context=short_context,
+                 long_context=long_context)
+    del case["kwargs"]["dtype_bytes"]     # bf16 against fp8 is the question, not an argument
+    case["context"]["hint"] = ("each speedup is the step time with a bf16 cache divided by the step time with an "
+                               "fp8 cache; the weights stay bf16 and are read in full at every step.")
+    return case
+
+
+Q4_VISIBLE = (
+    _fp8_case("llama-3.1-8b", 32, 1024, 32768),
+    _fp8_case("llama-3.3-70b", 16, 2048, 65536),
+    _fp8_case("llama-2-7b", 8, 512, 8192),
+)
+
+
+def _speedup(case: dict, context: int) -> float:
+    k = case["kwargs"]
+    geometry = (k["layers"], k["kv_heads"], k["head_dim"])
+
+    def step(dtype_bytes):
+        return kv.decode_step_seconds(weight_bytes=k["weight_bytes"],
+                                      bytes_per_token=kv.kv_bytes_per_token(*geometry, dtype_bytes),
+                                      context=context, batch=k["batch_size"], bandwidth_bytes_per_s=1)
+    return step(2) / step(1)
+
+
+def _q4_expected(case: dict) -> tuple:
+    return (_speedup(case, case["kwargs"]["short_context"]), _speedup(case, case["kwargs"]["long_context"]))
+
+
+def _q4_hidden(seed: int) -> tuple:
+    rng = random.Random(seed)
+    cases = []
+    for _ in range(6):
+        model = rng.choice(non_mla_models())
+        short_context = rng.choice([256, 512, 1024, 2048])
+        cases.append(_fp8_case(model, rng.choice([1, 4, 16, 32, 64]), short_context,
+                               short_context * rng.choice([8, 16, 32, 64])))
+    return tuple(cases)
+
+
+# --- q5: the optimisation that matters for a described workload ----------------------------------
+def _workload(model: str, label: str, seq_len: int, batch_size: int, hint: str = "") -> dict:
+    case = _case(model, 2, label, seq_len=seq_len, batch_size=batch_size)
+    case["context"]["hint"] = hint or ("compare the two reads of one step: the weights, and batch_size × seq_len × "
+                                       "bytes per token of cache; the larger one is what to shrink.")
+    return case
+
+
+Q5_VISIBLE = (
+    _workload("llama-3.1-8b", "Llama 3.1 8B, one user chatting on a workstation: batch 1, 2,048 tokens", 2048, 1),
+    _workload("llama-3.1-8b", "Llama 3.1 8B behind a busy API: batch 64, 8,192 tokens", 8192, 64),
+    _workload("llama-3.3-70b", "Llama 3.3 70B for a small team: batch 8, 4,096 tokens", 4096, 8),
+    _workload("llama-3.1-8b", "Llama 3.1 8B answering over long documents: batch 4, 131,072 tokens", 131072, 4),
+    _workload("llama-2-7b", "Llama 2 7B (MHA), batch 16, 4,096 tokens", 4096, 16),
+)
+
+
+def _kv_read(case: dict) -> int:
+    k = case["kwargs"]
+    return kv.kv_bytes_total(bytes_per_token(case), k["seq_len"], k["batch_size"])
+
+
+def _q5_expected(case: dict) -> str:
+    dominated = kv.roofline.regime(case["kwargs"]["weight_bytes"], _kv_read(case))
+    return OPTIONS[0] if dominated == kv.roofline.WEIGHT_DOMINATED else OPTIONS[1]
+
+
+def _q5_hidden(seed: int) -> tuple:
+    rng = random.Random(seed)
+    cases = []
+    while len(cases) < 8:
+        model = rng.choice(non_mla_models())
+        batch, seq_len = rng.choice([1, 2, 4, 8, 16, 32, 64, 128, 256]), 2 ** rng.randint(9, 17)
+        case = _workload(model, f"{short(kv.load_model(model).name)}, batch {batch}, {seq_len:,} tokens",
+                         seq_len, batch)
+        ratio = _kv_read(case) / case["kwargs"]["weight_bytes"]
+        if ratio < 0.5 or ratio > 2:        # clear of the crossover
+            cases.append(case)
+    return tuple(cases)
+
+
+# --- hidden cases of q1-q3 -----------------------------------------------------------------------
+def _hidden(extra, count: int = 8):
+    def build(seed: int) -> tuple:
+        rng = random.Random(seed)
+        cases = []
+        for _ in range(count):
+            model, dtype = rng.choice(non_mla_models()), rng.choice([1, 2])
+            case = _case(model, dtype, f"{short(kv.load_model(model).name)}, {dtype_name(dtype)} cache")
+            extra(rng, case)
+            cases.append(case)
+        return tuple(cases)
+    return build
+
+
+def _with_batch(rng, case):
+    case["kwargs"]["batch_size"] = rng.choice([1, 3, 8, 16, 24, 32, 64, 100, 128, 256])
+
+
+def _with_step(rng, case):
+    _with_batch(rng, case)
+    case["kwargs"]["seq_len"] = rng.choice([2 ** rng.randint(9, 17), rng.randint(100, 100_000)])
+    case["kwargs"]["bandwidth_bytes_per_s"] = _gpu(rng.choice([H100, A100, MI300X, L4, "H200", "B200", "L40S"]))
+
+
+def _with_efficiency(rng, case):
+    _with_step(rng, case)
+    case["kwargs"]["efficiency"] = rng.choice([0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.9, 1.0])
+
+
+GEOMETRY_PARAMS = ("weight_bytes", "layers", "kv_heads", "head_dim", "dtype_bytes")
+STEP_PARAMS = GEOMETRY_PARAMS + ("seq_len", "batch_size", "bandwidth_bytes_per_s")
+
+EXERCISES = exercises(
+    Exercise(
+        grade_id="ch06_q1_crossover_context",
+        function_name="crossover_context",
+        params=GEOMETRY_PARAMS + ("batch_size",),
+        visible_cases=Q1_VISIBLE,
+        hidden_cases=_hidden(_with_batch),
+        expected=_q1_expected,
+        quantity="crossover_context_tokens",
+        slip_inputs=_slip_inputs,
+        unit="tokens",
+        hidden_note=HIDDEN_NOTE,
+    ),
+    Exercise(
+        grade_id="ch06_q2_decode_step_ms",
+        function_name="decode_step_ms",
+        params=STEP_PARAMS,
+        visible_cases=Q2_VISIBLE,
+        hidden_cases=_hidden(_with_step),
+        expected=lambda case: _step_s(case) * 1e3,
+        answer=Float(rel_tol=STEP_TOLERANCE),
+        quantity="decode_step_ms",
+        slip_inputs=_slip_inputs,
+        unit="ms",
+        hidden_note=HIDDEN_NOTE,
+    ),
+    Exercise(
+        grade_id="ch06_q3_tokens_per_second",
+        function_name="tokens_per_second",
+        params=STEP_PARAMS + ("efficiency",),
+        visible_cases=Q3_VISIBLE,
+        hidden_cases=_hidden(_with_efficiency),
+        expected=lambda case: case["kwargs"]["batch_size"] * case["kwargs"]["efficiency"] / _step_s(case),
+        answer=Float(rel_tol=STEP_TOLERANCE),
+        quantity="decode_tokens_per_s",
+        slip_inputs=_slip_inputs,
+        unit="tokens/s",
+        hidden_note=HIDDEN_NOTE,
+    ),
+    Exercise(
+        grade_id="ch06_q4_fp8_speedups",
+        function_name="fp8_kv_speedups",
+        params=("weight_bytes", "layers", "kv_heads", "head_dim", "batch_size", "short_context", "long_context"),
+        visible_cases=Q4_VISIBLE,
+        hidden_cases=_q4_hidden,
+        expected=_q4_expected,
+        answer=Tuple((Float(rel_tol=STEP_TOLERANCE), Float(rel_tol=STEP_TOLERANCE))),
+        unit="(speedup at the short context, at the long one)",
+        hidden_note="(Hidden cases use other bundled models, batches and contexts.)",
+    ),
+    Exercise(
+        grade_id="ch06_q5_optimisation",
+        function_name="optimisation_for",
+        params=GEOMETRY_PARAMS + ("seq_len", "batch_size"),
+        visible_cases=Q5_VISIBLE,
+        hidden_cases=_q5_hidden,
+        expected=_q5_expected,
+        answer=Choice(OPTIONS),
+        unit="",
+        hidden_note="(Hidden cases use other bundled models and workloads, each well away from the crossover.)",
+    ),
+)

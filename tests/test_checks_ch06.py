@@ -1,0 +1,267 @@
+"""Chapter 06's instant checks: right answers pass, each catalogued slip gets its named message.
+
+Reference functions are written by hand here (never through kvlib). Expected figures are
+hand arithmetic on the published configs and datasheets: Llama 3.1 8B has 8,030,261,248
+parameters (its config: 32 layers, 8 KV heads of 128, 131,072 B/token in bf16), so bf16
+weights 16,060,522,496 B; H100 SXM 3.35e12 B/s (NVIDIA datasheet); seed 003 sections 6-7
+(crossover at batch 32 "3,830", step "9.92 ms", "699 tok/s" at 32K).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from autograder.checks import ch06, check, core
+
+SEEDS = (0, 1, 7, 2026)
+W8 = 8_030_261_248 * 2          # Llama 3.1 8B bf16 weights, by hand
+C8 = 2 * 32 * 8 * 128 * 2       # its bytes per token
+H100_BW = 3.35e12
+
+
+# --- reference solutions, by hand -------------------------------------------
+def _per_token(layers, kv_heads, head_dim, dtype_bytes):
+    return 2 * layers * kv_heads * head_dim * dtype_bytes
+
+
+def crossover_context(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, batch_size):
+    return -(-weight_bytes // (_per_token(layers, kv_heads, head_dim, dtype_bytes) * batch_size))
+
+
+def _step_s(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len, batch_size, bw):
+    return (weight_bytes + _per_token(layers, kv_heads, head_dim, dtype_bytes) * seq_len * batch_size) / bw
+
+
+def decode_step_ms(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len, batch_size, bandwidth_bytes_per_s):
+    return _step_s(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len, batch_size,
+                   bandwidth_bytes_per_s) * 1e3
+
+
+def tokens_per_second(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len, batch_size,
+                      bandwidth_bytes_per_s, efficiency):
+    step = _step_s(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len, batch_size, bandwidth_bytes_per_s)
+    return batch_size * efficiency / step
+
+
+def fp8_kv_speedups(weight_bytes, layers, kv_heads, head_dim, batch_size, short_context, long_context):
+    def step(b, t):
+        return weight_bytes + _per_token(layers, kv_heads, head_dim, b) * t * batch_size
+    return (step(2, short_context) / step(1, short_context), step(2, long_context) / step(1, long_context))
+
+
+def optimisation_for(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len, batch_size):
+    cache = _per_token(layers, kv_heads, head_dim, dtype_bytes) * seq_len * batch_size
+    return "quantise_weights" if weight_bytes >= cache else "shrink_kv_cache"
+
+
+REFERENCE = {
+    "ch06_q1_crossover_context": crossover_context,
+    "ch06_q2_decode_step_ms": decode_step_ms,
+    "ch06_q3_tokens_per_second": tokens_per_second,
+    "ch06_q4_fp8_speedups": fp8_kv_speedups,
+    "ch06_q5_optimisation": optimisation_for,
+}
+
+
+def fails(grade_id, fn, **kwargs) -> str:
+    with pytest.raises(AssertionError) as info:
+        check(grade_id, fn, **kwargs)
+    return str(info.value)
+
+
+# --- the contract with the pipeline ------------------------------------------
+def _source_points() -> dict:
+    path = Path(__file__).resolve().parents[1] / "course/source/ch06_crossover/ch06_crossover.ipynb"
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return {c["metadata"]["nbgrader"]["grade_id"]: c["metadata"]["nbgrader"]["points"] for c in cells
+            if c["metadata"].get("nbgrader", {}).get("grade")}
+
+
+def test_grade_ids_and_points():
+    assert list(ch06.EXERCISES) == list(_source_points()) == list(REFERENCE)
+    assert sum(_source_points().values()) == 9
+
+
+def test_cases_are_json_and_hidden_cases_are_seeded():
+    for ex in ch06.EXERCISES.values():
+        json.dumps(ex.cases())
+        json.dumps(ex.cases(hidden=True, seed=3))
+        assert ex.cases(hidden=True, seed=3) == ex.cases(hidden=True, seed=3)
+        assert ex.cases(hidden=True, seed=3) != ex.cases(hidden=True, seed=4)
+
+
+# --- right answers pass -------------------------------------------------------
+@pytest.mark.parametrize("grade_id", list(REFERENCE))
+def test_reference_passes_visible_and_hidden(grade_id, capsys):
+    fn = REFERENCE[grade_id]
+    check(grade_id, fn)
+    for seed in SEEDS:
+        check(grade_id, fn, hidden=True, seed=seed)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 1 + len(SEEDS) and all(line.startswith("✓") for line in lines)
+
+
+def test_the_visible_figures_are_the_chapters():
+    ex = ch06.EXERCISES["ch06_q1_crossover_context"]
+    first = ex.visible_cases[0]
+    assert first["kwargs"]["weight_bytes"] == W8
+    assert ex.expected_for(first) == 3830                    # seed 003 section 6: "batch 32 -> 3,830"
+    assert ex.expected_for(ex.visible_cases[1]) == math.ceil(W8 / (C8 * 128)) == 958
+    ex = ch06.EXERCISES["ch06_q2_decode_step_ms"]
+    assert round(ex.expected_for(ex.visible_cases[0]), 2) == 9.92     # seed 003 section 7
+    ex = ch06.EXERCISES["ch06_q3_tokens_per_second"]
+    assert abs(ex.expected_for(ex.visible_cases[1]) - 32 / ((W8 + C8 * 32768 * 32) / H100_BW)) < 1e-9
+    assert round(ex.expected_for(ex.visible_cases[1])) == 698           # seed 003 prints 699 (a rounding)
+    ex = ch06.EXERCISES["ch06_q4_fp8_speedups"]
+    short, long = ex.expected_for(ex.visible_cases[0])
+    assert abs(short - (W8 + C8 * 1024 * 32) / (W8 + C8 // 2 * 1024 * 32)) < 1e-12
+    assert abs(long - (W8 + C8 * 32768 * 32) / (W8 + C8 // 2 * 32768 * 32)) < 1e-12
+    assert 1.1 < short < 1.2 and 1.8 < long < 1.9
+
+
+def test_q5_hidden_workloads_are_clear_of_the_crossover():
+    ex = ch06.EXERCISES["ch06_q5_optimisation"]
+    for case in ex.cases(hidden=True, seed=11):
+        k = case["kwargs"]
+        ratio = _per_token(k["layers"], k["kv_heads"], k["head_dim"], k["dtype_bytes"]) * k["seq_len"] * \
+            k["batch_size"] / k["weight_bytes"]
+        assert ratio < 0.5 or ratio > 2
+    assert {ex.expected_for(c) for c in ex.cases()} == set(ch06.OPTIONS)
+
+
+# --- each catalogued slip is named -------------------------------------------
+def q1_floor(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, batch_size):
+    return weight_bytes // (_per_token(layers, kv_heads, head_dim, dtype_bytes) * batch_size)
+
+
+def q1_missing_two(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, batch_size):
+    return math.ceil(weight_bytes / (layers * kv_heads * head_dim * dtype_bytes * batch_size))
+
+
+def q1_not_divided(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, batch_size):
+    return math.ceil(weight_bytes / _per_token(layers, kv_heads, head_dim, dtype_bytes))
+
+
+def q1_batch_multiplied(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, batch_size):
+    return math.ceil(weight_bytes / _per_token(layers, kv_heads, head_dim, dtype_bytes) * batch_size)
+
+
+def q2_kv_only(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len, batch_size, bandwidth_bytes_per_s):
+    return decode_step_ms(0, layers, kv_heads, head_dim, dtype_bytes, seq_len, batch_size, bandwidth_bytes_per_s)
+
+
+def q2_seconds(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len, batch_size, bandwidth_bytes_per_s):
+    return decode_step_ms(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len, batch_size,
+                          bandwidth_bytes_per_s) / 1e3
+
+
+def q2_missing_batch(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len, batch_size, bandwidth_bytes_per_s):
+    return decode_step_ms(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len, 1, bandwidth_bytes_per_s)
+
+
+def q3_ignored_efficiency(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len, batch_size,
+                          bandwidth_bytes_per_s, efficiency):
+    return tokens_per_second(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len, batch_size,
+                             bandwidth_bytes_per_s, 1.0)
+
+
+def q3_efficiency_inverted(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len, batch_size,
+                           bandwidth_bytes_per_s, efficiency):
+    step = _step_s(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len, batch_size, bandwidth_bytes_per_s)
+    return batch_size / (step * efficiency)
+
+
+def q3_per_sequence(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len, batch_size,
+                    bandwidth_bytes_per_s, efficiency):
+    return tokens_per_second(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len, batch_size,
+                             bandwidth_bytes_per_s, efficiency) / batch_size
+
+
+def q3_weights_only(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len, batch_size,
+                    bandwidth_bytes_per_s, efficiency):
+    return batch_size * efficiency / (weight_bytes / bandwidth_bytes_per_s)
+
+
+SLIPS = [
+    ("ch06_q1_crossover_context", q1_floor, "crossover_rounded_down", ["round up (ceil)", "expected 3,830 tokens"]),
+    ("ch06_q1_crossover_context", q1_missing_two, "missing_kv_factor", ["factor 2 for K and V"]),
+    ("ch06_q1_crossover_context", q1_not_divided, "crossover_not_divided", ["token-slots", "divide by the batch (32)"]),
+    ("ch06_q1_crossover_context", q1_batch_multiplied, "batch_multiplied", ["multiplied by the batch (32)"]),
+    ("ch06_q2_decode_step_ms", q2_kv_only, "kv_only_step", ["the weights are missing"]),
+    ("ch06_q2_decode_step_ms", q2_seconds, "seconds_for_ms", ["1000x too small", "seconds"]),
+    ("ch06_q2_decode_step_ms", q2_missing_batch, "missing_batch", ["the batch (32) is missing"]),
+    ("ch06_q3_tokens_per_second", q3_ignored_efficiency, "ignored_efficiency", ["efficiency is not applied", "0.7"]),
+    ("ch06_q3_tokens_per_second", q3_efficiency_inverted, "efficiency_inverted", ["wrong way round"]),
+    ("ch06_q3_tokens_per_second", q3_per_sequence, "per_sequence_rate", ["32x too small", "one sequence's rate"]),
+    ("ch06_q3_tokens_per_second", q3_weights_only, "weights_only_step", ["KV reads are missing"]),
+]
+
+
+@pytest.mark.parametrize("grade_id,fn,key,phrases", SLIPS, ids=[s[2] for s in SLIPS])
+def test_visible_slip_is_named(grade_id, fn, key, phrases):
+    message = fails(grade_id, fn)
+    assert message.startswith(f"✗ {grade_id}")
+    assert "on case" in message and "expected" in message
+    for phrase in phrases:
+        assert phrase in message, (phrase, message)
+
+
+@pytest.mark.parametrize("grade_id,fn,key,phrases", SLIPS, ids=[s[2] for s in SLIPS])
+def test_hidden_slip_is_named_in_general_words(grade_id, fn, key, phrases):
+    message = fails(grade_id, fn, hidden=True)
+    assert core.GENERIC_SLIPS[key] in message, message
+
+
+@pytest.mark.parametrize("grade_id,fn,key,phrases", SLIPS, ids=[s[2] for s in SLIPS])
+def test_hidden_messages_reveal_no_inputs(grade_id, fn, key, phrases):
+    message = fails(grade_id, fn, hidden=True).replace(grade_id, "")
+    ex = ch06.EXERCISES[grade_id]
+    for case in ex.cases(True):
+        for value in case["kwargs"].values():
+            if isinstance(value, int) and value >= 100:
+                assert str(value) not in message and f"{value:,}" not in message, (value, message)
+    assert not re.search(r"\d{3,}", message), message
+
+
+def test_fp8_speedup_wrong_answer_gets_the_hint():
+    def halves_the_whole_step(weight_bytes, layers, kv_heads, head_dim, batch_size, short_context, long_context):
+        return (2.0, 2.0)
+    message = fails("ch06_q4_fp8_speedups", halves_the_whole_step)
+    assert "the weights stay bf16" in message and "expected (1.11794, 1.81056)" in message
+
+
+def test_fp8_speedups_as_a_list_is_a_type_error():
+    def as_list(*args):
+        return list(fp8_kv_speedups(*args))
+    assert "return a tuple (float, float)" in fails("ch06_q4_fp8_speedups", as_list)
+
+
+def test_optimisation_wrong_choice_and_unknown_string():
+    def always_weights(*args):
+        return "quantise_weights"
+    message = fails("ch06_q5_optimisation", always_weights)
+    assert "busy API" in message and "expected 'shrink_kv_cache'" in message and "larger" in message
+    def misspelt(*args):
+        return "quantize weights"
+    assert "not one of the choices" in fails("ch06_q5_optimisation", misspelt)
+
+
+def test_int_required_for_the_crossover():
+    def as_float(*args):
+        return float(crossover_context(*args))
+    message = fails("ch06_q1_crossover_context", as_float)
+    assert "returned a float" in message and "The value itself is right" in message
+
+
+def test_calling_kvlib_is_refused():
+    import kvlib as kv
+
+    def via_kvlib(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, batch_size):
+        return math.ceil(kv.crossover_tokens(weight_bytes, kv.kv_bytes_per_token(layers, kv_heads, head_dim,
+                                                                                  dtype_bytes)) / batch_size)
+    assert "must not call" in fails("ch06_q1_crossover_context", via_kvlib)

@@ -1,0 +1,70 @@
+"""kvdisplay.crossover: the stacked bar, the roofline plot and the explorer's view.
+
+Expected figures by hand: Llama 3.1 8B bf16 weights 8,030,261,248 x 2 B, 131,072 B/token
+(its config), H100 SXM 3.35e12 B/s (NVIDIA datasheet); seed 003 section 7: 9.92 ms at
+batch 32 x 4,096 tokens.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import kvdisplay as kd
+import kvlib as kv
+
+W8 = 8_030_261_248 * 2
+C8 = 131_072
+
+
+def test_step_bytes_figure_stacks_weights_under_cache():
+    fig = kd.step_bytes_figure([("a", W8, C8 * 4096 * 32), ("b", W8, 0)])
+    ax = fig.axes[0]
+    bars = ax.patches
+    assert len(bars) == 4                                   # two workloads x (weights, cache)
+    heights = sorted(round(b.get_height(), 3) for b in bars)
+    assert heights == sorted([round(W8 / 1e9, 3)] * 2 + [0.0, round(C8 * 4096 * 32 / 1e9, 3)])
+    assert "GB" in ax.get_ylabel()
+    with pytest.raises(ValueError):
+        kd.step_bytes_figure([])
+
+
+def test_roofline_plot_puts_points_at_their_intensity():
+    step = kv.roofline.decode_step("llama-3.1-8b", batch=32, context=4096)
+    fig = kd.roofline_plot("H100-SXM", [("B=32", step)])
+    ax = fig.axes[0]
+    x, y = ax.collections[0].get_offsets()[0]
+    assert abs(x - step.arithmetic_intensity) < 1e-9
+    # below the ridge the attained rate is bandwidth x intensity
+    assert abs(y - 3.35e12 * step.arithmetic_intensity / 1e12) / y < 1e-6
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+
+
+def test_view_figures_by_hand():
+    view = kd.crossover_view("llama-3.1-8b", 32, 4096, efficiency=0.7)
+    step_ms = (W8 + C8 * 4096 * 32) / 3.35e12 * 1e3            # 9.92 ms, seed 003 section 7
+    assert f"step time at the bandwidth limit: <b>{step_ms:,.2f} ms</b>" in view
+    assert f"<b>{step_ms / 0.7:,.2f} ms</b>" in view
+    assert f"<b>{32 * 0.7 / (step_ms / 1e3):,.0f} tokens/s</b>" in view
+    assert "cache-dominated" in view and "<svg" in view
+    assert f"context {W8 / (C8 * 32):,.0f} tokens" in view
+
+
+def test_view_names_the_weight_dominated_regime_and_fp8_halves_the_cache():
+    small = kd.crossover_view("llama-3.1-8b", 1, 2048)
+    assert "weight-dominated" in small and "quantise the weights" in small
+    bf16 = kd.crossover_view("llama-3.1-8b", 64, 8192, kv_dtype_bytes=2)
+    fp8 = kd.crossover_view("llama-3.1-8b", 64, 8192, kv_dtype_bytes=1)
+    ms = [float(re.search(r"bandwidth limit: <b>([\d.,]+) ms", v).group(1).replace(",", "")) for v in (bf16, fp8)]
+    assert abs(ms[0] - (W8 + C8 * 8192 * 64) / 3.35e12 * 1e3) < 0.01
+    assert abs(ms[1] - (W8 + C8 // 2 * 8192 * 64) / 3.35e12 * 1e3) < 0.01
+
+
+def test_explorer_redraws_on_a_slider():
+    pytest.importorskip("ipywidgets")
+    box = kd.crossover_explorer(["llama-3.1-8b", "llama-3.3-70b"])
+    before = box.view.value
+    batch = next(w for w in box.children if getattr(w, "description", "") == "batch B (sequences)")
+    batch.value = 128
+    assert box.view.value != before and "128 sequences × 4,096 tokens" in box.view.value
