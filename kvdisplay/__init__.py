@@ -17,6 +17,7 @@ from .arrays import KV_CACHE_AXES, kv_cache_array, numpy_dtype
 from .derivation import build_up
 from .explorer import ExplorerPreset, kv_explorer, kv_explorer_view, presets_from_models
 from .plots import line_plot
+from .planner import planner_explorer, planner_view
 from .problems import erratum, footnote, footnote_ref, worked_problem
 from .text import config_fields_table, md, model_name, show, show_json, table
 
@@ -24,4 +25,5 @@ __all__ = [
     "KV_CACHE_AXES", "kv_cache_array", "numpy_dtype", "build_up", "ExplorerPreset", "kv_explorer",
     "kv_explorer_view", "presets_from_models", "line_plot", "erratum", "footnote", "footnote_ref",
     "worked_problem", "config_fields_table", "md", "model_name", "show", "show_json", "table",
+    "planner_explorer", "planner_view",
 ]

@@ -32,7 +32,7 @@ def planner_view(model: str, gpu: str, gpus_per_node: int, tp: int, users: int, 
     weights are bf16 from kvlib's parameter count.
 
     >>> view = planner_view("qwen2.5-32b", "A100-80GB", 8, 8, 500, 16384, 80)
-    >>> "total KV cache: <b>2,147.48 GB" in view, "binds: <b>memory</b>" in view
+    >>> "total KV cache: <b>2,147.48 GB" in view, ">memory</b> (124 by memory, 148 by ITL" in view
     (True, True)
 
     Used in: ch07_capacity_plan (through planner_explorer); benchmarks may time it.
