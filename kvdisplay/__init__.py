@@ -21,6 +21,7 @@ from .explorer import ExplorerPreset, kv_explorer, kv_explorer_view, presets_fro
 from .mla import MLA_LATENT_AXES, MLA_ROPE_AXES, mla_cache_arrays, mla_explorer, mla_explorer_view
 from .plots import line_plot
 from .pool import pool_explorer, pool_explorer_view
+from .planner import planner_explorer, planner_view
 from .problems import erratum, footnote, footnote_ref, worked_problem
 from .text import config_fields_table, md, model_name, show, show_json, table
 from .tp import heads_held, tp_explorer, tp_explorer_view, tp_kv_slices
@@ -33,4 +34,6 @@ __all__ = [
     "bar_plot", "MLA_LATENT_AXES", "MLA_ROPE_AXES", "mla_cache_arrays", "mla_explorer", "mla_explorer_view",
 ]
     "crossover_explorer", "crossover_view", "figure_img", "roofline_plot", "step_bytes_figure",
+]
+    "planner_explorer", "planner_view",
 ]

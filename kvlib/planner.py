@@ -49,7 +49,8 @@ from .config import load_model
 from .gpus import get_gpu
 from .units import format_gb_gib
 
-__all__ = ["PlanError", "Plan", "plan_capacity",
+__all__ = ["PlanError", "Plan", "plan_capacity", "step_slowdown", "itl_seconds", "sequences_under_itl",
+           "nodes_needed", "nodes_with_headroom",
            "DEFAULT_UTILIZATION", "DEFAULT_OVERHEAD_BYTES", "DEFAULT_EFFICIENCY",
            "DEFAULT_TP_OVERHEAD", "DEFAULT_SPIKE_FACTOR", "DEFAULT_REDUNDANCY_NODES"]
 
@@ -79,6 +80,88 @@ def _number(name, value, *, integer=False, minimum=None, above=None, at_most=Non
 def _ceil(x) -> int:
     """Ceiling that ignores float noise (9 x 1.3 = 11.700000000000001 -> 12, 10 x 1.3 -> 13)."""
     return math.ceil(round(x, 9))
+
+
+# --- the plan's steps, one function each (the chapter's sympy chain calls them; so does plan_capacity) ---------
+def step_slowdown(tp, tp_overhead=DEFAULT_TP_OVERHEAD, efficiency=DEFAULT_EFFICIENCY):
+    """How much longer a real decode step takes than the bandwidth bound: ``(1 + o) / e``.
+
+    ``o`` is the tensor-parallel all-reduce cost as a fraction of the step,
+    charged only when ``tp > 1`` (one GPU has nothing to reduce); ``e`` the
+    fraction of peak bandwidth real kernels reach. Dimensionless. Taught in
+    ch07_capacity_plan. A 30% all-reduce and 70% efficiency (seed 003 s8):
+
+    >>> round(step_slowdown(8, tp_overhead=0.3, efficiency=0.7), 4), round(step_slowdown(1, 0.3, 0.7), 4)
+    (1.8571, 1.4286)
+    """
+    return (1 + (tp_overhead if tp > 1 else 0)) / efficiency
+
+
+def itl_seconds(weight_bytes_per_gpu, kv_bytes_per_sequence_per_gpu, sequences, bandwidth_bytes_per_s,
+                slowdown=1):
+    """Inter-token latency of a replica holding ``sequences`` sequences: ``(W_g + n S_g) / BW * s`` [s].
+
+    Each GPU of the replica reads its share of the weights ``W_g`` [B] and its
+    slice ``S_g`` [B] of every sequence's cache once per step, at ``BW`` [B/s];
+    ``s`` is ``step_slowdown``. With every layer attending over the whole
+    context this is ``decode_step_seconds(W_g, bytes_per_token_per_gpu, T, n, BW) * s``.
+    Accepts sympy symbols. Taught in ch07_capacity_plan. Seed 003 s8: 17.65 GB
+    of weights and 241 sequences of 6,000 x 40,960 B per GPU on an H100 (3.35 TB/s),
+    x 1.3 / 0.7:
+
+    >>> round(itl_seconds(17.65e9, 6000 * 40960, 241, 3.35e12) * 1e3, 2)
+    22.95
+    >>> round(itl_seconds(17.65e9, 6000 * 40960, 241, 3.35e12, slowdown=1.3 / 0.7) * 1e3, 1)
+    42.6
+    """
+    return (weight_bytes_per_gpu + sequences * kv_bytes_per_sequence_per_gpu) / bandwidth_bytes_per_s * slowdown
+
+
+def sequences_under_itl(itl_target_s, weight_bytes_per_gpu, kv_bytes_per_sequence_per_gpu, bandwidth_bytes_per_s,
+                        slowdown=1):
+    """Most sequences a replica may hold and still meet the ITL target: ``floor((tau BW / s - W_g) / S_g)``.
+
+    ``itl_seconds`` solved for ``n`` at ``tau`` [s], then floored (a fraction of
+    a sequence cannot be admitted); negative or zero when the weights alone
+    miss the target. Accepts sympy symbols (a ``floor`` expression out).
+    Taught in ch07_capacity_plan. Seed 003 s8's numbers at 60 ms:
+    0.06 x 3.35e12 x 0.7 / 1.3 = 108.23 GB, less 17.65 GB, over 245.76 MB = 368.6:
+
+    >>> sequences_under_itl(0.060, 17.65e9, 6000 * 40960, 3.35e12, slowdown=1.3 / 0.7)
+    368
+    """
+    return formulas._floor((itl_target_s / slowdown * bandwidth_bytes_per_s - weight_bytes_per_gpu)
+                           / kv_bytes_per_sequence_per_gpu)
+
+
+def nodes_needed(users, sequences_per_node):
+    """Nodes that hold ``users`` sequences at ``sequences_per_node`` each: ``ceil(users / n_node)``.
+
+    A part of a node's load still needs a whole node. Taught in ch07_capacity_plan.
+    Seed 003 s8: 2,000 users, 241 sequences per node (8.3):
+
+    >>> nodes_needed(2000, 241)
+    9
+    """
+    if isinstance(users, int) and isinstance(sequences_per_node, int):
+        return -(-users // sequences_per_node)
+    return formulas._ceil(users / sequences_per_node)
+
+
+def nodes_with_headroom(nodes, spike_factor=DEFAULT_SPIKE_FACTOR, redundancy_nodes=DEFAULT_REDUNDANCY_NODES):
+    """Nodes to deploy: ``ceil(nodes * f) + r`` -- a traffic spike of ``f``, then ``r`` spare nodes (N+1).
+
+    The spike is rounded up to whole nodes before the spares are added (float
+    noise ignored: 9 x 1.3 is 11.7, 10 x 1.3 is 13 exactly). Taught in
+    ch07_capacity_plan. Seed 003 s8: 9 nodes, 30% spike, N+1 (9 x 1.3 + 1 = 12.7):
+
+    >>> nodes_with_headroom(9, 1.3, 1), nodes_with_headroom(10, 1.3, 1)
+    (13, 14)
+    """
+    product = nodes * spike_factor
+    if isinstance(product, (int, float)):
+        return _ceil(product) + redundancy_nodes
+    return formulas._ceil(product) + redundancy_nodes
 
 
 @dataclass(frozen=True)
@@ -238,14 +321,13 @@ def plan_capacity(model, *, users: int, context: int, itl_ms: float, gpu="H100-S
             f"use more GPUs per replica (tp) or a bigger GPU")
     replicas = gpus_per_node // tp
     by_memory = pool // per_seq_gpu
-    nodes_for_memory = -(-users // (replicas * by_memory))
+    nodes_for_memory = nodes_needed(users, replicas * by_memory)
     # Step 4: latency at the memory limit, then cut to the ITL target if needed.
-    slowdown = (1 + (tp_overhead if tp > 1 else 0)) / efficiency
+    slowdown = step_slowdown(tp, tp_overhead, efficiency)
     target_s = itl_ms / 1e3
     bytes_mem = w_gpu + by_memory * per_seq_gpu
-    itl_mem = bytes_mem / bw * slowdown
-    max_bytes = target_s / slowdown * bw
-    by_latency = math.floor((max_bytes - w_gpu) / per_seq_gpu)
+    itl_mem = itl_seconds(w_gpu, per_seq_gpu, by_memory, bw, slowdown)
+    by_latency = sequences_under_itl(target_s, w_gpu, per_seq_gpu, bw, slowdown)
     if by_latency < 1:
         raise PlanError(
             f"itl_ms: {itl_ms} ms cannot be met: reading the weights ({format_gb_gib(w_gpu)} per GPU) and one "
@@ -254,7 +336,7 @@ def plan_capacity(model, *, users: int, context: int, itl_ms: float, gpu="H100-S
     step_bytes = w_gpu + n * per_seq_gpu
     # Steps 5 and 6: nodes, then headroom.
     per_node = replicas * n
-    nodes = -(-users // per_node)
+    nodes = nodes_needed(users, per_node)
     return Plan(
         model=spec.name, users=users, context=context, itl_target_s=target_s,
         gpu=card.name, gpus_per_node=gpus_per_node, tp=tp, gpu_memory_bytes=memory, utilization=utilization,
@@ -268,7 +350,7 @@ def plan_capacity(model, *, users: int, context: int, itl_ms: float, gpu="H100-S
         sequences_per_replica_by_memory=by_memory, nodes_for_memory=nodes_for_memory,
         step_bytes_per_gpu_at_memory_limit=bytes_mem, itl_s_at_memory_limit=itl_mem,
         sequences_per_replica_by_latency=by_latency, sequences_per_replica=n, step_bytes_per_gpu=step_bytes,
-        step_s_bound=step_bytes / bw, itl_s=step_bytes / bw * slowdown,
+        step_s_bound=itl_seconds(w_gpu, per_seq_gpu, n, bw), itl_s=itl_seconds(w_gpu, per_seq_gpu, n, bw, slowdown),
         sequences_per_node=per_node, nodes=nodes,
-        nodes_with_headroom=_ceil(nodes * spike_factor) + redundancy_nodes,
+        nodes_with_headroom=nodes_with_headroom(nodes, spike_factor, redundancy_nodes),
     )

@@ -769,3 +769,167 @@ QUANTITIES.update({
     "crossover_context_tokens": _q_crossover_context_tokens,
     "decode_tokens_per_s": _q_decode_tokens_per_s,
 })
+
+
+# --- quantities for ch07_capacity_plan (a plan's steps): appended, the entries above are unchanged -------------
+SLIPS.update({
+    "weights_not_split": "under tensor parallelism each GPU holds 1/{tp} of the weights: use W / tp per GPU, not the whole W.",
+    "no_utilization": "the engine's utilization cap ({utilization}) is missing: the budget is the reported memory times it.",
+    "missing_overhead": "the overhead for activations and other allocations is not subtracted.",
+    "efficiency_multiplied": "divide by the efficiency ({efficiency}): kernels that reach only part of the peak bandwidth make a step longer, not shorter.",
+    "no_efficiency": "the efficiency ({efficiency}) is missing: real kernels reach only part of the peak bandwidth.",
+    "no_tp_overhead": "the all-reduce overhead ({tp_overhead} of the step) is missing: with tp > 1 every step pays it.",
+    "tp_overhead_at_tp1": "with tp = 1 no all-reduce runs: there is no overhead to add.",
+    "bound_only": "that is the bandwidth bound alone: multiply it by (1 + all-reduce overhead) / efficiency.",
+    "non_binding_constraint": "a replica may hold the smaller of the two limits (memory: {sequences_by_memory}, ITL: {sequences_by_itl} sequences); you used the larger.",
+    "missing_replicas": "a node of {gpus_per_node} GPUs runs {replicas} replicas of tp = {tp}: multiply the sequences per replica by them.",
+    "no_headroom": "that is the node count before headroom: scale by the spike ({spike_factor}), round up, then add the spare nodes ({redundancy_nodes}).",
+    "spike_not_rounded_up": "round the spike up to whole nodes (a part of a node is a whole node) before adding the spares.",
+    "spares_scaled": "add the spare nodes after scaling for the spike: ceil(nodes x spike) + spares, not (nodes + spares) x spike.",
+    "gpus_not_nodes": "that counts GPUs; the question asks for nodes of {gpus_per_node} GPUs.",
+})
+GENERAL.update({
+    "total_not_per_gpu": "under tensor parallelism each GPU holds only its own KV heads.",
+    "split_replicated": "with more GPUs than KV heads, heads are replicated, not split.",
+    "label_memory": "you started from the memory on the label instead of what CUDA reports.",
+    "weights_not_split": "each GPU holds only its share of the weights under tensor parallelism.",
+    "no_utilization": "the engine's utilization cap is missing.",
+    "missing_overhead": "the overhead is not subtracted.",
+    "efficiency_multiplied": "divide by the efficiency, do not multiply.",
+    "no_efficiency": "the efficiency is missing.",
+    "no_tp_overhead": "the all-reduce overhead is missing.",
+    "tp_overhead_at_tp1": "with tp = 1 there is no all-reduce overhead.",
+    "bound_only": "that is the bandwidth bound alone, without overhead and efficiency.",
+    "seconds_for_ms": "the answer looks like seconds; return milliseconds.",
+    "kv_only_step": "the weights' reads are missing from the step.",
+    "weights_only_step": "the KV cache's reads are missing from the step.",
+    "non_binding_constraint": "use the smaller of the memory and ITL limits.",
+    "missing_replicas": "a node may run several replicas: multiply by them.",
+    "floor_nodes": "round the nodes up, not down.",
+    "no_headroom": "the headroom (spike and spare nodes) is missing.",
+    "spike_not_rounded_up": "round the spike up to whole nodes.",
+    "spares_scaled": "add the spare nodes after scaling for the spike.",
+    "gpus_not_nodes": "that counts GPUs, not nodes.",
+})
+
+
+def _q_kv_bytes_per_sequence_per_gpu(i):
+    """One sequence's KV bytes on one GPU under TP: bytes per token per GPU x seq_len."""
+    per_token, slips = _q_kv_bytes_per_token_per_gpu(i)
+    t = i["seq_len"]
+    scaled = [(k, v * t) for k, v in slips if not k.startswith("answer_in")]
+    expected = per_token * t
+    scaled.append(("missing_seq_len", per_token))
+    return expected, scaled + _unit_slips(expected)
+
+
+def _ceil_div(a, b):
+    return -(-a // b) if isinstance(a, int) and isinstance(b, int) else math.ceil(a / b)
+
+
+def _q_sequences_per_gpu_by_memory(i):
+    """floor((ceil(M u) - ceil(W / tp) - O) / S_g): sequences one GPU's pool holds (M as CUDA reports it)."""
+    m, u, w, o, tp, s = (i["gpu_bytes"], i["utilization"], i["weight_bytes"], i["other_bytes"], i["tp"],
+                         i["kv_bytes_per_sequence_per_gpu"])
+
+    def fit(memory=m, util=u, weights=_ceil_div(w, tp), other=o, per_seq=s):
+        return math.floor(formulas.kv_pool_bytes(memory, util, weights, other, round_budget_up=True) / per_seq)
+
+    expected = fit()
+    pool = formulas.kv_pool_bytes(m, u, _ceil_div(w, tp), o, round_budget_up=True)
+    slips = [("weights_not_split", fit(weights=w)), ("no_utilization", fit(util=1)),
+             ("missing_overhead", fit(other=0)), ("ceil_not_floor", math.ceil(pool / s)),
+             ("ceil_not_floor", round(pool / s)), ("gb_for_gib", fit(memory=m * GB / GiB)),
+             ("gb_for_gib", fit(memory=m * GiB / GB))]
+    if i.get("label_bytes"):
+        slips.append(("label_memory", fit(memory=i["label_bytes"])))
+    if tp > 1:
+        slips.append(("total_not_per_gpu", fit(per_seq=s * _split(i))))
+    return expected, [(k, v) for k, v in slips if v != expected]
+
+
+def _split(i):
+    """How many times one GPU's KV heads go into the model's: tp, or K once tp exceeds K (replicated heads)."""
+    k = i.get("kv_heads", i["tp"])
+    return k // formulas.kv_heads_per_gpu(k, i["tp"])
+
+
+def _slowdown(tp, tp_overhead, efficiency):
+    return (1 + (tp_overhead if tp > 1 else 0)) / efficiency
+
+
+def _itl_variants(i, measure):
+    """(expected, slips) of ``measure(w_gpu, s_gpu, slowdown)`` with each ITL slip applied."""
+    w, tp, o, e, s = i["weight_bytes"], i["tp"], i["tp_overhead"], i["efficiency"], i["kv_bytes_per_sequence_per_gpu"]
+    w_gpu, slow = _ceil_div(w, tp), _slowdown(tp, o, e)
+    expected = measure(w_gpu, s, slow)
+    slips = [("weights_not_split", measure(w, s, slow)), ("bound_only", measure(w_gpu, s, 1)),
+             ("no_efficiency", measure(w_gpu, s, slow * e)),
+             ("efficiency_multiplied", measure(w_gpu, s, slow * e * e))]
+    if tp > 1:
+        slips += [("total_not_per_gpu", measure(w_gpu, s * _split(i), slow)),
+                  ("no_tp_overhead", measure(w_gpu, s, 1 / e))]
+    else:
+        slips.append(("tp_overhead_at_tp1", measure(w_gpu, s, (1 + o) / e)))
+    return expected, slips
+
+
+def _q_itl_ms(i):
+    """ITL [ms] of a replica holding ``sequences``: (W/tp + n S_g) / BW x (1 + o [tp > 1]) / e x 1000."""
+    n, bw = i["sequences"], i["bandwidth_bytes_per_s"]
+
+    def ms(w_gpu, s_gpu, slow):
+        return (w_gpu + n * s_gpu) / bw * slow * 1e3
+
+    expected, slips = _itl_variants(i, ms)
+    w_gpu, slow = _ceil_div(i["weight_bytes"], i["tp"]), _slowdown(i["tp"], i["tp_overhead"], i["efficiency"])
+    slips += [("kv_only_step", n * i["kv_bytes_per_sequence_per_gpu"] / bw * slow * 1e3),
+              ("weights_only_step", w_gpu / bw * slow * 1e3), ("seconds_for_ms", expected / 1e3)]
+    return expected, slips
+
+
+def _q_sequences_by_itl(i):
+    """Most sequences per replica under the ITL target: floor((tau BW / s - W/tp) / S_g)."""
+    tau, bw = i["itl_target_ms"] / 1e3, i["bandwidth_bytes_per_s"]
+
+    def fit(w_gpu, s_gpu, slow):
+        return math.floor((tau / slow * bw - w_gpu) / s_gpu)
+
+    expected, slips = _itl_variants(i, fit)
+    exact = (tau / _slowdown(i["tp"], i["tp_overhead"], i["efficiency"]) * bw
+             - _ceil_div(i["weight_bytes"], i["tp"])) / i["kv_bytes_per_sequence_per_gpu"]
+    slips += [("ceil_not_floor", math.ceil(exact)), ("ceil_not_floor", round(exact))]
+    return expected, [(k, v) for k, v in slips if v != expected]
+
+
+def _q_nodes_with_headroom(i):
+    """ceil(ceil(users / ((g // tp) x min(mem, itl))) x f) + r: the nodes to deploy."""
+    users, g, tp = i["users"], i["gpus_per_node"], i["tp"]
+    mem, lat, f, r = i["sequences_by_memory"], i["sequences_by_itl"], i["spike_factor"], i["redundancy_nodes"]
+    replicas = g // tp
+
+    def spike(nodes):
+        return math.ceil(round(nodes * f, 9))
+
+    def deploy(per_replica=min(mem, lat), reps=replicas, up=True):
+        nodes = -(-users // (reps * per_replica)) if up else users // (reps * per_replica)
+        return spike(nodes) + r
+
+    nodes = -(-users // (replicas * min(mem, lat)))
+    expected = deploy()
+    slips = [("non_binding_constraint", deploy(per_replica=max(mem, lat))), ("no_headroom", nodes),
+             ("floor_nodes", deploy(up=False)), ("spike_not_rounded_up", round(nodes * f) + r),
+             ("spike_not_rounded_up", math.floor(nodes * f) + r),
+             ("spares_scaled", math.ceil(round((nodes + r) * f, 9))), ("gpus_not_nodes", expected * g)]
+    if replicas > 1:
+        slips.append(("missing_replicas", deploy(reps=1)))
+    return expected, [(k, v) for k, v in slips if v != expected]
+
+
+QUANTITIES.update({
+    "kv_bytes_per_sequence_per_gpu": _q_kv_bytes_per_sequence_per_gpu,
+    "sequences_per_gpu_by_memory": _q_sequences_per_gpu_by_memory,
+    "itl_ms": _q_itl_ms,
+    "sequences_by_itl": _q_sequences_by_itl,
+    "nodes_with_headroom": _q_nodes_with_headroom,
+})

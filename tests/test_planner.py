@@ -209,3 +209,44 @@ def test_headroom_spike_and_redundancy_are_separate_knobs():
                          **SEED_003_S8).nodes_with_headroom == 13
     assert plan_capacity("llama-3-70b", users=2410, spike_factor=1, redundancy_nodes=0,
                          **SEED_003_S8).nodes_with_headroom == 10
+# --- the plan's steps as functions (kvlib.planner, ch07's sympy chain) ----------------------------------------
+from kvlib.planner import itl_seconds, nodes_needed, nodes_with_headroom, sequences_under_itl, step_slowdown  # noqa: E402
+
+
+def test_step_functions_by_hand():
+    # Hand arithmetic, seed 003 s8's figures: 1.3 / 0.7 = 1.857142...; one GPU has no all-reduce: 1 / 0.7.
+    assert step_slowdown(8, 0.3, 0.7) == pytest.approx(1.857142857)
+    assert step_slowdown(1, 0.3, 0.7) == pytest.approx(1.428571429)
+    # 17.65e9 + 241 x 245,760,000 = 76,878,160,000 B; / 3.35e12 = 22.9487 ms; x 1.857142857 = 42.619 ms
+    assert itl_seconds(17.65e9, 245_760_000, 241, 3.35e12) == pytest.approx(0.0229487)
+    assert itl_seconds(17.65e9, 245_760_000, 241, 3.35e12, 1.3 / 0.7) == pytest.approx(0.0426190, rel=1e-5)
+    # 0.06 x 3.35e12 / 1.857142857 = 108.2308e9; - 17.65e9 = 90.5808e9; / 245.76e6 = 368.57 -> 368
+    assert sequences_under_itl(0.06, 17.65e9, 245_760_000, 3.35e12, 1.3 / 0.7) == 368
+    # the weights alone (17.65e9 / 3.35e12 x 1.857 = 9.8 ms) miss a 5 ms target: no sequence at all
+    assert sequences_under_itl(0.005, 17.65e9, 245_760_000, 3.35e12, 1.3 / 0.7) < 1
+    # 2,000 / 241 = 8.30 -> 9; 2,000 / 250 = 8 exactly
+    assert nodes_needed(2000, 241) == 9 and nodes_needed(2000, 250) == 8
+    # 9 x 1.3 = 11.7 -> 12, + 1 = 13 (seed 003: "9 x 1.3 + 1 = 13"); 10 x 1.3 = 13 exactly, + 1 = 14
+    assert nodes_with_headroom(9, 1.3, 1) == 13 and nodes_with_headroom(10, 1.3, 1) == 14
+    assert nodes_with_headroom(5, 1.0, 0) == 5
+
+
+def test_step_functions_take_symbols():
+    sp = pytest.importorskip("sympy")
+    w, s, n, bw, tau, slow = sp.symbols("W_g S_g n BW tau s", positive=True)
+    itl = itl_seconds(w, s, n, bw, slow)
+    solved = sp.solve(sp.Eq(itl, tau), n)[0]
+    assert sp.simplify(sequences_under_itl(tau, w, s, bw, slow) - sp.floor(solved)) == 0
+
+
+def test_plan_uses_the_step_functions():
+    # Exercise D (Qwen2.5-32B on 8 x A100-80GB), kvlib's defaults: the plan's figures are the step functions'.
+    p = plan_capacity("qwen2.5-32b", users=500, context=16384, itl_ms=80, gpu="A100-80GB")
+    slow = step_slowdown(p.tp, p.tp_overhead, p.efficiency)
+    s_g = p.kv_bytes_per_sequence_per_gpu
+    assert s_g == 2 * 64 * (8 // 8) * 128 * 2 * 16384          # 64 layers, 8 KV heads / TP 8, 128 dims, bf16
+    assert p.itl_s == itl_seconds(p.weight_bytes_per_gpu, s_g, p.sequences_per_replica, p.bandwidth_bytes_per_s, slow)
+    assert p.sequences_per_replica_by_latency == sequences_under_itl(0.08, p.weight_bytes_per_gpu, s_g,
+                                                                     p.bandwidth_bytes_per_s, slow)
+    assert p.nodes == nodes_needed(500, p.sequences_per_node)
+    assert p.nodes_with_headroom == nodes_with_headroom(p.nodes, 1.3, 1)

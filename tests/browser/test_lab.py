@@ -122,6 +122,17 @@ PLANS = {
         validate=("round up (ceil)",                                            # q1, as typed
                   "decode_step_ms is not written yet"),                        # q2, left blank
     ),
+    "ch07_capacity_plan": Plan(
+        slider="users",
+        number=r"total KV cache:\s*([\d,.]+ GB)",
+        answer_id="ch07_q1_answer",
+        # Forgets the tensor-parallel split: every GPU counted as holding all KV heads.
+        wrong_answer="def kv_per_sequence_per_gpu(layers, kv_heads, head_dim, dtype_bytes, context, tp): "
+                     "return 2 * layers * kv_heads * head_dim * dtype_bytes * context",
+        slip="each GPU holds only its own KV heads",
+        validate=("each GPU holds only its own KV heads",                      # q1, as typed
+                  "sequences_by_memory is not written yet"),                   # q2, left blank
+    ),
 }
 
 

@@ -1,0 +1,281 @@
+"""Chapter 07's instant checks: a plan's steps, right answers pass, each slip is named, steps build on q1.
+
+Reference functions are written by hand here (never through kvlib). Hand-worked figures for
+the first visible case, Exercise D (Qwen2.5-32B config: 64 layers, 8 KV heads of 128, bf16;
+A100-80GB: 79.15 GiB as CUDA reports it, 2,039 GB/s; TP 8):
+one sequence of 16,384 tokens per GPU = 2 x 64 x 1 x 128 x 2 x 16,384 = 536,870,912 B.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from autograder.checks import ch07, core
+
+SEEDS = (0, 1, 7, 2026)
+EX = ch07.EXERCISES
+
+
+# --- reference solutions, by hand -------------------------------------------
+def kv_per_sequence_per_gpu(layers, kv_heads, head_dim, dtype_bytes, context, tp):
+    heads = max(1, kv_heads // tp)
+    return 2 * layers * heads * head_dim * dtype_bytes * context
+
+
+def sequences_by_memory(gpu_memory_bytes, utilization, weight_bytes, overhead_bytes, layers, kv_heads, head_dim,
+                        dtype_bytes, context, tp):
+    pool = math.ceil(gpu_memory_bytes * utilization) - math.ceil(weight_bytes / tp) - overhead_bytes
+    return pool // kv_per_sequence_per_gpu(layers, kv_heads, head_dim, dtype_bytes, context, tp)
+
+
+def _slow(tp, tp_overhead, efficiency):
+    return (1 + (tp_overhead if tp > 1 else 0)) / efficiency
+
+
+def itl_ms(sequences, weight_bytes, tp, bandwidth_bytes_per_s, tp_overhead, efficiency, layers, kv_heads, head_dim,
+           dtype_bytes, context):
+    step = weight_bytes / tp + sequences * kv_per_sequence_per_gpu(layers, kv_heads, head_dim, dtype_bytes, context, tp)
+    return step / bandwidth_bytes_per_s * _slow(tp, tp_overhead, efficiency) * 1000
+
+
+def sequences_by_itl(itl_target_ms, weight_bytes, tp, bandwidth_bytes_per_s, tp_overhead, efficiency, layers,
+                     kv_heads, head_dim, dtype_bytes, context):
+    readable = itl_target_ms / 1000 / _slow(tp, tp_overhead, efficiency) * bandwidth_bytes_per_s
+    per_seq = kv_per_sequence_per_gpu(layers, kv_heads, head_dim, dtype_bytes, context, tp)
+    return math.floor((readable - math.ceil(weight_bytes / tp)) / per_seq)
+
+
+def nodes(users, gpus_per_node, tp, sequences_by_memory, sequences_by_itl, spike_factor, redundancy_nodes):
+    per_node = gpus_per_node // tp * min(sequences_by_memory, sequences_by_itl)
+    base = -(-users // per_node)
+    return math.ceil(round(base * spike_factor, 9)) + redundancy_nodes
+
+
+REFERENCE = {
+    "ch07_q1_kv_per_sequence_per_gpu": kv_per_sequence_per_gpu,
+    "ch07_q2_sequences_by_memory": sequences_by_memory,
+    "ch07_q3_itl_ms": itl_ms,
+    "ch07_q4_sequences_by_itl": sequences_by_itl,
+    "ch07_q5_nodes": nodes,
+}
+
+
+def fails(grade_id, fn, **kwargs) -> str:
+    with pytest.raises(AssertionError) as info:
+        core.check(EX[grade_id], fn, **kwargs)
+    return str(info.value)
+
+
+def _source_points() -> dict:
+    path = Path(__file__).resolve().parents[1] / "course/source/ch07_capacity_plan/ch07_capacity_plan.ipynb"
+    cells = json.loads(path.read_text())["cells"]
+    return {c["metadata"]["nbgrader"]["grade_id"]: c["metadata"]["nbgrader"]["points"] for c in cells
+            if c["metadata"].get("nbgrader", {}).get("grade")}
+
+
+def test_grade_ids_and_points():
+    assert list(EX) == list(_source_points())
+    assert _source_points() == {"ch07_q1_kv_per_sequence_per_gpu": 1, "ch07_q2_sequences_by_memory": 2,
+                                "ch07_q3_itl_ms": 2, "ch07_q4_sequences_by_itl": 2, "ch07_q5_nodes": 2}
+
+
+def test_exercise_d_by_hand():
+    k = ch07.VISIBLE[0]["kwargs"]
+    assert kv_per_sequence_per_gpu(64, 8, 128, 2, 16384, 8) == 536_870_912
+    assert EX["ch07_q1_kv_per_sequence_per_gpu"].expected_for(ch07.VISIBLE[0]) == 536_870_912
+    # pool: ceil(0.92 x 79.15 GiB) - ceil(W / 8) - 3 GB; 124.8 sequences of 536,870,912 B -> 124
+    cuda = round(79.15 * 2**30)
+    assert k["gpu_memory_bytes"] == cuda
+    pool = math.ceil(cuda * 0.92) - math.ceil(k["weight_bytes"] / 8) - 3 * 10**9
+    assert pool // 536_870_912 == 124 == EX["ch07_q2_sequences_by_memory"].expected_for(ch07.VISIBLE[0])
+    # ITL at 124: (8.19e9 + 124 x 0.5369e9) / 2.039e12 x 1.3 / 0.7 = 68.1 ms; 80 ms allows 148; memory binds
+    assert round(itl_ms(124, k["weight_bytes"], 8, 2.039e12, 0.3, 0.7, 64, 8, 128, 2, 16384), 1) == 68.1
+    assert EX["ch07_q4_sequences_by_itl"].expected_for(ch07.VISIBLE[0]) == 148
+    # 500 / 124 = 4.03 -> 5 nodes; ceil(5 x 1.3) + 1 = 8
+    assert nodes(500, 8, 8, 124, 148, 1.3, 1) == 8 == EX["ch07_q5_nodes"].expected_for(ch07.VISIBLE[0])
+
+
+def test_visible_cases_cover_each_variant():
+    kinds = {(c["kwargs"]["tp"] == 1, c["kwargs"]["tp"] > c["kwargs"]["kv_heads"],
+              c["kwargs"]["gpus_per_node"] // c["kwargs"]["tp"] > 1,
+              c["kwargs"]["sequences_by_memory"] <= c["kwargs"]["sequences_by_itl"]) for c in ch07.VISIBLE}
+    assert any(k[0] for k in kinds) and any(k[1] for k in kinds) and any(k[2] for k in kinds)
+    assert any(k[3] for k in kinds) and any(not k[3] for k in kinds)     # memory binds in some, ITL in others
+
+
+def test_cases_are_json_and_hidden_are_seeded():
+    json.dumps(ch07.VISIBLE)
+    assert ch07.hidden_plans(1) == ch07.hidden_plans(1)
+    assert [c["kwargs"] for c in ch07.hidden_plans(1)] != [c["kwargs"] for c in ch07.hidden_plans(2)]
+
+
+@pytest.mark.parametrize("grade_id", list(REFERENCE))
+def test_reference_passes_visible_and_hidden(grade_id, capsys):
+    core.check(EX[grade_id], REFERENCE[grade_id])
+    for seed in SEEDS:
+        core.check(EX[grade_id], REFERENCE[grade_id], hidden=True, seed=seed)
+    assert "✓" in capsys.readouterr().out
+
+
+# --- slips: one wrong function each ------------------------------------------
+def q1_total(layers, kv_heads, head_dim, dtype_bytes, context, tp):
+    return 2 * layers * kv_heads * head_dim * dtype_bytes * context
+
+
+def q1_split_replicated(layers, kv_heads, head_dim, dtype_bytes, context, tp):
+    return 2 * layers * kv_heads * head_dim * dtype_bytes * context // tp
+
+
+def q1_gb(layers, kv_heads, head_dim, dtype_bytes, context, tp):
+    return kv_per_sequence_per_gpu(layers, kv_heads, head_dim, dtype_bytes, context, tp) / 1e9
+
+
+def q2_label(gpu_memory_bytes, utilization, weight_bytes, overhead_bytes, layers, kv_heads, head_dim, dtype_bytes,
+             context, tp):
+    label = 40 * 10**9 if gpu_memory_bytes < 50 * 2**30 else 80 * 10**9   # the visible GPUs' labels
+    return sequences_by_memory(label, utilization, weight_bytes, overhead_bytes, layers, kv_heads, head_dim,
+                               dtype_bytes, context, tp)
+
+
+def q2_weights_whole(gpu_memory_bytes, utilization, weight_bytes, overhead_bytes, layers, kv_heads, head_dim,
+                     dtype_bytes, context, tp):
+    pool = math.ceil(gpu_memory_bytes * utilization) - weight_bytes - overhead_bytes
+    return pool // kv_per_sequence_per_gpu(layers, kv_heads, head_dim, dtype_bytes, context, tp)
+
+
+def q2_no_utilization(gpu_memory_bytes, utilization, weight_bytes, overhead_bytes, layers, kv_heads, head_dim,
+                      dtype_bytes, context, tp):
+    return sequences_by_memory(gpu_memory_bytes, 1, weight_bytes, overhead_bytes, layers, kv_heads, head_dim,
+                               dtype_bytes, context, tp)
+
+
+def q3_times_efficiency(sequences, weight_bytes, tp, bandwidth_bytes_per_s, tp_overhead, efficiency, *geometry):
+    bound = itl_ms(sequences, weight_bytes, tp, bandwidth_bytes_per_s, 0, 1, *geometry)
+    return bound * (1 + (tp_overhead if tp > 1 else 0)) * efficiency
+
+
+def q3_seconds(sequences, weight_bytes, tp, bandwidth_bytes_per_s, tp_overhead, efficiency, *geometry):
+    return itl_ms(sequences, weight_bytes, tp, bandwidth_bytes_per_s, tp_overhead, efficiency, *geometry) / 1000
+
+
+def q3_weights_whole(sequences, weight_bytes, tp, bandwidth_bytes_per_s, tp_overhead, efficiency, *geometry):
+    return itl_ms(sequences, weight_bytes * tp, tp, bandwidth_bytes_per_s, tp_overhead, efficiency, *geometry)
+
+
+def q4_no_overhead(itl_target_ms, weight_bytes, tp, bandwidth_bytes_per_s, tp_overhead, efficiency, *geometry):
+    return sequences_by_itl(itl_target_ms, weight_bytes, tp, bandwidth_bytes_per_s, 0, efficiency, *geometry)
+
+
+def q4_bound_only(itl_target_ms, weight_bytes, tp, bandwidth_bytes_per_s, tp_overhead, efficiency, *geometry):
+    return sequences_by_itl(itl_target_ms, weight_bytes, tp, bandwidth_bytes_per_s, 0, 1, *geometry)
+
+
+def q5_larger_limit(users, gpus_per_node, tp, sequences_by_memory, sequences_by_itl, spike_factor, redundancy_nodes):
+    return nodes(users, gpus_per_node, tp, max(sequences_by_memory, sequences_by_itl), 10**9, spike_factor,
+                 redundancy_nodes)
+
+
+def q5_no_headroom(users, gpus_per_node, tp, sequences_by_memory, sequences_by_itl, spike_factor, redundancy_nodes):
+    return nodes(users, gpus_per_node, tp, sequences_by_memory, sequences_by_itl, 1, 0)
+
+
+def q5_one_replica(users, gpus_per_node, tp, sequences_by_memory, sequences_by_itl, spike_factor, redundancy_nodes):
+    return nodes(users, tp, tp, sequences_by_memory, sequences_by_itl, spike_factor, redundancy_nodes)
+
+
+def q5_spares_scaled(users, gpus_per_node, tp, sequences_by_memory, sequences_by_itl, spike_factor,
+                     redundancy_nodes):
+    base = nodes(users, gpus_per_node, tp, sequences_by_memory, sequences_by_itl, 1, 0)
+    return math.ceil(round((base + redundancy_nodes) * spike_factor, 9))
+
+
+def q5_gpus(users, gpus_per_node, tp, sequences_by_memory, sequences_by_itl, spike_factor, redundancy_nodes):
+    return gpus_per_node * nodes(users, gpus_per_node, tp, sequences_by_memory, sequences_by_itl, spike_factor,
+                                 redundancy_nodes)
+
+
+SLIPS = [
+    ("ch07_q1_kv_per_sequence_per_gpu", q1_total, "total_not_per_gpu", ("each GPU holds only its own KV heads",)),
+    ("ch07_q1_kv_per_sequence_per_gpu", q1_split_replicated, "split_replicated", ("replicated, not split",)),
+    ("ch07_q1_kv_per_sequence_per_gpu", q1_gb, "answer_in_gb", ("looks like GB",)),
+    ("ch07_q2_sequences_by_memory", q2_label, "label_memory", ("memory on the label",)),
+    ("ch07_q2_sequences_by_memory", q2_weights_whole, "weights_not_split", ("W / tp",)),
+    ("ch07_q2_sequences_by_memory", q2_no_utilization, "no_utilization", ("utilization cap",)),
+    ("ch07_q3_itl_ms", q3_times_efficiency, "efficiency_multiplied", ("divide by the efficiency",)),
+    ("ch07_q3_itl_ms", q3_seconds, "seconds_for_ms", ("looks like seconds",)),
+    ("ch07_q3_itl_ms", q3_weights_whole, "weights_not_split", ("W / tp per GPU",)),
+    ("ch07_q4_sequences_by_itl", q4_no_overhead, "no_tp_overhead", ("all-reduce overhead",)),
+    ("ch07_q4_sequences_by_itl", q4_bound_only, "bound_only", ("bandwidth bound",)),
+    ("ch07_q5_nodes", q5_larger_limit, "non_binding_constraint", ("smaller of the",)),
+    ("ch07_q5_nodes", q5_no_headroom, "no_headroom", ("before headroom", "headroom")),
+    ("ch07_q5_nodes", q5_one_replica, "missing_replicas", ("replicas",)),
+    ("ch07_q5_nodes", q5_spares_scaled, "spares_scaled", ("after scaling for the spike",)),
+    ("ch07_q5_nodes", q5_gpus, "gpus_not_nodes", ("counts GPUs",)),
+]
+
+
+@pytest.mark.parametrize("grade_id, fn, key, phrases", SLIPS, ids=[s[2] + "-" + s[0][5:7] for s in SLIPS])
+def test_visible_slip_is_named(grade_id, fn, key, phrases):
+    message = fails(grade_id, fn)
+    assert phrases[0] in message, message
+
+
+@pytest.mark.parametrize("grade_id, fn, key, phrases", SLIPS, ids=[s[2] + "-" + s[0][5:7] for s in SLIPS])
+def test_hidden_slip_is_named_in_general_words(grade_id, fn, key, phrases, capsys):
+    # the hidden message names the slip (in general words) and none of the case's numbers
+    hidden = fails(grade_id, fn, hidden=True)
+    from kvlib import slips
+    assert slips.general(key) in hidden, hidden
+    for case in EX[grade_id].cases(hidden=True):
+        for name, value in case["kwargs"].items():
+            if isinstance(value, int) and value > 1000:
+                assert f"{value:,}" not in hidden and str(value) not in hidden, (name, hidden)
+        assert case["label"] not in hidden
+
+
+# --- steps that build on q1: an early slip is charged once --------------------
+def test_a_q1_slip_is_not_charged_again():
+    """A learner whose q1 forgets the TP split, and whose later steps call it, fails q1 only."""
+    def q2(gpu_memory_bytes, utilization, weight_bytes, overhead_bytes, layers, kv_heads, head_dim, dtype_bytes,
+           context, tp):
+        pool = math.ceil(gpu_memory_bytes * utilization) - math.ceil(weight_bytes / tp) - overhead_bytes
+        return pool // q1_total(layers, kv_heads, head_dim, dtype_bytes, context, tp)
+
+    def q3(sequences, weight_bytes, tp, bandwidth_bytes_per_s, tp_overhead, efficiency, layers, kv_heads, head_dim,
+           dtype_bytes, context):
+        step = weight_bytes / tp + sequences * q1_total(layers, kv_heads, head_dim, dtype_bytes, context, tp)
+        return step / bandwidth_bytes_per_s * _slow(tp, tp_overhead, efficiency) * 1000
+
+    core._ANSWERS.clear()
+    assert "each GPU holds only its own KV heads" in fails("ch07_q1_kv_per_sequence_per_gpu", q1_total)
+    core.check(EX["ch07_q2_sequences_by_memory"], q2)         # right, given the learner's own q1
+    core.check(EX["ch07_q3_itl_ms"], q3)
+    # and the same q2 with a right q1 behind it is wrong: the slip is named
+    core._ANSWERS.clear()
+    core.check(EX["ch07_q1_kv_per_sequence_per_gpu"], kv_per_sequence_per_gpu)
+    assert "each GPU holds only its own KV heads" in fails("ch07_q2_sequences_by_memory", q2)
+    core._ANSWERS.clear()
+
+
+# --- types --------------------------------------------------------------------
+def test_wrong_types_are_rejected():
+    def q1_float(*args):
+        return float(kv_per_sequence_per_gpu(*args))
+
+    def q3_int(*args):
+        return round(itl_ms(*args))
+
+    assert "int" in fails("ch07_q1_kv_per_sequence_per_gpu", q1_float)
+    assert "float" in fails("ch07_q3_itl_ms", q3_int)
+    assert "must be a function" in fails("ch07_q5_nodes", 8)
+
+
+def test_release_stub_says_not_written_yet():
+    def stub(*args):
+        raise NotImplementedError
+
+    assert "not written yet" in fails("ch07_q5_nodes", stub)

@@ -1,0 +1,51 @@
+"""kvdisplay.planner: the planner's view shows kvlib's plan step by step, and the binding limit.
+
+Expected figures by hand: Qwen2.5-32B at 16,384 tokens is 2 x 64 x 8 x 128 x 2 x 16,384 = 4,294,967,296 B
+per sequence; 500 users hold 2,147,483,648,000 B = 2,147.48 GB (2,000.00 GiB).
+"""
+
+import re
+import time
+
+import pytest
+
+from kvdisplay.planner import planner_explorer, planner_view
+
+
+def test_view_shows_each_step_and_what_binds():
+    view = planner_view("qwen2.5-32b", "A100-80GB", 8, 8, 500, 16384, 80)
+    assert "total KV cache: <b>2,147.48 GB (2,000.00 GiB)</b>" in view
+    assert "binds: <b style='color:#2e5c8a'>memory</b>" in view
+    assert view.count("<tr>") == 8
+
+
+def test_latency_binds_at_a_tight_target():
+    # Llama 3.1 8B, TP 1, 4,096 tokens, 30 ms: 110 sequences fit a GPU's pool but 30 ms allows about 101
+    view = planner_view("llama-3.1-8b", "H100-SXM", 8, 1, 2000, 4096, 30)
+    assert re.search(r"binds: <b[^>]*>latency</b>", view)
+
+
+def test_a_plan_that_cannot_be_met_says_why():
+    view = planner_view("llama-3.3-70b", "H100-SXM", 8, 1, 2000, 6144, 60)   # 141 GB of weights on one GPU
+    assert "no plan" in view and "tp" in view and "total KV cache: <b>—</b>" in view
+
+
+def test_the_number_follows_users():
+    a = planner_view("qwen2.5-32b", "A100-80GB", 8, 8, 500, 16384, 80)
+    b = planner_view("qwen2.5-32b", "A100-80GB", 8, 8, 550, 16384, 80)
+    grab = re.compile(r"total KV cache: <b>([\d,.]+ GB)")
+    assert grab.search(a).group(1) != grab.search(b).group(1)
+
+
+def test_explorer_redraws_from_its_controls():
+    pytest.importorskip("ipywidgets")
+    box = planner_explorer(["qwen2.5-32b"])
+    before = box.view.value
+    users = next(c for c in box.children if getattr(c, "description", "") == "users")
+    users.value = users.value + 50
+    assert box.view.value != before
+    tp = next(c for c in box.children if getattr(c, "description", "") == "TP (GPUs per replica)")
+    per_node = next(c for c in box.children if getattr(c, "description", "") == "GPUs per node")
+    per_node.value = 2
+    assert "does not divide" in box.view.value
+    del tp
