@@ -32,8 +32,6 @@ __all__ = [
     "worked_problem", "config_fields_table", "md", "model_name", "show", "show_json", "table",
     "heads_held", "tp_explorer", "tp_explorer_view", "tp_kv_slices",
     "bar_plot", "MLA_LATENT_AXES", "MLA_ROPE_AXES", "mla_cache_arrays", "mla_explorer", "mla_explorer_view",
-]
     "crossover_explorer", "crossover_view", "figure_img", "roofline_plot", "step_bytes_figure",
-]
     "planner_explorer", "planner_view",
 ]
