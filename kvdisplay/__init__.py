@@ -14,6 +14,7 @@ those back-links to the chapter sources.
 """
 
 from .arrays import KV_CACHE_AXES, kv_cache_array, numpy_dtype
+from .course import notation_table, terminal
 from .derivation import build_up
 from .explorer import ExplorerPreset, kv_explorer, kv_explorer_view, presets_from_models
 from .plots import line_plot
@@ -24,4 +25,5 @@ __all__ = [
     "KV_CACHE_AXES", "kv_cache_array", "numpy_dtype", "build_up", "ExplorerPreset", "kv_explorer",
     "kv_explorer_view", "presets_from_models", "line_plot", "erratum", "footnote", "footnote_ref",
     "worked_problem", "config_fields_table", "md", "model_name", "show", "show_json", "table",
+    "notation_table", "terminal",
 ]
