@@ -32,7 +32,7 @@ def worked_problem(number: int, question: str, assumptions: str, formula: str, s
 
     Raises ValueError when a substitution has no meaning or the result is empty.
 
-    Used in: ch01_kv_formula (Questions 1-5).
+    Used in: ch01_kv_formula (Questions 1-5), ch00_orientation (Question 1).
     """
     lines = []
     for entry in substitutions:

@@ -20,7 +20,7 @@ def md(text: str) -> Markdown:
     >>> md("**131,072 B** per token").data
     '**131,072 B** per token'
 
-    Used in: ch01_kv_formula.
+    Used in: ch01_kv_formula, ch00_orientation.
     """
     return Markdown(text)
 
