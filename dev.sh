@@ -2,7 +2,7 @@
 # kv-course's one entry point (README, CI and Binder use the same pins).
 #
 #   ./dev.sh setup    .venv/ with binder/requirements.txt, tests/requirements.txt and this repo
-#   ./dev.sh open     JupyterLab on workspace/ch01_kv_formula.ipynb (your copy of chapters/)
+#   ./dev.sh open     JupyterLab on workspace/ch00_orientation.ipynb (your copy of chapters/)
 #                     [--port P (8888)] [--no-browser] [--token T] [--ip IP (127.0.0.1)] [--root DIR]
 #   ./dev.sh test     every test: kvlib, doctests, build drift, notebooks, grading [pytest args]
 #   ./dev.sh quick    the edit loop (under a minute): kvlib, kvdisplay, checks, build drift, doctests
@@ -17,7 +17,7 @@ VENV="$ROOT/.venv"
 PY="$VENV/bin/python"
 STAMP="$VENV/.kv-course-setup"
 OVERRIDES="$VENV/share/jupyter/lab/settings/overrides.json"
-CHAPTER="ch01_kv_formula.ipynb"      # opened first (in chapters/, and in workspace/)
+CHAPTER="ch00_orientation.ipynb"     # opened first (in chapters/, and in workspace/)
 WORKSPACE="$ROOT/workspace"          # git-ignored: the learner's copies of chapters/
 TEST_REQUIREMENTS="$ROOT/tests/requirements.txt"   # test-only extras (Binder does not install them)
 ENGINE_VENV="$ROOT/.venv-engine"     # git-ignored: vLLM's CPU build, never part of .venv or Binder

@@ -16,6 +16,7 @@ those back-links to the chapter sources.
 from .arrays import KV_CACHE_AXES, kv_cache_array, numpy_dtype
 from .bars import bar_plot
 from .crossover import crossover_explorer, crossover_view, figure_img, roofline_plot, step_bytes_figure
+from .course import notation_table, terminal
 from .derivation import build_up
 from .explorer import ExplorerPreset, kv_explorer, kv_explorer_view, presets_from_models
 from .mla import MLA_LATENT_AXES, MLA_ROPE_AXES, mla_cache_arrays, mla_explorer, mla_explorer_view
@@ -34,4 +35,5 @@ __all__ = [
     "bar_plot", "MLA_LATENT_AXES", "MLA_ROPE_AXES", "mla_cache_arrays", "mla_explorer", "mla_explorer_view",
     "crossover_explorer", "crossover_view", "figure_img", "roofline_plot", "step_bytes_figure",
     "planner_explorer", "planner_view",
+    "notation_table", "terminal",
 ]

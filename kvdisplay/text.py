@@ -20,7 +20,7 @@ def md(text: str) -> Markdown:
     >>> md("**131,072 B** per token").data
     '**131,072 B** per token'
 
-    Used in: ch01_kv_formula, ch02_gqa_tp, ch03_mla, ch04_pool_paging, ch06_crossover.
+    Used in: ch01_kv_formula, ch02_gqa_tp, ch03_mla, ch04_pool_paging, ch06_crossover, ch00_orientation.
     """
     return Markdown(text)
 

@@ -6,8 +6,12 @@ out, which is how a chapter shows that its derivation equals the library).
 Validation of user input happens where input enters (``kvlib.config``,
 ``kvlib.cli``), not here.
 
-Notation (the table in ch00_orientation): L layers, K KV heads, D head dim,
-b dtype bytes, T tokens of context, B batch (concurrent sequences).
+Notation: the course's one table, ``kvlib.notation.SYMBOLS`` (shown in
+ch00_orientation): L layers, K KV heads, D head dim, b dtype bytes, T tokens
+of context, B batch (concurrent sequences), d_c and d_R MLA's latent and RoPE
+widths, M GPU memory as CUDA reports it, u utilization, W weight bytes,
+O other bytes, bs block size, N GPUs, BW bandwidth. A formula below uses
+only those letters and its own parameter names (``tests/test_notation.py``).
 
 Keyword names here are a contract (notebooks, doctests and the grader call
 them): ``layers``, ``kv_heads``, ``context``, ``batch`` stay as they are; new
@@ -211,7 +215,7 @@ def kv_heads_per_gpu(kv_heads, tp):
 
 
 def weight_bytes_per_gpu(weight_bytes, gpus):
-    """Weight bytes the busiest GPU holds when ``gpus`` GPUs split the weights: ``ceil(W / n)`` [B].
+    """Weight bytes the busiest GPU holds when N = ``gpus`` GPUs split the weights: ``ceil(W / N)`` [B].
 
     The one weight-split rule of kvlib (tensor parallelism, or ``tp * pp``
     ranks): an even split, rounded up so no byte is lost; a float ``W``
@@ -230,7 +234,7 @@ def weight_bytes_per_gpu(weight_bytes, gpus):
 
 
 def max_concurrency(kv_budget_bytes, bytes_per_sequence):
-    """Whole sequences that fit: ``floor(budget / bytes_per_sequence)``.
+    """Whole sequences that fit: ``floor(kv_budget_bytes / bytes_per_sequence)``.
 
     A fraction of a sequence cannot be admitted, so this is a floor, not a
     rounding. Taught in ch01_kv_formula. Seed 003, Llama 3 8B on one H100 at 8K:
@@ -244,7 +248,7 @@ def max_concurrency(kv_budget_bytes, bytes_per_sequence):
 def block_waste_tokens(num_seqs, block_size):
     """Expected tokens wasted in partially filled last blocks.
 
-    Formula: ``N * (bs - 1) / 2`` -- each sequence's last block is short by
+    Formula: ``B * (bs - 1) / 2`` for B = ``num_seqs`` sequences -- each one's last block is short by
     0..bs-1 tokens, uniformly when lengths are uniform modulo the block size.
     Taught in ch04_pool_paging. Seed 000: 200 sequences, 16-token blocks:
 

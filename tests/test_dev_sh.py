@@ -63,7 +63,7 @@ def test_open_copies_chapters_into_workspace(checkout):
     for name in chapters:
         assert (workspace / name).read_bytes() == (checkout / "chapters" / name).read_bytes()
     assert got["cwd"] == str(workspace) and got["ServerApp.root_dir"] == str(workspace)
-    assert got["LabApp.default_url"] == "/lab/tree/ch01_kv_formula.ipynb"
+    assert got["LabApp.default_url"] == "/lab/tree/ch00_orientation.ipynb"
 
 
 def test_open_never_overwrites_the_learners_work(checkout):
@@ -83,11 +83,11 @@ def test_open_never_overwrites_the_learners_work(checkout):
 def test_open_root_serves_that_folder(checkout, tmp_path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    shutil.copy2(checkout / "chapters" / "ch01_kv_formula.ipynb", scratch)
+    shutil.copy2(checkout / "chapters" / "ch00_orientation.ipynb", scratch)
     rc, err, got = _open(checkout, "--root", str(scratch))
     assert rc == 0, err
     assert got["cwd"] == str(scratch) and got["ServerApp.root_dir"] == str(scratch)
-    assert got["LabApp.default_url"] == "/lab/tree/ch01_kv_formula.ipynb"
+    assert got["LabApp.default_url"] == "/lab/tree/ch00_orientation.ipynb"
     assert not (checkout / "workspace").exists()          # --root leaves workspace/ alone
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -20,7 +20,9 @@ a fresh page and kernel per chapter, tests in this order):
 
 Screenshots of each step go to artefacts/browser/<chapter>-NN-<step>.png, step timings to
 the terminal summary and artefacts/browser/timings.txt. A chapter without an entry in
-PLANS fails: say there which slider, number and slip to use.
+PLANS fails: say there which slider, number and slip to use. An ungraded chapter's plan
+says why it has no explorer or exercise (``without``): steps 3-5 skip for it with that reason,
+and step 2 then asserts that Run All finishes with no error at all and shows ``shows``.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 
 CHAPTERS = sorted(p.stem for p in (REPO / "chapters").glob("ch*.ipynb"))
-DEFAULT_CHAPTER = "ch01_kv_formula"    # dev.sh's CHAPTER: what `./dev.sh open` shows first
+DEFAULT_CHAPTER = "ch00_orientation"   # dev.sh's CHAPTER: what `./dev.sh open` shows first
 TIMEOUT_MS = 60_000                    # any single wait; a whole chapter takes about 15 s
 EXERCISE_ERRORS = {"AssertionError", "NotImplementedError"}
 TOAST = ".Toastify__toast"             # JupyterLab 4's notifications (news, updates) pop up as these
@@ -58,12 +60,14 @@ KNOWN_CONSOLE_NOISE: tuple[re.Pattern, ...] = (
 @dataclass(frozen=True)
 class Plan:
     """What to do on a chapter's page."""
-    slider: str            # label of the explorer slider to move
-    number: str            # regex whose group 1 is the explorer's displayed number
-    answer_id: str         # grade_id of the answer cell to type into
-    wrong_answer: str      # one line, typed key by key
-    slip: str              # what the check must say about that answer
+    slider: str = ""       # label of the explorer slider to move
+    number: str = ""       # regex whose group 1 is the explorer's displayed number
+    answer_id: str = ""    # grade_id of the answer cell to type into
+    wrong_answer: str = ""   # one line, typed key by key
+    slip: str = ""         # what the check must say about that answer
     validate: tuple[str, ...] = ()   # if not empty: click Validate; the dialog must show these
+    without: str = ""      # an ungraded chapter: why it has no explorer or exercise (those steps skip)
+    shows: tuple[str, ...] = ()      # texts the page must show after Run All
 
 
 PLANS = {
@@ -133,7 +137,17 @@ PLANS = {
         validate=("each GPU holds only its own KV heads",                      # q1, as typed
                   "sequences_by_memory is not written yet"),                   # q2, left blank
     ),
+    "ch00_orientation": Plan(
+        without="ungraded orientation chapter: no explorer and no exercise",
+        # Its live demonstration: chapter 01's check run on a function without the factor 2, and a drill.
+        shows=("the factor 2 for K and V is missing", "not quite [query_heads]"),
+    ),
 }
+
+
+def _skip_without(chapter) -> None:
+    if chapter.plan and chapter.plan.without:
+        pytest.skip(f"{chapter.name}: {chapter.plan.without}")
 
 
 def _kind(cell) -> str | None:
@@ -333,8 +347,8 @@ def _shut_down_kernels(url: str, path: str) -> None:
             opener.open(request, timeout=30).close()
 
 
-def test_dev_sh_open_lands_on_chapter_01(lab_server):
-    """`./dev.sh open --root DIR` serves DIR (the copies of chapters/), and / leads to chapter 01."""
+def test_dev_sh_open_lands_on_chapter_00(lab_server):
+    """`./dev.sh open --root DIR` serves DIR (the copies of chapters/), and / leads to chapter 00."""
     class NoRedirect(urllib.request.HTTPRedirectHandler):
         def redirect_request(self, *args):
             return None
@@ -369,6 +383,16 @@ def test_run_all_fails_only_in_exercise_checks(chapter):
             not_run.append(f"cell {i}: {cell.source.splitlines()[0] if cell.source else ''}")
     assert errors == [], "cells that errored:\n" + "\n".join(errors)
     assert not_run == [], "Run All stopped before these cells ran:\n" + "\n".join(not_run)
+    text = chapter.page.locator(".jp-NotebookPanel .jp-Notebook").text_content() or ""
+    missing = [shown for shown in chapter.plan.shows if shown not in text]
+    assert missing == [], f"not on the page after Run All: {missing}"
+    if chapter.plan.without:      # ungraded: nothing may fail, and every code cell ran
+        assert not any(o.output_type == "error" for c in nb.cells for o in c.get("outputs", [])), \
+            "an ungraded chapter showed an error"
+        assert all(c.get("execution_count") for c in nb.cells if c.cell_type == "code")
+        chapter.assert_no_toast()
+        chapter.shot("ran-all")
+        return
     failed = [i for i, cell in enumerate(nb.cells)
               if any(o.output_type == "error" for o in cell.get("outputs", []))]
     assert failed, "no exercise check failed on the blank notebook"
@@ -383,6 +407,7 @@ def test_run_all_fails_only_in_exercise_checks(chapter):
 
 
 def test_slider_changes_the_displayed_number(chapter):
+    _skip_without(chapter)
     chapter.ensure_ran()
     page, plan = chapter.page, chapter.plan
     number = re.compile(plan.number)
@@ -436,6 +461,7 @@ def test_worked_answers_stay_folded(chapter):
 
 
 def test_wrong_answer_names_the_slip(chapter):
+    _skip_without(chapter)
     output = chapter.ensure_wrong_answer()
     assert "AssertionError" in output, output
     assert chapter.plan.slip in output, f"the check did not name the slip {chapter.plan.slip!r}:\n{output}"

@@ -1,0 +1,62 @@
+"""How the course itself is shown: its notation table, and kvlib's command line run for real.
+
+``notation_table`` renders the rows of ``kvlib.notation`` (the one table every chapter and
+kvlib's docstrings point to); ``terminal`` runs ``python -m kvlib ...`` with the notebook's own
+interpreter and shows the command and what it printed, so the text cannot drift from the tool.
+
+Used in: ch00_orientation.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+
+from IPython.display import Markdown
+
+from .text import table
+
+
+def _code(text: str) -> str:
+    return f"`{text}`" if text else ""
+
+
+def notation_table(symbols) -> Markdown:
+    """The notation table: letter (as LaTeX), name in code, kvlib's other names, where a config or vLLM gives it.
+
+    ``symbols`` are ``kvlib.notation.Symbol`` rows (``kv.notation.SYMBOLS``).
+
+    >>> import kvlib.notation as n
+    >>> print(notation_table([n.by_letter("K")]).data.splitlines()[2])
+    | $K$ | `num_kv_heads` | `kv_heads` | `num_key_value_heads` | key/value heads per layer; a config without the field (or null) means K = H | count |
+
+    Used in: ch00_orientation.
+    """
+    rows = []
+    for s in symbols:
+        where = [_code(f) for f in s.config_fields] + [f"vLLM `{e}`" for e in s.engine_settings]
+        rows.append([f"${s.latex}$", _code(s.name), ", ".join(_code(k) for k in s.kvlib_keywords if k != s.name)
+                     or "the same", ", ".join(where) or "—", s.meaning, s.unit])
+    return table(["letter", "name in code", "kvlib also says", "config field or vLLM setting", "meaning", "unit"],
+                 rows)
+
+
+def terminal(*args: str, cwd=None, stdin: str | None = None, timeout: float = 60) -> Markdown:
+    """Run ``kvlib ARGS`` (as ``python -m kvlib``) and show ``$ kvlib ARGS`` and its output as a code block.
+
+    ``stdin`` is typed in (``kvlib drill`` reads answers from it) and shown after each prompt it
+    answers only as far as the program echoes it. A non-zero exit raises RuntimeError with what
+    the command printed, so a chapter that shows the CLI fails loudly when the CLI breaks.
+
+    >>> print(terminal("gpus").data.splitlines()[1])
+    $ kvlib gpus
+
+    Used in: ch00_orientation.
+    """
+    run = subprocess.run([sys.executable, "-m", "kvlib", *args], input=stdin, capture_output=True, text=True,
+                         cwd=cwd, timeout=timeout)
+    command = "kvlib " + " ".join(shlex.quote(a) for a in args)
+    if run.returncode != 0:
+        raise RuntimeError(f"`{command}` exited {run.returncode}: {run.stderr.strip() or run.stdout.strip()}")
+    return Markdown(f"```\n$ {command}\n{run.stdout.rstrip()}\n```")

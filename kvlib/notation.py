@@ -1,0 +1,116 @@
+"""The course's one notation table: a letter for derivations, a name for code, a field in real configs.
+
+Each row says what one quantity is called in each of the three places a learner meets it:
+
+* ``letter``: the sympy symbol (and the letter in docstring formulas), e.g. ``L``, ``d_c``;
+* ``name``: the name notebooks and new kvlib functions give it (``num_layers``);
+* ``kvlib_keywords``: the keyword names existing kvlib functions already use for it (a contract:
+  ``kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes)``);
+* ``config_fields``: the fields of a Hugging Face ``config.json`` that give it;
+* ``engine_settings``: vLLM's setting for it where the engine, not the model, decides
+  (``tensor_parallel_size``, ``gpu_memory_utilization``);
+* ``meaning`` and ``unit``; ``chapter``: the chapter that introduces it.
+
+A letter means one thing everywhere. Chapter 00 (ch00_orientation) shows this table;
+``kvlib.formulas``' docstrings and every chapter's sympy symbols use only its letters
+(``tests/test_notation.py`` fails on a letter that is not here: add its row first).
+
+>>> by_letter("K").name, by_letter("K").kvlib_keywords
+('num_kv_heads', ('kv_heads',))
+>>> by_letter("d_c").config_fields
+('kv_lora_rank',)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Symbol", "SYMBOLS", "by_letter", "letters", "code_names"]
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """One row of the notation table."""
+
+    letter: str                      # sympy name: "L", "d_c", "bs"
+    name: str                        # in notebooks and new code: "num_layers"
+    meaning: str
+    unit: str                        # "count", "B" (bytes), "tokens", "elements" ...
+    config_fields: tuple = ()        # config.json fields that give it (first found wins)
+    engine_settings: tuple = ()      # vLLM's setting for it, where the engine decides
+    kvlib_keywords: tuple = ()       # keyword names (and spec fields) existing kvlib code uses for it
+    chapter: str = "ch01_kv_formula"
+
+    @property
+    def latex(self) -> str:
+        """The letter as LaTeX: ``d_c`` -> ``d_{c}``, ``bs`` -> ``\\mathit{bs}``."""
+        if "_" in self.letter:
+            base, sub = self.letter.split("_", 1)
+            return f"{base}_{{{sub}}}"
+        return self.letter if len(self.letter) == 1 else rf"\mathit{{{self.letter}}}"
+
+
+SYMBOLS: tuple[Symbol, ...] = (
+    # The KV-cache formula, 2 * L * K * D * b per token, times T and B.
+    Symbol("L", "num_layers", "transformer layers that keep a KV cache", "count",
+           ("num_hidden_layers", "n_layer"), kvlib_keywords=("layers",)),
+    Symbol("H", "num_heads", "query heads per layer (not a factor of the cache)", "count",
+           ("num_attention_heads", "n_head"), kvlib_keywords=("num_heads",)),
+    Symbol("K", "num_kv_heads", "key/value heads per layer; a config without the field (or null) means K = H",
+           "count", ("num_key_value_heads",), kvlib_keywords=("kv_heads",)),
+    Symbol("D", "head_dim", "numbers in one key (and in one value); no field: hidden_size / num_attention_heads",
+           "elements", ("head_dim",), kvlib_keywords=("head_dim",)),
+    Symbol("d", "hidden_size", "width of the residual stream (it feeds the parameter count, not the cache)",
+           "elements", ("hidden_size", "n_embd"), kvlib_keywords=("hidden_size",)),
+    Symbol("b", "dtype_bytes", "bytes per stored number: the weights' dtype unless the engine sets the cache's",
+           "B", ("torch_dtype",), ("kv_cache_dtype",), ("dtype_bytes", "kv_dtype_bytes")),
+    Symbol("T", "seq_len", "tokens in one sequence so far (its context); max_position_embeddings caps it",
+           "tokens", ("max_position_embeddings",), ("max_model_len",), ("seq_len", "context")),
+    Symbol("B", "batch_size", "sequences held at once", "sequences", (), ("max_num_seqs",),
+           ("batch_size", "batch", "num_seqs")),
+    # Multi-head latent attention.
+    Symbol("d_c", "kv_lora_rank", "width of MLA's compressed latent, which stands in for keys and values",
+           "elements", ("kv_lora_rank",), (), ("latent_dim",), "ch03_mla"),
+    Symbol("d_R", "qk_rope_head_dim", "width of MLA's decoupled RoPE key, cached beside the latent", "elements",
+           ("qk_rope_head_dim",), (), ("rope_dim",), "ch03_mla"),
+    # Splitting over GPUs.
+    Symbol("t", "tp", "tensor-parallel degree: the GPUs each layer's heads are split over", "count",
+           (), ("tensor_parallel_size",), ("tp",), "ch02_gqa_tp"),
+    Symbol("p", "pp", "pipeline-parallel degree: the stages the layers are split over", "count",
+           (), ("pipeline_parallel_size",), ("pp",), "ch08_vllm_lab"),
+    Symbol("N", "num_gpus", "GPUs in a node or a plan", "count", (), (), ("gpus", "gpus_per_node")),
+    # The pool an engine reserves.
+    Symbol("M", "gpu_bytes", "memory of one GPU as CUDA reports it (not the label)", "B",
+           kvlib_keywords=("gpu_bytes", "cuda_memory_bytes")),
+    Symbol("u", "utilization", "fraction of M the engine may take", "fraction", (), ("gpu_memory_utilization",),
+           ("utilization",), "ch04_pool_paging"),
+    Symbol("W", "weight_bytes", "bytes of the model's weights", "B", kvlib_keywords=("weight_bytes",)),
+    Symbol("P", "num_params", "parameters of the model, counted from its config", "count",
+           kvlib_keywords=("num_params",)),
+    Symbol("O", "other_bytes", "what else the engine keeps: activations, workspace, CUDA graphs", "B",
+           kvlib_keywords=("other_bytes",), chapter="ch04_pool_paging"),
+    Symbol("bs", "block_size", "tokens per block of the paged pool", "tokens", (), ("block_size",),
+           ("block_size",), "ch04_pool_paging"),
+    Symbol("w", "sliding_window", "tokens a sliding-window layer keeps", "tokens", ("sliding_window",), (),
+           ("sliding_window",), "ch04_pool_paging"),
+    # Time.
+    Symbol("BW", "bandwidth_bytes_per_s", "memory bandwidth of one GPU", "B/s",
+           kvlib_keywords=("bandwidth_bytes_per_s",), chapter="ch06_crossover"),
+)
+
+def by_letter(letter: str) -> Symbol:
+    """The row of ``letter``; KeyError naming it when the table has none."""
+    for symbol in SYMBOLS:
+        if symbol.letter == letter:
+            return symbol
+    raise KeyError(f"no letter {letter!r} in the notation table (kvlib/notation.py)")
+
+
+def letters() -> frozenset:
+    """Every letter of the table."""
+    return frozenset(s.letter for s in SYMBOLS)
+
+
+def code_names() -> frozenset:
+    """Every name code may use for a quantity of the table: ``name`` and ``kvlib_keywords``."""
+    return frozenset(n for s in SYMBOLS for n in (s.name, *s.kvlib_keywords))
