@@ -18,10 +18,12 @@ from .derivation import build_up
 from .explorer import ExplorerPreset, kv_explorer, kv_explorer_view, presets_from_models
 from .plots import line_plot
 from .problems import erratum, footnote, footnote_ref, worked_problem
+from .reuse import fetch_recompute_explorer, fetch_recompute_view, prefix_sharing_explorer, prefix_sharing_view
 from .text import config_fields_table, md, model_name, show, show_json, table
 
 __all__ = [
     "KV_CACHE_AXES", "kv_cache_array", "numpy_dtype", "build_up", "ExplorerPreset", "kv_explorer",
     "kv_explorer_view", "presets_from_models", "line_plot", "erratum", "footnote", "footnote_ref",
     "worked_problem", "config_fields_table", "md", "model_name", "show", "show_json", "table",
+    "fetch_recompute_explorer", "fetch_recompute_view", "prefix_sharing_explorer", "prefix_sharing_view",
 ]

@@ -455,7 +455,7 @@ SLIPS.update({
                             "partial last block are recomputed and held by every request, never matched.",
     "every_copy_saved": "one copy of the shared blocks is still computed and held: the saving is over "
                         "num_requests - 1 = {others} requests, not all {num_requests}.",
-    "tokens_not_bytes": "that is a count of tokens: multiply by bytes_per_token ({bytes_per_token} B) for bytes.",
+    "tokens_not_bytes": "that is a count of tokens: multiply by bytes_per_token ({bytes_per_token:,} B) for bytes.",
     "blocks_not_tokens": "that counts blocks: multiply by block_size ({block_size} tokens) for tokens.",
     "no_cache": "that is the prefill with no prefix cache at all: every step recomputes its whole history.",
     "output_not_cached": "the action a step generates is cached too (its full blocks), so the next step hits "
@@ -502,6 +502,10 @@ def agent_requests(system_tokens, observation_tokens, action_tokens, steps):
 
     Token ids are distinct integers, so nothing matches by accident; step k's prompt is the
     system prompt and every earlier observation and action, plus its own observation.
+    Taught in ch05_prefix_reuse (Exercise 4).
+
+    >>> [len(r.prompt) for r in agent_requests(100, 40, 10, 3)]   # 100 + k x 40 + (k - 1) x 10
+    [140, 190, 240]
     """
     from .prefix_cache import Request
     history, out, nxt = tuple(range(system_tokens)), [], system_tokens

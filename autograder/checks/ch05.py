@@ -32,7 +32,7 @@ import random
 import kvlib as kv
 import kvlib.offload  # noqa: F401 -- loaded here so the tripwires cover it
 import kvlib.prefix_cache as pc
-from kvlib.slips import agent_requests  # noqa: F401 -- the agent loop q4 is judged on
+from kvlib.slips import agent_requests    # the agent loop q4 is judged on
 
 from .answers import BYTES, Choice
 from .core import Exercise, exercises
@@ -167,13 +167,14 @@ Q4_VISIBLE = (
 
 def _agent_hidden(seed):
     rng = random.Random(seed)
-    return tuple(_agent_case("hidden", rng.randint(1, 3000), rng.randint(1, 800), rng.randint(1, 300),
-                             rng.randint(1, 40), rng.choice([1, 8, 16, 32, 64])) for _ in range(6))
+    return tuple(_agent_case("hidden", rng.randint(1, 2000), rng.randint(1, 500), rng.randint(1, 200),
+                             rng.randint(1, 25), rng.choice([8, 16, 32, 64])) for _ in range(6))
 
 
 def _agent_expected(case):
-    from kvlib import slips
-    return slips.expected_value("agent_prefill_with_cache", **case["kwargs"])
+    k = case["kwargs"]
+    requests = agent_requests(k["system_tokens"], k["observation_tokens"], k["action_tokens"], k["steps"])
+    return pc.run_cache(requests, block_size=k["block_size"]).prefill_tokens_with_cache
 
 
 # --- q5: fetch or recompute ------------------------------------------------------------------

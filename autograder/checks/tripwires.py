@@ -13,6 +13,7 @@ table stay allowed.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import sys
 import types
@@ -87,11 +88,16 @@ def _kvlib_functions():
 
 
 def _tripwire_code(fn: types.FunctionType, name: str, grade_id: str) -> types.CodeType:
-    source = (f"def {fn.__name__}(*args, **kwargs):\n"
+    return _compiled_tripwire(fn.__name__, fn.__qualname__, name, grade_id)
+
+
+@functools.lru_cache(maxsize=4096)   # a check swaps every kvlib function twice (visible, hidden): compile once
+def _compiled_tripwire(fn_name: str, qualname: str, name: str, grade_id: str) -> types.CodeType:
+    source = (f"def {fn_name}(*args, **kwargs):\n"
               f"    __import__({__name__!r}, fromlist=['tripped']).tripped({name!r}, {grade_id!r})\n")
     namespace: dict = {}
     exec(compile(source, "<kvlib tripwire>", "exec"), namespace)
-    return namespace[fn.__name__].__code__.replace(co_qualname=fn.__qualname__)
+    return namespace[fn_name].__code__.replace(co_qualname=qualname)
 
 
 @contextlib.contextmanager
