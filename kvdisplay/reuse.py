@@ -48,7 +48,7 @@ def prefix_sharing_view(prompt_tokens: int, block_size: int, num_requests: int, 
     >>> "full blocks shared: <b>125</b>" in view, "tokens recomputed per request: <b>7</b>" in view
     (True, True)
 
-    Used in: ch05_prefix_reuse.
+    Used in: ch05_prefix_reuse (through prefix_sharing_explorer).
     """
     s = kv.prefix_cache.prefix_sharing_savings(prompt_tokens, num_requests, bytes_per_token, block_size)
     gb = kv.format_gb_gib
@@ -80,7 +80,7 @@ def fetch_recompute_view(model: str, link_bytes_per_s, mfu: float, *, gpu: str =
     >>> "fetch wins from <b>1</b> token" in view
     True
 
-    Used in: ch05_prefix_reuse.
+    Used in: ch05_prefix_reuse (through fetch_recompute_explorer).
     """
     spec = kv.load_model(model)
     device = kv.get_gpu(gpu)
@@ -125,7 +125,7 @@ def prefix_sharing_explorer(models, *, prompt_tokens: int = 2007, block_size: in
     widgets, style, layout = _controls()
     specs = {model_name(kv.load_model(m)): kv.load_model(m) for m in models}
     model_w = widgets.Dropdown(options=list(specs), description="model", style=style)
-    prompt_w = widgets.IntSlider(prompt_tokens, min=1, max=8192, description="prompt length P (tokens)",
+    prompt_w = widgets.IntSlider(prompt_tokens, min=1, max=8192, description="prompt P (tokens)",
                                  style=style, layout=layout)
     block_w = widgets.SelectionSlider(options=BLOCK_SIZES, value=block_size, description="block size (tokens)",
                                       style=style, layout=layout)
@@ -159,7 +159,7 @@ def fetch_recompute_explorer(models, *, link_gb_per_s: int = 50, mfu: float = 0.
     mfu_w = widgets.SelectionSlider(options=[(f"{m}%", m / 100) for m in range(10, 101, 5)], value=mfu,
                                     description="MFU (% of peak)", style=style, layout=layout)
     overhead_w = widgets.SelectionSlider(options=(0, 0.5, 1, 2, 5, 10, 20, 50), value=0,
-                                         description="fixed fetch cost (ms)", style=style, layout=layout)
+                                         description="fetch cost (ms)", style=style, layout=layout)
     view = widgets.HTML()
 
     def redraw(_=None):

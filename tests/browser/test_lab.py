@@ -78,6 +78,17 @@ PLANS = {
         validate=("the factor 2 for K and V is missing",                       # q2, as typed
                   "bytes_per_token_from_config is not written yet"),           # q1, left blank
     ),
+    "ch05_prefix_reuse": Plan(
+        slider="prompt P (tokens)",
+        number=r"tokens recomputed per request:\s*([\d,]+)",
+        answer_id="ch05_q1_answer",
+        # Shares the partial last block too: whole blocks only.
+        wrong_answer="def prefix_bytes_saved(prompt_tokens, num_requests, bytes_per_token, block_size): "
+                     "return (num_requests - 1) * prompt_tokens * bytes_per_token",
+        slip="only full blocks are shared",
+        validate=("only full blocks are shared",                               # q1, as typed
+                  "prefill_tokens_saved is not written yet"),                  # q2, left blank
+    ),
 }
 
 
