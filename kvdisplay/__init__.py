@@ -24,6 +24,7 @@ from .plots import line_plot
 from .pool import pool_explorer, pool_explorer_view
 from .planner import planner_explorer, planner_view
 from .problems import erratum, footnote, footnote_ref, worked_problem
+from .reuse import fetch_recompute_explorer, fetch_recompute_view, prefix_sharing_explorer, prefix_sharing_view
 from .text import config_fields_table, md, model_name, show, show_json, table
 from .tp import heads_held, tp_explorer, tp_explorer_view, tp_kv_slices
 
@@ -36,4 +37,5 @@ __all__ = [
     "crossover_explorer", "crossover_view", "figure_img", "roofline_plot", "step_bytes_figure",
     "planner_explorer", "planner_view",
     "notation_table", "terminal",
+    "fetch_recompute_explorer", "fetch_recompute_view", "prefix_sharing_explorer", "prefix_sharing_view",
 ]

@@ -32,7 +32,7 @@ def worked_problem(number: int, question: str, assumptions: str, formula: str, s
 
     Raises ValueError when a substitution has no meaning or the result is empty.
 
-    Used in: ch01_kv_formula (Questions 1-5), ch02_gqa_tp, ch03_mla (Questions 1-4), ch04_pool_paging (Questions 1-4), ch06_crossover (Questions 1-3, 5), ch07_capacity_plan, ch00_orientation (Question 1).
+    Used in: ch01_kv_formula (Questions 1-5), ch02_gqa_tp, ch03_mla (Questions 1-4), ch04_pool_paging (Questions 1-4), ch06_crossover (Questions 1-3, 5), ch07_capacity_plan, ch00_orientation (Question 1), ch05_prefix_reuse (Questions 1-4).
     """
     lines = []
     for entry in substitutions:
@@ -65,7 +65,7 @@ def erratum(who: str, claim: str, where_wrong: str, computed: str) -> HTML:
     >>> "“80 &lt; 79”" in box and "Erratum" in box
     True
 
-    Used in: ch01_kv_formula, ch02_gqa_tp, ch06_crossover, ch07_capacity_plan.
+    Used in: ch01_kv_formula, ch02_gqa_tp, ch06_crossover, ch07_capacity_plan, ch05_prefix_reuse.
     """
     for name, value in (("who", who), ("claim", claim), ("where_wrong", where_wrong), ("computed", computed)):
         if not str(value).strip():

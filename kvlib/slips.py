@@ -702,6 +702,86 @@ def _q_allocator_waste(i):
         slips.append(("paged_whole_last_block", allocator_waste(reqs, pol, bs, msl, last_block="whole")))
     else:
         slips.append(("reservation_ignored", allocator_waste(reqs, pol, bs, msl, count_reservation=False)))
+# --- quantities of ch05_prefix_reuse (prefix caching): appended, the entries above are unchanged ----
+SLIPS.update({
+    "partial_block_shared": "only full blocks are shared (block_size = {block_size} tokens): the tokens of a "
+                            "partial last block are recomputed and held by every request, never matched.",
+    "every_copy_saved": "one copy of the shared blocks is still computed and held: the saving is over "
+                        "num_requests - 1 = {others} requests, not all {num_requests}.",
+    "tokens_not_bytes": "that is a count of tokens: multiply by bytes_per_token ({bytes_per_token:,} B) for bytes.",
+    "blocks_not_tokens": "that counts blocks: multiply by block_size ({block_size} tokens) for tokens.",
+    "no_cache": "that is the prefill with no prefix cache at all: every step recomputes its whole history.",
+    "output_not_cached": "the action a step generates is cached too (its full blocks), so the next step hits "
+                         "it as well: only its partial last block and the new observation are recomputed.",
+})
+GENERAL.update({
+    "partial_block_shared": "only full blocks are shared: a partial last block is recomputed.",
+    "every_copy_saved": "one copy is still computed and held: the saving is over num_requests - 1 requests.",
+    "tokens_not_bytes": "that is a count of tokens: multiply by bytes_per_token.",
+    "blocks_not_tokens": "that counts blocks: multiply by block_size.",
+    "no_cache": "that is the prefill with no prefix cache at all.",
+    "output_not_cached": "the generated action is cached too, so the next step hits it.",
+})
+
+
+def _sharing(i):
+    from .prefix_cache import prefix_sharing_savings
+    return prefix_sharing_savings(i["prompt_tokens"], i["num_requests"], i.get("bytes_per_token", 1),
+                                  i["block_size"])
+
+
+def _q_prefill_tokens_saved(i):
+    """Prefill tokens a shared prompt saves: N P - (P + (N - 1) tail) = (N - 1) floor(P / bs) bs."""
+    s = _sharing(i)
+    expected = s.prefill_tokens_unshared - s.prefill_tokens_shared
+    n, p, shared = s.num_requests, s.prompt_tokens, s.hit_tokens_per_request
+    slips = [("partial_block_shared", (n - 1) * p), ("every_copy_saved", n * shared),
+             ("partial_block_shared+every_copy_saved", n * p), ("blocks_not_tokens", (n - 1) * s.shared_blocks)]
+    return expected, [(k, v) for k, v in slips if v != expected]
+
+
+def _q_prefix_bytes_saved(i):
+    """Bytes a shared prompt saves: unshared - shared = (N - 1) floor(P / bs) bs x bytes_per_token."""
+    s = _sharing(i)
+    expected = s.saved_bytes
+    tokens, bpt = _q_prefill_tokens_saved(i)
+    slips = [(k, v * s.bytes_per_token) for k, v in bpt]
+    slips.append(("tokens_not_bytes", tokens))
+    return expected, [(k, v) for k, v in slips if v != expected] + _unit_slips(expected)
+
+
+def agent_requests(system_tokens, observation_tokens, action_tokens, steps):
+    """The agent loop of ch05's exercise: each step appends an observation, then generates an action.
+
+    Token ids are distinct integers, so nothing matches by accident; step k's prompt is the
+    system prompt and every earlier observation and action, plus its own observation.
+    Taught in ch05_prefix_reuse (Exercise 4).
+
+    >>> [len(r.prompt) for r in agent_requests(100, 40, 10, 3)]   # 100 + k x 40 + (k - 1) x 10
+    [140, 190, 240]
+    """
+    from .prefix_cache import Request
+    history, out, nxt = tuple(range(system_tokens)), [], system_tokens
+    for _ in range(steps):
+        history += tuple(range(nxt, nxt + observation_tokens))
+        action = tuple(range(nxt + observation_tokens, nxt + observation_tokens + action_tokens))
+        nxt += observation_tokens + action_tokens
+        out.append(Request(history, action))
+        history += action
+    return out
+
+
+def _q_agent_prefill_with_cache(i):
+    """Prefill tokens of the agent loop through a prefix cache (kvlib.prefix_cache.run_cache)."""
+    from .prefix_cache import Request, run_cache
+    requests = agent_requests(i["system_tokens"], i["observation_tokens"], i["action_tokens"], i["steps"])
+    bs = i["block_size"]
+    expected = run_cache(requests, block_size=bs).prefill_tokens_with_cache
+    prompts_only = [Request(r.prompt) for r in requests]
+    slips = [("no_cache", sum(len(r.prompt) for r in requests)),
+             ("output_not_cached", run_cache(prompts_only, block_size=bs).prefill_tokens_with_cache),
+             ("partial_block_shared", run_cache(requests, block_size=1).prefill_tokens_with_cache),
+             ("output_not_cached+partial_block_shared", run_cache(prompts_only, block_size=1).prefill_tokens_with_cache)]
     return expected, [(k, v) for k, v in slips if v != expected]
 
 
@@ -932,4 +1012,7 @@ QUANTITIES.update({
     "itl_ms": _q_itl_ms,
     "sequences_by_itl": _q_sequences_by_itl,
     "nodes_with_headroom": _q_nodes_with_headroom,
+    "prefill_tokens_saved": _q_prefill_tokens_saved,
+    "prefix_bytes_saved": _q_prefix_bytes_saved,
+    "agent_prefill_with_cache": _q_agent_prefill_with_cache,
 })

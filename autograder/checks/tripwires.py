@@ -13,6 +13,8 @@ table stay allowed.
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib
 import sys
 import types
 
@@ -22,7 +24,9 @@ import kvlib
 # reading a bundled config, byte units, dtype sizes, the GPU table.
 ALLOWED_MODULES = ("kvlib.units", "kvlib.dtypes", "kvlib.gpus")
 ALLOWED_FUNCTIONS = ("kvlib.config.bundled_config", "kvlib.config.bundled_models",
-                     "kvlib.config.resolve_model_id", "kvlib.config._data_dir", "kvlib.config._read_json")
+                     "kvlib.config.resolve_model_id", "kvlib.config._data_dir", "kvlib.config._read_json",
+                     # ch05's chaining exercise builds on the one-block hash (block_hashes stays tripped)
+                     "kvlib.prefix_cache.hash_block", "kvlib.prefix_cache._encode")
 
 
 class KvlibCalled(Exception):
@@ -48,6 +52,8 @@ def _public_name(module_name: str, qualname: str, obj) -> str:
 def _kvlib_functions():
     """(display name, function) for every function kvlib defines, bar the allowed ones."""
     found, seen = [], set()
+    for name in getattr(kvlib, "_SUBMODULES", ()):   # lazy submodules: a call inside the answer would load them
+        importlib.import_module(f"kvlib.{name}")        # untripped otherwise
 
     def add(name, fn, module_name):
         if not isinstance(fn, types.FunctionType) or id(fn) in seen:
@@ -82,11 +88,16 @@ def _kvlib_functions():
 
 
 def _tripwire_code(fn: types.FunctionType, name: str, grade_id: str) -> types.CodeType:
-    source = (f"def {fn.__name__}(*args, **kwargs):\n"
+    return _compiled_tripwire(fn.__name__, fn.__qualname__, name, grade_id)
+
+
+@functools.lru_cache(maxsize=4096)   # a check swaps every kvlib function twice (visible, hidden): compile once
+def _compiled_tripwire(fn_name: str, qualname: str, name: str, grade_id: str) -> types.CodeType:
+    source = (f"def {fn_name}(*args, **kwargs):\n"
               f"    __import__({__name__!r}, fromlist=['tripped']).tripped({name!r}, {grade_id!r})\n")
     namespace: dict = {}
     exec(compile(source, "<kvlib tripwire>", "exec"), namespace)
-    return namespace[fn.__name__].__code__.replace(co_qualname=fn.__qualname__)
+    return namespace[fn_name].__code__.replace(co_qualname=qualname)
 
 
 @contextlib.contextmanager

@@ -142,6 +142,17 @@ PLANS = {
         # Its live demonstration: chapter 01's check run on a function without the factor 2, and a drill.
         shows=("the factor 2 for K and V is missing", "not quite [query_heads]"),
     ),
+    "ch05_prefix_reuse": Plan(
+        slider="prompt P (tokens)",
+        number=r"tokens recomputed per request:\s*([\d,]+)",
+        answer_id="ch05_q1_answer",
+        # Shares the partial last block too: whole blocks only.
+        wrong_answer="def prefix_bytes_saved(prompt_tokens, num_requests, bytes_per_token, block_size): "
+                     "return (num_requests - 1) * prompt_tokens * bytes_per_token",
+        slip="only full blocks are shared",
+        validate=("only full blocks are shared",                               # q1, as typed
+                  "prefill_tokens_saved is not written yet"),                  # q2, left blank
+    ),
 }
 
 

@@ -1,0 +1,288 @@
+"""Chapter 05 (prefix reuse): its five graded exercises, as data.
+
+Grade ids, function names and parameter order are a contract with the grading
+pipeline; points are on the source notebook's test cells.
+
+=================================  ==========================================================================
+grade id                           the learner writes
+=================================  ==========================================================================
+ch05_q1_prefix_bytes_saved         prefix_bytes_saved(prompt_tokens, num_requests, bytes_per_token, block_size)
+ch05_q2_prefill_tokens_saved       prefill_tokens_saved(prompt_tokens, num_requests, block_size)
+ch05_q3_prefix_key                 prefix_key(token_ids, block_size, cache_salt)            -> bytes
+ch05_q4_agent_prefill_tokens       agent_prefill_tokens(system_tokens, observation_tokens, action_tokens,
+                                                        steps, block_size)
+ch05_q5_fetch_or_recompute         fetch_or_recompute(kv_bytes_per_token, num_params, layers, num_heads,
+                                                      head_dim, tokens, link_bytes_per_s, peak_flop_per_s,
+                                                      mfu, fetch_overhead_s)                -> "fetch" | "recompute"
+=================================  ==========================================================================
+
+Expected values come from kvlib: q1/q2 from ``kvlib.prefix_cache.prefix_sharing_savings``, q3 from
+``kvlib.prefix_cache.block_hashes`` (the key of the last full block; ``NONE_HASH`` when there is
+none), q4 from ``kvlib.prefix_cache.run_cache`` on the agent loop of ``kvlib.slips.agent_requests``,
+q5 from ``kvlib.offload.fetch_or_recompute(...).winner``. In q3 the learner may call
+``kvlib.prefix_cache.hash_block`` (allowed by ``tripwires.ALLOWED_FUNCTIONS``); ``block_hashes``,
+the whole chain, trips. q3 and q5 have no numeric slips: each visible case carries the hint
+for the slip it is built to catch (a case per slip).
+"""
+
+from __future__ import annotations
+
+import random
+
+import kvlib as kv
+import kvlib.offload  # noqa: F401 -- loaded here so the tripwires cover it
+import kvlib.prefix_cache as pc
+from kvlib.slips import agent_requests    # the agent loop q4 is judged on
+
+from .answers import BYTES, Choice
+from .core import Exercise, exercises
+
+H100 = "H100-SXM"
+LLAMA8_BPT = 131_072      # Llama 3.1 8B, bf16: 2 x 32 x 8 x 128 x 2 B (seed 000)
+PCIE5_ASSUMED = 50 * 10**9   # PCIe Gen5 x16, an assumed effective 50 GB/s (seed 000)
+CHOICES = ("fetch", "recompute")
+
+HIDDEN_NOTE_SHARING = "(Hidden cases use other prompt lengths, request counts, block sizes and models.)"
+HIDDEN_NOTE_KEY = "(Hidden cases use other token lists, block sizes and salts.)"
+HIDDEN_NOTE_AGENT = "(Hidden cases use other system prompts, observation and action lengths, steps and block sizes.)"
+HIDDEN_NOTE_FETCH = "(Hidden cases use other models, lengths, links, MFUs and fixed fetch costs.)"
+
+
+# --- q1, q2: a shared prompt ---------------------------------------------------------------
+def _sharing_case(label, prompt_tokens, num_requests, block_size, bytes_per_token=None, hint=""):
+    kwargs = {"prompt_tokens": prompt_tokens, "num_requests": num_requests}
+    if bytes_per_token is not None:
+        kwargs["bytes_per_token"] = bytes_per_token
+    kwargs["block_size"] = block_size
+    return {"label": label, "kwargs": kwargs, "context": {"hint": hint}}
+
+
+def _sharing(case):
+    k = case["kwargs"]
+    return pc.prefix_sharing_savings(k["prompt_tokens"], k["num_requests"], k.get("bytes_per_token", 1),
+                                     k["block_size"])
+
+
+def _sharing_slip_inputs(case):
+    k = case["kwargs"]
+    return dict(k, others=k["num_requests"] - 1)
+
+
+_TAIL_HINT = "only full blocks are shared; the tokens of a partial last block are recomputed by every request."
+Q1_VISIBLE = (
+    _sharing_case("Llama 3.1 8B, a 2,000-token system prompt, 100 requests, 16-token blocks", 2000, 100, 16,
+                  LLAMA8_BPT),
+    _sharing_case("Llama 3.1 8B, a 2,007-token prompt (7 tokens past a block), 100 requests", 2007, 100, 16,
+                  LLAMA8_BPT, hint=_TAIL_HINT),
+    _sharing_case("Llama 3.3 70B, a 5,000-token document, 12 requests, 32-token blocks", 5000, 12, 32,
+                  kv.load_model("llama-3.3-70b").kv_bytes_per_token(), hint=_TAIL_HINT),
+    _sharing_case("Qwen2.5 7B, a 10-token prompt (less than one block), 50 requests", 10, 50, 16,
+                  kv.load_model("qwen2.5-7b").kv_bytes_per_token(), hint="no full block, nothing shared."),
+    _sharing_case("one request alone (nothing to share with)", 4096, 1, 16, LLAMA8_BPT),
+)
+Q2_VISIBLE = tuple(
+    _sharing_case(c["label"], c["kwargs"]["prompt_tokens"], c["kwargs"]["num_requests"], c["kwargs"]["block_size"],
+                  hint=c["context"]["hint"]) for c in Q1_VISIBLE)
+
+_BPT_CHOICES = tuple(sorted({kv.load_model(m).kv_bytes_per_token() for m in
+                             ("llama-3.1-8b", "llama-3.3-70b", "qwen2.5-7b", "qwen2.5-32b", "llama-2-7b")}))
+
+
+def _sharing_hidden(with_bytes):
+    def build(seed):
+        rng = random.Random(seed)
+        out = []
+        for _ in range(8):
+            bs = rng.choice([1, 8, 16, 16, 32, 64, 128])
+            prompt = rng.choice([rng.randint(1, 200), rng.randint(200, 20_000), bs * rng.randint(1, 300)])
+            out.append(_sharing_case("hidden", prompt, rng.randint(1, 1000), bs,
+                                     rng.choice(_BPT_CHOICES) if with_bytes else None))
+        return tuple(out)
+    return build
+
+
+# --- q3: the chained key ---------------------------------------------------------------------
+def _tokens(text):
+    """Byte-level token ids: each UTF-8 byte of the text is one token (as byte-level models read text)."""
+    return list(text.encode("utf-8"))
+
+
+_PROMPT = "You are a careful assistant. Answer in one short paragraph and cite the source of every figure."
+_CHAIN_HINT = ("each block's key is hash_block(parent, its tokens), with the previous block's key as the "
+               "parent; the first block's parent is NONE_HASH.")
+Q3_VISIBLE = (
+    {"label": "32 byte-level tokens, 8-token blocks (4 full blocks), no salt",
+     "kwargs": {"token_ids": _tokens(_PROMPT)[:32], "block_size": 8, "cache_salt": None},
+     "context": {"hint": _CHAIN_HINT}},
+    {"label": f"{len(_tokens(_PROMPT))} tokens, 16-token blocks (a partial last block), no salt",
+     "kwargs": {"token_ids": _tokens(_PROMPT), "block_size": 16, "cache_salt": None},
+     "context": {"hint": "a partial last block has no key: return the key of the last full block."}},
+    {"label": "48 tokens, 16-token blocks, cache_salt='tenant-a'",
+     "kwargs": {"token_ids": _tokens(_PROMPT)[:48], "block_size": 16, "cache_salt": "tenant-a"},
+     "context": {"hint": "the salt goes into the first block's key only, as extra_keys=(('cache_salt', salt),); "
+                         "later blocks get no extra keys (extra_keys left at None) and carry the salt through "
+                         "the chain."}},
+    {"label": "5 tokens, 16-token blocks (no full block)",
+     "kwargs": {"token_ids": _tokens("Hello"), "block_size": 16, "cache_salt": "tenant-a"},
+     "context": {"hint": "with no full block there is no key: return NONE_HASH, the parent a first block "
+                         "would chain from."}},
+)
+
+
+def _key_hidden(seed):
+    rng = random.Random(seed)
+    out = []
+    for _ in range(6):
+        bs = rng.choice([1, 4, 8, 16, 32])
+        tokens = [rng.randrange(128_256) for _ in range(rng.randint(0, 200))]
+        salt = rng.choice([None, f"tenant-{rng.randint(1, 99)}"])
+        out.append({"label": "hidden", "kwargs": {"token_ids": tokens, "block_size": bs, "cache_salt": salt},
+                    "context": {}})
+    return tuple(out)
+
+
+def _prefix_key(case):
+    k = case["kwargs"]
+    keys = pc.block_hashes(k["token_ids"], k["block_size"], cache_salt=k["cache_salt"])
+    return keys[-1] if keys else pc.NONE_HASH
+
+
+# --- q4: the agent loop ----------------------------------------------------------------------
+def _agent_case(label, system, observation, action, steps, bs, hint=""):
+    return {"label": label, "kwargs": {"system_tokens": system, "observation_tokens": observation,
+                                       "action_tokens": action, "steps": steps, "block_size": bs},
+            "context": {"hint": hint}}
+
+
+Q4_VISIBLE = (
+    _agent_case("20 steps: 1,000-token system prompt, 400-token observations, 100-token actions, 16-token blocks",
+                1000, 400, 100, 20, 16),
+    _agent_case("10 steps: 2,000-token system prompt, 300-token observations, 50-token actions, 16-token blocks",
+                2000, 300, 50, 10, 16),
+    _agent_case("20 steps: 500, 37 and 13 tokens, 32-token blocks (nothing block-aligned)", 500, 37, 13, 20, 32,
+                hint="a hit covers whole blocks only: the partial last block of the cached history is recomputed."),
+    _agent_case("one step (nothing cached yet)", 1000, 400, 100, 1, 16),
+)
+
+
+def _agent_hidden(seed):
+    rng = random.Random(seed)
+    return tuple(_agent_case("hidden", rng.randint(1, 2000), rng.randint(1, 500), rng.randint(1, 200),
+                             rng.randint(1, 25), rng.choice([8, 16, 32, 64])) for _ in range(6))
+
+
+def _agent_expected(case):
+    k = case["kwargs"]
+    requests = agent_requests(k["system_tokens"], k["observation_tokens"], k["action_tokens"], k["steps"])
+    return pc.run_cache(requests, block_size=k["block_size"]).prefill_tokens_with_cache
+
+
+# --- q5: fetch or recompute ------------------------------------------------------------------
+FETCH_MODELS = ("llama-3.1-8b", "llama-3.3-70b", "qwen2.5-7b", "qwen2.5-32b", "llama-2-7b")
+
+
+def _fetch_case(label, model, tokens, link, mfu=0.6, overhead=0.0, gpu=H100, hint=""):
+    spec = kv.load_model(model)
+    return {"label": label,
+            "kwargs": {"kv_bytes_per_token": spec.kv_bytes_per_token(), "num_params": spec.num_params_active(),
+                       "layers": spec.num_layers, "num_heads": spec.num_heads, "head_dim": spec.head_dim,
+                       "tokens": tokens, "link_bytes_per_s": link,
+                       "peak_flop_per_s": kv.get_gpu(gpu).bf16_flop_per_s, "mfu": mfu,
+                       "fetch_overhead_s": overhead},
+            "context": {"model": model, "hint": hint}}
+
+
+Q5_VISIBLE = (
+    _fetch_case("Llama 3.1 8B, 8,192 tokens, PCIe Gen5 at an assumed 50 GB/s, H100 at 60% MFU", "llama-3.1-8b",
+                8192, PCIE5_ASSUMED),
+    _fetch_case("Llama 3.1 8B, 100 tokens, 50 GB/s, a 5 ms fixed cost per fetch", "llama-3.1-8b", 100,
+                PCIE5_ASSUMED, overhead=0.005,
+                hint="a fetch pays its fixed cost (lookup, scheduling of the load) on top of the copy."),
+    _fetch_case("Llama 3.1 8B, 200,000 tokens over a 2 GB/s link", "llama-3.1-8b", 200_000, 2 * 10**9,
+                hint="recomputing also pays the attention term, 2 L H (2 D) T (T + 1) / 2 FLOPs, which grows "
+                     "with T squared."),
+    _fetch_case("Llama 3.1 8B, 20,000 tokens over a 2 GB/s link", "llama-3.1-8b", 20_000, 2 * 10**9),
+    _fetch_case("Llama 2 7B (MHA), 4,096 tokens, 16 GB/s, H100 at 40% MFU", "llama-2-7b", 4096, 16 * 10**9,
+                mfu=0.4, hint="the GPU achieves mfu x peak FLOP/s, not its peak."),
+)
+
+
+def _fetch_hidden(seed):
+    rng = random.Random(seed)
+    out = []
+    for _ in range(8):
+        out.append(_fetch_case("hidden", rng.choice(FETCH_MODELS), rng.choice([rng.randint(1, 2000),
+                                                                               rng.randint(2000, 300_000)]),
+                               rng.choice([2, 4, 16, 25, 50, 64, 100]) * 10**9, mfu=rng.choice([0.3, 0.4, 0.5, 0.6]),
+                               overhead=rng.choice([0.0, 0.0, 0.001, 0.005, 0.02]),
+                               gpu=rng.choice([H100, "A100-80GB", "H200"])))
+    return tuple(out)
+
+
+def _fetch_expected(case):
+    k = case["kwargs"]
+    return kv.offload.fetch_or_recompute(case["context"]["model"], k["tokens"], link_bytes_per_s=k["link_bytes_per_s"],
+                                         peak_flop_per_s=k["peak_flop_per_s"], mfu=k["mfu"],
+                                         num_params=k["num_params"], fetch_overhead_s=k["fetch_overhead_s"]).winner
+
+
+EXERCISES = exercises(
+    Exercise(
+        grade_id="ch05_q1_prefix_bytes_saved",
+        function_name="prefix_bytes_saved",
+        params=("prompt_tokens", "num_requests", "bytes_per_token", "block_size"),
+        visible_cases=Q1_VISIBLE,
+        hidden_cases=_sharing_hidden(True),
+        expected=lambda c: _sharing(c).saved_bytes,
+        quantity="prefix_bytes_saved",
+        slip_inputs=_sharing_slip_inputs,
+        hidden_note=HIDDEN_NOTE_SHARING,
+    ),
+    Exercise(
+        grade_id="ch05_q2_prefill_tokens_saved",
+        function_name="prefill_tokens_saved",
+        params=("prompt_tokens", "num_requests", "block_size"),
+        visible_cases=Q2_VISIBLE,
+        hidden_cases=_sharing_hidden(False),
+        expected=lambda c: _sharing(c).prefill_tokens_unshared - _sharing(c).prefill_tokens_shared,
+        quantity="prefill_tokens_saved",
+        slip_inputs=_sharing_slip_inputs,
+        unit="tokens",
+        hidden_note=HIDDEN_NOTE_SHARING,
+    ),
+    Exercise(
+        grade_id="ch05_q3_prefix_key",
+        function_name="prefix_key",
+        params=("token_ids", "block_size", "cache_salt"),
+        visible_cases=Q3_VISIBLE,
+        hidden_cases=_key_hidden,
+        expected=_prefix_key,
+        answer=BYTES,
+        unit="",
+        hidden_note=HIDDEN_NOTE_KEY,
+    ),
+    Exercise(
+        grade_id="ch05_q4_agent_prefill_tokens",
+        function_name="agent_prefill_tokens",
+        params=("system_tokens", "observation_tokens", "action_tokens", "steps", "block_size"),
+        visible_cases=Q4_VISIBLE,
+        hidden_cases=_agent_hidden,
+        expected=_agent_expected,
+        quantity="agent_prefill_with_cache",
+        slip_inputs=lambda c: dict(c["kwargs"]),
+        unit="tokens",
+        hidden_note=HIDDEN_NOTE_AGENT,
+    ),
+    Exercise(
+        grade_id="ch05_q5_fetch_or_recompute",
+        function_name="fetch_or_recompute",
+        params=("kv_bytes_per_token", "num_params", "layers", "num_heads", "head_dim", "tokens", "link_bytes_per_s",
+                "peak_flop_per_s", "mfu", "fetch_overhead_s"),
+        visible_cases=Q5_VISIBLE,
+        hidden_cases=_fetch_hidden,
+        expected=_fetch_expected,
+        answer=Choice(CHOICES),
+        unit="",
+        hidden_note=HIDDEN_NOTE_FETCH,
+    ),
+)

@@ -1,0 +1,305 @@
+"""Chapter 05's instant checks: right answers pass, each catalogued slip gets its named message.
+
+Reference functions are written by hand here (q3 builds on kvlib's one-block hash, as the
+exercise allows; nothing else calls kvlib); expected values come from kvlib inside the checks.
+Hand figures: seed 000 "A shared system prompt" (100 x 2,000 tokens x 131,072 B unshared,
+2,000 x 131,072 B shared: 99 x 2,000 x 131,072 = 25,952,256,000 B saved; 2,007 tokens share 125
+blocks and recompute 7) and "Fetch from host memory or recompute" (8,192 tokens of Llama 3.1 8B:
+21.5 ms fetch against 251 ms recompute, so "fetch").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import kvlib as kv
+import kvlib.prefix_cache as pc
+from autograder.checks import ch05, check, core
+
+SEEDS = (0, 1, 7, 2026)
+SOURCE = Path(__file__).resolve().parents[1] / "course/source/ch05_prefix_reuse/ch05_prefix_reuse.ipynb"
+
+
+# --- reference solutions, by hand ------------------------------------------------------
+def prefix_bytes_saved(prompt_tokens, num_requests, bytes_per_token, block_size):
+    return (num_requests - 1) * (prompt_tokens // block_size) * block_size * bytes_per_token
+
+
+def prefill_tokens_saved(prompt_tokens, num_requests, block_size):
+    return (num_requests - 1) * (prompt_tokens // block_size) * block_size
+
+
+def prefix_key(token_ids, block_size, cache_salt):
+    key = pc.NONE_HASH
+    for i in range(len(token_ids) // block_size):
+        extra = (("cache_salt", cache_salt),) if cache_salt is not None and i == 0 else None
+        key = pc.hash_block(key, token_ids[i * block_size:(i + 1) * block_size], extra)
+    return key
+
+
+def agent_prefill_tokens(system_tokens, observation_tokens, action_tokens, steps, block_size):
+    total = cached = 0
+    for k in range(1, steps + 1):
+        prompt = system_tokens + k * observation_tokens + (k - 1) * action_tokens
+        total += prompt - cached
+        cached = (prompt + action_tokens) // block_size * block_size
+    return total
+
+
+def fetch_or_recompute(kv_bytes_per_token, num_params, layers, num_heads, head_dim, tokens, link_bytes_per_s,
+                       peak_flop_per_s, mfu, fetch_overhead_s):
+    fetch = fetch_overhead_s + tokens * kv_bytes_per_token / link_bytes_per_s
+    flops = 2 * num_params * tokens + 2 * layers * num_heads * 2 * head_dim * tokens * (tokens + 1) // 2
+    return "fetch" if fetch <= flops / (mfu * peak_flop_per_s) else "recompute"
+
+
+REFERENCE = {
+    "ch05_q1_prefix_bytes_saved": prefix_bytes_saved,
+    "ch05_q2_prefill_tokens_saved": prefill_tokens_saved,
+    "ch05_q3_prefix_key": prefix_key,
+    "ch05_q4_agent_prefill_tokens": agent_prefill_tokens,
+    "ch05_q5_fetch_or_recompute": fetch_or_recompute,
+}
+
+
+def fails(grade_id, fn, **kwargs) -> str:
+    with pytest.raises(AssertionError) as info:
+        check(grade_id, fn, **kwargs)
+    return str(info.value)
+
+
+# --- the contract ------------------------------------------------------------------------
+def _source_points() -> dict:
+    cells = json.loads(SOURCE.read_text())["cells"]
+    return {c["metadata"]["nbgrader"]["grade_id"]: c["metadata"]["nbgrader"]["points"] for c in cells
+            if c["metadata"].get("nbgrader", {}).get("grade")}
+
+
+def test_grade_ids_and_points():
+    assert list(ch05.EXERCISES) == list(_source_points()) == list(REFERENCE)
+    assert _source_points() == {"ch05_q1_prefix_bytes_saved": 2, "ch05_q2_prefill_tokens_saved": 1,
+                                "ch05_q3_prefix_key": 3, "ch05_q4_agent_prefill_tokens": 2,
+                                "ch05_q5_fetch_or_recompute": 2}
+
+
+def test_cases_are_json_and_seeded():
+    for ex in ch05.EXERCISES.values():
+        for hidden in (False, True):
+            cases = ex.cases(hidden, seed=3)
+            assert json.loads(json.dumps(cases)) == list(cases)
+        assert ex.cases(True, seed=5) == ex.cases(True, seed=5) != ex.cases(True, seed=6)
+
+
+@pytest.mark.parametrize("grade_id", list(REFERENCE))
+def test_reference_passes_visible_and_hidden(grade_id, capsys):
+    fn = REFERENCE[grade_id]
+    check(grade_id, fn)
+    for seed in SEEDS:
+        check(grade_id, fn, hidden=True, seed=seed)
+    assert capsys.readouterr().out.count("✓") == 1 + len(SEEDS)
+
+
+def test_the_visible_figures_are_the_seeds():
+    ex1 = ch05.EXERCISES["ch05_q1_prefix_bytes_saved"]
+    first, tail = ex1.cases()[:2]
+    assert ex1.expected_for(first) == ex1.expected_for(tail) == 99 * 2000 * 131_072 == 25_952_256_000
+    ex5 = ch05.EXERCISES["ch05_q5_fetch_or_recompute"]
+    assert ex5.expected_for(ex5.cases()[0]) == "fetch"          # 21.5 ms against 251 ms
+    # 8B at 50 GB/s with 5 ms per fetch: break-even 204 tokens (kvlib.offload docstring), so 100 recomputes
+    assert ex5.expected_for(ex5.cases()[1]) == "recompute"
+    # the agent, by hand: step 1 prefills 1,400; step k > 1 prefills 500 + the partial-block remainder
+    ex4 = ch05.EXERCISES["ch05_q4_agent_prefill_tokens"]
+    assert ex4.expected_for(ex4.cases()[3]) == 1400
+    assert ex4.expected_for(ex4.cases()[0]) == 1400 + sum(
+        (1000 + k * 400 + (k - 1) * 100) - (1000 + (k - 1) * 500) // 16 * 16 for k in range(2, 21))
+
+
+def test_both_choices_occur_in_visible_and_hidden_cases():
+    ex = ch05.EXERCISES["ch05_q5_fetch_or_recompute"]
+    assert {ex.expected_for(c) for c in ex.cases()} == {"fetch", "recompute"}
+    hidden = {ex.expected_for(c) for seed in SEEDS for c in ex.cases(True, seed)}
+    assert hidden == {"fetch", "recompute"}
+
+
+# --- catalogued slips, one wrong function each -----------------------------------------
+def q1_tail_shared(p, n, b, bs):
+    return (n - 1) * p * b
+
+
+def q1_every_copy(p, n, b, bs):
+    return n * (p // bs) * bs * b
+
+
+def q1_tokens(p, n, b, bs):
+    return (n - 1) * (p // bs) * bs
+
+
+def q1_gb(p, n, b, bs):
+    return prefix_bytes_saved(p, n, b, bs) / 1e9
+
+
+def q2_tail_shared(p, n, bs):
+    return (n - 1) * p
+
+
+def q2_every_copy(p, n, bs):
+    return n * (p // bs) * bs
+
+
+def q2_blocks(p, n, bs):
+    return (n - 1) * (p // bs)
+
+
+def q4_no_cache(system, obs, act, steps, bs):
+    return sum(system + k * obs + (k - 1) * act for k in range(1, steps + 1))
+
+
+def q4_output_not_cached(system, obs, act, steps, bs):
+    total = cached = 0
+    for k in range(1, steps + 1):
+        prompt = system + k * obs + (k - 1) * act
+        total += prompt - cached
+        cached = prompt // bs * bs
+    return total
+
+
+def q4_token_level(system, obs, act, steps, bs):
+    return agent_prefill_tokens(system, obs, act, steps, 1)
+
+
+SLIPS = [
+    ("ch05_q1_prefix_bytes_saved", q1_tail_shared, "partial_block_shared", ["only full blocks are shared"]),
+    ("ch05_q1_prefix_bytes_saved", q1_every_copy, "every_copy_saved", ["one copy of the shared blocks", "99"]),
+    ("ch05_q1_prefix_bytes_saved", q1_tokens, "tokens_not_bytes", ["count of tokens", "131,072"]),
+    ("ch05_q1_prefix_bytes_saved", q1_gb, "answer_in_gb", ["looks like GB"]),
+    ("ch05_q2_prefill_tokens_saved", q2_tail_shared, "partial_block_shared", ["only full blocks are shared"]),
+    ("ch05_q2_prefill_tokens_saved", q2_every_copy, "every_copy_saved", ["num_requests - 1"]),
+    ("ch05_q2_prefill_tokens_saved", q2_blocks, "blocks_not_tokens", ["that counts blocks"]),
+    ("ch05_q4_agent_prefill_tokens", q4_no_cache, "no_cache", ["no prefix cache at all"]),
+    ("ch05_q4_agent_prefill_tokens", q4_output_not_cached, "output_not_cached", ["action a step generates"]),
+    ("ch05_q4_agent_prefill_tokens", q4_token_level, "partial_block_shared", ["only full blocks are shared"]),
+]
+
+
+@pytest.mark.parametrize("grade_id,fn,key,phrases", SLIPS, ids=[f"{s[0][:7]}-{s[2]}" for s in SLIPS])
+def test_visible_slip_is_named(grade_id, fn, key, phrases):
+    message = fails(grade_id, fn)
+    for phrase in phrases:
+        assert phrase in message, message
+    ex = ch05.EXERCISES[grade_id]
+    records = core.run_cases(ex, fn, ex.cases())
+    verdicts = core.verdicts(ex, ex.cases(), records)
+    assert core.common_slip(verdicts) == key
+
+
+@pytest.mark.parametrize("grade_id,fn,key,phrases", SLIPS, ids=[f"{s[0][:7]}-{s[2]}" for s in SLIPS])
+def test_hidden_slip_is_named_in_general_words(grade_id, fn, key, phrases):
+    message = fails(grade_id, fn, hidden=True)
+    assert kv.slips.general(key) in message, message
+
+
+# q3 and q5 answer with bytes and a choice: each visible case is built to catch one slip, and its hint names it.
+def q3_unchained(token_ids, bs, salt):
+    extra = (("cache_salt", salt),) if salt is not None else None
+    blocks = len(token_ids) // bs
+    return pc.hash_block(pc.NONE_HASH, token_ids[(blocks - 1) * bs:blocks * bs], extra) if blocks else pc.NONE_HASH
+
+
+def q3_hashes_the_tail(token_ids, bs, salt):
+    key = prefix_key(token_ids, bs, salt)
+    rest = token_ids[len(token_ids) // bs * bs:]
+    return pc.hash_block(key, rest) if rest else key
+
+
+def q3_salt_on_every_block(token_ids, bs, salt):
+    key = pc.NONE_HASH
+    for i in range(len(token_ids) // bs):
+        key = pc.hash_block(key, token_ids[i * bs:(i + 1) * bs], (("cache_salt", salt),) if salt else None)
+    return key
+
+
+def q3_salt_ignored(token_ids, bs, salt):
+    return prefix_key(token_ids, bs, None)
+
+
+def q3_empty_for_no_block(token_ids, bs, salt):
+    return prefix_key(token_ids, bs, salt) if len(token_ids) >= bs else b""
+
+
+def q5_no_attention(bpt, params, layers, heads, head_dim, tokens, link, peak, mfu, overhead):
+    return fetch_or_recompute(bpt, params, 0, heads, head_dim, tokens, link, peak, mfu, overhead)
+
+
+def q5_no_overhead(bpt, params, layers, heads, head_dim, tokens, link, peak, mfu, overhead):
+    return fetch_or_recompute(bpt, params, layers, heads, head_dim, tokens, link, peak, mfu, 0.0)
+
+
+def q5_peak_not_achieved(bpt, params, layers, heads, head_dim, tokens, link, peak, mfu, overhead):
+    return fetch_or_recompute(bpt, params, layers, heads, head_dim, tokens, link, peak, 1.0, overhead)
+
+
+HINTED = [
+    ("ch05_q3_prefix_key", q3_unchained, "the previous block's key as the parent"),
+    ("ch05_q3_prefix_key", q3_hashes_the_tail, "a partial last block has no key"),
+    ("ch05_q3_prefix_key", q3_salt_on_every_block, "the first block's key only"),
+    ("ch05_q3_prefix_key", q3_salt_ignored, "the first block's key only"),
+    ("ch05_q3_prefix_key", q3_empty_for_no_block, "return NONE_HASH"),
+    ("ch05_q5_fetch_or_recompute", q5_no_attention, "attention term"),
+    ("ch05_q5_fetch_or_recompute", q5_no_overhead, "fixed cost"),
+    ("ch05_q5_fetch_or_recompute", q5_peak_not_achieved, "mfu x peak"),
+]
+
+
+@pytest.mark.parametrize("grade_id,fn,phrase", HINTED, ids=[f.__name__ for _, f, _ in HINTED])
+def test_each_slip_fails_the_case_built_for_it(grade_id, fn, phrase):
+    message = fails(grade_id, fn)
+    assert phrase in message, message
+    assert "Hint:" in message
+
+
+def test_calling_the_whole_chain_trips_but_the_one_block_hash_does_not():
+    def whole_chain(token_ids, bs, salt):
+        keys = kv.prefix_cache.block_hashes(token_ids, bs, cache_salt=salt)
+        return keys[-1] if keys else kv.prefix_cache.NONE_HASH
+    assert "must not call kvlib.prefix_cache.block_hashes" in fails("ch05_q3_prefix_key", whole_chain)
+    check("ch05_q3_prefix_key", prefix_key)           # hash_block itself is allowed
+    assert kv.prefix_cache.block_hashes([1, 2], 2)    # and restored afterwards
+
+
+def test_calling_kvlib_offload_trips():
+    def via_kvlib(bpt, params, layers, heads, head_dim, tokens, link, peak, mfu, overhead):
+        return kv.offload.fetch_or_recompute("llama-3.1-8b", tokens).winner
+    assert "must not call kvlib" in fails("ch05_q5_fetch_or_recompute", via_kvlib)
+
+
+# --- wrong types -------------------------------------------------------------------------
+def test_wrong_types_are_rejected():
+    assert "returned a float" in fails("ch05_q2_prefill_tokens_saved",
+                                       lambda p, n, bs: float(prefill_tokens_saved(p, n, bs)))
+    assert "return bytes" in fails("ch05_q3_prefix_key", lambda t, bs, s: prefix_key(t, bs, s).hex())
+    message = fails("ch05_q5_fetch_or_recompute", lambda *a: fetch_or_recompute(*a) == "fetch")
+    assert "'fetch', 'recompute'" in message
+    assert "not one of the choices" in fails("ch05_q5_fetch_or_recompute", lambda *a: fetch_or_recompute(*a).upper())
+
+
+# --- hidden failures keep the hidden cases hidden -----------------------------------------
+@pytest.mark.parametrize("grade_id,fn", [(s[0], s[1]) for s in SLIPS] + [(h[0], h[1]) for h in HINTED],
+                         ids=[s[1].__name__ for s in SLIPS] + [h[1].__name__ for h in HINTED])
+def test_hidden_messages_reveal_no_inputs(grade_id, fn):
+    ex = ch05.EXERCISES[grade_id]
+    for seed in (None, 4):
+        try:
+            check(grade_id, fn, hidden=True, seed=seed)
+        except AssertionError as exc:
+            message = str(exc).replace(grade_id, "")
+        else:
+            continue
+        digits = set(re.findall(r"\d+", message))
+        assert digits <= {"10", "9", "2", "30", "1"}, message      # 10^9, 2^30, num_requests - 1
+        assert "label" not in message and "hidden" in message
+        for case in ex.cases(True, seed):
+            assert repr(case["kwargs"].get("cache_salt")) not in message or case["kwargs"].get("cache_salt") is None

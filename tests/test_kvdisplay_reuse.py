@@ -1,0 +1,54 @@
+"""kvdisplay.reuse: the prefix-sharing and fetch-or-recompute views show kvlib's figures.
+
+Expected figures by hand: seed 000 "A shared system prompt" (2,007 tokens in 16-token blocks: 125
+shared, 7 recomputed; 100 x 2,000 x 131,072 B = 26.2 GB unshared, 262 MB shared) and "Fetch from
+host memory or recompute" (131,072 B / 50 GB/s = 2.6 us per token against 2 x 8.03e9 / (0.6 x
+989e12) = 27 us: fetch wins at every length; with 5 ms per fetch, from 0.005 / 24.4 us = ~205 tokens).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import kvdisplay as kd
+
+
+def test_prefix_view_counts_whole_blocks():
+    view = kd.prefix_sharing_view(2007, 16, 100, 131_072, "Llama-3.1-8B")
+    assert "full blocks shared: <b>125</b>" in view and "tokens recomputed per request: <b>7</b>" in view
+    assert view.count("background:#2e7d32") == 64 and "61 more" in view     # 125 blocks, 64 drawn
+    view = kd.prefix_sharing_view(2000, 16, 100, 131_072)
+    assert "unshared <b>26.21 GB" in view and "shared <b>0.26 GB" in view
+    assert "tokens recomputed per request: <b>0</b>" in view and "#dd8452'></span></div>" not in view
+
+
+def test_prefix_view_escapes_the_model_name():
+    assert "&lt;b&gt;" in kd.prefix_sharing_view(16, 16, 2, 8, "<b>")
+
+
+def test_fetch_view_break_even():
+    assert "fetch wins from <b>1</b> token on" in kd.fetch_recompute_view("llama-3.1-8b", 50e9, 0.6)
+    view = kd.fetch_recompute_view("llama-3.1-8b", 50e9, 0.6, fetch_overhead_s=0.005)
+    even = int(re.search(r"fetch wins from <b>([\d,]+)</b>", view).group(1).replace(",", ""))
+    assert 200 <= even <= 210
+    assert re.search(r"<td[^>]*>128</td>.*?<b>recompute</b>", view)          # 128 tokens: under the break-even
+    assert re.search(r"<td[^>]*>8,192</td>.*?<b>fetch</b>", view)
+
+
+def test_fetch_view_names_the_assumptions():
+    view = kd.fetch_recompute_view("llama-3.1-8b", 2e9, 0.5, gpu="H100-SXM")
+    assert "989 TFLOP/s" in view and "50% MFU" in view and "link 2 GB/s" in view
+
+
+def test_explorers_redraw():
+    pytest.importorskip("ipywidgets")
+    box = kd.prefix_sharing_explorer(["llama-3.1-8b", "qwen2.5-7b"])
+    before = box.view.value
+    box.children[1].value = 2008                                              # prompt length
+    assert box.view.value != before and "tokens recomputed per request: <b>8</b>" in box.view.value
+    box = kd.fetch_recompute_explorer(["llama-3.1-8b"])
+    before = box.view.value
+    box.children[4].value = 5                                                 # 5 ms per fetch
+    assert box.view.value != before and "fixed cost per fetch 5 ms" in box.view.value
