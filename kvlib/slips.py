@@ -450,10 +450,7 @@ QUANTITIES.update({
 
 
 # --- chapter 02 (GQA and tensor parallelism): appended, the entries above are unchanged ---------
-SLIPS.update({
-    "weights_not_split": "under tensor parallelism each of the {tp} GPUs holds 1/{tp} of the weights; you "
-                         "subtracted all of them from one GPU.",
-})
+# (its per-case wording of weights_not_split is with chapter 07's entries below)
 GENERAL.update({
     "total_not_per_gpu": "under tensor parallelism each GPU holds only its own KV heads: divide by the GPUs "
                          "that split them.",
@@ -869,10 +866,6 @@ SLIPS.update({
     "gpus_not_nodes": "that counts GPUs; the question asks for nodes of {gpus_per_node} GPUs.",
 })
 GENERAL.update({
-    "total_not_per_gpu": "under tensor parallelism each GPU holds only its own KV heads.",
-    "split_replicated": "with more GPUs than KV heads, heads are replicated, not split.",
-    "label_memory": "you started from the memory on the label instead of what CUDA reports.",
-    "weights_not_split": "each GPU holds only its share of the weights under tensor parallelism.",
     "no_utilization": "the engine's utilization cap is missing.",
     "missing_overhead": "the overhead is not subtracted.",
     "efficiency_multiplied": "divide by the efficiency, do not multiply.",
@@ -880,9 +873,6 @@ GENERAL.update({
     "no_tp_overhead": "the all-reduce overhead is missing.",
     "tp_overhead_at_tp1": "with tp = 1 there is no all-reduce overhead.",
     "bound_only": "that is the bandwidth bound alone, without overhead and efficiency.",
-    "seconds_for_ms": "the answer looks like seconds; return milliseconds.",
-    "kv_only_step": "the weights' reads are missing from the step.",
-    "weights_only_step": "the KV cache's reads are missing from the step.",
     "non_binding_constraint": "use the smaller of the memory and ITL limits.",
     "missing_replicas": "a node may run several replicas: multiply by them.",
     "floor_nodes": "round the nodes up, not down.",
