@@ -141,7 +141,7 @@ def add_parser(subparsers):
     p = subparsers.add_parser(
         "plan", help="capacity plan: nodes for N users at a context under an ITL target",
         description="Nodes of --gpus-per-node GPUs for --users sequences of --context tokens under an ITL "
-                    "target, step by step (seed 003 section 8). Every assumption is a flag.")
+                    "target, step by step. Every assumption is a flag.")
     p.add_argument("model", help="bundled id or alias (see 'kvlib models'), config.json, or folder")
     p.add_argument("--users", type=_positive_int, required=True, help="concurrent users (sequences)")
     p.add_argument("--context", type=_positive_int, required=True, help="average context [tokens]")

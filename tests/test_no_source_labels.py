@@ -1,0 +1,57 @@
+"""User-facing text never names the course's source documents by file label ("seed 003",
+"003_138a..."): learners cannot open them. Library comments and tests may.
+
+Checked: every chapter source and generated notebook (all cells, code comments included), the
+README, every kvlib CLI --help text, and the feedback the checks print (kvlib.slips' wording).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+LABEL = re.compile(r"\bseed\s*0\d\d\b|\b00[013]_[0-9a-f]{6,}", re.I)
+NOTEBOOKS = sorted([*REPO.glob("course/source/*/*.ipynb"), *REPO.glob("chapters/*.ipynb"),
+                    *REPO.glob("solutions/*.ipynb")])
+
+
+def test_the_pattern_catches_labels():
+    assert LABEL.search("as seed 003 section 8 says") and LABEL.search("see 001_f9a0239a08bd337c.txt")
+    assert not LABEL.search("a seed of 3 gives the same draw")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[str(p.relative_to(REPO)) for p in NOTEBOOKS])
+def test_notebook_names_no_source_file(path):
+    hits = [line for line in path.read_text().splitlines() if LABEL.search(line)]
+    assert not hits, hits[:3]
+
+
+def test_readme_names_no_source_file():
+    hits = [line for line in (REPO / "README.md").read_text().splitlines() if LABEL.search(line)]
+    assert not hits, hits[:3]
+
+
+def test_slip_wording_names_no_source_file():
+    from kvlib import slips
+    texts = [*slips.SLIPS.values(), *slips.GENERAL.values()]
+    assert not [t for t in texts if LABEL.search(t)]
+
+
+def _subcommands():
+    out = subprocess.run([sys.executable, "-m", "kvlib", "--help"], capture_output=True, text=True, cwd=REPO)
+    match = re.search(r"\{([a-z,-]+)\}", out.stdout)
+    return match.group(1).split(",") if match else []
+
+
+def test_cli_help_names_no_source_file():
+    commands = _subcommands()
+    assert "info" in commands and "plan" in commands, commands
+    for args in [["--help"], *([c, "--help"] for c in commands)]:
+        out = subprocess.run([sys.executable, "-m", "kvlib", *args], capture_output=True, text=True, cwd=REPO)
+        assert out.returncode == 0, (args, out.stderr)
+        assert not LABEL.search(out.stdout), (args, LABEL.search(out.stdout).group(0))
