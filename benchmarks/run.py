@@ -150,62 +150,80 @@ def bench_notebooks(args) -> str:
 
 
 # --- 3. widget latency -----------------------------------------------------------------------
-def _chapter_namespace(chapter: str) -> dict:
-    """Run a chapter's code cells up to its explorer (not the widget cell) in this process."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import nbformat
-    nb = nbformat.read(ROOT / "course" / "source" / chapter / f"{chapter}.ipynb", as_version=4)
-    ns: dict = {}
-    for cell in nb.cells:
-        if cell.cell_type != "code" or "nbgrader" in cell.metadata and cell.metadata["nbgrader"].get("grade"):
-            continue
-        if "NBVAL_IGNORE_OUTPUT" in cell.source or "ipywidgets" in cell.source and "interact" in cell.source:
-            continue  # the widget cell itself: we time its callback, not the front end
-        if cell.metadata.get("nbgrader", {}).get("solution"):
-            continue
-        import contextlib
-        import io
-        with contextlib.redirect_stdout(io.StringIO()):
-            try:
-                exec(compile(cell.source, f"<{chapter}>", "exec"), ns)
-            except Exception:  # a cell that needs the kernel (display hooks): skip, the callback does not need it
-                pass
-        if "render" in ns:
-            break
-    return ns
-
-
 #: Chapters whose explorer lives in kvdisplay: the view function each slider move calls.
-EXPLORER_VIEWS = {"ch01_kv_formula": "kv_explorer_view"}
+def _ch01_args(rng, gpus):
+    return dict(layers=rng.randint(1, 128), kv_heads=rng.choice([1, 2, 4, 8, 16, 32]),
+                head_dim=rng.choice([64, 128, 256]), dtype_bytes=rng.choice([1, 2]),
+                seq_len=rng.choice([1024, 8192, 32768, 131072]), batch_size=rng.randint(1, 256),
+                gpu=rng.choice(gpus), weight_bytes=rng.choice([0, 16 * 10**9, 141 * 10**9]))
+
+
+def _ch02_args(rng, gpus):
+    kv_heads = rng.choice([1, 2, 4, 8, 16, 64])
+    return dict(layers=rng.choice([32, 80]), num_heads=64, kv_heads=kv_heads, head_dim=128,
+                dtype_bytes=rng.choice([1, 2]), tp=rng.choice([1, 2, 4, 8, 16]),
+                seq_len=rng.choice([1024, 8192, 131072]), gpu=rng.choice(gpus),
+                weight_bytes=rng.choice([0, 16 * 10**9, 141 * 10**9]))
+
+
+def _ch03_args(rng, gpus):
+    return dict(latent_dim=rng.choice([256, 512, 1024]), rope_dim=rng.choice([32, 64, 128]),
+                layers=rng.randint(1, 96), tp=rng.choice([1, 2, 4, 8, 16]), dtype_bytes=rng.choice([1, 2]))
+
+
+def _ch04_args(rng, gpus):
+    return dict(model=rng.choice(["llama-3.1-8b", "qwen2.5-7b", "gpt-oss-20b"]), gpu=rng.choice(["H100-SXM", "A100-80GB"]),
+                utilization=rng.choice([0.8, 0.9, 0.92]), kv_cache_dtype=rng.choice(["auto", "fp8"]),
+                block_size=rng.choice([16, 32, 64, 128, 256]), context=rng.choice([1024, 8192, 32768]))
+
+
+def _ch05_args(rng, gpus):
+    return dict(prompt_tokens=rng.randint(1, 8192), block_size=rng.choice([16, 32, 64]),
+                num_requests=rng.randint(1, 1000), bytes_per_token=131_072, model="llama-3.1-8b")
+
+
+def _ch06_args(rng, gpus):
+    return dict(model=rng.choice(["llama-3.1-8b", "llama-3.3-70b"]), batch=rng.randint(1, 256),
+                context=rng.choice([1024, 4096, 32768]), gpu=rng.choice(["H100-SXM", "A100-80GB"]),
+                kv_dtype_bytes=rng.choice([1, 2]), efficiency=rng.choice([0.6, 0.7, 1.0]))
+
+
+def _ch07_args(rng, gpus):
+    return dict(model=rng.choice(["llama-3.1-8b", "llama-3.3-70b", "qwen2.5-32b"]), gpu="H100-SXM",
+                gpus_per_node=8, tp=rng.choice([1, 2, 4, 8]), users=rng.choice([100, 2000, 10000]),
+                context=rng.choice([4096, 8192, 32768]), itl_ms=rng.choice([30.0, 60.0, 100.0]))
+
+
+# chapter -> (kvdisplay view a slider move calls, random arguments for it)
+EXPLORER_VIEWS = {
+    "ch01_kv_formula": ("kv_explorer_view", _ch01_args),
+    "ch02_gqa_tp": ("tp_explorer_view", _ch02_args),
+    "ch03_mla": ("mla_explorer_view", _ch03_args),
+    "ch04_pool_paging": ("pool_explorer_view", _ch04_args),
+    "ch05_prefix_reuse": ("prefix_sharing_view", _ch05_args),
+    "ch06_crossover": ("crossover_view", _ch06_args),
+    "ch07_capacity_plan": ("planner_view", _ch07_args),
+}
 
 
 def bench_widgets(args) -> str:
     import kvdisplay
     rows = []
+    gpus = list(kv.GPUS)
     for chapter in CHAPTERS:
-        ns = {"render": getattr(kvdisplay, EXPLORER_VIEWS[chapter])} if chapter in EXPLORER_VIEWS else \
-            _chapter_namespace(chapter)
-        if "render" not in ns:
-            rows.append((chapter, "-", "-", "no render() callback found"))
+        if chapter not in EXPLORER_VIEWS:
+            rows.append((chapter, "-", "-", "no explorer view registered (EXPLORER_VIEWS)"))
             continue
+        name, arguments = EXPLORER_VIEWS[chapter]
+        view = getattr(kvdisplay, name)
         rng = random.Random(0)
-        gpus = list(kv.GPUS)
-        calls = []
-        for _ in range(300):
-            kwargs = dict(layers=rng.randint(1, 128), kv_heads=rng.choice([1, 2, 4, 8, 16, 32]),
-                          head_dim=rng.choice([64, 128, 256]), dtype_bytes=rng.choice([1, 2]),
-                          seq_len=rng.choice([1024, 8192, 32768, 131072]), batch_size=rng.randint(1, 256),
-                          gpu=rng.choice(gpus), weight_bytes=rng.choice([0, 16 * 10**9, 141 * 10**9]))
-            calls.append(kwargs)
+        calls = [arguments(rng, gpus) for _ in range(300)]
         times = []
         for kwargs in calls:
             t0 = time.perf_counter()
-            ns["render"](**kwargs)
+            view(**kwargs)
             times.append((time.perf_counter() - t0) * 1e3)
-        what = (f"kvdisplay.{EXPLORER_VIEWS[chapter]}(): kvlib + HTML view" if chapter in EXPLORER_VIEWS
-                else "render(): kvlib + HTML view")
-        rows.append((chapter, f"{median(times):.3f} ms", f"{p95(times):.3f} ms", what))
+        rows.append((chapter, f"{median(times):.3f} ms", f"{p95(times):.3f} ms", f"kvdisplay.{name}(): kvlib + HTML view"))
     return "\n".join(["## Widget latency (the callback each slider move runs; goal < 100 ms)", "",
                       md_table(["chapter", "median", "p95", "what is timed"], rows)])
 
