@@ -19,9 +19,13 @@ from .explorer import ExplorerPreset, kv_explorer, kv_explorer_view, presets_fro
 from .plots import line_plot
 from .problems import erratum, footnote, footnote_ref, worked_problem
 from .text import config_fields_table, md, model_name, show, show_json, table
+from .vllm_lab import (ENGINE_GEOMETRIES, block_window_explorer, block_window_view, engine_geometry, engine_lab,
+                       engine_lab_view, log_presets, log_source_words)
 
 __all__ = [
     "KV_CACHE_AXES", "kv_cache_array", "numpy_dtype", "build_up", "ExplorerPreset", "kv_explorer",
     "kv_explorer_view", "presets_from_models", "line_plot", "erratum", "footnote", "footnote_ref",
     "worked_problem", "config_fields_table", "md", "model_name", "show", "show_json", "table",
+    "ENGINE_GEOMETRIES", "block_window_explorer", "block_window_view", "engine_geometry", "engine_lab",
+    "engine_lab_view", "log_presets", "log_source_words",
 ]
