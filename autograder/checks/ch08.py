@@ -185,7 +185,7 @@ def _perturb(rng: random.Random, text: str, figure: str | None, new_figure: str 
         text = text.replace(figure, new_figure)
     if rng.random() < 0.5:
         text = colour(text)
-    if rng.random() < 0.4:
+    if rng.random() < 0.4 and "  | " not in text:     # one compose prefix (17.log already has its own)
         text = compose_prefix(text, rng.choice(["vllm-1", "qwen3-1", "server_1"]))
     if rng.random() < 0.3:
         text = text.replace("\n", "\r\n")
