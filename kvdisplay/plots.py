@@ -23,7 +23,7 @@ def line_plot(x, series, *, xlabel: str, ylabel: str, title: str = "", hlines=No
     >>> fig.axes[0].get_xlabel()
     'tokens (count)'
 
-    Used in: ch01_kv_formula.
+    Used in: ch01_kv_formula, ch08_vllm_lab.
     """
     for name, label in (("xlabel", xlabel), ("ylabel", ylabel)):
         if not _UNIT.search(label):

@@ -32,7 +32,7 @@ def worked_problem(number: int, question: str, assumptions: str, formula: str, s
 
     Raises ValueError when a substitution has no meaning or the result is empty.
 
-    Used in: ch01_kv_formula (Questions 1-5).
+    Used in: ch01_kv_formula (Questions 1-5), ch08_vllm_lab (Questions 1-3).
     """
     lines = []
     for entry in substitutions:
@@ -65,7 +65,7 @@ def erratum(who: str, claim: str, where_wrong: str, computed: str) -> HTML:
     >>> "“80 &lt; 79”" in box and "Erratum" in box
     True
 
-    Used in: ch01_kv_formula.
+    Used in: ch01_kv_formula, ch08_vllm_lab.
     """
     for name, value in (("who", who), ("claim", claim), ("where_wrong", where_wrong), ("computed", computed)):
         if not str(value).strip():
@@ -92,6 +92,6 @@ def footnote(number: int, text: str) -> Markdown:
     >>> footnote(1, "0.07% high.").data
     '<small><sup>1</sup> 0.07% high.</small>'
 
-    Used in: ch01_kv_formula.
+    Used in: ch01_kv_formula, ch08_vllm_lab.
     """
     return Markdown(f"<small>{footnote_ref(number)} {text}</small>")

@@ -81,7 +81,7 @@ def block_window_view(layers: int, kv_heads: int, head_dim: int, dtype_bytes: in
 
     With ``logged_blocks``, the verdict (``classify_block_mismatch`` at TP 1, ``gpus`` = tp).
 
-    Used in: ch08_vllm_lab.
+    Used in: ch08_vllm_lab (through block_window_explorer).
     """
     b = block_bytes(layers, kv_heads, head_dim, dtype_bytes, block_size, tp)
     lo_b, hi_b = gib_window(available_gib)
@@ -180,7 +180,7 @@ ENGINE_GEOMETRIES = {
 def engine_geometry(name: str) -> dict:
     """The config.json dict of an ``ENGINE_GEOMETRIES`` entry (KeyError names the choices).
 
-    Used in: ch08_vllm_lab.
+    Used in: ch08_vllm_lab (through engine_lab).
     """
     if name not in ENGINE_GEOMETRIES:
         raise KeyError(f"no engine geometry {name!r}; choose one of: {', '.join(ENGINE_GEOMETRIES)}")
@@ -218,7 +218,7 @@ def engine_lab_view(run: EngineRun, learner_tokens: int | None = None) -> str:
 
     ``run`` is an ``EngineRun`` (a live start or the committed log shown instead).
 
-    Used in: ch08_vllm_lab.
+    Used in: ch08_vllm_lab (through engine_lab).
     """
     lines = [line for line in run.log_lines if any(word in line for word in KV_LINE_WORDS)]
     parts = [f"<p><b>{'vLLM ran' if run.ran else 'Committed log'}:</b> {html.escape(run.message)}</p>",

@@ -78,6 +78,16 @@ PLANS = {
         validate=("the factor 2 for K and V is missing",                       # q2, as typed
                   "bytes_per_token_from_config is not written yet"),           # q1, left blank
     ),
+    "ch08_vllm_lab": Plan(
+        slider="printed GiB",
+        number=r"blocks:\s*([\d,]+ – [\d,]+)",
+        answer_id="ch08_q3_answer",
+        # One count from the printed figure, not the range its rounding allows.
+        wrong_answer="def block_range(available_gib, layers, kv_heads, head_dim, dtype_bytes, block_size, tp): "
+                     "n = round(float(available_gib) * 2**30) // (2 * layers * max(1, kv_heads // tp) * head_dim "
+                     "* dtype_bytes * block_size); return (n, n)",
+        slip="allows a range of blocks",
+    ),
 }
 
 
