@@ -27,6 +27,8 @@ from .problems import erratum, footnote, footnote_ref, worked_problem
 from .reuse import fetch_recompute_explorer, fetch_recompute_view, prefix_sharing_explorer, prefix_sharing_view
 from .text import config_fields_table, md, model_name, show, show_json, table
 from .tp import heads_held, tp_explorer, tp_explorer_view, tp_kv_slices
+from .vllm_lab import (ENGINE_GEOMETRIES, block_window_explorer, block_window_view, engine_geometry, engine_lab,
+                       engine_lab_view, log_presets, log_source_words)
 
 __all__ = [
     "KV_CACHE_AXES", "kv_cache_array", "numpy_dtype", "build_up", "ExplorerPreset", "kv_explorer",
@@ -38,4 +40,6 @@ __all__ = [
     "planner_explorer", "planner_view",
     "notation_table", "terminal",
     "fetch_recompute_explorer", "fetch_recompute_view", "prefix_sharing_explorer", "prefix_sharing_view",
+    "ENGINE_GEOMETRIES", "block_window_explorer", "block_window_view", "engine_geometry", "engine_lab",
+    "engine_lab_view", "log_presets", "log_source_words",
 ]

@@ -94,6 +94,8 @@ COMBINED = "+"   # a key "a+b" is two slips made at once
 
 
 def _ratio_text(answer, expected) -> str:
+    if _is_number_tuple(answer) and _is_number_tuple(expected):   # a range: judged by its upper end
+        answer, expected = answer[-1], expected[-1]
     try:
         ratio = answer / expected
     except (ZeroDivisionError, TypeError):
@@ -114,7 +116,15 @@ def ratio_text(answer, expected) -> str:
     return _ratio_text(answer, expected)
 
 
+def _is_number_tuple(x) -> bool:
+    """A tuple of plain numbers: an answer such as a (fewest, most) range, compared element by element."""
+    return type(x) is tuple and len(x) > 0 and all(type(v) in (int, float) for v in x)
+
+
 def _close(a, b, rel_tol) -> bool:
+    if _is_number_tuple(a) or _is_number_tuple(b):
+        return (_is_number_tuple(a) and _is_number_tuple(b) and len(a) == len(b)
+                and all(_close(x, y, rel_tol) for x, y in zip(a, b)))
     if isinstance(a, int) and isinstance(b, int):
         return a == b
     return math.isclose(a, b, rel_tol=rel_tol, abs_tol=1e-12)
@@ -280,6 +290,8 @@ def _message(key: str, inputs: dict) -> str:
         values.setdefault("label_gb", f"{inputs['label_bytes'] / GB:.2f}")
         values.setdefault("cuda_gb", f"{inputs['gpu_bytes'] / GB:.2f}")
     values.setdefault("rope_dim", 64)
+    if isinstance(inputs.get("wrong"), dict) and key in inputs["wrong"]:     # log_figure: the figure taken
+        values.setdefault("wrong_value", inputs["wrong"][key])
     try:
         return SLIPS[key].format(**values)
     except (KeyError, IndexError):
@@ -319,7 +331,7 @@ def matching(quantity: str, answer, *, rel_tol: float = 1e-6, **inputs) -> tuple
     """Every slip key whose recomputed value is ``answer``, in catalogue order (no duplicates)."""
     if quantity not in QUANTITIES:
         raise KeyError(f"unknown quantity {quantity!r} (known: {', '.join(QUANTITIES)})")
-    if isinstance(answer, bool) or not isinstance(answer, (int, float)):
+    if (isinstance(answer, bool) or not isinstance(answer, (int, float))) and not _is_number_tuple(answer):
         return ()
     expected, slips = QUANTITIES[quantity](dict(inputs))
     keys = []
@@ -341,7 +353,7 @@ def diagnose(quantity: str, answer, *, rel_tol: float = 1e-6, lead: str | None =
     if quantity not in QUANTITIES:
         raise KeyError(f"unknown quantity {quantity!r} (known: {', '.join(QUANTITIES)})")
     expected, slips = QUANTITIES[quantity](inputs)
-    if isinstance(answer, bool) or not isinstance(answer, (int, float)):
+    if (isinstance(answer, bool) or not isinstance(answer, (int, float))) and not _is_number_tuple(answer):
         return Diagnosis(quantity, False, expected, answer, None,
                          f"expected a number, got {type(answer).__name__} {answer!r}.", inputs)
     if _close(answer, expected, rel_tol):
@@ -993,6 +1005,65 @@ def _q_nodes_with_headroom(i):
              ("spares_scaled", math.ceil(round((nodes + r) * f, 9))), ("gpus_not_nodes", expected * g)]
     if replicas > 1:
         slips.append(("missing_replicas", deploy(reps=1)))
+# --- quantities of the vLLM lab (ch08_vllm_lab): appended, the entries above are unchanged -------------
+SLIPS.update({
+    # reading a log (the figure as printed; the wrong figures a learner picks instead come with the case)
+    "largest_rank": "several ranks printed their own figure and you took a larger one ({wrong_value}); vLLM sizes the pool from the smallest rank.",
+    "weights_figure": "that is the model-weights figure ({wrong_value}), not the memory left for the KV cache.",
+    "budget_figure": "that is total memory x utilization ({wrong_value}), the budget before weights and activations come out of it.",
+    "total_figure": "that is the GPU's total memory ({wrong_value}), not what is left for the KV cache.",
+    "cpu_total_figure": "that is the machine's total memory ({wrong_value}) in 'Explicitly set (space/total) GiB': the KV space is the first number.",
+    "cpu_blocks": "that is '# CPU blocks' ({wrong_value}), the swap space on the host, not the GPU's blocks.",
+    "tokens_per_request": "that is max_model_len ({wrong_value}) from the concurrency line, the tokens per request, not the cache's capacity.",
+    "max_seq_len_not_capacity": "that is the max seq len the error names ({wrong_value}); the KV capacity is the second number in it.",
+    "blocks_as_tokens": "this log prints blocks; you converted them to tokens ({wrong_value}). Return the count as printed.",
+    # a block range from a printed GiB figure
+    "point_not_range": "a printed GiB figure is rounded to 0.01 GiB, so it allows a range of blocks: from (X - 0.005) GiB to (X + 0.005) GiB, each divided by the bytes per block.",
+    "window_full_unit": "the rounding window is half a unit of the last printed decimal either side (+/-0.005 GiB), not +/-0.01 GiB.",
+    "tokens_for_blocks": "those are tokens (blocks x block_size = {block_size}); the question asks for blocks.",
+})
+GENERAL.update({
+    "largest_rank": "several ranks printed a figure: vLLM sizes the pool from the smallest.",
+    "weights_figure": "that is the model-weights figure, not the KV cache's.",
+    "budget_figure": "that is total x utilization, before weights and activations are taken out.",
+    "total_figure": "that is the GPU's total memory, not the KV cache's.",
+    "cpu_total_figure": "in 'Explicitly set (space/total) GiB' the KV space is the first number.",
+    "cpu_blocks": "that is the CPU (swap) block count, not the GPU's.",
+    "tokens_per_request": "that is max_model_len from the concurrency line, not the cache's capacity.",
+    "max_seq_len_not_capacity": "that is the max seq len from the error; the KV capacity is its second number.",
+    "blocks_as_tokens": "the log prints blocks: return the count as printed.",
+    "point_not_range": "a printed GiB figure allows a range of blocks (+/-0.005 GiB), not one count.",
+    "window_full_unit": "the window is +/-0.005 GiB (half the last decimal), not +/-0.01 GiB.",
+    "tokens_for_blocks": "those are tokens, not blocks.",
+})
+
+
+def _q_log_figure(i):
+    """A figure read from a log, as printed; ``wrong`` maps slip keys to the figures mistaken for it."""
+    expected = i["printed"]
+    return expected, [(key, value) for key, value in i.get("wrong", {}).items() if value != expected]
+
+
+def _q_block_range(i):
+    """(fewest, most) blocks a printed GiB figure allows: (lo // B, hi // B), B = L 2 max(1, K // tp) D b bs."""
+    from .vllm.log import gib_window
+    from .vllm.mismatch import block_bytes, block_range
+
+    text, bs, tp = i["available_gib"], i["block_size"], i.get("tp", 1)
+    geometry = (i["layers"], i["kv_heads"], i["head_dim"], i["dtype_bytes"])
+    b = block_bytes(*geometry, bs, tp)
+    expected = block_range(text, *geometry, bs, tp)
+    lo, hi = gib_window(text)
+    x = float(text)
+    slips = [("point_not_range", (round(x * GiB) // b, round(x * GiB) // b)),
+             ("point_not_range", (int(x * GiB / b), int(x * GiB / b))),
+             ("window_full_unit", (int((x - 0.01) * GiB) // b, int((x + 0.01) * GiB) // b)),
+             ("gb_for_gib", (int((x - 0.005) * GB) // b, int((x + 0.005) * GB) // b)),
+             ("tokens_for_blocks", (expected[0] * bs, expected[1] * bs))]
+    if tp > 1:
+        whole = block_bytes(*geometry, bs, 1)
+        slips.append(("total_not_per_gpu", (lo // whole, hi // whole)))
+    slips.append(("missing_kv_factor", (lo // (b // 2), hi // (b // 2))))
     return expected, [(k, v) for k, v in slips if v != expected]
 
 
@@ -1005,4 +1076,6 @@ QUANTITIES.update({
     "prefill_tokens_saved": _q_prefill_tokens_saved,
     "prefix_bytes_saved": _q_prefix_bytes_saved,
     "agent_prefill_with_cache": _q_agent_prefill_with_cache,
+    "log_figure": _q_log_figure,
+    "block_range": _q_block_range,
 })

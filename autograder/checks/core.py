@@ -225,6 +225,8 @@ def _number(record: dict, value):
     """A scalar number to diagnose: the decoded value, or what a numpy scalar held."""
     if type(value) in (int, float):
         return value
+    if type(value) is tuple and value and all(type(v) in (int, float) for v in value):
+        return value        # a range such as (fewest, most): kvlib.slips compares it element by element
     number = record.get("number")
     return number if type(number) in (int, float) else None
 
@@ -283,7 +285,8 @@ def judge(exercise: Exercise, case: dict, record: dict, *, hidden: bool = False,
         text = " Or: ".join(texts) if texts else "the answer matches no known slip: recheck each part."
         note = f" {type_note}" if type_note else ""
         return Verdict(False, f"{fn} is wrong {head}{text}{note} {exercise.hidden_note}".rstrip(), keys, "value")
-    shown = kind.show(value) if type_ok else (f"{number:,}" if number is not None else record.get("type", "?"))
+    shown = kind.show(value) if type_ok else (f"{number:,}" if type(number) in (int, float)
+                                              else repr(number) if number is not None else record.get("type", "?"))
     line = f"{exercise.call_text(case)} returned {shown}; expected {kind.show(expected)} {exercise.unit}".rstrip()
     diagnosis = _diagnosis(exercise, case, number, keys, lead)
     tail = (f"\n{type_note}" if type_note else "") + (f"\nHint: {hint}" if hint and not keys else "")

@@ -153,6 +153,16 @@ PLANS = {
         validate=("only full blocks are shared",                               # q1, as typed
                   "prefill_tokens_saved is not written yet"),                  # q2, left blank
     ),
+    "ch08_vllm_lab": Plan(
+        slider="printed GiB",
+        number=r"blocks:\s*([\d,]+ – [\d,]+)",
+        answer_id="ch08_q3_answer",
+        # One count from the printed figure, not the range its rounding allows.
+        wrong_answer="def block_range(available_gib, layers, kv_heads, head_dim, dtype_bytes, block_size, tp): "
+                     "n = round(float(available_gib) * 2**30) // (2 * layers * max(1, kv_heads // tp) * head_dim "
+                     "* dtype_bytes * block_size); return (n, n)",
+        slip="allows a range of blocks",
+    ),
 }
 
 

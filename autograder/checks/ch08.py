@@ -1,0 +1,393 @@
+"""Chapter 08 (the vLLM lab): its four graded exercises, as data.
+
+Grade ids, function names and parameter order are a contract with the grading
+pipeline; points are on the source notebook's test cells.
+
+=================================  ================================================================================
+grade id                           the learner writes
+=================================  ================================================================================
+ch08_q1_available_gib              available_kv_gib(log_text) -> float: the available-KV figure, as printed
+ch08_q2_kv_count                   kv_count(log_text) -> int: the block or token count the log prints
+ch08_q3_block_range                block_range(available_gib, L, K, D, b, block_size, tp) -> (int, int)
+ch08_q4_mismatch_cause             mismatch_cause(available_gib, logged_blocks, L, K, D, b, block_size, gpus) -> str
+=================================  ================================================================================
+
+The logs are kvlib's bundled real vLLM startup logs (``kvlib/data/vllm_logs``, their
+public sources in its PROVENANCE.md) and one bundled vLLM CPU start
+(``kvlib/data/vllm_cpu/llama_gqa``). Expected values come from kvlib: q1 and q2 from
+``kvlib.vllm.parse_log`` (the smallest rank's figure; the block count where the log
+prints blocks, else the token capacity), q3 from ``kvlib.vllm.mismatch.block_range``,
+q4 from ``kvlib.vllm.mismatch.classify_block_mismatch``. Hidden cases are the same logs
+with labelled perturbations (ANSI colours, docker-compose and process prefixes, Windows
+line ends, other printed figures), and other bundled models, GiB figures, TP and dtypes.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+import kvlib as kv
+from kvlib.vllm import DEFAULT_BLOCK_SIZE, parse_log, read_bundled_log
+from kvlib.vllm.bundled import bundled_cpu_start
+from kvlib.vllm.mismatch import MISMATCH_CAUSES, block_range, classify_block_mismatch
+
+from .answers import INT, Choice, Float, Tuple
+from .core import Exercise, exercises
+
+HIDDEN_NOTE_LOG = ("(Hidden cases: the same bundled logs with ANSI colours, docker-compose or process prefixes, "
+                   "Windows line ends, and other printed figures.)")
+HIDDEN_NOTE_RANGE = "(Hidden cases use other bundled models, other printed GiB figures, TP sizes, dtypes and blocks.)"
+
+_ANSI_LEVEL = "\x1b[32mINFO\x1b[0m"
+_BUDGET = re.compile(r"gpu_memory_utilization \([\d.]+\) = ([\d.]+) ?GiB")
+_CPU_SPACE = re.compile(r"Explicitly set \(([\d.]+)/([\d.]+)\) ?GiB")
+
+
+# ---------------------------------------------------------------------------
+# The logs: one engine start each, as the bundled files print it
+# ---------------------------------------------------------------------------
+def start_text(name: str, index: int = 0) -> str:
+    """The lines of bundled log ``name`` that belong to its ``index``-th engine start."""
+    text = read_bundled_log(name)
+    start = parse_log(text)[index]
+    return "\n".join(text.splitlines()[start.first_line - 1:start.last_line]) + "\n"
+
+
+def cpu_log_text() -> str:
+    """The bundled vLLM 0.32.0 CPU start of a tiny GQA model (1 GiB, max_model_len 1000)."""
+    return bundled_cpu_start("llama_gqa")[1]
+
+
+def colour(text: str) -> str:
+    """The log as a terminal shows it: the level word and the numbers wrapped in ANSI colour codes."""
+    out = text.replace("INFO", _ANSI_LEVEL)
+    return re.sub(r"(?<=[\s(])(\d[\d,]*\.?\d*)(?= ?GiB| tokens|x\b)", "\x1b[1m\\1\x1b[0m", out)
+
+
+def compose_prefix(text: str, service: str = "vllm-1") -> str:
+    """Each line prefixed as ``docker compose up`` prints it (``vllm-1  | ...``)."""
+    return "".join(f"{service}  | {line}\n" for line in text.splitlines())
+
+
+def perturb_rank(text: str, tag: str, old: str, new: str) -> str:
+    """One rank's figure changed: the lines whose process tag is ``tag`` print ``new`` for ``old``."""
+    return "".join((line.replace(old, new) if f"({tag})" in line else line) + "\n" for line in text.splitlines())
+
+
+def _start(case: dict):
+    starts = parse_log(case["kwargs"]["log_text"])
+    return starts[0]
+
+
+# ---------------------------------------------------------------------------
+# q1: the available-KV figure
+# ---------------------------------------------------------------------------
+def _available_wrong(text: str) -> dict:
+    """The figures a learner may take for the available KV memory, by slip."""
+    s = parse_log(text)[0]
+    wrong = {}
+    if s.available_kv_cache_by_rank:
+        wrong["largest_rank"] = max(float(v) for _, v in s.available_kv_cache_by_rank)
+    if s.model_weights_gib is not None:
+        wrong["weights_figure"] = s.model_weights_gib
+    budget = _BUDGET.search(text)
+    if budget:
+        wrong["budget_figure"] = float(budget.group(1))
+    if s.total_gpu_memory_gib is not None:
+        wrong["total_figure"] = s.total_gpu_memory_gib
+    cpu = _CPU_SPACE.search(text)
+    if cpu:
+        wrong["cpu_total_figure"] = float(cpu.group(2))
+    return wrong
+
+
+def log_case(label: str, text: str, hint: str = "") -> dict:
+    return {"label": label, "kwargs": {"log_text": text}, "context": {"hint": hint}}
+
+
+def available_expected(case: dict) -> float:
+    return _start(case).available_kv_cache_gib
+
+
+def available_slip_inputs(case: dict) -> dict:
+    return {"printed": available_expected(case), "wrong": _available_wrong(case["kwargs"]["log_text"])}
+
+
+_RANK_HINT = "several ranks print their own figure; vLLM sizes the pool from the smallest."
+Q1_VISIBLE = (
+    log_case("07.log, first start: V0's 'Memory profiling results' line", start_text("07", 0),
+             hint="the figure is kv_cache_size=...GiB inside the line."),
+    log_case("12.log: V0's profiling summary", start_text("12"),
+             hint="'the rest of the memory reserved for KV Cache is X GiB'."),
+    log_case("14.log: three ranks, with rank pid=521's figure changed to 1.62 (a labelled perturbation)",
+             perturb_rank(start_text("14"), "VllmWorkerProcess pid=521", "1.57GiB.", "1.62GiB."), hint=_RANK_HINT),
+    log_case("20.log: V1's 'Available KV cache memory' line", start_text("20")),
+    log_case("20.log as a terminal colours it (ANSI codes kept)", colour(start_text("20")),
+             hint="strip ANSI escape codes (ESC [ ... m) before matching."),
+    log_case("25.log: a start that failed after printing the figure", start_text("25")),
+    log_case("a vLLM 0.32.0 CPU start: 'Explicitly set (space/total) GiB for KV cache'", cpu_log_text(),
+             hint="on the CPU backend the KV space is set by VLLM_CPU_KVCACHE_SPACE and printed first."),
+)
+
+# ---------------------------------------------------------------------------
+# q2: the block or token count
+# ---------------------------------------------------------------------------
+def count_expected(case: dict) -> int:
+    s = _start(case)
+    return s.num_gpu_blocks if s.num_gpu_blocks is not None else s.gpu_kv_cache_tokens
+
+
+def count_slip_inputs(case: dict) -> dict:
+    s = _start(case)
+    wrong = {}
+    if s.num_cpu_blocks is not None:
+        wrong["cpu_blocks"] = s.num_cpu_blocks
+    if s.max_model_len is not None and s.max_model_len_source == "concurrency line":
+        wrong["tokens_per_request"] = s.max_model_len
+    if s.gpu_kv_cache_tokens_source == "max seq len error":
+        wrong["max_seq_len_not_capacity"] = s.max_model_len
+    if s.num_gpu_blocks is not None:
+        wrong["blocks_as_tokens"] = s.num_gpu_blocks * (s.block_size or DEFAULT_BLOCK_SIZE)
+    return {"printed": count_expected(case), "wrong": wrong}
+
+
+Q2_VISIBLE = (
+    log_case("02.log: V0 '# GPU blocks' after a pasted '>> ' marker", start_text("02"),
+             hint="V0 prints '# GPU blocks: N, # CPU blocks: M': the GPU's count is the first."),
+    log_case("04.log, first start: a bare V0 block line", start_text("04", 0)),
+    log_case("05.log: the only count is in V0's max-seq-len error", start_text("05"),
+             hint="'... maximum number of tokens that can be stored in KV cache (N)'."),
+    log_case("07.log, first start: a block line that lost its leading '# '", start_text("07", 0)),
+    log_case("12.log: V0 0.8 says '# cuda blocks'", start_text("12")),
+    log_case("16.log: V1 tokens, comma-grouped", start_text("16"), hint="remove the thousands commas."),
+    log_case("17.log: V1 tokens behind a docker-compose prefix, coloured (ANSI codes kept)",
+             colour(start_text("17"))),
+    log_case("a vLLM 0.32.0 CPU start: tokens and concurrency on one line", cpu_log_text(),
+             hint="from vLLM 0.32 the count and the concurrency share one line."),
+)
+
+
+# ---------------------------------------------------------------------------
+# Hidden cases of q1 and q2: the bundled logs, perturbed
+# ---------------------------------------------------------------------------
+_Q1_BASES = (("07", 0), ("07", 1), ("12", 0), ("14", 0), ("20", 0), ("25", 0), ("cpu", 0))
+_Q2_BASES = (("02", 0), ("04", 0), ("04", 1), ("05", 0), ("07", 0), ("07", 1), ("12", 0), ("16", 0), ("17", 0),
+             ("20", 0), ("cpu", 0))
+
+
+def _base(name: str, index: int) -> str:
+    return cpu_log_text() if name == "cpu" else start_text(name, index)
+
+
+def _perturb(rng: random.Random, text: str, figure: str | None, new_figure: str | None) -> str:
+    if figure and new_figure:
+        text = text.replace(figure, new_figure)
+    if rng.random() < 0.5:
+        text = colour(text)
+    if rng.random() < 0.4 and "  | " not in text:     # one compose prefix (17.log already has its own)
+        text = compose_prefix(text, rng.choice(["vllm-1", "qwen3-1", "server_1"]))
+    if rng.random() < 0.3:
+        text = text.replace("\n", "\r\n")
+    return text
+
+
+def _new_gib(rng: random.Random) -> str:
+    return f"{rng.uniform(0.5, 90):.2f}"
+
+
+def available_hidden(seed: int, count: int = 8) -> tuple:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        name, index = rng.choice(_Q1_BASES)
+        text = _base(name, index)
+        printed = parse_log(text)[0].available_kv_cache_text
+        figure = printed if name != "cpu" else None   # the CPU space is whole GiB: kept
+        out.append(log_case("hidden", _perturb(rng, text, figure, _new_gib(rng) if figure else None)))
+    return tuple(out)
+
+
+def _format_count(old: str, n: int) -> str:
+    return f"{n:,}" if "," in old else str(n)
+
+
+def count_hidden(seed: int, count: int = 8) -> tuple:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        name, index = rng.choice(_Q2_BASES)
+        text = _base(name, index)
+        s = parse_log(text)[0]
+        n = s.num_gpu_blocks if s.num_gpu_blocks is not None else s.gpu_kv_cache_tokens
+        printed = next(f for f in (f"{n:,}", str(n)) if f in text)
+        new = _format_count(printed, rng.randint(1_000, 900_000))
+        out.append(log_case("hidden", _perturb(rng, text, printed, new)))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------
+# q3: the block range a printed GiB figure allows
+# ---------------------------------------------------------------------------
+RANGE_PARAMS = ("available_gib", "layers", "kv_heads", "head_dim", "dtype_bytes", "block_size", "tp")
+
+
+def range_case(model: str, available_gib: str, label: str, dtype_bytes: int = 2, block_size: int = 16,
+               tp: int = 1) -> dict:
+    spec = kv.load_model(model)
+    kwargs = dict(available_gib=available_gib, layers=spec.num_kv_layers, kv_heads=spec.num_kv_heads,
+                  head_dim=spec.head_dim, dtype_bytes=dtype_bytes, block_size=block_size, tp=tp)
+    return {"label": label, "kwargs": kwargs, "context": {"model": model}}
+
+
+def range_expected(case: dict) -> tuple:
+    k = case["kwargs"]
+    return block_range(k["available_gib"], k["layers"], k["kv_heads"], k["head_dim"], k["dtype_bytes"],
+                       k["block_size"], k["tp"])
+
+
+def range_slip_inputs(case: dict) -> dict:
+    return dict(case["kwargs"])
+
+
+Q3_VISIBLE = (
+    range_case("llama-2-7b", "56.18", "12.log: Llama 2 7B, 56.18 GiB (vLLM printed 7,191 blocks)"),
+    range_case("llama-3.1-8b", "3.81", "07.log: Llama 3.1 8B, 3.81 GiB (vLLM printed 1,952 blocks)"),
+    range_case("qwen3-0.6b", "69.66", "20.log: Qwen3 0.6B, 69.66 GiB (vLLM printed 652,144 tokens)"),
+    range_case("llama-3.3-70b", "15.0", "Llama 3.3 70B at TP 4 printing '15.0' GiB per rank (0.14+ drops a "
+               "trailing zero)", tp=4),
+    range_case("llama-3.1-8b", "3.81", "Llama 3.1 8B, 3.81 GiB, an fp8 cache", dtype_bytes=1),
+    range_case("qwen3-0.6b", "1.57", "Qwen3 0.6B at TP 16: more ranks than KV heads", tp=16),
+)
+
+
+def _uniform_models() -> list:
+    out = []
+    for model in kv.bundled_models():
+        spec = kv.load_model(model)
+        if not spec.is_mla and len(set(spec.layer_kinds)) == 1:
+            out.append(model)
+    return out
+
+
+def range_hidden(seed: int, count: int = 8) -> tuple:
+    rng = random.Random(seed)
+    models = _uniform_models()
+    out = []
+    for _ in range(count):
+        gib = rng.choice([f"{rng.uniform(0.5, 70):.2f}", f"{rng.uniform(1, 40):.1f}"])
+        out.append(range_case(rng.choice(models), gib, "hidden", dtype_bytes=rng.choice([1, 2]),
+                              block_size=rng.choice([16, 16, 32]), tp=rng.choice([1, 2, 4, 8])))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------
+# q4: why a logged block count misses the prediction
+# ---------------------------------------------------------------------------
+CAUSE_PARAMS = ("available_gib", "logged_blocks", "layers", "kv_heads", "head_dim", "dtype_bytes", "block_size",
+                "gpus")
+
+
+def cause_case(model: str, available_gib: str, logged_blocks: int, label: str, gpus: int = 1, hint: str = "") -> dict:
+    spec = kv.load_model(model)
+    kwargs = dict(available_gib=available_gib, logged_blocks=logged_blocks, layers=spec.num_kv_layers,
+                  kv_heads=spec.num_kv_heads, head_dim=spec.head_dim, dtype_bytes=2, block_size=16, gpus=gpus)
+    return {"label": label, "kwargs": kwargs, "context": {"model": model, "hint": hint}}
+
+
+def cause_expected(case: dict) -> str:
+    return classify_block_mismatch(*(case["kwargs"][p] for p in CAUSE_PARAMS))
+
+
+Q4_VISIBLE = (
+    cause_case("llama-2-7b", "56.18", 7191, "12.log as printed: 7,191 blocks"),
+    cause_case("llama-2-7b", "56.18", 7193, "12.log with the count changed to 7,193 (a labelled perturbation)",
+               hint="two blocks past the window: the pool was not sized from exactly the printed figure."),
+    cause_case("llama-2-7b", "56.18", 14382, "12.log had it come from two GPUs: 14,382 blocks", gpus=2),
+    cause_case("llama-3.1-8b", "3.81", 3904, "07.log with an fp8 cache: 3,904 blocks",
+               hint="one byte per element doubles the blocks."),
+    cause_case("qwen3-0.6b", "69.66", 10190, "20.log had a backend forced 64-token blocks: 10,190 blocks"),
+    cause_case("llama-3.1-8b", "3.81", 1000, "07.log's figure with another model's count: 1,000 blocks"),
+)
+
+
+def cause_hidden(seed: int, count: int = 8) -> tuple:
+    rng = random.Random(seed)
+    models = _uniform_models()
+    out = []
+    for _ in range(count):
+        model = rng.choice(models)
+        spec = kv.load_model(model)
+        gib = f"{rng.uniform(1, 70):.2f}"
+        geometry = (spec.num_kv_layers, spec.num_kv_heads, spec.head_dim)
+        cause = rng.choice(MISMATCH_CAUSES)
+        gpus = 1
+        if cause == "tensor_parallel":
+            gpus = rng.choice([2, 4, 8])
+            n = block_range(gib, *geometry, 2, 16, gpus)[1]
+        elif cause == "kv_cache_dtype":
+            n = block_range(gib, *geometry, 1, 16)[0]
+        elif cause == "block_size":
+            n = block_range(gib, *geometry, 2, rng.choice([32, 64, 128]))[0]
+        elif cause == "rounding":
+            n = block_range(gib, *geometry, 2, 16)[1] + rng.choice([1, 2])
+        elif cause == "wrong_model":
+            n = max(1, round(block_range(gib, *geometry, 2, 16)[0] * rng.choice([0.7, 1.3, 3.0])))
+        else:
+            n = block_range(gib, *geometry, 2, 16)[0]
+        out.append(cause_case(model, gib, n, "hidden", gpus=gpus))
+    return tuple(out)
+
+
+EXERCISES = exercises(
+    Exercise(
+        grade_id="ch08_q1_available_gib",
+        function_name="available_kv_gib",
+        params=("log_text",),
+        visible_cases=Q1_VISIBLE,
+        hidden_cases=available_hidden,
+        expected=available_expected,
+        answer=Float(rel_tol=1e-9),
+        quantity="log_figure",
+        slip_inputs=available_slip_inputs,
+        unit="GiB",
+        hidden_note=HIDDEN_NOTE_LOG,
+    ),
+    Exercise(
+        grade_id="ch08_q2_kv_count",
+        function_name="kv_count",
+        params=("log_text",),
+        visible_cases=Q2_VISIBLE,
+        hidden_cases=count_hidden,
+        expected=count_expected,
+        answer=INT,
+        quantity="log_figure",
+        slip_inputs=count_slip_inputs,
+        unit="(blocks or tokens, as printed)",
+        hidden_note=HIDDEN_NOTE_LOG,
+    ),
+    Exercise(
+        grade_id="ch08_q3_block_range",
+        function_name="block_range",
+        params=RANGE_PARAMS,
+        visible_cases=Q3_VISIBLE,
+        hidden_cases=range_hidden,
+        expected=range_expected,
+        answer=Tuple((INT, INT)),
+        quantity="block_range",
+        slip_inputs=range_slip_inputs,
+        unit="blocks",
+        hidden_note=HIDDEN_NOTE_RANGE,
+    ),
+    Exercise(
+        grade_id="ch08_q4_mismatch_cause",
+        function_name="mismatch_cause",
+        params=CAUSE_PARAMS,
+        visible_cases=Q4_VISIBLE,
+        hidden_cases=cause_hidden,
+        expected=cause_expected,
+        answer=Choice(MISMATCH_CAUSES),
+        unit="",
+        hidden_note=HIDDEN_NOTE_RANGE,
+    ),
+)

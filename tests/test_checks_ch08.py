@@ -1,0 +1,242 @@
+"""Chapter 08's instant checks: right answers pass, each catalogued slip gets its named message.
+
+Reference answers are written by hand here (regexes and integer arithmetic, never kvlib).
+Expected figures come from the bundled real logs and their sidecars
+(kvlib/data/vllm_logs/NN.json "reported" and "check"): 12.log 56.18 GiB and 7,191 blocks,
+Llama 2 7B at 8 MiB per block (56.18 x 128 = 7191.04); 07.log 3.81 GiB, 1,952 blocks;
+20.log 69.66 GiB, 652,144 tokens; the CPU start kvlib/data/vllm_cpu/llama_gqa 1.0 GiB,
+1,365,250 tokens (its kv1g_len1000.json).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+
+import pytest
+
+from autograder.checks import check, ch08
+from kvlib.vllm.mismatch import MISMATCH_CAUSES, block_range as kvlib_block_range, classify_block_mismatch
+
+SEEDS = (0, 1, 7, 2026)
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+# --- reference answers, by hand ---------------------------------------------------------
+def available_kv_gib(log_text):
+    text = ANSI.sub("", log_text)
+    patterns = (r"kv_cache_size=([\d.]+) ?GiB", r"reserved for KV Cache is ([\d.]+) ?GiB",
+                r"Available KV cache memory: ([\d.]+) ?GiB", r"Explicitly set \(([\d.]+)/[\d.]+\) ?GiB")
+    return min(float(m) for p in patterns for m in re.findall(p, text))
+
+
+def kv_count(log_text):
+    text = ANSI.sub("", log_text)
+    for pattern in (r"(?:GPU|cuda|CUDA) blocks: ([\d,]+)", r"[GC]PU KV cache size: ([\d,]+) tokens",
+                    r"stored in KV cache \(([\d,]+)\)"):
+        found = re.findall(pattern, text)
+        if found:
+            return min(int(n.replace(",", "")) for n in found)
+    raise ValueError("no count")
+
+
+def block_range(available_gib, layers, kv_heads, head_dim, dtype_bytes, block_size, tp):
+    x = Fraction(available_gib)
+    per_block = 2 * layers * max(1, kv_heads // tp) * head_dim * dtype_bytes * block_size
+    lo = math.ceil((x - Fraction(1, 200)) * 2**30)
+    hi = math.ceil((x + Fraction(1, 200)) * 2**30) - 1
+    return (lo // per_block, hi // per_block)
+
+
+def mismatch_cause(available_gib, logged_blocks, layers, kv_heads, head_dim, dtype_bytes, block_size, gpus):
+    def inside(span, slack=0):
+        return span[0] - slack <= logged_blocks <= span[1] + slack
+
+    g = (available_gib, layers, kv_heads, head_dim)
+    base = block_range(*g, dtype_bytes, block_size, 1)
+    if inside(base):
+        return "agrees"
+    if inside(base, 2):
+        return "rounding"
+    if gpus > 1 and inside(block_range(*g, dtype_bytes, block_size, gpus)):
+        return "tensor_parallel"
+    if dtype_bytes == 2 and inside(block_range(*g, 1, block_size, 1)):
+        return "kv_cache_dtype"
+    if any(s > block_size and inside(block_range(*g, dtype_bytes, s, 1)) for s in (32, 64, 128, 256)):
+        return "block_size"
+    return "wrong_model"
+
+
+REFERENCE = {
+    "ch08_q1_available_gib": available_kv_gib,
+    "ch08_q2_kv_count": kv_count,
+    "ch08_q3_block_range": block_range,
+    "ch08_q4_mismatch_cause": mismatch_cause,
+}
+
+
+def fails(grade_id, fn, **kwargs) -> str:
+    with pytest.raises(AssertionError) as info:
+        check(grade_id, fn, **kwargs)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("grade_id", list(REFERENCE))
+def test_reference_passes_visible_and_hidden(grade_id, capsys):
+    check(grade_id, REFERENCE[grade_id])
+    for seed in SEEDS:
+        check(grade_id, REFERENCE[grade_id], hidden=True, seed=seed)
+    assert "✓" in capsys.readouterr().out
+
+
+def test_exercises_in_notebook_order():
+    assert list(ch08.EXERCISES) == list(REFERENCE)
+
+
+def test_visible_figures_are_the_logs():
+    # sidecars: 07 3.81, 12 56.18, 14 1.57 (one rank perturbed to 1.62), 20 69.66, 25 1.71, CPU 1.0
+    q1 = ch08.EXERCISES["ch08_q1_available_gib"]
+    assert [q1.expected_for(c) for c in q1.cases()] == [3.81, 56.18, 1.57, 69.66, 69.66, 1.71, 1.0]
+    # 02 76240, 04 13078, 05 79392 (error line), 07 1952, 12 7191, 16 158656, 17 198784, CPU 1365250
+    q2 = ch08.EXERCISES["ch08_q2_kv_count"]
+    assert [q2.expected_for(c) for c in q2.cases()] == [76240, 13078, 79392, 1952, 7191, 158656, 198784, 1365250]
+    # 12.log by hand: 56.175 x 2^30 / 2^23 = 7190.4, 56.185 x 128 = 7191.68 -> (7190, 7191), the log's 7191 inside
+    q3 = ch08.EXERCISES["ch08_q3_block_range"]
+    assert q3.expected_for(q3.cases()[0]) == (7190, 7191)
+    q4 = ch08.EXERCISES["ch08_q4_mismatch_cause"]
+    assert [q4.expected_for(c) for c in q4.cases()] == ["agrees", "rounding", "tensor_parallel", "kv_cache_dtype",
+                                                        "block_size", "wrong_model"]
+
+
+def test_every_log_format_is_in_the_visible_cases():
+    texts = "\n".join(c["kwargs"]["log_text"] for ex in ("ch08_q1_available_gib", "ch08_q2_kv_count")
+                      for c in ch08.EXERCISES[ex].cases())
+    for form in ("kv_cache_size=", "reserved for KV Cache is", "Available KV cache memory", "Explicitly set (",
+                 "# GPU blocks", "# cuda blocks", "\nGPU blocks", "GPU KV cache size", "CPU KV cache size",
+                 "stored in KV cache (", "\x1b[", "qwen3-1  | ", ">> ", "(VllmWorkerProcess pid="):
+        assert form in texts, form
+
+
+def test_hidden_cases_are_perturbed_and_reveal_nothing():
+    for grade_id in ("ch08_q1_available_gib", "ch08_q2_kv_count"):
+        ex = ch08.EXERCISES[grade_id]
+        hidden = ex.cases(hidden=True, seed=3)
+        assert all(c["label"] == "hidden" for c in hidden)
+        assert ex.cases(hidden=True, seed=3) == hidden and ex.cases(hidden=True, seed=4) != hidden
+        message = fails(grade_id, lambda log_text: 0.5 if "q1" in grade_id else 1, hidden=True, seed=3)
+        assert "hidden case" in message and "log_text=" not in message
+
+
+def test_mismatch_cause_by_hand():
+    # log 12: 7191 agrees; 7193 is 2 past (7190, 7191); two GPUs halve the heads: (14380, 14383)
+    assert classify_block_mismatch("56.18", 7191, 32, 32, 128, 2, 16) == "agrees"
+    assert classify_block_mismatch("56.18", 7193, 32, 32, 128, 2, 16) == "rounding"
+    assert classify_block_mismatch("56.18", 14382, 32, 32, 128, 2, 16, gpus=2) == "tensor_parallel"
+    assert kvlib_block_range("56.18", 32, 32, 128, 2, 16, 2) == (14380, 14383)
+    assert set(MISMATCH_CAUSES) == set(ch08.EXERCISES["ch08_q4_mismatch_cause"].answer.options)
+
+
+# --- slips ---------------------------------------------------------------------------------
+def q1_largest(log_text):
+    text = ANSI.sub("", log_text)
+    figures = [float(m) for p in (r"kv_cache_size=([\d.]+)", r"KV Cache is ([\d.]+)", r"memory: ([\d.]+)",
+                                  r"Explicitly set \(([\d.]+)/") for m in re.findall(p, text)]
+    return max(figures)
+
+
+def q1_weights(log_text):
+    text = ANSI.sub("", log_text)
+    return float(re.findall(r"(?:weights took|model weights take|Model loading took) ([\d.]+) ?Gi?B", text)[0])
+
+
+def q1_cpu_total(log_text):
+    m = re.search(r"Explicitly set \([\d.]+/([\d.]+)\)", log_text)
+    return float(m.group(1)) if m else available_kv_gib(log_text)
+
+
+def q2_cpu_blocks(log_text):
+    m = re.search(r"CPU blocks: (\d+)", log_text)
+    return int(m.group(1)) if m else kv_count(log_text)
+
+
+def q2_per_request(log_text):
+    m = re.search(r"Maximum concurrency for ([\d,]+) tokens", ANSI.sub("", log_text))
+    return int(m.group(1).replace(",", "")) if m else kv_count(log_text)
+
+
+def q2_blocks_as_tokens(log_text):
+    n = kv_count(log_text)
+    return n * 16 if re.search(r"blocks: ", log_text) else n
+
+
+def q2_max_seq_len(log_text):
+    m = re.search(r"max seq len \((\d+)\)", log_text)
+    return int(m.group(1)) if m else kv_count(log_text)
+
+
+def q3_point(available_gib, layers, kv_heads, head_dim, dtype_bytes, block_size, tp):
+    n = round(float(available_gib) * 2**30) // (2 * layers * max(1, kv_heads // tp) * head_dim * dtype_bytes
+                                                 * block_size)
+    return (n, n)
+
+
+def q3_gb(available_gib, layers, kv_heads, head_dim, dtype_bytes, block_size, tp):
+    b = 2 * layers * max(1, kv_heads // tp) * head_dim * dtype_bytes * block_size
+    x = float(available_gib)
+    return (int((x - 0.005) * 1e9) // b, int((x + 0.005) * 1e9) // b)
+
+
+def q3_no_tp(available_gib, layers, kv_heads, head_dim, dtype_bytes, block_size, tp):
+    return block_range(available_gib, layers, kv_heads, head_dim, dtype_bytes, block_size, 1)
+
+
+def q3_tokens(available_gib, layers, kv_heads, head_dim, dtype_bytes, block_size, tp):
+    lo, hi = block_range(available_gib, layers, kv_heads, head_dim, dtype_bytes, block_size, tp)
+    return (lo * block_size, hi * block_size)
+
+
+def q3_wide(available_gib, layers, kv_heads, head_dim, dtype_bytes, block_size, tp):
+    b = 2 * layers * max(1, kv_heads // tp) * head_dim * dtype_bytes * block_size
+    x = float(available_gib)
+    return (int((x - 0.01) * 2**30) // b, int((x + 0.01) * 2**30) // b)
+
+
+SLIPS = [
+    ("ch08_q1_available_gib", q1_largest, "vLLM sizes the pool from the smallest rank"),
+    ("ch08_q1_available_gib", q1_weights, "model-weights figure"),
+    ("ch08_q1_available_gib", q1_cpu_total, "the KV space is the first number"),
+    ("ch08_q2_kv_count", q2_cpu_blocks, "'# CPU blocks'"),
+    ("ch08_q2_kv_count", q2_per_request, "max_model_len"),
+    ("ch08_q2_kv_count", q2_blocks_as_tokens, "converted them to tokens"),
+    ("ch08_q2_kv_count", q2_max_seq_len, "the KV capacity is the second number"),
+    ("ch08_q3_block_range", q3_point, "allows a range of blocks"),
+    ("ch08_q3_block_range", q3_gb, "GB (10^9) and GiB"),
+    ("ch08_q3_block_range", q3_no_tp, "each GPU holds only its own KV heads"),
+    ("ch08_q3_block_range", q3_tokens, "those are tokens"),
+    ("ch08_q3_block_range", q3_wide, "+/-0.005 GiB"),
+]
+
+
+@pytest.mark.parametrize("grade_id, fn, phrase", SLIPS, ids=[f"{g[5:7]}-{f.__name__}" for g, f, _ in SLIPS])
+def test_visible_slip_is_named(grade_id, fn, phrase):
+    assert phrase in fails(grade_id, fn)
+
+
+def test_hidden_range_slip_in_general_words():
+    message = fails("ch08_q3_block_range", q3_point, hidden=True, seed=0)
+    assert "range of blocks" in message and "available_gib=" not in message
+
+
+def test_wrong_types_rejected():
+    assert "float" in fails("ch08_q1_available_gib", lambda t: "56.18")
+    assert "int" in fails("ch08_q2_kv_count", lambda t: float(kv_count(t)))
+    assert "tuple" in fails("ch08_q3_block_range", lambda *a: list(block_range(*a)))
+    message = fails("ch08_q3_block_range", lambda *a: tuple(float(v) for v in block_range(*a)))
+    assert "element 0" in message
+    assert "agrees" in fails("ch08_q4_mismatch_cause", lambda *a: "Agrees")
+
+
+def test_a_wrong_cause_names_the_case():
+    message = fails("ch08_q4_mismatch_cause", lambda *a: "agrees")
+    assert "12.log with the count changed to 7,193" in message and "'rounding'" in message

@@ -1,0 +1,87 @@
+"""kvdisplay.vllm_lab: the block-window view and the engine cell (ch08_vllm_lab).
+
+Figures by hand: Llama 2 7B's block is 2 x 32 x 32 x 128 x 2 B x 16 = 8 MiB, so 12.log's
+56.18 GiB (56.175 .. 56.185 GiB) allows 7,190 .. 7,191 blocks (its sidecar: 7,191 printed).
+The committed CPU start (kvlib/data/vllm_cpu/llama_gqa/kv1g_len1000.json) printed 1,365,250
+tokens at 1 GiB, max_model_len 1000; whole 128-token blocks hold 2^30 // (2 x 3 x 2 x 32 x 2 x 128)
+x 128 = 10,922 x 128 = 1,398,016 tokens.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import kvdisplay as kd
+from kvdisplay import vllm_lab
+from kvlib.vllm import cpu_engine
+
+
+def test_block_window_view_log12():
+    view = kd.block_window_view(32, 32, 128, 2, 16, 1, "56.18", 7191)
+    assert "blocks: 7,190 – 7,191" in view and "8,388,608 B" in view and "agrees" in view
+
+
+def test_block_window_view_tp_and_cause():
+    # two GPUs: 16 heads per rank, 4 MiB blocks, 56.175 .. 56.185 GiB -> 14,380 .. 14,383
+    view = kd.block_window_view(32, 32, 128, 2, 16, 2, "56.18", 14382)
+    assert "blocks: 14,380 – 14,383" in view and "✓" in view
+    assert "wrong_model" in kd.block_window_view(32, 32, 128, 2, 16, 1, "56.18", 1000)
+
+
+def test_log_presets_and_sources():
+    presets = kd.log_presets()
+    assert [p.logged_blocks for p in presets.values()] == [7191, 1952, 652144 // 16]
+    assert kd.log_source_words("07") == "vLLM issue #10517"
+    assert kd.log_source_words("02") == "vLLM pull request #3120"
+    assert "gateway-api-inference-extension" in kd.log_source_words("12")
+
+
+def test_engine_geometries_are_configs():
+    for name in kd.ENGINE_GEOMETRIES:
+        config = kd.engine_geometry(name)
+        assert config["model_type"] and config["num_hidden_layers"] >= 1
+    small = kd.engine_geometry("Llama 3.1 8B's KV shape at small width")
+    assert (small["num_hidden_layers"], small["num_key_value_heads"], small["head_dim"]) == (32, 8, 128)
+    with pytest.raises(KeyError, match="choose one of"):
+        kd.engine_geometry("nope")
+
+
+def _whole_blocks(config, space, max_model_len):
+    per_block = 2 * config["num_hidden_layers"] * config["num_key_value_heads"] * config["head_dim"] * 2 * 128
+    return space // per_block * 128
+
+
+def test_engine_cell_default_never_starts_the_engine(monkeypatch):
+    def no_start(*args, **kwargs):
+        raise AssertionError("the engine cell started a process without START_ENGINE")
+    monkeypatch.setattr(cpu_engine, "run_process", no_start)
+    html = kd.engine_lab("tiny GQA (the committed log's model)", 1, 1000, _whole_blocks).data
+    assert "START_ENGINE is False" in html and "1,365,250" in html and "1,398,016" in html
+    assert "kvlib agrees with the engine" in html and "int(concurrency × max_model_len)" in html
+
+
+def test_engine_cell_without_the_engine_says_so_in_one_line(monkeypatch, tmp_path):
+    monkeypatch.setenv(cpu_engine.ENGINE_PYTHON_ENV, str(tmp_path / "no-python"))
+    html = kd.engine_lab("tiny Gemma-2 (sliding-window hybrid)", 1, 1000, start_engine=True).data
+    assert "not installed" in html and "240,941" in html      # gemma2_hybrid's committed start: 240,941 tokens
+    gpu = kd.engine_lab("tiny MQA", 1, 1000, start_engine=True, device="gpu").data
+    assert "not installed" in gpu
+
+
+def test_engine_cell_shows_a_failing_prediction():
+    html = kd.engine_lab("tiny GQA (the committed log's model)", 1, 1000, lambda *a: 1 // 0).data
+    assert "ZeroDivisionError" in html
+
+
+@pytest.mark.slow
+def test_engine_cell_starts_the_cpu_engine_once():
+    if cpu_engine.engine_python() is None:
+        if os.environ.get("REQUIRE_ENGINE") == "1":
+            pytest.fail("REQUIRE_ENGINE=1 but vLLM's CPU engine is not installed (./dev.sh engine)")
+        pytest.skip("vLLM's CPU engine is not installed (./dev.sh engine)")
+    # tiny MQA: 3 layers x 1 KV head x 32 x 2 B x 2 x 128 = 49,152 B per block; 2^30 // 49,152 = 21,845
+    # blocks; 8 blocks per 1000-token request -> 2730.625 -> 2,730,625 tokens (vLLM printed this here).
+    html = kd.engine_lab("tiny MQA", 1, 1000, _whole_blocks, start_engine=True, timeout_s=400).data
+    assert "vLLM ran" in html and "2,730,625" in html and "kvlib agrees with the engine" in html
