@@ -711,6 +711,17 @@ def _q_allocator_waste(i):
         slips.append(("paged_whole_last_block", allocator_waste(reqs, pol, bs, msl, last_block="whole")))
     else:
         slips.append(("reservation_ignored", allocator_waste(reqs, pol, bs, msl, count_reservation=False)))
+    return expected, [(k, v) for k, v in slips if v != expected]
+
+
+QUANTITIES.update({
+    "pool_tokens_reported": _q_pool_tokens_reported,
+    "hybrid_kv_bytes_per_sequence": _q_hybrid_kv_bytes_per_sequence,
+    "fp8_pool_tokens": _q_fp8_pool_tokens,
+    "allocator_waste": _q_allocator_waste,
+})
+
+
 # --- quantities of ch05_prefix_reuse (prefix caching): appended, the entries above are unchanged ----
 SLIPS.update({
     "partial_block_shared": "only full blocks are shared (block_size = {block_size} tokens): the tokens of a "
@@ -1005,6 +1016,9 @@ def _q_nodes_with_headroom(i):
              ("spares_scaled", math.ceil(round((nodes + r) * f, 9))), ("gpus_not_nodes", expected * g)]
     if replicas > 1:
         slips.append(("missing_replicas", deploy(reps=1)))
+    return expected, [(k, v) for k, v in slips if v != expected]
+
+
 # --- quantities of the vLLM lab (ch08_vllm_lab): appended, the entries above are unchanged -------------
 SLIPS.update({
     # reading a log (the figure as printed; the wrong figures a learner picks instead come with the case)
