@@ -248,9 +248,11 @@ def bench_tests(args) -> str:
         wall = time.perf_counter() - t0
         if not report.exists():
             return f"## Test time by chapter\n\npytest wrote no report:\n```\n{proc.stdout[-2000:]}\n```"
-        by, counts = {}, {}
+        by, counts, failed = {}, {}, []
         for case in ET.parse(report).iter("testcase"):
             nodeid = f"{case.get('classname', '')}::{case.get('name', '')}"
+            if case.find("failure") is not None or case.find("error") is not None:
+                failed.append(nodeid)
             key = _chapter_of(nodeid, case.get("classname", ""))
             by[key] = by.get(key, 0.0) + float(case.get("time", 0))
             counts[key] = counts.get(key, 0) + 1
@@ -262,7 +264,8 @@ def bench_tests(args) -> str:
                       "a chapter when its id names the chapter (parametrized notebook, build and browser tests, "
                       "`test_checks_chNN.py`); the grading tests run on chapter 01's notebooks but name no "
                       "chapter, so they sit under shared.", "",
-                      md_table(["chapter", "tests", "time", "share"], rows)])
+                      md_table(["chapter", "tests", "time", "share"], rows)]
+                     + (["", "Failed in this run: " + ", ".join(f"`{f}`" for f in failed)] if failed else []))
 
 
 # --- 4. simulators -----------------------------------------------------------------------------

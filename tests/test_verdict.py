@@ -76,9 +76,10 @@ def test_layout_matches_the_contract():
     assert lay.answer_ids == [H.ANSWER[q] for q in H.Q]
     assert lay.tests == {H.TEST[q]: float(H.POINTS[q]) for q in H.Q}
     assert sum(lay.tests.values()) == 7 == H.FULL
-    # the setup imports the answers may rely on, and none of the display libraries
-    assert "import kvlib as kv" in lay.prelude and "import math" in lay.prelude
-    assert "matplotlib" not in lay.prelude and "ipywidgets" not in lay.prelude
+    # the setup imports the answers may rely on (chapter 01's setup cell: kvlib and kvdisplay), and none of
+    # the display libraries: kvdisplay is for showing, never for answering
+    assert lay.prelude == "import kvlib as kv"
+    assert "kvdisplay" not in lay.prelude and "matplotlib" not in lay.prelude and "ipywidgets" not in lay.prelude
 
 
 def test_release_built_here_has_no_solutions_or_hidden_tests():
