@@ -91,8 +91,15 @@ SYMBOLS: tuple[Symbol, ...] = (
            kvlib_keywords=("other_bytes",), chapter="ch04_pool_paging"),
     Symbol("bs", "block_size", "tokens per block of the paged pool", "tokens", (), ("block_size",),
            ("block_size",), "ch04_pool_paging"),
+    Symbol("r", "last_block_tokens", "tokens in a sequence's last block: its length mod bs (0: the block is full)",
+           "tokens", chapter="ch04_pool_paging"),
+    Symbol("b_tok", "kv_bytes_per_token", "bytes of KV cache one token takes: 2 L K D b, or MLA's L (d_c + d_R) b",
+           "B", kvlib_keywords=("bytes_per_token",), chapter="ch04_pool_paging"),
     Symbol("w", "sliding_window", "tokens a sliding-window layer keeps", "tokens", ("sliding_window",), (),
            ("sliding_window",), "ch04_pool_paging"),
+    # Sharing a prompt.
+    Symbol("T_p", "prompt_tokens", "tokens of the prompt that requests share (a prefix of each sequence)", "tokens",
+           chapter="ch05_prefix_reuse"),
     # Time.
     Symbol("BW", "bandwidth_bytes_per_s", "memory bandwidth of one GPU", "B/s",
            kvlib_keywords=("bandwidth_bytes_per_s",), chapter="ch06_crossover"),
