@@ -11,7 +11,7 @@ from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import GetGrades
 
 from autograder.feedback import ClearHiddenTestsInTestCells, SanitizeActiveContent
-from autograder.kernel import sandboxed_autograde
+from autograder.nbgrader_setup import configure
 
 c = get_config()  # noqa: F821 (injected by traitlets' config loader)
 
@@ -32,7 +32,9 @@ c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--Interacti
 # no network, not this folder, not the solutions; refused where the machine cannot hide the file
 # system). KV_COURSE_UNSANDBOXED=1 in the environment runs them on python3 instead, on request.
 # Learners' own Validate and Run in JupyterLab use python3 (they never load this file).
-sandboxed_autograde(c)
+# Also: feedback pages naming each exercise, maths as MathML (no CDN), quiet known warnings
+# (autograder.nbgrader_setup).
+configure(c)
 
 # A test cell a student deleted is put back and run (nbgrader's default would
 # leave the points to a manual grade).

@@ -410,3 +410,34 @@ def test_a_plain_postgresql_url_uses_psycopg2(postgres_url):  # noqa: F811
         gb.update_or_create_student("plain_url_student")
     with Gradebook(url, "kv-course") as gb:
         assert "plain_url_student" in [s.id for s in gb.students]
+
+
+# ---------------------------------------------------------------------------
+# Feedback pages: offline maths, exercises named; quiet logs
+# ---------------------------------------------------------------------------
+def _feedback_pages(plain_course, cli_class):
+    for course in (plain_course["course"], cli_class["course"]):
+        yield course, (course / "feedback" / "honest" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+
+
+def test_feedback_maths_is_mathml_and_nothing_is_fetched(plain_course, cli_class):
+    tex = sum(H._src(c).count("$") for c in H.load_source()["cells"] if c["cell_type"] == "markdown")
+    assert tex >= 2                                   # the chapter's prose has maths to show
+    for course, html in _feedback_pages(plain_course, cli_class):
+        assert "<math" in html and "</math>" in html, course
+        assert "cdnjs" not in html and "MathJax" not in html, course     # no script from a CDN
+        assert "<script src=" not in html, course
+
+
+def test_feedback_names_each_exercise(plain_course, cli_class):
+    for course, html in _feedback_pages(plain_course, cli_class):
+        assert "Test cell" not in html, course
+        for q in H.Q:
+            assert f"Exercise {H.TEST[q]}</a>" in html, (course, q)
+
+
+def test_plain_nbgrader_logs_no_known_noise(plain_course):
+    autograde = plain_course["runs"]["autograde"].stderr
+    assert "has changed!" not in autograde and "SAWarning" not in autograde
+    feedback = plain_course["runs"]["generate_feedback"].stderr
+    assert "display_data_priority" not in feedback
