@@ -3,9 +3,12 @@
 ``configure(c)``:
 
 * the sandboxed kernel for every notebook nbgrader runs (``autograder.kernel.sandboxed_autograde``);
-* the feedback page ``kv_feedback`` (``autograder/templates``): each test named by its grade id
-  instead of nbgrader's "Test cell", and no MathJax fetched from a CDN (maths becomes MathML when
-  the feedback is made, ``autograder.feedback``);
+* the feedback page (``FeedbackExporter``: ``autograder/templates/feedback/feedback_page.html.j2``
+  on nbgrader's own ``feedback`` page): each test named by its grade id instead of nbgrader's
+  "Test cell", and no MathJax fetched from a CDN (maths becomes MathML when the feedback is
+  made, ``autograder.feedback``). The folder is named ``feedback`` like nbgrader's template,
+  which nbgrader (and its formgrader API) always selects, and comes first in the search path;
+  the page's own name is set on the exporter class, so other HTML exports are left alone;
 * quiet logs: nbgrader 0.9.6 reports a changed checksum for every test cell that holds hidden
   tests (the release lacks them, so the student's copy never matches the source; nbgrader issue
   1961), on every run and for every student. The cell is put back from the source whatever its
@@ -24,8 +27,11 @@ import warnings
 from nbgrader.preprocessors import OverwriteCells
 from nbgrader.utils import is_grade, is_solution
 
+from nbconvert.exporters import HTMLExporter
+from traitlets import default
+
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
-FEEDBACK_TEMPLATE = "kv_feedback"
+FEEDBACK_PAGE = "feedback_page.html.j2"
 
 # nbconvert/nbgrader log lines that say nothing about a submission (see the module doc).
 _NOISE = ("Config option `display_data_priority` not recognized by",
@@ -50,6 +56,14 @@ class RestoreTestCells(OverwriteCells):
         if attr == "checksum" and self._test_cell:
             return
         super().report_change(name, attr, old, new)
+
+
+class FeedbackExporter(HTMLExporter):
+    """nbgrader's feedback HTML exporter, rendering the course's page (see the module doc)."""
+
+    @default("template_file")
+    def _template_file_default(self):
+        return FEEDBACK_PAGE
 
 
 class _DropNoise(logging.Filter):
@@ -85,8 +99,7 @@ def configure(c) -> None:
     sandboxed_autograde(c)
     c.Autograde.sanitize_preprocessors = [ClearOutput, DeduplicateIds, OverwriteKernelspec, RestoreTestCells,
                                           CheckCellMetadata]
-    c.HTMLExporter.template_name = FEEDBACK_TEMPLATE
-    c.HTMLExporter.template_file = "feedback_page.html.j2"
+    c.GenerateFeedback.exporter_class = FeedbackExporter
     c.HTMLExporter.extra_template_basedirs = [TEMPLATES, os.path.join(os.path.dirname(formgrader.__file__),
                                                                       "templates")]
     quiet_known_warnings()
