@@ -27,7 +27,8 @@ def shown(url: str) -> str:
     """The URL as reports print it: the password, if any, replaced by ``***``."""
     try:
         from sqlalchemy.engine import make_url
-        return make_url(url).render_as_string(hide_password=True)
+        parsed = make_url(url)
+        return parsed.render_as_string(hide_password=True) if parsed.password else url
     except Exception:  # not a URL: nothing to hide that we could find
         return url.split("@")[-1] if "@" in url else url
 
