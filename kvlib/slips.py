@@ -47,7 +47,7 @@ SLIPS = {
     "wrong_16bit_vs_fp8": "the element size is off: fp8 is 1 byte, fp16/bf16 are 2 bytes (you used {wrong_bytes}).",
     "hidden_over_heads": "you derived head_dim as hidden_size / num_attention_heads = {derived_head_dim}; this config gives head_dim = {head_dim} explicitly.",
     "missing_layers": "the number of layers ({layers}) is missing: every layer keeps its own cache.",
-    "missing_rope": "the 64-wide decoupled RoPE key is missing: MLA caches latent ({latent_dim}) + rope ({rope_dim}) per layer.",
+    "missing_rope": "the {rope_dim}-wide decoupled RoPE key is missing: MLA caches latent ({latent_dim}) + rope ({rope_dim}) per layer.",
     "mla_as_mha": "you treated MLA as ordinary attention (2 x heads x head_dim); MLA caches one latent of {latent_dim} + {rope_dim} per layer.",
     "answer_in_kib": "the answer looks like KiB (bytes / 1024); the question asks for bytes.",
     "answer_in_kb": "the answer looks like KB (bytes / 1000); the question asks for bytes.",
@@ -446,4 +446,268 @@ QUANTITIES.update({
     "crossover_context": _q_crossover_context,
     "decode_step_ms": _q_decode_step_ms,
     "nodes_for_memory": _q_nodes_for_memory,
+})
+
+
+# --- chapter 02 (GQA and tensor parallelism): appended, the entries above are unchanged ---------
+SLIPS.update({
+    "weights_not_split": "under tensor parallelism each of the {tp} GPUs holds 1/{tp} of the weights; you "
+                         "subtracted all of them from one GPU.",
+})
+GENERAL.update({
+    "total_not_per_gpu": "under tensor parallelism each GPU holds only its own KV heads: divide by the GPUs "
+                         "that split them.",
+    "split_replicated": "with more GPUs than KV heads, heads are replicated, not split: each GPU keeps at "
+                        "least one whole KV head.",
+    "weights_not_split": "under tensor parallelism each GPU holds only its share of the weights.",
+})
+
+
+def _q_max_concurrency_per_gpu(i):
+    """Sequences per GPU under TP: floor((M - ceil(W / tp) - R) / (per-GPU bytes per token x T)).
+
+    Inputs: cuda_memory_bytes (M, as CUDA reports it), weight_bytes (W, the whole model),
+    reserve_bytes (R, per GPU), the geometry, tp, seq_len (and num_heads for the query-head slip).
+    """
+    tp, k, t = i["tp"], i["kv_heads"], i["seq_len"]
+    memory, weights, reserve = i["cuda_memory_bytes"], i["weight_bytes"], i["reserve_bytes"]
+    geometry = (i["layers"], i["head_dim"], i["dtype_bytes"])
+    budget = memory - formulas.weight_bytes_per_gpu(weights, tp) - reserve
+    per_gpu = dict(i, kv_heads=formulas.kv_heads_per_gpu(k, tp))
+    bpt = _kv_token(**per_gpu)
+    total = _kv_token(**i)
+
+    def seqs(budget_bytes, bytes_per_token):
+        return formulas.max_concurrency(budget_bytes, bytes_per_token * t)
+
+    expected = seqs(budget, bpt)
+    slips = [("weights_not_split", seqs(memory - weights - reserve, bpt))] if tp > 1 else []
+    if tp > 1:
+        slips.append(("total_not_per_gpu", seqs(budget, total)))
+        slips.append(("weights_not_split+total_not_per_gpu", seqs(memory - weights - reserve, total)))
+    if tp > k:
+        slips.append(("split_replicated", seqs(budget, total / tp)))
+    h = i.get("num_heads")
+    if h and h != k:
+        wrong = formulas.kv_bytes_per_token(geometry[0], formulas.kv_heads_per_gpu(h, tp), *geometry[1:])
+        slips.append(("query_heads", seqs(budget, wrong)))
+    slips += [(key, seqs(budget, wrong)) for key, wrong in _token_slips(dict(per_gpu, num_heads=None)) if wrong]
+    slips += [("ceil_not_floor", math.ceil(budget / (bpt * t))), ("ceil_not_floor", round(budget / (bpt * t))),
+              ("tokens_not_sequences", seqs(budget, bpt / t)),
+              ("gb_for_gib", seqs(budget * GiB / GB, bpt)), ("gb_for_gib", seqs(budget * GB / GiB, bpt))]
+    return expected, [(key, v) for key, v in slips if v != expected]
+
+
+QUANTITIES.update({"max_concurrency_per_gpu": _q_max_concurrency_per_gpu})
+# --- chapter 03 (MLA): appended, the entries above are unchanged ------------------------------------
+SLIPS.update({
+    "nope_for_rope": "you added qk_nope_head_dim ({qk_nope_head_dim}) to the latent; the cached key beside it is the decoupled RoPE key, qk_rope_head_dim = {rope_dim}.",
+    "query_latent": "you used q_lora_rank ({q_lora_rank}), the query's compression, which is never cached; the cache holds the KV latent, kv_lora_rank = {latent_dim}.",
+})
+
+GENERAL.update({
+    "extra_factor_2": "there is a spurious factor 2: the MLA latent stands for both K and V and is stored once.",
+    "missing_rope": "the decoupled RoPE key (qk_rope_head_dim) is missing: the cache holds latent + rope key per layer.",
+    "mla_as_mha": "you treated MLA as ordinary attention (2 x heads x head_dim); MLA caches one latent plus one RoPE key per layer.",
+    "mla_split_by_tp": "the MLA latent cannot be split by head: every rank holds all of it under tensor parallelism.",
+    "nope_for_rope": "you used qk_nope_head_dim where the cached key is qk_rope_head_dim.",
+    "query_latent": "you used q_lora_rank (the query's compression) instead of kv_lora_rank.",
+})
+
+
+def _mla_config_slips(i):
+    """Slipped variants of MLA bytes per token read from a config (each a wrong value or None)."""
+    L, r, rope, b = i["layers"], i["latent_dim"], i["rope_dim"], i["dtype_bytes"]
+    right = formulas.mla_bytes_per_token(L, r, rope, b)
+    out = [("extra_factor_2", 2 * right),
+           ("missing_rope", formulas.mla_bytes_per_token(L, r, 0, b)),
+           ("missing_rope+extra_factor_2", 2 * formulas.mla_bytes_per_token(L, r, 0, b)),
+           ("bits_not_bytes", formulas.mla_bytes_per_token(L, r, rope, 8 * b)),
+           ("missing_layers", formulas.mla_bytes_per_token(1, r, rope, b))]
+    if i.get("qk_nope_head_dim") and i["qk_nope_head_dim"] != rope:
+        out.append(("nope_for_rope", formulas.mla_bytes_per_token(L, r, i["qk_nope_head_dim"], b)))
+    if i.get("q_lora_rank") and i["q_lora_rank"] != r:
+        out.append(("query_latent", formulas.mla_bytes_per_token(L, i["q_lora_rank"], rope, b)))
+    # Ordinary attention's formula on an MLA config: 2 L K D b with K the config's num_key_value_heads
+    # (or the query heads) and D any head width the config suggests.
+    heads = {h for h in (i.get("kv_heads"), i.get("num_heads")) if h}
+    widths = {w for w in (i.get("head_dim_field"), i.get("v_head_dim"), rope,
+                          (i.get("qk_nope_head_dim") or 0) + rope) if w}
+    if i.get("hidden_size") and i.get("num_heads") and i["hidden_size"] % i["num_heads"] == 0:
+        widths.add(i["hidden_size"] // i["num_heads"])
+    for h in sorted(heads):
+        for w in sorted(widths):
+            out.append(("mla_as_mha", formulas.kv_bytes_per_token(L, h, w, b)))
+    for other in (1, 2, 4):
+        if other != b:
+            out.append(("ignored_dtype_bytes", formulas.mla_bytes_per_token(L, r, rope, other)))
+    return out
+
+
+def _q_mla_config_bytes_per_token(i):
+    """MLA bytes per token from a config's fields: L (r + d_R) b, no factor 2 (formulas.mla_bytes_per_token)."""
+    expected = formulas.mla_bytes_per_token(i["layers"], i["latent_dim"], i["rope_dim"], i["dtype_bytes"])
+    return expected, _mla_config_slips(i) + _unit_slips(expected)
+
+
+def _q_config_kv_bytes_per_token_per_gpu(i):
+    """Per-GPU bytes per token of an MLA or an ordinary model under TP (MLA's latent whole on every rank)."""
+    if not i.get("latent_dim"):
+        return _q_kv_bytes_per_token_per_gpu(i)
+    tp = i["tp"]
+    expected = formulas.mla_bytes_per_token(i["layers"], i["latent_dim"], i["rope_dim"], i["dtype_bytes"])
+    slips = [("mla_split_by_tp", expected / tp)] if tp > 1 else []
+    slips += [(k, v) for k, v in _mla_config_slips(i) if k != "mla_as_mha"]
+    # ordinary attention on the MLA config, split over the ranks as GQA would be
+    for key, value in _mla_config_slips(i):
+        if key == "mla_as_mha":
+            slips.append(("mla_as_mha", value / tp))
+            slips.append(("mla_as_mha", value))
+    if tp > 1:
+        slips += [(k + "+mla_split_by_tp", v / tp) for k, v in _mla_config_slips(i)
+                  if k in ("extra_factor_2", "missing_rope")]
+    return expected, slips + _unit_slips(expected)
+
+
+QUANTITIES.update({
+    "mla_config_bytes_per_token": _q_mla_config_bytes_per_token,
+    "config_kv_bytes_per_token_per_gpu": _q_config_kv_bytes_per_token_per_gpu,
+})
+
+
+# --- quantities of ch04_pool_paging: appended, the entries above are unchanged ---------------------
+SLIPS.update({
+    "ignored_utilization": "the utilization ({utilization}) is not applied: vLLM budgets only that share of the memory CUDA reports.",
+    "ignored_other_bytes": "the other allocations ({other_bytes:,} B: activation peak, non-torch memory, CUDA graphs) are not subtracted.",
+    "sliding_layers_dropped": "the sliding-window layers are left out; they still hold up to {sliding_window} tokens each.",
+    "all_layers_windowed": "every layer is capped at the window ({sliding_window} tokens); only the sliding-window layers are, the full-attention layers hold the whole sequence.",
+    "tokens_not_blocks": "vLLM counts the pool in whole blocks of {block_size} tokens: take the floor in blocks, then multiply by the block size.",
+    "answer_in_blocks": "that is the number of blocks; the question asks for tokens (blocks x {block_size}).",
+    "paged_whole_last_block": "a sequence whose length is a multiple of the block size wastes nothing: the last block's empty slots are (-length) mod block_size, not block_size - length mod block_size.",
+    "tokens_not_waste": "that is the slots holding tokens; the question asks for the slots allocated that hold none.",
+    "allocated_not_waste": "that is every slot allocated; subtract the slots that hold a token.",
+    "prompt_without_first_token": "at the step of admission each sequence holds its prompt and its first generated token (prompt + 1 tokens), not the prompt alone.",
+    "reservation_ignored": "slots reserved for tokens a sequence has yet to generate also hold no token now: count them as waste.",
+})
+
+GENERAL.update({
+    "label_memory": "you started from the memory on the label instead of what CUDA reports.",
+    "ignored_utilization": "the utilization is not applied.",
+    "ignored_other_bytes": "the other allocations are not subtracted.",
+    "block_size_not_minus_one": "a last block is short by 0 to block_size - 1 tokens: the average is (bs - 1) / 2.",
+    "worst_case_waste": "that is the worst case, not the expected waste.",
+    "one_sequence_waste": "that is one sequence's waste; multiply by the number of sequences.",
+    "windowed_as_full": "the sliding-window layers are counted at the full length instead of the window.",
+    "sliding_layers_dropped": "the sliding-window layers are left out.",
+    "all_layers_windowed": "every layer is capped at the window, the full-attention layers too.",
+    "tokens_not_blocks": "the pool is counted in whole blocks: floor in blocks, then multiply by the block size.",
+    "answer_in_blocks": "that is a block count; return tokens.",
+    "paged_whole_last_block": "a length that is a multiple of the block size wastes nothing in its last block.",
+    "tokens_not_waste": "that counts slots holding tokens, not waste.",
+    "allocated_not_waste": "that counts every allocated slot, not waste.",
+    "prompt_without_first_token": "at admission a sequence holds prompt + 1 tokens.",
+    "reservation_ignored": "slots reserved for tokens still to come are waste now.",
+})
+
+
+def _q_pool_tokens_reported(i):
+    """Pool tokens from memory as CUDA reports it (kv_pool_tokens), with the label and unit slips of ch04."""
+    m, u, w, o, bpt = i["gpu_bytes"], i["utilization"], i["weight_bytes"], i["other_bytes"], i["bytes_per_token"]
+    expected = formulas.kv_pool_tokens(m, u, w, o, bpt)
+    slips = []
+    if i.get("label_bytes"):
+        slips.append(("label_memory", formulas.kv_pool_tokens(i["label_bytes"], u, w, o, bpt)))
+    slips += [("gb_for_gib", formulas.kv_pool_tokens(m * GB / GiB, u, w, o, bpt)),
+              ("gb_for_gib", formulas.kv_pool_tokens(m * GiB / GB, u, w, o, bpt)),
+              ("ignored_utilization", formulas.kv_pool_tokens(m, 1, w, o, bpt)),
+              ("ignored_other_bytes", formulas.kv_pool_tokens(m, u, w, 0, bpt)),
+              ("ceil_not_floor", math.ceil((m * u - w - o) / bpt))]
+    return expected, [(k, v) for k, v in slips if v != expected]
+
+
+def _hybrid_bytes(full_layers, sliding_layers, kv_heads, head_dim, dtype_bytes, seq_len, window):
+    per_layer_token = formulas.kv_bytes_per_token(1, kv_heads, head_dim, dtype_bytes)
+    return per_layer_token * (full_layers * seq_len + sliding_layers * min(seq_len, window))
+
+
+def _q_hybrid_kv_bytes_per_sequence(i):
+    """One sequence's KV bytes when some layers attend over a sliding window (windowed layers capped)."""
+    f, s, K, D, b, t, win = (i["full_layers"], i["sliding_layers"], i["kv_heads"], i["head_dim"], i["dtype_bytes"],
+                             i["seq_len"], i["sliding_window"])
+    expected = _hybrid_bytes(f, s, K, D, b, t, win)
+    slips = [("windowed_as_full", _hybrid_bytes(f + s, 0, K, D, b, t, win)),
+             ("sliding_layers_dropped", _hybrid_bytes(f, 0, K, D, b, t, win)),
+             ("all_layers_windowed", _hybrid_bytes(0, f + s, K, D, b, t, win)),
+             ("missing_kv_factor", expected // 2)]
+    H = i.get("num_heads")
+    if H and H != K:
+        slips.append(("query_heads", _hybrid_bytes(f, s, H, D, b, t, win)))
+    for other in (1, 2, 4):
+        if other != b:
+            slips.append(("ignored_dtype_bytes", _hybrid_bytes(f, s, K, D, other, t, win)))
+    return expected, [(k, v) for k, v in slips if v != expected] + _unit_slips(expected)
+
+
+def _q_fp8_pool_tokens(i):
+    """Tokens an fp8 pool holds as vLLM counts them: (A // (bs * L * 2 * K * D * 1)) * bs."""
+    a, bs = i["available_bytes"], i["block_size"]
+    L, K, D = i["layers"], i["kv_heads"], i["head_dim"]
+
+    def tokens(per_token, avail=a):
+        return int(avail // (bs * per_token)) * bs
+
+    fp8 = formulas.kv_bytes_per_token(L, K, D, 1)
+    expected = tokens(fp8)
+    slips = [("wrong_16bit_vs_fp8", tokens(formulas.kv_bytes_per_token(L, K, D, 2))),
+             ("tokens_not_blocks", a // fp8),
+             ("answer_in_blocks", a // (bs * fp8)),
+             ("missing_kv_factor", tokens(fp8 // 2)),
+             ("missing_layers", tokens(formulas.kv_bytes_per_token(1, K, D, 1))),
+             ("gb_for_gib", tokens(fp8, a * GB / GiB)), ("gb_for_gib", tokens(fp8, a * GiB / GB))]
+    H = i.get("num_heads")
+    if H and H != K:
+        slips.append(("query_heads", tokens(formulas.kv_bytes_per_token(L, H, D, 1))))
+    return expected, [(k, v) for k, v in slips if v != expected]
+
+
+def allocator_waste(requests, policy, block_size, max_seq_len, *, held_extra=1, last_block=None,
+                    count_reservation=True):
+    """Slots allocated that hold no token at the step every request is admitted (ch04's exercise 5).
+
+    Each request is (prompt, output); at admission it holds ``prompt + 1`` tokens. Policies as
+    ``kvlib.alloc_sim``: 'max_reservation' reserves max_seq_len, 'oracle' prompt + output,
+    'paged' ceil(held / block_size) blocks. The keywords recompute the chapter's slips.
+
+    >>> allocator_waste([(10, 6), (10, 6)], "max_reservation", 4, 20), allocator_waste([(10, 6)], "paged", 4, 20)
+    (18, 1)
+    """
+    total = 0
+    for prompt, output in requests:
+        held = prompt + held_extra
+        if policy == "paged":
+            total += (block_size - held % block_size) if last_block == "whole" else -held % block_size
+        else:
+            size = max_seq_len if policy == "max_reservation" else prompt + output
+            total += size - held if count_reservation else size - (prompt + output)
+    return total
+
+
+def _q_allocator_waste(i):
+    reqs, pol, bs, msl = i["requests"], i["policy"], i["block_size"], i["max_seq_len"]
+    expected = allocator_waste(reqs, pol, bs, msl)
+    held = sum(p + 1 for p, _ in reqs)
+    slips = [("tokens_not_waste", held), ("allocated_not_waste", expected + held),
+             ("prompt_without_first_token", allocator_waste(reqs, pol, bs, msl, held_extra=0))]
+    if pol == "paged":
+        slips.append(("paged_whole_last_block", allocator_waste(reqs, pol, bs, msl, last_block="whole")))
+    else:
+        slips.append(("reservation_ignored", allocator_waste(reqs, pol, bs, msl, count_reservation=False)))
+    return expected, [(k, v) for k, v in slips if v != expected]
+
+
+QUANTITIES.update({
+    "pool_tokens_reported": _q_pool_tokens_reported,
+    "hybrid_kv_bytes_per_sequence": _q_hybrid_kv_bytes_per_sequence,
+    "fp8_pool_tokens": _q_fp8_pool_tokens,
+    "allocator_waste": _q_allocator_waste,
 })

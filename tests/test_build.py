@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -150,6 +151,47 @@ def test_solutions_only_in_solutions(assignment, generated):
         if cell.cell_type == "code":
             assert "raise NotImplementedError()" in release[gid].source, f"chapters/: {gid} has no stub"
         assert all(line in solutions[gid].source for line in lines), f"solutions/: {gid} lost its solution"
+
+
+#: Cells that show a worked problem or an erratum are generators: a learner must not see their code
+#: (which computes the answer) before trying, so their input is hidden and must stay hidden.
+GENERATOR_CALLS = ("kd.worked_problem(", "kd.erratum(")
+
+
+def _hidden(cell) -> bool:
+    return bool(cell.metadata.get("jupyter", {}).get("source_hidden"))
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_generator_cells_keep_their_inputs_hidden(assignment, generated):
+    source = _source(assignment)
+    generators = [i for i, c in enumerate(source.cells) if any(call in c.source for call in GENERATOR_CALLS)]
+    unhidden = [i for i in generators if not _hidden(source.cells[i])]
+    assert unhidden == [], f"{assignment}: generator cells {unhidden} show their input (set source_hidden)"
+    hidden = [i for i, c in enumerate(source.cells) if _hidden(c)]
+    assert hidden, f"{assignment}: no cell has a hidden input"
+    # JupyterLab previews a hidden input's first line: a caption comment, never a figure.
+    uncaptioned = [i for i in hidden if source.cells[i].cell_type == "code"
+                   and not source.cells[i].source.startswith("# ")]
+    assert uncaptioned == [], f"{assignment}: hidden cells {uncaptioned} do not start with a '# ' caption"
+    for folder in ("chapters", "solutions"):
+        nb = _read(generated[f"{folder}/{assignment}.ipynb"])
+        assert len(nb.cells) == len(source.cells)
+        lost = [i for i in hidden if not _hidden(nb.cells[i]) or nb.cells[i].source != source.cells[i].source]
+        assert lost == [], f"{folder}/{assignment}.ipynb: cells {lost} lost their hidden input"
+
+
+#: Labels of the source documents a learner cannot open (a chapter cites papers, docs, engines instead).
+SOURCE_LABEL = re.compile(r"\bseeds?\s*0\d\d\b|\b00\d_[0-9a-f]{6,}|seeds/", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_no_source_file_labels_in_a_chapter(assignment, generated):
+    texts = {f"source/{assignment}": (COURSE / "source" / assignment / f"{assignment}.ipynb").read_text("utf-8")}
+    texts.update({rel: data.decode("utf-8") for rel, data in generated.items() if assignment in rel})
+    for where, text in texts.items():
+        found = SOURCE_LABEL.findall(text)
+        assert found == [], f"{where} names source files a learner cannot open: {found}"
 
 
 def test_ch01_grading_contract(generated):

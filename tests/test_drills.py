@@ -265,3 +265,15 @@ def test_cli_drill_bad_input_exits_2_with_one_line(args):
     code, out, err = drill(*args)
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_typed_answers_get_half_a_unit_of_their_last_digit():
+    # Qwen3-0.6B per sequence at 2,048 tokens: 2^28 = 268,435,456 B = 268.435 MB.
+    p = generate("per_sequence", 2)
+    assert p.answer == 2**28
+    # '268.4 MB' is 268,400,000: 0.013% off, within half a unit of its last digit (0.05 / 268.4 = 0.019%)
+    assert p.check("268.4 MB")[0]
+    # '268.3 MB' is 0.050% off: more than 0.019% (a tenfold looser tolerance, 0.19%, would take it)
+    assert not p.check("268.3 MB")[0]
+    # '0.27 GB' is 0.58% off: half its last digit is 1.9%, capped at 0.5%
+    assert not p.check("0.27 GB")[0]

@@ -10,6 +10,7 @@ import pytest
 import sympy
 
 import kvlib as kv
+from kvlib.formulas import kv_pool_bytes, weight_bytes, weight_bytes_per_gpu
 from kvlib.units import GB, GiB, KiB
 
 
@@ -136,3 +137,31 @@ def test_integers_in_integers_out():
                   kv.kv_bytes_total(131072, 100, 3), kv.max_concurrency(10**10, 131072 * 8192),
                   kv.kv_pool_tokens(80 * GB, 0.9, 16 * GB, 0, 131072)):
         assert type(value) is int
+
+
+# --- gaps the mutation run found (benchmarks/mutation.py) -------------------------------------------
+def test_pool_budget_is_not_rounded_up_by_default():
+    # seed 000's H100 as CUDA reports it, 85,018,877,624 B x 0.92 = 78,217,367,414.08 B: V0 and V1 before 0.14
+    # subtract from the float, floor -> ...414; vLLM V1 from 0.14 requests ceil(M x u) -> ...415
+    assert kv_pool_bytes(85_018_877_624, 0.92, 0, 0) == 78_217_367_414
+    assert kv_pool_bytes(85_018_877_624, 0.92, 0, 0, round_budget_up=True) == 78_217_367_415
+
+
+def test_pool_with_symbols_rounds_like_the_numbers():
+    m, w = sympy.symbols("M W", positive=True)
+    assert kv_pool_bytes(m, 1, w, 0, round_budget_up=True) == sympy.floor(sympy.ceiling(m) - w)
+    assert kv_pool_bytes(m, 1, w, 0) == sympy.floor(m - w)
+
+
+def test_a_float_weight_figure_is_divided_as_it_is():
+    # 7.5 GB over 2 GPUs is 3.75 GB each (no rounding of a figure in GB); 7 whole bytes over 2 is 4 (rounded up)
+    assert weight_bytes_per_gpu(7.5, 2) == 3.75
+    assert weight_bytes_per_gpu(141.11, 8) == pytest.approx(17.63875)
+    assert weight_bytes_per_gpu(16, 4) == 4 and weight_bytes_per_gpu(17, 4) == 5
+
+
+def test_weight_bytes_rounds_only_whole_parameter_counts():
+    # 7 parameters at int4: 3.5 B -> 4 whole bytes; a float count (8.03e9, a figure) x 2 stays a float
+    assert weight_bytes(7, 0.5) == 4
+    assert weight_bytes(2.5, 1) == 2.5
+    assert weight_bytes(8.03e9, 2) == 16.06e9

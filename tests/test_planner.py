@@ -187,3 +187,25 @@ def test_cli_plan_bad_input_exits_2_with_one_line(args):
     assert code == 2
     assert out == ""
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+# --- headroom: ceil(nodes x spike) + redundancy (seed 003 s8: "9 x 1.3 + 1 = 13 nodes") ----------------
+SEED_003_S8 = dict(context=6000, itl_ms=60, gpu="H100-SXM", gpu_memory_bytes=80 * 10**9, utilization=1.0,
+                   overhead_bytes_per_gpu=3 * 10**9, weight_bytes=141_200_000_000)
+
+
+def test_headroom_is_ceil_of_nodes_times_spike_plus_redundancy():
+    # Seed 003 s8's node holds 241 sequences; 2,410 users need exactly 10 nodes. Its rule, nodes x 1.3 + 1:
+    # 10 x 1.3 = 13 exactly (float: 13.000000000000002, which a bare ceil would turn into 14), + 1 = 14.
+    # ceil((10 + 1) x 1.3) = ceil(14.3) = 15 would be the other reading of "N+1 and 30%".
+    p = plan_capacity("llama-3-70b", users=2410, **SEED_003_S8)
+    assert (p.sequences_per_node, p.nodes) == (241, 10)
+    assert p.nodes_with_headroom == 14
+
+
+def test_headroom_spike_and_redundancy_are_separate_knobs():
+    # 2,410 users -> 10 nodes (above). Spike 1.05: ceil(10.5) = 11, + 2 redundant = 13; spike 1: 10 + 0 = 10.
+    assert plan_capacity("llama-3-70b", users=2410, spike_factor=1.05, redundancy_nodes=2,
+                         **SEED_003_S8).nodes_with_headroom == 13
+    assert plan_capacity("llama-3-70b", users=2410, spike_factor=1, redundancy_nodes=0,
+                         **SEED_003_S8).nodes_with_headroom == 10

@@ -205,3 +205,18 @@ def test_workloads_are_deterministic_for_a_seed():
 def test_bad_input_names_the_parameter(call, name):
     with pytest.raises(PrefixCacheError, match=name):
         call()
+
+
+def test_cache_salt_enters_only_the_first_block_key():
+    # vLLM (v1/core/kv_cache_utils.py, generate_block_hash_extra_keys): the cache salt is mixed into the first
+    # block's key only; later blocks differ through the chain alone. So block 1's key is the plain hash of
+    # (block 0's salted key, its tokens, no extra keys), and the first key is the hash with ("cache_salt", s).
+    tokens = list(range(12))
+    salted = block_hashes(tokens, 4, cache_salt="tenant-a")
+    assert salted[0] == hash_block(NONE_HASH, tokens[0:4], (("cache_salt", "tenant-a"),))
+    assert salted[1] == hash_block(salted[0], tokens[4:8], None)
+    assert salted[2] == hash_block(salted[1], tokens[8:12], None)
+    # extra keys (a LoRA name) go into every block, with the salt appended to the first only
+    lora = block_hashes(tokens, 4, extra_keys=("lora", "a"), cache_salt="s")
+    assert lora[0] == hash_block(NONE_HASH, tokens[0:4], ("lora", "a", ("cache_salt", "s")))
+    assert lora[1] == hash_block(lora[0], tokens[4:8], ("lora", "a"))

@@ -139,3 +139,30 @@ def test_bad_input_names_the_parameter(kwargs, name):
 def test_bad_input_raises_the_module_error():
     with pytest.raises(RooflineError):
         decode_step("llama-3-8b", batch=1.5, context=10)
+
+
+# --- attention FLOPs: 2 x H x (d_qk + d_v) x T per layer, H the *query* heads ------------------------
+def test_attention_flops_use_the_query_heads():
+    # Llama 3.1 8B: L = 32, H = 32 query heads (8 KV heads), D = 128. Each cached token costs
+    # 2 x 32 x (128 + 128) = 16,384 FLOPs per layer, x 32 layers = 524,288; 4,096 more tokens of context
+    # add 524,288 x 4,096 = 2^31 FLOPs per sequence (the weight term 2 P B cancels in the difference).
+    # With the 8 KV heads it would be 2^29.
+    short = decode_step("llama-3.1-8b", batch=3, context=4096)
+    long = decode_step("llama-3.1-8b", batch=3, context=8192)
+    assert long.flops - short.flops == 3 * 2**31
+
+
+def test_attention_flops_of_mla_use_the_unabsorbed_head_dims():
+    # DeepSeek V3: L = 61, H = 128, d_qk = qk_nope 128 + rope 64 = 192, d_v = 128 (its config.json):
+    # 2 x 128 x (192 + 128) x 61 = 4,997,120 FLOPs per cached token, here 1,000 more tokens, batch 1.
+    a = decode_step("deepseek-v3", batch=1, context=1000)
+    b = decode_step("deepseek-v3", batch=1, context=2000)
+    assert b.flops - a.flops == 4_997_120 * 1000
+
+
+def test_attention_flops_stop_growing_in_windowed_layers_and_split_over_tp():
+    # gpt-oss-20b: 24 layers alternating sliding (window 128) and full, H = 64, D = 64. Past 128 tokens
+    # only the 12 full layers grow: 2 x 64 x (64 + 64) x 12 = 196,608 FLOPs per token; over tp = 2 GPUs half.
+    a = decode_step("gpt-oss-20b", batch=1, context=1000, tp=2)
+    b = decode_step("gpt-oss-20b", batch=1, context=2000, tp=2)
+    assert b.flops - a.flops == 196_608 * 1000 / 2

@@ -5,7 +5,8 @@
 
 For each geometry below: save a tiny random-weight model from a config with ``transformers``
 (no hub, no tokenizer), start it in vLLM's ``LLM(...)`` at each KV space x max_model_len,
-each start in its own process with a hard timeout, and write
+each start in its own process with a hard timeout (``kvlib.vllm.cpu_engine.run_engine``, the
+runner the vLLM lab uses; ``tools/engine_child.py`` builds and starts), and write
 
     tests/fixtures/vllm_cpu/<geometry>/config.json           the model config vLLM read
     tests/fixtures/vllm_cpu/<geometry>/<run>.log             the start's full log (stdout + stderr)
@@ -19,18 +20,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
-import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "tests" / "fixtures" / "vllm_cpu"
+sys.path.insert(0, str(REPO))   # kvlib is standard-library only: it imports in the engine venv as it stands
+
+from engine_child import save_model  # noqa: E402  (tools/, beside this file)
+from kvlib.vllm.cpu_engine import run_engine  # noqa: E402
 
 # KV spaces in GiB (VLLM_CPU_KVCACHE_SPACE takes whole GiB) and max_model_len values for every
 # geometry. Neither length is a multiple of the CPU block size (128, or 16 for reference MLA),
@@ -86,65 +85,30 @@ GEOMETRIES: dict[str, tuple[str, dict, dict]] = {
     "deepseek_mla_ref": ("DeepseekV2Config", _MLA, {"attention_config": {"backend": "CPU_MLA"}}),
 }
 
-READY = "KVCOURSE-ENGINE-READY"
-
-
-def save_model(name: str, dest: Path) -> dict:
+def build_model(name: str, dest: Path) -> dict:
     """Save geometry `name` with random weights (bf16, safetensors) into dest; return its config dict."""
-    import torch
     import transformers
 
     cls_name, kwargs, _ = GEOMETRIES[name]
-    config = getattr(transformers, cls_name)(**{**_COMMON, **kwargs})
-    config.dtype = torch.bfloat16
-    torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(config).to(torch.bfloat16)
-    model.save_pretrained(dest)
-    return json.loads((dest / "config.json").read_text())
+    return save_model(getattr(transformers, cls_name)(**{**_COMMON, **kwargs}), dest)
 
 
-def start_engine(model_dir: str, max_model_len: int, llm_kwargs: dict) -> None:
-    """One engine start (runs in a child process): build LLM(...), report, exit."""
-    from vllm import LLM
-
-    llm = LLM(model=model_dir, skip_tokenizer_init=True, enforce_eager=True,
-              max_model_len=max_model_len, **llm_kwargs)
-    cache = llm.llm_engine.vllm_config.cache_config
-    print(READY, json.dumps({"block_size": cache.block_size, "num_gpu_blocks": cache.num_gpu_blocks,
-                             "kv_cache_size_tokens": getattr(cache, "kv_cache_size_tokens", None)}),
-          flush=True)
-
-
-def run_start(model_dir: Path, space_gib: int, max_model_len: int, llm_kwargs: dict, log: Path,
-              timeout: float) -> tuple[int | str, float, dict | None]:
-    """Start the engine in a fresh process group with a hard timeout; the full log goes to `log`."""
-    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=str(space_gib), HF_HUB_OFFLINE="1",
-               TRANSFORMERS_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
-    cmd = [sys.executable, __file__, "--start", str(model_dir), "--max-model-len", str(max_model_len),
-           "--llm-kwargs", json.dumps(llm_kwargs)]
-    t0 = time.monotonic()
-    with log.open("w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        try:
-            rc: int | str = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            rc = "timeout"
-    elapsed = time.monotonic() - t0
-    engine = None
-    for line in log.read_text(errors="replace").splitlines():
-        if line.startswith(READY):
-            engine = json.loads(line[len(READY):])
-    return rc, elapsed, engine
-
-
-def _strip_paths(log: Path, names: dict) -> None:
+def _strip_paths(text: str, names: dict) -> str:
     # Fixtures carry no machine paths: the model's temp folder, the checkout, the interpreter.
-    text = log.read_text(errors="replace")
     for path, name in names.items():
         text = text.replace(path, name)
-    log.write_text(text)
+    return text
+
+
+def printed_figures(start) -> dict:
+    """What the start printed about its KV cache, as kvlib.vllm.parse_log reads it (None: not printed)."""
+    if start is None:
+        return {}
+    return {"version": start.vllm_version, "kv_space_gib": start.available_kv_cache_gib, "device": start.device,
+            "tokens": start.gpu_kv_cache_tokens, "max_model_len": start.max_model_len,
+            "concurrency": start.max_concurrency_text,
+            "group_block_sizes": list(start.kv_cache_group_block_sizes or []) or None,
+            "attention_backend": start.attention_backend}
 
 
 def _versions() -> dict:
@@ -167,17 +131,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--timeout", type=float, default=START_TIMEOUT_S, help="seconds per engine start")
     ap.add_argument("--full", action="store_true", help="every geometry at every space x length")
-    ap.add_argument("--start", help=argparse.SUPPRESS)
-    ap.add_argument("--max-model-len", type=int, help=argparse.SUPPRESS)
-    ap.add_argument("--llm-kwargs", default="{}", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.start:
-        start_engine(args.start, args.max_model_len, json.loads(args.llm_kwargs))
-        return 0
-
-    sys.path.insert(0, str(REPO / "tools"))
-    from vllm_cpu_predict_draft import parse_cpu_log
-
     names = args.only or list(GEOMETRIES)
     unknown = [n for n in names if n not in GEOMETRIES]
     if unknown:
@@ -187,7 +141,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="kv-engine-") as tmp:
         for name in names:
             model_dir = Path(tmp) / name
-            config = save_model(name, model_dir)
+            config = build_model(name, model_dir)
             dest = args.out / name
             dest.mkdir(parents=True, exist_ok=True)
             (dest / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
@@ -196,10 +150,13 @@ def main(argv=None) -> int:
             runs = [(g, n) for g in SPACES_GIB for n in MAX_MODEL_LENS] if full else list(DIAGONAL)
             for space, mml in runs:
                 run = f"kv{space}g_len{mml}"
-                log = dest / f"{run}.log"
-                rc, elapsed, engine = run_start(model_dir, space, mml, llm_kwargs, log, args.timeout)
-                _strip_paths(log, {str(model_dir): "$MODEL", str(REPO): "$REPO", sys.base_prefix: "$PYTHON"})
-                printed = parse_cpu_log(log.read_text(errors="replace"))
+                result = run_engine(model_dir, space, mml, args.timeout, llm_kwargs=llm_kwargs, model_dir=model_dir,
+                                    python=sys.executable)
+                rc = "timeout" if result.timed_out else result.returncode
+                elapsed, engine = result.seconds, result.engine_reported
+                (dest / f"{run}.log").write_text(_strip_paths(
+                    result.log_text + "\n", {str(model_dir): "$MODEL", str(REPO): "$REPO", sys.base_prefix: "$PYTHON"}))
+                printed = printed_figures(result.start)
                 sidecar = {
                     "geometry": name, "versions": versions, "cpu_flags": _cpu_flags(),
                     "settings": {"VLLM_CPU_KVCACHE_SPACE": space, "max_model_len": mml,

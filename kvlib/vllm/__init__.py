@@ -34,6 +34,7 @@ Taught in ch08_vllm_lab (the pool itself in ch04_pool_paging).
 from __future__ import annotations
 
 from .bundled import bundled_logs, read_bundled_log, read_log_file
+from .cpu_runs import CpuEngineRun, cpu_engine_runs, read_cpu_engine_run
 from .engine import (
     DEFAULT_BLOCK_SIZE,
     VllmLogError,
@@ -53,5 +54,5 @@ __all__ = [
     "LogPrediction", "predict_from_log", "PoolForecast", "predict_pool",
     "DEFAULT_BLOCK_SIZE", "default_utilization", "budget_rounds_up", "kv_element_bytes", "layer_page_bytes",
     "bytes_per_block", "pp_layer_split", "kv_cache_groups", "KV_CACHE_DTYPES", "report", "read_log_file",
-    "bundled_logs", "read_bundled_log",
+    "bundled_logs", "read_bundled_log", "CpuEngineRun", "cpu_engine_runs", "read_cpu_engine_run",
 ]

@@ -1,5 +1,8 @@
 """The real vLLM startup logs shipped with kvlib (``kvlib/data/vllm_logs``, see its PROVENANCE.md), and reading a log file.
 
+Also three vLLM CPU-engine starts of tiny models (``kvlib/data/vllm_cpu``): ``bundled_cpu_starts()``,
+``bundled_cpu_start(name)`` -> (config path, log text).
+
 Taught in ch08_vllm_lab.
 """
 
@@ -10,7 +13,7 @@ from pathlib import Path
 
 from .engine import VllmLogError
 
-__all__ = ["bundled_logs", "read_bundled_log", "read_log_file"]
+__all__ = ["bundled_logs", "read_bundled_log", "read_log_file", "bundled_cpu_starts", "bundled_cpu_start"]
 
 
 def _logs_dir():
@@ -28,6 +31,23 @@ def read_bundled_log(name: str) -> str:
     if stem not in bundled_logs():
         raise VllmLogError(f"no bundled vLLM log {name!r} (have: {', '.join(bundled_logs())})")
     return (_logs_dir() / f"{stem}.log").read_text(encoding="utf-8")
+
+
+def _cpu_dir():
+    return resources.files("kvlib") / "data" / "vllm_cpu"
+
+
+def bundled_cpu_starts() -> list[str]:
+    """Names of the bundled vLLM CPU-engine starts ('deepseek_mla', 'gemma2_hybrid', 'llama_gqa')."""
+    return sorted(p.name for p in _cpu_dir().iterdir() if p.is_dir())
+
+
+def bundled_cpu_start(name: str) -> tuple[Path, str]:
+    """(path of the config.json the engine read, the start's log text) for a bundled CPU start."""
+    if name not in bundled_cpu_starts():
+        raise VllmLogError(f"no bundled CPU start {name!r} (have: {', '.join(bundled_cpu_starts())})")
+    folder = _cpu_dir() / name
+    return Path(str(folder / "config.json")), (folder / "kv1g_len1000.log").read_text(encoding="utf-8")
 
 
 def read_log_file(path) -> str:

@@ -23,6 +23,11 @@ Lines understood (the message part; any prefix is stripped first)::
     GPU KV cache size: 158,656 tokens
     Maximum concurrency for 32,768 tokens per request: 4.84x
     GPU KV cache size: 652,144 tokens, Maximum concurrency for 4,096 tokens per request: 159.21x  (0.33)
+    CPU KV cache size: 240,941 tokens, Maximum concurrency for 1,000 tokens per request: 240.94x
+    Explicitly set (1.0/16.84) GiB for KV cache on node 0.   (CPU backend: VLLM_CPU_KVCACHE_SPACE)
+    kv cache group sizes (128, 128)                   (hybrid models: one block size per group)
+    Using AMX_MLA backend.                            (the attention backend, first one printed)
+    Chunked prefill is enabled with max_num_batched_tokens=4096.
     The model's max seq len (29000) is larger than the maximum number of tokens that can be
         stored in KV cache (23648).                  (the second number is the token capacity)
 
@@ -30,6 +35,12 @@ Prefixes stripped: ANSI colour codes, docker-compose ``name-1  | ``, a pasted
 ``>> `` marker, and process tags such as ``(VllmWorker rank=1 pid=7)``,
 ``(VllmWorkerProcess pid=7)``, ``(EngineCore_DP0 pid=7)`` -- the process tag
 identifies the rank that printed a per-rank figure.
+
+**Device.** ``'cpu'`` when the start prints vLLM's CPU-backend lines (``CPU KV
+cache size``, ``Explicitly set (...) GiB for KV cache``, ``device_config=cpu``),
+``'gpu'`` for ``GPU KV cache size``, else None. The CPU token count is kept in
+``gpu_kv_cache_tokens`` like the GPU one (its source says which line printed it);
+``kvlib.vllm.cpu`` predicts the CPU backend's figures.
 
 **Engine starts.** A new start begins at an engine-config line, or when a
 figure arrives that the current start already holds (a second block line, a
@@ -126,7 +137,7 @@ _CONFIG = re.compile(r"Initializing an? (?:(V[01]) )?LLM engine(?: \(v([^()\s]{1
 _VERSION = re.compile(r"\bvLLM (?:API server )?version:? v?(\d{1,4}\.\d{1,4}[\w.+-]{0,60})")
 _V0_BLOCKS = re.compile(r"\b([A-Za-z]{2,10}) blocks: " + _INT + r", #\s?CPU blocks: " + _INT)
 _V1_BLOCKS = re.compile(r"#\s?GPU blocks: " + _INT + r"\s*$")
-_TOKENS = re.compile(r"GPU KV cache size: " + _INT + r" tokens")
+_TOKENS = re.compile(r"[GC]PU KV cache size: " + _INT + r" tokens")
 _CONCURRENCY = re.compile(r"Maximum concurrency for " + _INT + r" tokens per request: " + _FLT + r"x")
 _AVAILABLE = re.compile(r"Available KV cache memory: " + _FLT + r" ?GiB")
 _RESERVED = re.compile(r"reserved " + _FLT + r" ?GiB memory for KV Cache as specified by kv_cache_memory_bytes")
@@ -147,6 +158,11 @@ _OVERRIDE = re.compile(r"Overriding num_gpu_blocks=" + _INT + r" with num_gpu_bl
 _BLOCK_SIZE_SET = re.compile(r"(?:[Ff]orcing kv cache block size to|[Ss]etting attention block size to) "
                              r"(\d{1,6})(?!\d)")
 _CUDAGRAPH = re.compile(r"Estimated CUDA graph memory: " + _FLT + r" ?GiB")
+_TOKENS_DEVICE = re.compile(r"\b(GPU|CPU) KV cache size: ")
+_CPU_SPACE = re.compile(r"Explicitly set \(" + _FLT + r"/" + _FLT + r"\) ?GiB for KV cache")
+_GROUP_BLOCK_SIZES = re.compile(r"kv cache group sizes \((\d{1,6}(?:, ?\d{1,6}){0,200})\)")
+_BACKEND = re.compile(r"(?:^|\] )Using (\w{1,60}) backend\.?$")
+_BATCHED = re.compile(r"max_num_batched_tokens=(\d{1,12})(?!\d)")
 
 _CONFIG_FIELDS = {
     "model": re.compile(r"(?:^|[\s,(])model='([^']{0,300})'"),
@@ -157,9 +173,10 @@ _CONFIG_FIELDS = {
     "kv_cache_dtype": re.compile(r"(?:^|[\s,(])kv_cache_dtype=['\"]?(\w{1,30})"),
     "block_size": re.compile(r"(?:^|[\s,(])block_size=(\d{1,6})(?!\d)"),
     "enforce_eager": re.compile(r"(?:^|[\s,(])enforce_eager=(True|False)"),
+    "device_config": re.compile(r"(?:^|[\s,(])device_config=(\w{1,20})"),
 }
 _KEYWORDS = ("blocks", "tokens", "GiB", "GB", "MB", "engine", "version", "profiling", "KV", "block size",
-             "max seq len")
+             "max seq len", "backend", "kv cache group")
 
 
 # --- the result ------------------------------------------------------------------
@@ -210,6 +227,10 @@ class EngineStart:
     cudagraph_estimate_gib: float | None
     kv_cache_needed_gib: float | None
     num_ranks_reporting: int
+    device: str | None = None                       # 'cpu' | 'gpu' | None (see the module docstring)
+    kv_cache_group_block_sizes: tuple | None = None  # 'kv cache group sizes (128, 128)', hybrid models
+    attention_backend: str | None = None            # the first 'Using X backend.' line
+    max_num_batched_tokens: int | None = None       # 'Chunked prefill is enabled with max_num_batched_tokens=N'
 
     @property
     def available_kv_cache_gib(self) -> float | None:
@@ -255,6 +276,10 @@ class _Builder:
         self.block_size_line = None
         self.combined = False
         self.needed_gib = None
+        self.device = None
+        self.group_block_sizes = None
+        self.backend = None
+        self.batched = None
 
     def sized(self) -> bool:
         return self.blocks is not None or bool(self.tokens) or self.capacity_error is not None
@@ -321,7 +346,7 @@ class _Builder:
         graph = self._max_rank("cudagraph")
         conc = min(self.concurrency, key=lambda c: Fraction(c[1])) if self.concurrency else None
         if self.tokens:
-            tokens, tokens_source = min(self.tokens), "GPU KV cache size line"
+            tokens, tokens_source = min(self.tokens), f"{(self.device or 'gpu').upper()} KV cache size line"
         elif self.capacity_error is not None:
             tokens, tokens_source = self.capacity_error, "max seq len error"
         else:
@@ -363,6 +388,9 @@ class _Builder:
             cudagraph_estimate_gib=float(graph[0]) if graph else None,
             kv_cache_needed_gib=float(self.needed_gib) if self.needed_gib is not None else None,
             num_ranks_reporting=len(ranks),
+            device=self.device or ("cpu" if self.config.get("device_config") == "cpu" else None),
+            kv_cache_group_block_sizes=self.group_block_sizes, attention_backend=self.backend,
+            max_num_batched_tokens=self.batched,
         )
 
 
@@ -475,7 +503,9 @@ def _on_tokens(p: _Parser, m, rank):
                                or len(cur.tokens) >= cur.world_size())
     b = p.start(new)
     b.tokens.append(_int(m.group(1)))
-    b.vote(V1, "'GPU KV cache size: N tokens'")
+    device = _TOKENS_DEVICE.search(m.string)
+    b.device = device.group(1).lower() if device else b.device
+    b.vote(V1, f"'{b.device.upper() if b.device else 'GPU'} KV cache size: N tokens'")
     if _CONCURRENCY.search(m.string):
         b.combined = True
 
@@ -563,6 +593,29 @@ def _on_block_size(p: _Parser, m, rank):
     b.block_size, b.block_size_line = int(m.group(1)), m.string.strip()[:200]
 
 
+def _on_cpu_space(p: _Parser, m, rank):
+    b = p.presize("available", rank)
+    b.put("available", rank, (m.group(1), "VLLM_CPU_KVCACHE_SPACE line (CPU backend)"))
+    b.device = "cpu"
+    b.vote(V1, "CPU worker's KV-space line")
+
+
+def _on_group_block_sizes(p: _Parser, m, rank):
+    b = p.start(False)
+    b.group_block_sizes = tuple(int(x) for x in m.group(1).replace(" ", "").split(","))
+
+
+# Settings printed before the pool is sized: a new start when the current one is already sized.
+def _on_backend(p: _Parser, m, rank):
+    b = p.start(p.cur is not None and p.cur.sized())
+    b.backend = b.backend or m.group(1)
+
+
+def _on_batched(p: _Parser, m, rank):
+    b = p.start(p.cur is not None and p.cur.sized())
+    b.batched = int(m.group(1))
+
+
 def _on_cudagraph(p: _Parser, m, rank):
     b = p.presize("cudagraph", rank)
     b.put("cudagraph", rank, (m.group(1), "GiB"))
@@ -585,6 +638,10 @@ _LINE_TABLE = (
     ((_WEIGHTS_OLD, _WEIGHTS), _on_weights),
     ((_BLOCK_SIZE_SET,), _on_block_size),
     ((_CUDAGRAPH,), _on_cudagraph),
+    ((_CPU_SPACE,), _on_cpu_space),
+    ((_GROUP_BLOCK_SIZES,), _on_group_block_sizes),
+    ((_BACKEND,), _on_backend),
+    ((_BATCHED,), _on_batched),
 )
 
 

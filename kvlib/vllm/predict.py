@@ -45,7 +45,7 @@ class LogPrediction:
     model: str
     engine: str | None
     block_size: int
-    block_size_source: str          # 'log' | 'default' | 'cli'
+    block_size_source: str          # 'log' | 'default' | 'cli' | 'cpu backend'
     kv_cache_dtype: str
     kv_element_bytes: int
     tensor_parallel_size: int
@@ -77,6 +77,8 @@ class LogPrediction:
     derived_blocks_max: int | None = None
     num_cpu_blocks_default_swap: int | None = None  # V0: 4 GiB swap space // bytes per block
     stages: tuple = ()      # under PP, when the log says which rank printed what: one dict per stage
+    path: str = "gpu"       # which backend's rules predicted it: 'gpu' (this module) or 'cpu' (kvlib.vllm.cpu)
+    kv_cache_group_block_sizes: tuple | None = None  # CPU path: what 'kv cache group sizes (...)' should print
 
 
 def _resolve(start: EngineStart, spec: ModelSpec, block_size, kv_cache_dtype, tp, pp, version):

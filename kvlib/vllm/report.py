@@ -5,6 +5,7 @@ Formatting it for people is the CLI's job (``kvlib.cli``). Taught in ch08_vllm_l
 
 from __future__ import annotations
 
+from .cpu import log_block_size
 from .engine import DEFAULT_BLOCK_SIZE
 from .log import EngineStart
 from .predict import LogPrediction
@@ -17,6 +18,8 @@ def _block_size(start: EngineStart, override: int | None):
         return override, "cli"
     if start.block_size is not None:
         return start.block_size, "log"
+    if start.device == "cpu":
+        return log_block_size(start), "log" if start.kv_cache_group_block_sizes else "cpu backend"
     return DEFAULT_BLOCK_SIZE, "default"
 
 
@@ -27,6 +30,13 @@ def report(start: EngineStart, prediction: LogPrediction | None = None, *, block
     when it prints none); figures computed from others carry a ``derived_``
     prefix. With a prediction, the ``predicted_*`` keys, ``agrees`` and
     ``reason`` / ``cause`` are added.
+
+    A CPU-backend start (``device: 'cpu'``) keeps its printed token count under
+    ``gpu_kv_cache_tokens`` (``gpu_kv_cache_tokens_source``: 'CPU KV cache size
+    line'), so the same keys serve both; ``predicted_path`` says which backend's
+    rules made the prediction ('cpu' or 'gpu'), ``kv_cache_group_block_sizes``
+    what a hybrid model's group line printed and
+    ``predicted_kv_cache_group_block_sizes`` what the CPU path expects there.
 
     >>> from kvlib.vllm import parse_log
     >>> r = report(parse_log("GPU KV cache size: 158,656 tokens")[0])
@@ -82,6 +92,11 @@ def report(start: EngineStart, prediction: LogPrediction | None = None, *, block
         "total_gpu_memory_gib": start.total_gpu_memory_gib,
         "gpu_memory_utilization": start.gpu_memory_utilization,
         "num_ranks_reporting": start.num_ranks_reporting,
+        "device": start.device,
+        "attention_backend": start.attention_backend,
+        "max_num_batched_tokens": start.max_num_batched_tokens,
+        "kv_cache_group_block_sizes": (list(start.kv_cache_group_block_sizes)
+                                       if start.kv_cache_group_block_sizes else None),
     }
     if prediction is None:
         return out
@@ -118,5 +133,8 @@ def report(start: EngineStart, prediction: LogPrediction | None = None, *, block
         "scenarios": list(p.scenarios),
         "stages": [dict(stage) for stage in p.stages],
         "notes": list(p.notes),
+        "predicted_path": p.path,
+        "predicted_kv_cache_group_block_sizes": (list(p.kv_cache_group_block_sizes)
+                                                 if p.kv_cache_group_block_sizes else None),
     })
     return out

@@ -4,12 +4,14 @@ For each notebook in chapters/ (one JupyterLab server and one browser for the se
 a fresh page and kernel per chapter, tests in this order):
 
 1. open: the notebook loads, its kernel goes idle, every cell is on the page, no news or
-   update toast;
+   update toast; every cell whose input is hidden (the generators of worked problems and errata)
+   shows JupyterLab's collapsed-input placeholder, not its code, and no other cell does;
 2. run all (Run menu): the kernel runs until the first unfilled exercise check stops it
    (as Lab does on an error); saved and read back, the notebook shows no error but in
    exercise test cells, and every code cell that is not an exercise ran;
 3. slider: the explorer's slider, moved with ArrowRight and then End on its focused handle,
-   changes the explorer's displayed number each time;
+   changes the explorer's displayed number each time; every slider is wide and its label on one
+   line; after Run All every worked answer is still folded;
 4. wrong answer: a one-line answer with a known slip, typed into an exercise's answer cell
    and run with its check, makes the check name the slip;
 5. validate (chapters that say so): nbgrader's toolbar Validate button shows the
@@ -76,6 +78,39 @@ PLANS = {
         validate=("the factor 2 for K and V is missing",                       # q2, as typed
                   "bytes_per_token_from_config is not written yet"),           # q1, left blank
     ),
+    "ch02_gqa_tp": Plan(
+        slider="TP (GPUs)",
+        number=r"per-GPU bytes per token:\s*([\d,]+ B)",
+        answer_id="ch02_q2_answer",
+        # The whole model's bytes per token, not one GPU's share.
+        wrong_answer="def kv_bytes_per_token_per_gpu(layers, kv_heads, head_dim, dtype_bytes, tp): "
+                     "return 2 * layers * kv_heads * head_dim * dtype_bytes",
+        slip="each GPU holds only its own KV heads",
+    ),
+    "ch03_mla": Plan(
+        slider="layers L",
+        number=r"MLA per GPU:\s*([\d,]+ B)",
+        answer_id="ch03_q1_answer",
+        # Counts the latent twice, as if it were a K and a V: twice the right answer.
+        wrong_answer="def mla_bytes_per_token_from_config(config, dtype_bytes=2): "
+                     "c = config.get('text_config') or config; "
+                     "return 2 * c['num_hidden_layers'] * (c['kv_lora_rank'] + c['qk_rope_head_dim']) * dtype_bytes",
+        slip="there is a spurious factor 2",
+        validate=("there is a spurious factor 2",                              # q1, as typed
+                  "kv_bytes_per_token_per_gpu is not written yet"),            # q2, left blank
+    ),
+    "ch04_pool_paging": Plan(
+        slider="block size (tokens)",
+        number=r"blocks of \d+ tokens:\s*([\d,]+)",
+        answer_id="ch04_q1_answer",
+        # Starts from the label's memory instead of what CUDA reports.
+        wrong_answer="def pool_tokens(label_bytes, reported_bytes, utilization, weight_bytes, other_bytes, "
+                     "bytes_per_token): return int((label_bytes * utilization - weight_bytes - other_bytes) "
+                     "// bytes_per_token)",
+        slip="instead of what CUDA reports",
+        validate=("instead of what CUDA reports",                              # q1, as typed
+                  "expected_block_waste is not written yet"),                  # q2, left blank
+    ),
 }
 
 
@@ -139,6 +174,22 @@ class ChapterPage:
             time.sleep(0.1)
         raise AssertionError(f"{self.name}: cell {index} did not run (prompt still {before!r})")
 
+    def assert_hidden_inputs(self) -> None:
+        """Cells with ``source_hidden`` show the collapsed placeholder, others their editor."""
+        wrong = []
+        for i, cell in enumerate(self.nb.cells):
+            hidden = bool(cell.metadata.get("jupyter", {}).get("source_hidden"))
+            shown = self.cells.nth(i)
+            placeholder = shown.locator(".jp-InputPlaceholder").count() > 0
+            if placeholder != hidden:
+                wrong.append(f"cell {i}: source_hidden={hidden}, placeholder shown={placeholder}")
+            code = [line for line in cell.source.splitlines()[1:] if len(line.strip()) > 8]
+            if hidden and code and code[0].strip() in shown.inner_text():
+                wrong.append(f"cell {i}: its hidden code is on the page")   # (the first line is a caption)
+        assert wrong == [], "hidden inputs:\n" + "\n".join(wrong)
+        assert any(c.metadata.get("jupyter", {}).get("source_hidden") for c in self.nb.cells), \
+            f"{self.name}: no generator cell has a hidden input"
+
     def assert_no_toast(self) -> None:
         toasts = self.page.locator(TOAST)
         assert toasts.count() == 0, f"a notification is over the page: {toasts.all_inner_texts()}"
@@ -170,6 +221,7 @@ class ChapterPage:
             self.wait_idle()
             self.cells.nth(len(self.nb.cells) - 1).wait_for(state="attached")
         assert self.cells.count() == len(self.nb.cells)
+        self.assert_hidden_inputs()
         toolbar = self.page.locator(".jp-NotebookPanel-toolbar").inner_text()
         assert "Python 3" in toolbar, f"kernel not shown in the toolbar: {toolbar!r}"
         self.assert_no_toast()
@@ -340,6 +392,25 @@ def test_slider_changes_the_displayed_number(chapter):
     assert None not in values, f"the explorer stopped showing {plan.number!r}: {values}"
     assert len(set(values)) == 3, f"the number did not change at each key press: {values} (slider {readouts})"
     assert len(set(readouts)) == 3, f"the slider's readout did not move each time: {readouts}"
+    # Readable at 1,400 px: sliders wide enough for their ranges, every label on one line.
+    for i in range(page.locator(".widget-hslider").count()):
+        one = page.locator(".widget-hslider").nth(i)
+        label = one.locator(".widget-label")
+        width = one.bounding_box()["width"]
+        assert width >= 600, f"slider {label.text_content()!r} is {width:.0f} px wide"
+        assert label.evaluate("e => e.scrollWidth <= e.clientWidth && e.getClientRects().length == 1"), \
+            f"slider label {label.text_content()!r} is cut off or wraps"
+
+
+def test_worked_answers_stay_folded(chapter):
+    """After Run All, the answers of worked problems are on the page but folded."""
+    chapter.ensure_ran()
+    page = chapter.page
+    folded = page.locator(".jp-RenderedMarkdown details")
+    assert folded.count() >= 1, "no folded answer in the chapter"
+    assert page.locator(".jp-RenderedMarkdown details[open]").count() == 0, "an answer is open before the learner opens it"
+    summary = folded.first.locator("summary")
+    assert (summary.text_content() or "").strip() == "Show the answer"
 
 
 def test_wrong_answer_names_the_slip(chapter):

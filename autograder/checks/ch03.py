@@ -1,0 +1,294 @@
+"""Chapter 03 (multi-head latent attention): its three graded exercises, as data.
+
+Grade ids, function names and parameter order are a contract with the grading
+pipeline; points are on the source notebook's test cells.
+
+=======================================  ==========================================================
+grade id                                 the learner writes
+=======================================  ==========================================================
+ch03_q1_mla_bytes_per_token_from_config  mla_bytes_per_token_from_config(config, dtype_bytes=2)
+ch03_q2_kv_bytes_per_token_per_gpu       kv_bytes_per_token_per_gpu(config, tp, dtype_bytes=2)
+ch03_q3_name_the_slip                    name_the_slip(answer_bytes, layers, latent_dim, rope_dim,
+                                         dtype_bytes) -> "correct" | "extra_factor_2" |
+                                         "missing_rope" | "other"
+=======================================  ==========================================================
+
+Expected values come from kvlib: q1 and q2 from
+``kvlib.parse_config(config).kv_bytes_per_token(dtype_bytes, tp=tp)`` (every layer counted;
+MLA's latent whole on every rank), q3 by comparing with ``kvlib.mla_bytes_per_token``.
+Only one real MLA config is bundled (DeepSeek-V3), so the cases are it and labelled variants
+of it: other layer counts, other latent and RoPE widths, the fields as other real MLA configs
+spell them (``q_lora_rank: null`` as in DeepSeek-V2-Lite; ``head_dim`` and ``qk_head_dim``
+written out, as transformers 5 saves DeepSeek configs; the language model nested under
+``text_config``, as multimodal wrappers such as Kimi-VL do; ``num_key_value_heads`` absent).
+q2 adds bundled GQA/MHA configs at TP sizes that divide or are multiples of their KV heads.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import kvlib as kv
+
+from .answers import Choice
+from .cases import config_case, dtype_name, non_mla_models
+from .core import Exercise, exercises
+
+V3 = "deepseek-ai/DeepSeek-V3"
+SLIP_CHOICES = ("correct", "extra_factor_2", "missing_rope", "other")
+
+HIDDEN_NOTE_MLA = ("(Hidden cases use DeepSeek-V3's config and labelled variants of it: other layer counts, "
+                   "latent and RoPE widths, fields spelled as other MLA configs spell them, and dtype_bytes "
+                   "of 1, 2 or 4.)")
+HIDDEN_NOTE_TP = ("(Hidden cases use bundled GQA and MHA configs and variants of DeepSeek-V3's, tp from 1 to 16, "
+                  "and dtype_bytes of 1, 2 or 4.)")
+HIDDEN_NOTE_SLIP = "(Hidden cases use other MLA geometries and other answers of each kind.)"
+
+_HEAD_DIM_HINT = ("an MLA config's head_dim (and hidden_size / num_attention_heads) is not what the cache "
+                  "stores: read kv_lora_rank and qk_rope_head_dim.")
+_NESTED_HINT = "a multimodal wrapper keeps the language model's fields under text_config."
+
+
+# ---------------------------------------------------------------------------
+# Variants of the one bundled MLA config
+# ---------------------------------------------------------------------------
+MLA_VARIANTS = ("as published", "other layer count", "other latent and rope widths",
+                "DeepSeek-V2-Lite attention fields", "head_dim and qk_head_dim written out",
+                "nested under text_config", "num_key_value_heads removed")
+
+
+def mla_config(variant: str, rng: random.Random | None = None, **fields) -> dict:
+    """DeepSeek-V3's config.json with ``variant`` applied (``fields`` override the values drawn)."""
+    rng = rng or random.Random(0)
+    config = copy.deepcopy(kv.bundled_config(V3))
+    if variant == "other layer count":
+        config["num_hidden_layers"] = fields.get("layers", rng.choice([n for n in range(2, 96) if n != 61]))
+    elif variant == "other latent and rope widths":
+        config["kv_lora_rank"] = fields.get("latent_dim", rng.choice([128, 256, 384, 768, 1024]))
+        config["qk_rope_head_dim"] = fields.get("rope_dim", rng.choice([16, 32, 96, 128]))
+        config["num_hidden_layers"] = fields.get("layers", config["num_hidden_layers"])
+    elif variant == "DeepSeek-V2-Lite attention fields":
+        # deepseek-ai/DeepSeek-V2-Lite: 27 layers, 16 heads (and 16 in num_key_value_heads), hidden 2048,
+        # no query compression (q_lora_rank null), the same 512 + 64 latent and rope key.
+        config.update(num_hidden_layers=27, num_attention_heads=16, num_key_value_heads=16, hidden_size=2048,
+                      q_lora_rank=None, model_type="deepseek_v2")
+    elif variant == "head_dim and qk_head_dim written out":
+        config.update(head_dim=config["qk_rope_head_dim"],
+                      qk_head_dim=config["qk_nope_head_dim"] + config["qk_rope_head_dim"])
+    elif variant == "nested under text_config":
+        config = {"model_type": "kimi_vl", "architectures": ["KimiVLForConditionalGeneration"],
+                  "text_config": config, "vision_config": {"hidden_size": 1152, "num_hidden_layers": 27}}
+    elif variant == "num_key_value_heads removed":
+        del config["num_key_value_heads"]
+    elif variant != "as published":
+        raise ValueError(f"unknown MLA variant {variant!r}")
+    return config
+
+
+def _mla_case(config: dict, variant: str, dtype_bytes=None, hint: str = "", **extra) -> dict:
+    case = config_case(V3, config, dtype_bytes, variant, hint)
+    case["kwargs"].update(extra)
+    if "tp" in extra:
+        case["label"] += f", tp={extra['tp']}"
+    kv.parse_config(config)   # every case must be a config kvlib reads
+    return case
+
+
+def _text_fields(config: dict) -> dict:
+    return config["text_config"] if isinstance(config.get("text_config"), dict) else config
+
+
+def config_slip_inputs(case: dict) -> dict:
+    """What kvlib.slips needs to recompute a config case's slips (MLA or ordinary attention)."""
+    config = case["kwargs"]["config"]
+    spec = kv.parse_config(config)
+    inputs = dict(layers=spec.num_kv_layers, kv_heads=spec.num_kv_heads, head_dim=spec.head_dim,
+                  dtype_bytes=case["kwargs"].get("dtype_bytes", 2), num_heads=spec.num_heads,
+                  hidden_size=spec.hidden_size)
+    if "tp" in case["kwargs"]:
+        inputs["tp"] = case["kwargs"]["tp"]
+    if spec.is_mla:
+        raw = _text_fields(config)
+        inputs.update(latent_dim=spec.kv_lora_rank, rope_dim=spec.qk_rope_head_dim,
+                      qk_nope_head_dim=spec.qk_nope_head_dim, v_head_dim=spec.v_head_dim,
+                      q_lora_rank=spec.q_lora_rank, head_dim_field=raw.get("head_dim"))
+    return inputs
+
+
+def config_expected(case: dict) -> int:
+    """kvlib's bytes per token (per GPU under ``tp``), every layer counted, dtype_bytes default 2."""
+    kwargs = case["kwargs"]
+    return kv.parse_config(kwargs["config"]).kv_bytes_per_token(kwargs.get("dtype_bytes", 2),
+                                                                tp=kwargs.get("tp", 1))
+
+
+# ---------------------------------------------------------------------------
+# Exercise 1: MLA bytes per token from a raw config
+# ---------------------------------------------------------------------------
+Q1_VISIBLE = (
+    _mla_case(mla_config("as published"), "as published"),
+    _mla_case(mla_config("as published"), "as published", 1,
+              hint="dtype_bytes is an argument (here an fp8 cache): do not read torch_dtype."),
+    _mla_case(mla_config("DeepSeek-V2-Lite attention fields"), "DeepSeek-V2-Lite attention fields",
+              hint="q_lora_rank compresses the query, which is never cached; it may be null."),
+    _mla_case(mla_config("other latent and rope widths", latent_dim=256, rope_dim=32, layers=62),
+              "other latent and rope widths (256 + 32, 62 layers)", 2,
+              hint="read both widths from the config: kv_lora_rank and qk_rope_head_dim."),
+    _mla_case(mla_config("head_dim and qk_head_dim written out"), "head_dim and qk_head_dim written out",
+              hint=_HEAD_DIM_HINT),
+    _mla_case(mla_config("nested under text_config"), "nested under text_config", 4, hint=_NESTED_HINT),
+)
+
+
+def _q1_hidden(seed: int) -> tuple:
+    rng = random.Random(seed)
+    variants = list(MLA_VARIANTS) * 2
+    rng.shuffle(variants)
+    cases = []
+    for variant in variants:
+        config = mla_config(variant, rng)
+        if variant != "other layer count" and rng.random() < 0.3:   # a second change on top
+            inner = _text_fields(config)
+            inner["num_hidden_layers"] = rng.randint(2, 95)
+        cases.append(_mla_case(config, variant, rng.choice([None, 1, 2, 4])))
+    return tuple(cases)
+
+
+# ---------------------------------------------------------------------------
+# Exercise 2: per-GPU bytes per token under tensor parallelism, MLA or GQA
+# ---------------------------------------------------------------------------
+def _gqa_case(model: str, tp: int, dtype_bytes=None, hint: str = "") -> dict:
+    case = config_case(model, kv.bundled_config(model), dtype_bytes, "as published", hint)
+    case["kwargs"]["tp"] = tp
+    case["label"] += f", tp={tp}"
+    return case
+
+
+Q2_VISIBLE = (
+    _mla_case(mla_config("as published"), "as published", tp=8,
+              hint="under tensor parallelism every rank holds the whole MLA latent."),
+    _gqa_case("meta-llama/Llama-3.3-70B-Instruct", 8),
+    _gqa_case("meta-llama/Llama-3.1-8B", 2),
+    _gqa_case("Qwen/Qwen2.5-7B", 8, hint="4 KV heads over 8 GPUs: each GPU keeps one whole KV head "
+                                        "(heads are replicated, never split)."),
+    _mla_case(mla_config("as published"), "as published", 1, tp=1),
+    _mla_case(mla_config("DeepSeek-V2-Lite attention fields"), "DeepSeek-V2-Lite attention fields", tp=4,
+              hint="num_key_value_heads in an MLA config does not split the cache across ranks."),
+)
+
+
+def _valid_tps(config: dict) -> list:
+    spec = kv.parse_config(config)
+    if spec.is_mla:
+        return [1, 2, 4, 8, 16]
+    k = spec.num_kv_heads
+    return [tp for tp in (1, 2, 4, 8, 16) if k % tp == 0 or tp % k == 0]
+
+
+def _q2_hidden(seed: int) -> tuple:
+    rng = random.Random(seed)
+    cases = []
+    for _ in range(6):
+        variant = rng.choice(MLA_VARIANTS)
+        config = mla_config(variant, rng)
+        cases.append(_mla_case(config, variant, rng.choice([None, 1, 2, 4]), tp=rng.choice(_valid_tps(config))))
+    models = non_mla_models()
+    for _ in range(6):
+        model = rng.choice(models)
+        tp = rng.choice(_valid_tps(kv.bundled_config(model)))
+        cases.append(_gqa_case(model, tp, rng.choice([None, 1, 2, 4])))
+    rng.shuffle(cases)
+    return tuple(cases)
+
+
+# ---------------------------------------------------------------------------
+# Exercise 3: name the slip in a published answer
+# ---------------------------------------------------------------------------
+def classify_answer(answer_bytes: int, layers: int, latent_dim: int, rope_dim: int, dtype_bytes: int) -> str:
+    """What an MLA bytes-per-token answer is, judged against kvlib's value."""
+    right = kv.mla_bytes_per_token(layers, latent_dim, rope_dim, dtype_bytes)
+    if answer_bytes == right:
+        return "correct"
+    if answer_bytes == 2 * right:
+        return "extra_factor_2"
+    if answer_bytes == kv.mla_bytes_per_token(layers, latent_dim, 0, dtype_bytes):
+        return "missing_rope"
+    return "other"
+
+
+def _slip_case(label: str, kind: str, layers: int, latent_dim: int, rope_dim: int, dtype_bytes: int,
+               hint: str = "") -> dict:
+    right = kv.mla_bytes_per_token(layers, latent_dim, rope_dim, dtype_bytes)
+    answer = {"correct": right, "extra_factor_2": 2 * right,
+              "missing_rope": kv.mla_bytes_per_token(layers, latent_dim, 0, dtype_bytes),
+              # ordinary attention's formula with 128 heads of 56 (hidden_size / heads)
+              "other_mha": kv.kv_bytes_per_token(layers, 128, 56, dtype_bytes),
+              "other_nope": kv.mla_bytes_per_token(layers, latent_dim, 2 * rope_dim, dtype_bytes)}[kind]
+    kwargs = dict(answer_bytes=answer, layers=layers, latent_dim=latent_dim, rope_dim=rope_dim,
+                  dtype_bytes=dtype_bytes)
+    return {"label": label, "kwargs": kwargs, "context": {"hint": hint}}
+
+
+Q3_VISIBLE = (
+    _slip_case("DeepSeek-V3, bf16: the right figure", "correct", 61, 512, 64, 2),
+    _slip_case("DeepSeek-V3, bf16: a figure twice too large", "extra_factor_2", 61, 512, 64, 2,
+               hint="the latent stands for K and V together: is a factor 2 in this answer?"),
+    _slip_case("DeepSeek-V3, bf16: the latent alone", "missing_rope", 61, 512, 64, 2,
+               hint="compare with layers x latent_dim x dtype_bytes."),
+    _slip_case("DeepSeek-V3, fp8: ordinary attention's formula", "other_mha", 61, 512, 64, 1,
+               hint="an answer that is none of the three named kinds is 'other'."),
+    _slip_case("27 layers, 512 + 64, bf16: twice too large", "extra_factor_2", 27, 512, 64, 2),
+    _slip_case("62 layers, 256 + 32, fp32: the latent alone", "missing_rope", 62, 256, 32, 4),
+)
+
+
+def _q3_hidden(seed: int) -> tuple:
+    rng = random.Random(seed)
+    kinds = ["correct", "extra_factor_2", "missing_rope", "other_mha", "other_nope"] * 2
+    rng.shuffle(kinds)
+    cases = []
+    for kind in kinds:
+        layers = rng.randint(2, 95)
+        latent, rope = rng.choice([(512, 64), (256, 32), (1024, 64), (384, 128)])
+        dtype = rng.choice([1, 2, 4])
+        cases.append(_slip_case(f"{layers} layers, {latent} + {rope}, {dtype_name(dtype)}", kind,
+                                layers, latent, rope, dtype))
+    return tuple(cases)
+
+
+EXERCISES = exercises(
+    Exercise(
+        grade_id="ch03_q1_mla_bytes_per_token_from_config",
+        function_name="mla_bytes_per_token_from_config",
+        params=("config", "dtype_bytes"),
+        visible_cases=Q1_VISIBLE,
+        hidden_cases=_q1_hidden,
+        expected=config_expected,
+        quantity="mla_config_bytes_per_token",
+        slip_inputs=config_slip_inputs,
+        hidden_note=HIDDEN_NOTE_MLA,
+    ),
+    Exercise(
+        grade_id="ch03_q2_kv_bytes_per_token_per_gpu",
+        function_name="kv_bytes_per_token_per_gpu",
+        params=("config", "tp", "dtype_bytes"),
+        visible_cases=Q2_VISIBLE,
+        hidden_cases=_q2_hidden,
+        expected=config_expected,
+        quantity="config_kv_bytes_per_token_per_gpu",
+        slip_inputs=config_slip_inputs,
+        hidden_note=HIDDEN_NOTE_TP,
+    ),
+    Exercise(
+        grade_id="ch03_q3_name_the_slip",
+        function_name="name_the_slip",
+        params=("answer_bytes", "layers", "latent_dim", "rope_dim", "dtype_bytes"),
+        visible_cases=Q3_VISIBLE,
+        hidden_cases=_q3_hidden,
+        expected=lambda c: classify_answer(**c["kwargs"]),
+        answer=Choice(SLIP_CHOICES),
+        unit="",
+        hidden_note=HIDDEN_NOTE_SLIP,
+    ),
+)

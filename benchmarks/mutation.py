@@ -1,0 +1,245 @@
+"""Mutation score of kvlib: mutmut over the whole package against the fast kvlib tests.
+
+    .venv/bin/python benchmarks/mutation.py [--only formulas config vllm/log ...] [--max-children 2]
+                                            [--no-write] [--keep]
+
+Installs nothing: ``pip install -r benchmarks/requirements-mutation.txt`` first
+(``./dev.sh mutation`` does both). Not run by CI (slow: about an hour on 2 cores
+for the whole package).
+
+How: the package, the fast kvlib tests (``FAST_TESTS``: no notebooks, grading,
+browser or build tests) and a ``[tool.mutmut]`` section are copied into a
+scratch folder (``.mutation/``, git-ignored), so the checkout is never touched;
+mutmut mutates every function body of ``kvlib/`` (pointing it at one file
+fails on kvlib's own imports, so ``--only`` restricts what is *mutated*, never
+what is copied) and runs, for each mutant, the fast tests that call the
+mutated function. ``--only`` takes module paths under ``kvlib/`` without
+``.py`` ('formulas', 'vllm/log', 'cli/*').
+
+Tests that run kvlib in a subprocess (the CLI tests that spawn ``python -m
+kvlib``) are invisible to mutmut's per-test tracing, so they kill nothing
+here; the in-process CLI tests do. ``DESELECT`` lists the tests left out of
+mutation runs and why.
+
+The report (per module: killed, survived, no tests, timeout, score) is
+written into BENCHMARKS.md between the ``MUTATION_BEGIN`` / ``MUTATION_END``
+markers, with the date; ``benchmarks/run.py`` keeps that section when it
+rewrites the file. Modules not mutated in this run keep their last row.
+The score is killed / (killed + survived); "no tests" and timeouts are
+listed apart (a timeout is a mutant that made the tests loop: a kill in
+mutmut's own score). Equivalent mutants (no behaviour change) are listed
+with reasons in ``benchmarks/mutation-equivalent.md`` and counted apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+WORK = ROOT / ".mutation"   # --workdir
+BENCHMARKS = ROOT / "BENCHMARKS.md"
+EQUIVALENT = HERE / "mutation-equivalent.md"
+BEGIN, END = "<!-- MUTATION_BEGIN -->", "<!-- MUTATION_END -->"
+
+# The fast kvlib tests: in-process, seconds each (the quick tier's kvlib part).
+FAST_TESTS = [
+    "tests/test_formulas.py", "tests/test_units.py", "tests/test_dtypes.py", "tests/test_gpus.py",
+    "tests/test_config.py", "tests/test_config_wild.py", "tests/test_spec.py", "tests/test_params.py",
+    "tests/test_slips.py", "tests/test_planner.py", "tests/test_roofline.py", "tests/test_alloc_sim.py",
+    "tests/test_prefix_cache.py", "tests/test_offload.py", "tests/test_drills.py", "tests/test_info.py",
+    "tests/test_cli.py", "tests/test_argtypes.py", "tests/test_properties.py",
+    "tests/test_vllm.py", "tests/test_vllm_log.py", "tests/test_vllm_engine.py", "tests/test_vllm_layout.py",
+    "tests/test_vllm_tokens.py", "tests/test_vllm_predict.py", "tests/test_vllm_pool.py",
+    "tests/test_vllm_report.py", "tests/test_vllm_cli.py", "tests/test_vllm_pp.py",
+]
+# Left out of mutation runs (still in the quick tier):
+DESELECT = {
+    # 10 s of random text through the whole log reader: every mutant of vllm/log.py would pay it;
+    # the reader's behaviour is pinned by the line-by-line tests of tests/test_vllm_log.py.
+    "tests/test_vllm.py::test_parser_never_raises_anything_but_vllm_log_error":
+        "fuzz test, 10 s per mutant; never-raises is a robustness property, not arithmetic",
+}
+
+STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped",
+          36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout", None: "not checked"}
+
+
+def _fast_tests() -> list[str]:
+    return [t for t in FAST_TESTS if (ROOT / t).is_file()]
+
+
+def _mutmut_config(only: list[str] | None, max_stack_depth: int) -> str:
+    tests = _fast_tests()
+    lines = ["", "[tool.mutmut]", 'source_paths = ["kvlib/"]',
+             "pytest_add_cli_args_test_selection = " + json.dumps(tests + ["kvlib"]),
+             # the repo's addopts collect doctests from kvlib/: keep them (they are tests too), and
+             # leave out the fuzz test (DESELECT)
+             "pytest_add_cli_args = " + json.dumps(["-p", "no:randomly", "-q"]
+                                                     + [f"--deselect={t}" for t in DESELECT]),
+             "timeout_multiplier = 10.0",
+             "use_git_change_detection = false",
+             f"max_stack_depth = {max_stack_depth}"]
+    if only:
+        lines.append("only_mutate = " + json.dumps([f"kvlib/{m}.py" for m in only]))
+    return "\n".join(lines) + "\n"
+
+
+def _prepare(only, max_stack_depth: int) -> None:
+    if WORK.exists():
+        shutil.rmtree(WORK)
+    (WORK / "tests").mkdir(parents=True)
+    shutil.copytree(ROOT / "kvlib", WORK / "kvlib", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ["conftest.py"] + [Path(t).name for t in _fast_tests()]:
+        shutil.copy2(ROOT / "tests" / name, WORK / "tests" / name)
+    text = (ROOT / "pyproject.toml").read_text()
+    # pytest's testpaths would collect tests/ and kvlib/; mutmut passes the test selection itself.
+    (WORK / "pyproject.toml").write_text(text + _mutmut_config(only, max_stack_depth))
+
+
+def _meta_files():
+    return sorted((WORK / "mutants" / "kvlib").rglob("*.py.meta"))
+
+
+def module_counts() -> dict:
+    """{module: Counter(status)} from mutmut's per-file result files."""
+    out = {}
+    for meta in _meta_files():
+        data = json.loads(meta.read_text())
+        module = str(meta.relative_to(WORK / "mutants")).removesuffix(".py.meta")
+        counts = Counter(STATUS.get(code, "suspicious") for code in data.get("exit_code_by_key", {}).values())
+        if counts:
+            out[module] = counts
+    return out
+
+
+def survivors() -> dict:
+    out = {}
+    for meta in _meta_files():
+        data = json.loads(meta.read_text())
+        names = [k for k, code in data.get("exit_code_by_key", {}).items()
+                 if STATUS.get(code, "suspicious") not in ("killed", "not checked")]
+        if names:
+            module = str(meta.relative_to(WORK / "mutants")).removesuffix(".py.meta")
+            out[module] = {k: STATUS.get(data["exit_code_by_key"][k], "suspicious") for k in names}
+    return out
+
+
+def equivalent_names() -> set:
+    """Mutant names listed in mutation-equivalent.md (a line starting '- `name`')."""
+    if not EQUIVALENT.is_file():
+        return set()
+    return set(re.findall(r"^- `([\w.]+__mutmut_\d+)`", EQUIVALENT.read_text(), flags=re.M))
+
+
+def _row(module: str, counts: Counter, equivalent: int) -> list:
+    killed = counts["killed"] + counts["timeout"]
+    survived = counts["survived"] - equivalent
+    behaviour = killed + survived
+    score = f"{100 * killed / behaviour:.1f}%" if behaviour else "-"
+    return [module, counts["killed"], counts["survived"], equivalent, counts["no tests"], counts["timeout"],
+            sum(counts.values()) - counts["not checked"], score]
+
+
+def render(rows_by_module: dict, stamp: str, command: str) -> str:
+    headers = ["module", "killed", "survived", "of which equivalent", "no tests", "timeout", "checked",
+               "score"]
+    lines = [BEGIN, "## Mutation score of kvlib (mutmut)", "",
+             f"{stamp}. Command: `{command}`. mutmut mutates every function body of `kvlib/` and runs the fast "
+             "kvlib tests that call it. Score = (killed + timeout) / (mutants that change behaviour), "
+             "behaviour-changing = all checked mutants less the equivalent ones listed in "
+             "`benchmarks/mutation-equivalent.md`; \"no tests\" counts mutants no in-process test reaches "
+             "(the CLI tests that spawn a subprocess are not traced). Rows carry the date of the run that "
+             "produced them.", "",
+             "| " + " | ".join(headers + ["run"]) + " |", "|" + "---|" * (len(headers) + 1)]
+    for module in sorted(rows_by_module):
+        lines.append("| " + " | ".join(str(c) for c in rows_by_module[module]) + " |")
+    lines.append(END)
+    return "\n".join(lines)
+
+
+def _old_rows(text: str) -> dict:
+    if BEGIN not in text:
+        return {}
+    section = text.split(BEGIN, 1)[1].split(END, 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 9 and cells[0].startswith("kvlib/"):
+            rows[cells[0]] = cells
+    return rows
+
+
+def write_section(text: str, section: str) -> str:
+    """``text`` with the mutation section replaced (or appended when absent)."""
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        return head + section + rest.split(END, 1)[1]
+    return text.rstrip("\n") + "\n\n" + section + "\n"
+
+
+def main(argv=None) -> int:
+    global WORK
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", default=None, help="modules under kvlib/ to mutate (default: all)")
+    parser.add_argument("--max-children", type=int, default=2)
+    parser.add_argument("--max-stack-depth", type=int, default=-1,
+                        help="mutmut's max_stack_depth: a test kills a mutant only if it calls it within this "
+                             "many frames (-1: any depth)")
+    parser.add_argument("--no-write", action="store_true", help="print the table, leave BENCHMARKS.md alone")
+    parser.add_argument("--keep", action="store_true", help="reuse .mutation/ (results so far) instead of "
+                                                            "starting afresh")
+    parser.add_argument("--workdir", default=str(WORK), help="scratch folder (default .mutation/)")
+    parser.add_argument("--report-only", action="store_true", help="only read .mutation/'s results")
+    args = parser.parse_args(argv)
+    WORK = Path(args.workdir).resolve()
+    mutmut = Path(sys.executable).with_name("mutmut")
+    if not mutmut.exists():
+        print("mutation.py: mutmut is not installed; pip install -r benchmarks/requirements-mutation.txt",
+              file=sys.stderr)
+        return 2
+    if not args.report_only:
+        if not (args.keep and WORK.exists()):
+            _prepare(args.only, args.max_stack_depth)
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+        with open(WORK / "mutmut.log", "w") as log:   # mutmut's progress spinner: kept out of the terminal
+            proc = subprocess.run([str(mutmut), "run", "--max-children", str(args.max_children)], cwd=WORK,
+                                  env=env, stdout=log, stderr=subprocess.STDOUT)
+        if proc.returncode not in (0, 1):
+            print(f"mutation.py: mutmut exited {proc.returncode}", file=sys.stderr)
+            return proc.returncode
+    counts = module_counts()
+    equivalent = equivalent_names()
+    rows = {}
+    stamp = datetime.date.today().isoformat()
+    for module, c in counts.items():
+        n_eq = sum(1 for name, status in (survivors().get(module) or {}).items()
+                   if name in equivalent and status == "survived")
+        rows[module] = _row(module, c, n_eq) + [stamp]
+    for module, mutants in survivors().items():
+        for name, status in mutants.items():
+            if name not in equivalent:
+                print(f"{status:10s} {name}")
+    section_rows = _old_rows(BENCHMARKS.read_text()) if BENCHMARKS.is_file() else {}
+    section_rows.update(rows)
+    only = f" --only {' '.join(args.only)}" if args.only else ""
+    section = render(section_rows, f"Last run {stamp} on {os.cpu_count()} cores",
+                     f"python benchmarks/mutation.py{only}")
+    print(section)
+    if not args.no_write:
+        BENCHMARKS.write_text(write_section(BENCHMARKS.read_text() if BENCHMARKS.is_file() else "", section))
+        print(f"wrote the mutation section of {BENCHMARKS}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

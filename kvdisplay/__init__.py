@@ -1,0 +1,33 @@
+"""kvdisplay: the notebook side of kv-course -- how a chapter shows what kvlib computes.
+
+kvlib computes (and knows nothing of notebooks); kvdisplay only presents: Markdown built
+from computed values, worked problems with folded answers, erratum boxes and footnotes,
+the formula's build-up, a KV cache as a numpy array, plots with labelled axes, and the
+explorer widget (a plain function returns its view, so tests and benchmarks need no
+widgets). A chapter's setup cell is::
+
+    import kvlib as kv
+    import kvdisplay as kd
+
+Every helper's docstring names the chapters that use it (``Used in:``); a test holds
+those back-links to the chapter sources.
+"""
+
+from .arrays import KV_CACHE_AXES, kv_cache_array, numpy_dtype
+from .bars import bar_plot
+from .derivation import build_up
+from .explorer import ExplorerPreset, kv_explorer, kv_explorer_view, presets_from_models
+from .mla import MLA_LATENT_AXES, MLA_ROPE_AXES, mla_cache_arrays, mla_explorer, mla_explorer_view
+from .plots import line_plot
+from .pool import pool_explorer, pool_explorer_view
+from .problems import erratum, footnote, footnote_ref, worked_problem
+from .text import config_fields_table, md, model_name, show, show_json, table
+from .tp import heads_held, tp_explorer, tp_explorer_view, tp_kv_slices
+
+__all__ = [
+    "KV_CACHE_AXES", "kv_cache_array", "numpy_dtype", "build_up", "ExplorerPreset", "kv_explorer",
+    "kv_explorer_view", "presets_from_models", "line_plot", "pool_explorer", "pool_explorer_view", "erratum", "footnote", "footnote_ref",
+    "worked_problem", "config_fields_table", "md", "model_name", "show", "show_json", "table",
+    "heads_held", "tp_explorer", "tp_explorer_view", "tp_kv_slices",
+    "bar_plot", "MLA_LATENT_AXES", "MLA_ROPE_AXES", "mla_cache_arrays", "mla_explorer", "mla_explorer_view",
+]

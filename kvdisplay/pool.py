@@ -1,0 +1,116 @@
+"""The chapter-04 pool explorer: the KV pool vLLM carves from one GPU, in tokens, sequences and waste.
+
+``pool_explorer_view`` is a plain function returning the view as HTML (tests and benchmarks
+call it; no widget needed); ``pool_explorer`` wires ipywidgets controls to it. Every figure
+comes from kvlib: the pool and block count from ``kv.vllm.predict_pool`` (vLLM's forward
+rule), what the layers store per sequence from ``ModelSpec.kv_bytes_per_sequence``, the
+expected waste of the last blocks from ``kv.block_waste_tokens``.
+
+Used in: ch04_pool_paging (section "Explore").
+"""
+
+from __future__ import annotations
+
+import kvlib as kv
+
+from .text import model_name
+
+SLIDER_WIDTH = "640px"
+LABEL_WIDTH = "190px"
+BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
+CONTEXTS = tuple(2**i for i in range(10, 18))     # 1,024 .. 131,072 tokens
+KV_DTYPES = (("bf16", "auto"), ("fp8", "fp8"))
+VLLM_VERSION = "0.32.0"
+BATCHED_TOKENS = 8192                            # max_num_batched_tokens: sizes a windowed layer's blocks
+
+
+def pool_explorer_view(model: str, gpu: str = "H100-SXM", utilization: float = 0.92, kv_cache_dtype: str = "auto",
+                       block_size: int = 16, context: int = 8192, other_bytes: int = 3 * kv.GB) -> str:
+    """The explorer's view as HTML: pool, blocks, tokens, sequences at ``context``, last-block waste.
+
+    pool ``A = ceil(M u) - W - O`` (``kv.vllm.predict_pool``, vLLM 0.32, bf16 weights W, M as CUDA
+    reports it, O ``other_bytes`` [B]); blocks ``A // block bytes``; sequences the engine admits at
+    ``context`` (its concurrency figure) against the sequences the layers' bytes alone would allow;
+    waste ``kv.block_waste_tokens(sequences, block_size)`` as a share of the pool's token slots.
+
+    >>> view = pool_explorer_view("llama-3.1-8b")
+    >>> "blocks of 16 tokens: <b>28,208</b>" in view, "902,656" in pool_explorer_view("llama-3.1-8b", kv_cache_dtype="fp8")
+    (True, True)
+
+    Used in: ch04_pool_paging (through pool_explorer); benchmarks may time it.
+    """
+    spec, device = kv.load_model(model), kv.get_gpu(gpu)
+    weights = spec.weight_bytes(2)
+    b = 1 if kv_cache_dtype.startswith("fp8") else 2
+    f = kv.vllm.predict_pool(spec, device.cuda_memory_bytes, activation_bytes=other_bytes, weights_bytes=weights,
+                             cudagraph_bytes=0, version=VLLM_VERSION, utilization=utilization,
+                             block_size=block_size, kv_cache_dtype=kv_cache_dtype, max_model_len=context,
+                             max_num_batched_tokens=BATCHED_TOKENS)
+    gb = kv.format_gb_gib
+    head = (f"<div style='font-family:sans-serif;font-size:13px;line-height:1.6'>"
+            f"{model_name(spec)} on one {device.name}: {gb(device.cuda_memory_bytes)} as CUDA reports it × "
+            f"{utilization:.2f} − bf16 weights {gb(weights)} − other {gb(other_bytes)}<br>")
+    if f.available_bytes <= 0 or f.num_gpu_blocks == 0:
+        return head + "<b style='color:#c0392b'>no room for a KV pool</b>: the weights and other allocations " \
+                      "take the whole budget.</div>"
+    per_token = spec.kv_bytes_per_token(b)
+    stored = spec.kv_bytes_per_sequence(context, b)
+    by_bytes = f.available_bytes // stored
+    engine_seqs = int(f.max_concurrency) if f.max_concurrency is not None else by_bytes
+    slots = f.num_gpu_blocks * block_size
+    waste = kv.block_waste_tokens(engine_seqs, block_size)
+    hybrid = "sliding" in spec.layer_kinds
+    group_note = ""
+    if hybrid:
+        size, groups = kv.vllm.kv_cache_groups([k for k in spec.layer_kinds if k != "none"])
+        group_note = (f", shared by {len(groups)} KV-cache groups of {size} layers "
+                      f"({groups.count('full')} full, {groups.count('sliding')} windowed)")
+    lines = [
+        f"KV pool: <b>{gb(f.available_bytes)}</b>, bytes per token ({'fp8' if b == 1 else 'bf16'}, every layer): "
+        f"<b>{kv.format_bytes(per_token)}</b>",
+        f"blocks of {block_size} tokens: <b>{f.num_gpu_blocks:,}</b> of {kv.format_bytes(f.bytes_per_block)}"
+        + f" = <b>{slots:,}</b> token slots" + (group_note if hybrid else ""),
+        f"sequences of {context:,} tokens vLLM admits at once: <b>{engine_seqs:,}</b>"
+        + (f"; the layers' bytes alone ({gb(stored)} a sequence, windowed layers capped) would allow "
+           f"{by_bytes:,}" if hybrid else ""),
+        f"expected waste in their last blocks: <b>{waste:,.1f} token slots</b> = "
+        f"<b>{100 * waste / slots:.2f}%</b> of the pool",
+    ]
+    return head + "<br>".join(lines) + "</div>"
+
+
+def pool_explorer(models, *, gpu: str = "H100-SXM"):
+    """The explorer as ipywidgets: model, GPU, utilization, KV dtype, block size, context.
+
+    ``models`` are names kvlib knows. Returns the ``VBox`` (the cell's last expression shows
+    it); its ``.view`` is the HTML widget the controls redraw.
+
+    Used in: ch04_pool_paging.
+    """
+    import ipywidgets as widgets
+
+    style = {"description_width": LABEL_WIDTH}
+    layout = widgets.Layout(width=SLIDER_WIDTH)
+    model_w = widgets.Dropdown(options=[(model_name(kv.load_model(m)), m) for m in models], description="model",
+                               style=style, layout=widgets.Layout(width="520px"))
+    gpu_w = widgets.Dropdown(options=list(kv.GPUS), value=kv.get_gpu(gpu).name, description="GPU", style=style)
+    util_w = widgets.FloatSlider(0.92, min=0.5, max=0.98, step=0.01, description="gpu_memory_utilization",
+                                 style=style, layout=layout)
+    dtype_w = widgets.ToggleButtons(options=list(KV_DTYPES), value="auto", description="KV cache dtype",
+                                    style={**style, "button_width": "90px"})
+    block_w = widgets.SelectionSlider(options=list(BLOCK_SIZES), value=16, description="block size (tokens)",
+                                      style=style, layout=layout)
+    context_w = widgets.SelectionSlider(options=[(f"{t:,}", t) for t in CONTEXTS], value=8192,
+                                        description="context (tokens)", style=style, layout=layout)
+    view = widgets.HTML()
+
+    def redraw(_=None):
+        view.value = pool_explorer_view(model_w.value, gpu_w.value, util_w.value, dtype_w.value, block_w.value,
+                                        context_w.value)
+
+    for control in (model_w, gpu_w, util_w, dtype_w, block_w, context_w):
+        control.observe(redraw, "value")
+    redraw()
+    box = widgets.VBox([model_w, gpu_w, util_w, dtype_w, block_w, context_w, view])
+    box.view = view
+    return box

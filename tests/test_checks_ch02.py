@@ -1,0 +1,247 @@
+"""Chapter 02's instant checks: right answers pass, each catalogued slip gets its named message.
+
+Reference functions are written by hand here (never through kvlib). Figures checked by hand:
+Llama 3.3 70B at TP 8 is 2 x 80 x 1 x 128 x 2 = 40,960 B per token per GPU (seed 003, worked
+example 2: "320/8 = 40 KiB"); Llama 3.1 8B has 32 query and 8 KV heads (its config.json), so a
+query-head slip is 4x; vLLM replicates KV heads past TP = K (vllm/config/model.py get_num_kv_heads).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+import kvlib
+from autograder.checks import ch02, check, core
+
+SEEDS = (0, 1, 7, 2026)
+H100_REPORTED = round(79.18 * 2**30)      # bytes CUDA reports on an H100 SXM (seed 000: 79.18 GiB)
+LLAMA70_WEIGHTS = 141_107_412_992         # Llama 3.3 70B bf16 weights, the input of Question 3
+
+
+# --- reference solutions, by hand -------------------------------------------
+def kv_heads_and_group(config):
+    heads = config.get("num_attention_heads") or config.get("n_head")
+    kv_heads = config.get("num_key_value_heads") or heads
+    return (kv_heads, heads // kv_heads)
+
+
+def kv_bytes_per_token_per_gpu(layers, kv_heads, head_dim, dtype_bytes, tp):
+    return 2 * layers * max(1, kv_heads // tp) * head_dim * dtype_bytes
+
+
+def sequences_per_gpu(cuda_memory_bytes, weight_bytes, reserve_bytes, layers, kv_heads, head_dim, dtype_bytes, tp,
+                      seq_len):
+    budget = cuda_memory_bytes - -(-weight_bytes // tp) - reserve_bytes
+    return budget // (kv_bytes_per_token_per_gpu(layers, kv_heads, head_dim, dtype_bytes, tp) * seq_len)
+
+
+def diagnose_colleague(claimed_bytes, layers, num_heads, kv_heads, head_dim, dtype_bytes, tp):
+    right = kv_bytes_per_token_per_gpu(layers, kv_heads, head_dim, dtype_bytes, tp)
+    candidates = {"query_heads": kv_bytes_per_token_per_gpu(layers, num_heads, head_dim, dtype_bytes, tp),
+                  "total_not_per_gpu": 2 * layers * kv_heads * head_dim * dtype_bytes,
+                  "fp32_bytes": kv_bytes_per_token_per_gpu(layers, kv_heads, head_dim, 4, tp) if dtype_bytes == 2 else None}
+    return (claimed_bytes // right, next(k for k, v in candidates.items() if v == claimed_bytes))
+
+
+REFERENCE = {
+    "ch02_q1_kv_heads_and_group": kv_heads_and_group,
+    "ch02_q2_kv_bytes_per_token_per_gpu": kv_bytes_per_token_per_gpu,
+    "ch02_q3_sequences_per_gpu": sequences_per_gpu,
+    "ch02_q4_diagnose_colleague": diagnose_colleague,
+}
+
+
+def fails(grade_id, fn, **kwargs) -> str:
+    with pytest.raises(AssertionError) as info:
+        check(grade_id, fn, **kwargs)
+    return str(info.value)
+
+
+# --- the contract with the pipeline ------------------------------------------
+def _source_points() -> dict:
+    path = Path(__file__).resolve().parents[1] / "course/source/ch02_gqa_tp/ch02_gqa_tp.ipynb"
+    cells = json.loads(path.read_text())["cells"]
+    return {c["metadata"]["nbgrader"]["grade_id"]: c["metadata"]["nbgrader"]["points"] for c in cells
+            if c["metadata"].get("nbgrader", {}).get("grade")}
+
+
+def test_grade_ids_and_points():
+    assert list(ch02.EXERCISES) == list(_source_points())
+    assert _source_points() == {"ch02_q1_kv_heads_and_group": 2, "ch02_q2_kv_bytes_per_token_per_gpu": 2,
+                                "ch02_q3_sequences_per_gpu": 3, "ch02_q4_diagnose_colleague": 2}
+    for ex in ch02.EXERCISES.values():
+        assert ex.quantity is None or ex.quantity in kvlib.slips.QUANTITIES
+
+
+def test_cases_are_json_and_seeded():
+    for ex in ch02.EXERCISES.values():
+        for hidden in (False, True):
+            cases = ex.cases(hidden, seed=3)
+            restored = json.loads(json.dumps(cases))
+            assert [ex.expected(c) for c in restored] == [ex.expected(c) for c in cases]
+        assert ex.hidden_cases(5) == ex.hidden_cases(5) and ex.hidden_cases(5) != ex.hidden_cases(6)
+
+
+def test_visible_cases_cover_every_variant_the_text_names():
+    q1 = ch02.EXERCISES["ch02_q1_kv_heads_and_group"].visible_cases
+    labels = " | ".join(c["label"] for c in q1)
+    assert "gpt2-large" in labels and "null" in labels                  # absent (GPT-2), null
+    assert any(c["kwargs"]["config"].get("num_key_value_heads") == c["kwargs"]["config"].get("num_attention_heads")
+               for c in q1)                                              # equal to the query heads
+    q2 = ch02.EXERCISES["ch02_q2_kv_bytes_per_token_per_gpu"].visible_cases
+    assert any(c["kwargs"]["tp"] > c["kwargs"]["kv_heads"] for c in q2)  # replication
+    assert any(c["kwargs"]["tp"] == 1 for c in q2) and any(c["kwargs"]["kv_heads"] == 1 for c in q2)
+    q3 = ch02.EXERCISES["ch02_q3_sequences_per_gpu"].visible_cases
+    assert any(c["kwargs"]["tp"] > c["kwargs"]["kv_heads"] for c in q3)
+    q4 = ch02.EXERCISES["ch02_q4_diagnose_colleague"].visible_cases
+    assert {c["context"]["slip"] for c in q4} == set(ch02.Q4_SLIPS)
+
+
+def test_hidden_cases_run_only_engine_splits_and_every_q4_slip():
+    for seed in SEEDS:
+        for c in ch02.EXERCISES["ch02_q2_kv_bytes_per_token_per_gpu"].hidden_cases(seed):
+            k, tp, h = c["kwargs"]["kv_heads"], c["kwargs"]["tp"], c["context"]["num_heads"]
+            assert h % tp == 0 and (k % tp == 0 or tp % k == 0)
+        q4 = ch02.EXERCISES["ch02_q4_diagnose_colleague"].hidden_cases(seed)
+        assert {c["context"]["slip"] for c in q4} == set(ch02.Q4_SLIPS)
+        for c in q4:   # exactly one listed slip reproduces the colleague's figure
+            a = dict(c["kwargs"])
+            claimed = a.pop("claimed_bytes")
+            assert [s for s in ch02.Q4_SLIPS if ch02.colleague_bytes(s, **a) == claimed] == [c["context"]["slip"]]
+
+
+def test_the_visible_figures_by_hand():
+    q2 = ch02.EXERCISES["ch02_q2_kv_bytes_per_token_per_gpu"]
+    assert q2.expected(q2.visible_cases[0]) == 40 * 1024                 # seed 003: 320 KiB / 8
+    assert q2.expected(q2.visible_cases[3]) == 2 * 32 * 1 * 128 * 1      # 8B at TP 16, fp8: one head per GPU
+    q3 = ch02.EXERCISES["ch02_q3_sequences_per_gpu"]
+    case = q3.visible_cases[0]
+    assert case["kwargs"]["weight_bytes"] == LLAMA70_WEIGHTS
+    by_hand = (H100_REPORTED - -(-LLAMA70_WEIGHTS // 8) - 5 * 10**9) // (40_960 * 8192)
+    assert q3.expected(case) == by_hand == 185
+    assert q3.expected(q3.visible_cases[4]) == by_hand                   # MQA at TP 8 = GQA-8 at TP 8
+    q4 = ch02.EXERCISES["ch02_q4_diagnose_colleague"]
+    assert q4.expected(q4.visible_cases[0]) == (4, "query_heads")       # Llama 3.1 8B: H / K = 32 / 8
+    assert q4.expected(q4.visible_cases[1]) == (8, "query_heads")       # Llama 3.3 70B: 64 / 8
+
+
+# --- right answers pass -------------------------------------------------------
+@pytest.mark.parametrize("grade_id", list(REFERENCE))
+def test_reference_passes_visible_and_hidden(grade_id, capsys):
+    fn = REFERENCE[grade_id]
+    check(grade_id, fn)
+    for seed in SEEDS:
+        check(grade_id, fn, hidden=True, seed=seed)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 1 + len(SEEDS) and all(line.startswith("✓") for line in lines)
+
+
+# --- each catalogued slip is named ------------------------------------------------
+def q1_absent_as_one(config):
+    heads = config.get("num_attention_heads") or config.get("n_head")
+    kv_heads = config.get("num_key_value_heads") or 1
+    return (kv_heads, heads // kv_heads)
+
+
+def q2_total(layers, kv_heads, head_dim, dtype_bytes, tp):
+    return 2 * layers * kv_heads * head_dim * dtype_bytes
+
+
+def q2_split_past_k(layers, kv_heads, head_dim, dtype_bytes, tp):
+    return 2 * layers * kv_heads * head_dim * dtype_bytes // tp
+
+
+def q2_missing_two(layers, kv_heads, head_dim, dtype_bytes, tp):
+    return kv_bytes_per_token_per_gpu(layers, kv_heads, head_dim, dtype_bytes, tp) // 2
+
+
+def q2_float(layers, kv_heads, head_dim, dtype_bytes, tp):
+    return float(kv_bytes_per_token_per_gpu(layers, kv_heads, head_dim, dtype_bytes, tp))
+
+
+def q3_weights_whole(cuda_memory_bytes, weight_bytes, reserve_bytes, layers, kv_heads, head_dim, dtype_bytes, tp,
+                     seq_len):
+    return sequences_per_gpu(cuda_memory_bytes, weight_bytes * tp, reserve_bytes, layers, kv_heads, head_dim,
+                             dtype_bytes, tp, seq_len)
+
+
+def q3_kv_whole(cuda_memory_bytes, weight_bytes, reserve_bytes, layers, kv_heads, head_dim, dtype_bytes, tp, seq_len):
+    return sequences_per_gpu(cuda_memory_bytes, weight_bytes, reserve_bytes, layers, kv_heads * tp, head_dim,
+                             dtype_bytes, tp, seq_len)
+
+
+def q3_ceil(cuda_memory_bytes, weight_bytes, reserve_bytes, layers, kv_heads, head_dim, dtype_bytes, tp, seq_len):
+    budget = cuda_memory_bytes - -(-weight_bytes // tp) - reserve_bytes
+    return math.ceil(budget / (kv_bytes_per_token_per_gpu(layers, kv_heads, head_dim, dtype_bytes, tp) * seq_len))
+
+
+def q3_tokens(cuda_memory_bytes, weight_bytes, reserve_bytes, layers, kv_heads, head_dim, dtype_bytes, tp, seq_len):
+    return sequences_per_gpu(cuda_memory_bytes, weight_bytes, reserve_bytes, layers, kv_heads, head_dim,
+                             dtype_bytes, tp, 1)
+
+
+SLIPS = [
+    ("ch02_q2_kv_bytes_per_token_per_gpu", q2_total, "total_not_per_gpu", ["8x too large", "its own KV heads"]),
+    ("ch02_q2_kv_bytes_per_token_per_gpu", q2_missing_two, "missing_kv_factor", ["2x too small", "factor 2"]),
+    ("ch02_q3_sequences_per_gpu", q3_weights_whole, "weights_not_split", ["1/8 of the weights"]),
+    ("ch02_q3_sequences_per_gpu", q3_kv_whole, "total_not_per_gpu", ["its own KV heads"]),
+    ("ch02_q3_sequences_per_gpu", q3_ceil, "ceil_not_floor", ["floor, not the ceiling"]),
+    ("ch02_q3_sequences_per_gpu", q3_tokens, "tokens_not_sequences", ["how many tokens fit"]),
+]
+
+
+@pytest.mark.parametrize("grade_id,fn,key,phrases", SLIPS, ids=[s[2] + "-" + s[0][:7] for s in SLIPS])
+def test_visible_slip_is_named(grade_id, fn, key, phrases):
+    message = fails(grade_id, fn)
+    assert message.startswith(f"✗ {grade_id}") and "on case" in message and "expected" in message
+    for phrase in phrases:
+        assert phrase in message, (phrase, message)
+
+
+@pytest.mark.parametrize("grade_id,fn,key,phrases", SLIPS, ids=[s[2] + "-" + s[0][:7] for s in SLIPS])
+def test_hidden_slip_is_named_in_general_words(grade_id, fn, key, phrases):
+    message = fails(grade_id, fn, hidden=True)
+    assert kvlib.slips.general(key) in message, message
+
+
+def test_splitting_past_k_is_named():
+    message = fails("ch02_q2_kv_bytes_per_token_per_gpu", q2_split_past_k)
+    assert "TP 16 (more GPUs than KV heads)" in message and "replicated, not split" in message
+    assert "2x too small" in message
+
+
+def test_absent_kv_heads_read_as_one_gets_the_hint():
+    message = fails("ch02_q1_kv_heads_and_group", q1_absent_as_one)
+    assert "gpt2-large" in message and "K = H" in message and "expected (20, 1)" in message
+
+
+def test_q4_wrong_slip_and_wrong_types():
+    def always_query(claimed_bytes, layers, num_heads, kv_heads, head_dim, dtype_bytes, tp):
+        return (diagnose_colleague(claimed_bytes, layers, num_heads, kv_heads, head_dim, dtype_bytes, tp)[0],
+                "query_heads")
+
+    message = fails("ch02_q4_diagnose_colleague", always_query)
+    assert "expected (8, 'total_not_per_gpu')" in message
+    message = fails("ch02_q4_diagnose_colleague", lambda *a: (diagnose_colleague(*a)[0], "query heads"))
+    assert "not one of the choices" in message or "element 1" in message
+    message = fails("ch02_q4_diagnose_colleague", lambda *a: (float(diagnose_colleague(*a)[0]), diagnose_colleague(*a)[1]))
+    assert "element 0 is float" in message
+    message = fails("ch02_q2_kv_bytes_per_token_per_gpu", q2_float)
+    assert "returned a float" in message and "The value itself is right" in message
+
+
+def test_hidden_failures_reveal_no_inputs():
+    for grade_id, fn in (("ch02_q2_kv_bytes_per_token_per_gpu", q2_total),
+                         ("ch02_q3_sequences_per_gpu", q3_weights_whole),
+                         ("ch02_q4_diagnose_colleague", lambda *a: (0, "fp32_bytes"))):
+        ex = ch02.EXERCISES[grade_id]
+        message = fails(grade_id, fn, hidden=True)
+        for case in ex.cases(hidden=True):
+            assert case["label"] not in message
+            for value in case["kwargs"].values():
+                if isinstance(value, int) and value > 100:
+                    assert f"{value:,}" not in message and str(value) not in message
