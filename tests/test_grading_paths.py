@@ -332,8 +332,10 @@ def test_student_flag_regrades_one_and_keeps_the_rest(cli_class):
 def test_a_second_clone_without_its_install_stops_before_grading(notebooks, tmp_path):
     """A copy of the checkout run from its own folder: this process imports the copy's autograder,
     the sandboxed kernel the editable install's (another checkout, not visible in the sandbox)."""
+    from autograder.packages import COURSE_PACKAGES
+
     clone = tmp_path / "clone"
-    for part in ("kvlib", "autograder", "course"):
+    for part in (*COURSE_PACKAGES, "course"):
         shutil.copytree(REPO / part, clone / part, ignore=shutil.ignore_patterns("__pycache__"))
     submitted = _class(tmp_path / "class", {"honest": notebooks["honest"], "blank": notebooks["blank"]})
     out = tmp_path / "out"
