@@ -12,6 +12,9 @@
   reader; ``autograder.chapter`` -- the chapter ids and notebook/checks agreement;
   ``autograder.packages`` -- the course's packages, visible in every sandbox.
 * Grading by job: ``grade`` (Grader, one notebook), ``intake``, ``results``,
-  ``seed``, ``classroom`` (grade-class), ``verdict`` + ``verdict_runner``,
-  ``sandbox`` + ``kernel_launcher`` + ``kernel``.
+  ``seed``, ``classroom`` (grade-class), ``preflight`` (the sandbox sees the
+  course), ``database`` (the gradebook URL), ``verdict`` + ``verdict_runner``,
+  ``sandbox`` + ``kernel_launcher`` + ``kernel``; ``nbgrader_setup`` (what the
+  course config sets up for plain nbgrader too: the sandboxed kernel, the
+  feedback page in ``templates/``, quiet logs).
 """

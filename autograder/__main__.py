@@ -1,10 +1,15 @@
 """``python -m autograder grade|grade-class``: the grading command line.
 
-A usage error (no such file or folder, unknown assignment) exits 2 with one
-line on stderr; isolation weaker than REQUIRE_ISOLATION=1 demands exits 3,
-before anything runs. Otherwise the report is printed and the exit status is
-0, whatever the submission's status (``graded``, ``needs_manual``,
-``error``); ``grade-class`` exits 1 only if the gradebook ends inconsistent.
+Exit statuses (the report, or the JSON, is on stdout whenever one was made):
+
+* 0 -- every submission ``graded`` or ``needs_manual``;
+* 1 -- ``grade-class`` only: the gradebook ended inconsistent with the results;
+* 2 -- a usage error (no such file or folder, unknown assignment or student, a
+  database URL that does not connect), one line on stderr, nothing graded;
+* 3 -- isolation weaker than REQUIRE_ISOLATION=1 demands, before anything runs;
+* 4 -- at least one submission's status is ``error`` (not graded: see its reason);
+* 5 -- the grading environment is broken (the sandboxed kernel does not see
+  the course's packages, ``autograder.preflight``), one line, nothing recorded.
 """
 
 from __future__ import annotations
@@ -43,20 +48,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=_positive_int, help="worker processes (default: os.cpu_count())")
     p.add_argument("--db", help="gradebook SQLAlchemy URL (default: sqlite gradebook.db in the output folder)")
     p.add_argument("--csv", help="scores per student and test (default: <out>/<assignment>_grades.csv)")
-    p.add_argument("--out", help="output folder: gradebook, CSV, results/ (default: the folder holding "
-                                 "submitted/, or a temp folder when that is inside the checkout)")
+    p.add_argument("--out", help="output folder: gradebook, CSV, results/, the random seed (default: the folder "
+                                 "holding submitted/; when that is inside the checkout, "
+                                 "$XDG_DATA_HOME/kv-course/grading/<course id>, ~/.local/share/... by default)")
     p.add_argument("--timeout", type=_positive_int, help="per-cell limit in seconds (default: the course config)")
     p.add_argument("--force", action="store_true", help="regrade students already graded")
     p.add_argument("--course", help="course directory (default: course/ in the checkout)")
     p.add_argument("--feedback", metavar="DIR", help="also write each student's feedback HTML (grades, the "
                                                      "notebook, no hidden tests) to DIR/<student>/<assignment>/")
+    p.add_argument("--student", action="append", metavar="ID", help="grade (or regrade) only this student, "
+                                                                    "keeping everyone else's grades (repeatable)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     return parser
+
+
+EXIT_OK, EXIT_INCONSISTENT, EXIT_USAGE, EXIT_ISOLATION, EXIT_ERROR_STATUS, EXIT_ENVIRONMENT = 0, 1, 2, 3, 4, 5
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     from .grade import UsageError, format_report, format_summary, grade_class, grade_submission
+    from .preflight import EnvironmentFault
     from .sandbox import IsolationError
 
     try:
@@ -64,18 +76,24 @@ def main(argv=None) -> int:
             result = grade_submission(args.submission, args.assignment, course=args.course,
                                       timeout=args.timeout, student=args.student, quiet=not args.verbose)
             print(json.dumps(result, indent=2) if args.json else format_report(result))
-            return 0
+            return EXIT_ERROR_STATUS if result["status"] == "error" else EXIT_OK
         summary = grade_class(args.submitted, args.assignment, course=args.course, jobs=args.jobs,
                               db_url=args.db, csv_path=args.csv, out_dir=args.out, timeout=args.timeout,
-                              force=args.force, feedback_dir=args.feedback)
+                              force=args.force, feedback_dir=args.feedback, students=args.student,
+                              progress=True)
         print(json.dumps(summary, indent=2) if args.json else format_summary(summary))
-        return 0 if summary["consistent"] else 1
+        if not summary["consistent"]:
+            return EXIT_INCONSISTENT
+        return EXIT_ERROR_STATUS if summary["counts"]["error"] else EXIT_OK
     except UsageError as exc:
         print(f"python -m autograder: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except IsolationError as exc:
         print(f"python -m autograder: isolation: {exc}", file=sys.stderr)
-        return 3
+        return EXIT_ISOLATION
+    except EnvironmentFault as exc:
+        print(f"python -m autograder: grading environment: {exc}; nothing was graded", file=sys.stderr)
+        return EXIT_ENVIRONMENT
     except BrokenPipeError:  # piped into head and the like
         sys.stderr.close()
         return 0

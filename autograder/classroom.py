@@ -3,13 +3,21 @@
 ``grade_class`` grades every student with a ``Grader`` per worker
 (``autograder.grade``), writes each result as soon as it arrives (the
 gradebook, ``<out>/results/<id>/<student>.json``, ``<out>/autograded/``),
-then a CSV and, on request, feedback HTML. Students already graded from the
-same file are skipped, so a killed run loses only the students in flight.
+then a CSV and, on request, feedback HTML in nbgrader's feedback layout.
+Before anyone is graded, ``autograder.preflight`` checks that the sandboxed
+kernel sees the course's packages, and the gradebook's database is connected
+to (``autograder.database``). Students already graded with the same key (the
+file, the grader's code, the course source, the seed; ``grading_key``) are
+skipped, so a killed run loses only the students in flight; with no class
+secret, the random seed is kept in the output folder (0600) for the next run.
+The output folder and everything written there is its owner's only (folders
+0700, files 0600).
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import os
 import shutil
@@ -18,11 +26,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from .course import NbGrader, UsageError, inside_checkout, stage_course
+from .course import NbGrader, UsageError, inside_checkout, read_json, source_notebook, stage_course
 from .grade import Grader, _course_with, _quiet_stderr, assignment_cells
 from .intake import _sha256
 from .results import STATUSES, _failed_result, _num, _root_cause
-from .seed import describe_seed, grading_seed
+from .seed import describe_seed, fingerprint, grading_seed
 
 _WORKER: Grader | None = None
 
@@ -83,18 +91,56 @@ def _merge(gradebook, assignment: str, result: dict):
 
 
 def _write_atomic(path: Path, data: str):
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """``data`` into ``path`` (mode 0600; its folders 0700) by an atomic rename."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(data, encoding="utf-8")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(data)
     os.replace(tmp, path)
 
 
-def default_out_dir(submitted_dir: Path, assignment: str) -> Path:
-    """Next to ``submitted/`` (nbgrader's course layout), unless that is in the checkout."""
+def default_out_dir(submitted_dir: Path, course_id: str = "kv-course") -> Path:
+    """Next to ``submitted/`` (nbgrader's course layout), unless that is in the checkout; then the
+    user's own data folder: ``$XDG_DATA_HOME/kv-course/grading/<course id>`` (default
+    ``~/.local/share/...``), made 0700. Never a temp folder others could read or pre-create."""
     parent = Path(submitted_dir).resolve().parent
     if not inside_checkout(parent):
         return parent
-    return Path(tempfile.gettempdir()) / "kv-course-grading"
+    base = os.environ.get("XDG_DATA_HOME", "").strip() or str(Path.home() / ".local" / "share")
+    return Path(base).expanduser() / "kv-course" / "grading" / course_id
+
+
+def _private_dir(path: Path, *, own: bool = True) -> Path:
+    """``path`` made (with its parents) and, when ``own``, readable by its owner only (0700)."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if own:
+        os.chmod(path, 0o700)
+    return path
+
+
+def _tree_hash(paths) -> str:
+    """One sha256 over every file below ``paths`` (names and bytes; caches left out)."""
+    digest = hashlib.sha256()
+    for root in paths:
+        root = Path(root)
+        files = [root] if root.is_file() else sorted(
+            p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
+        for p in files:
+            digest.update(str(p.relative_to(root.parent)).encode() + b"\0" + p.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def grading_key(course_dir: Path, assignment: str, seed: int) -> dict:
+    """What a stored result must share with this run to be kept: the grader's code, the course's
+    source of ``assignment`` (and its config), the seed (by fingerprint); the submission is added
+    per student."""
+    from .packages import package_dirs
+
+    source = source_notebook(course_dir, assignment).parent
+    return {"grader": _tree_hash(package_dirs())[:16],
+            "course": _tree_hash([source, Path(course_dir) / "nbgrader_config.py"])[:16],
+            "seed": fingerprint(seed)}
 
 
 def _results(plan: list, jobs: int, course_dir: Path, assignment: str, timeout, seed, seed_info, points):
@@ -124,15 +170,64 @@ def _results(plan: list, jobs: int, course_dir: Path, assignment: str, timeout, 
                 yield result
 
 
+def _nbgrader_failed_all(result: dict) -> bool:
+    """nbgrader gave no test a point while the outside check passed some: the notebook's kernel could
+    not run the checks (a grading environment fault), or the student broke their own kernel."""
+    tests = result.get("tests") or []
+    return (result.get("status") == "graded" and bool(tests)
+            and all(not float(t.get("nbgrader_points") or 0) for t in tests)
+            and any(float(t.get("verdict_points") or 0) for t in tests))
+
+
+class Progress:
+    """One line per graded student on stderr: n of N, score, elapsed, time left.
+
+    On a terminal the line is rewritten in place; in a log, one line each.
+    Written to a duplicate of fd 2 taken at the start, so that it shows while
+    the graders' own stderr is sent to a log.
+    """
+
+    def __init__(self, total: int, stream=None):
+        self.total, self.done, self.started = total, 0, time.monotonic()
+        stream = stream or sys.stderr
+        stream.flush()
+        self.fd = os.dup(stream.fileno())
+        self.tty = os.isatty(self.fd)
+
+    @staticmethod
+    def _clock(seconds: float) -> str:
+        seconds = int(round(seconds))
+        return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+    def update(self, result: dict):
+        self.done += 1
+        elapsed = time.monotonic() - self.started
+        left = elapsed / self.done * (self.total - self.done)
+        line = (f"graded {self.done} of {self.total}: {result['student']} {result['score']}/{result['max_score']} "
+                f"{result['status']}, elapsed {self._clock(elapsed)}, about {self._clock(left)} left")
+        os.write(self.fd, (f"\r\x1b[K{line}" if self.tty else line + "\n").encode("utf-8", "replace"))
+
+    def close(self):
+        if self.tty and self.done:
+            os.write(self.fd, b"\n")
+        os.close(self.fd)
+
+
 def grade_class(submitted_dir, assignment: str, *, course=None, jobs=None, db_url=None, csv_path=None,
-                out_dir=None, timeout=None, force=False, feedback_dir=None, echo=print) -> dict:
-    """Grade ``submitted/<student>/<assignment>/`` for every student; see the module doc.
+                out_dir=None, timeout=None, force=False, feedback_dir=None, students=None,
+                progress: bool = False, echo=print) -> dict:
+    """Grade ``submitted/<student>/<assignment>/`` for every student (or only ``students``, regraded
+    whatever is stored, everyone else kept); see the module doc.
 
     Each result goes into the gradebook and ``<out>/results/<id>/<student>.json``
     as soon as it is ready, so a run that is killed loses only the students in
-    flight; the next run skips whoever is in both from the same file.
+    flight; the next run skips whoever is stored with the same key (the
+    submission, the grader's code, the course source, the seed). Raises
+    ``preflight.EnvironmentFault`` (nothing recorded) when the sandbox does not
+    see the course's packages.
     """
-    from . import sandbox
+    from . import preflight, sandbox
+    from .database import gradebook_url, shown
 
     course_dir = _course_with(assignment, course)
     submitted = Path(submitted_dir)
@@ -140,18 +235,28 @@ def grade_class(submitted_dir, assignment: str, *, course=None, jobs=None, db_ur
         raise UsageError(f"no such folder: {submitted_dir}")
     level = sandbox.detect_level()
     sandbox.check_level(level)  # REQUIRE_ISOLATION=1: fail before grading anyone
-    seed, seed_info = grading_seed()
-    out = Path(out_dir) if out_dir else default_out_dir(submitted, assignment)
-    out.mkdir(parents=True, exist_ok=True)
+    everyone = sorted(p.name for p in submitted.iterdir() if (p / assignment).is_dir())
+    chosen = list(dict.fromkeys(students or []))
+    unknown = [s for s in chosen if s not in everyone]
+    if unknown:
+        raise UsageError(f"--student {unknown[0]}: no {submitted / unknown[0] / assignment} folder")
+    points, ids = assignment_cells(course_dir, assignment)
+    preflight.check(read_json(source_notebook(course_dir, assignment)), assignment, level)
+    if db_url:
+        db_url = gradebook_url(db_url)
+    course_id = _course_id(course_dir)
+    out = Path(out_dir) if out_dir else default_out_dir(submitted, course_id)
+    _private_dir(out, own=not out_dir and inside_checkout(submitted.resolve().parent))
+    seed, seed_info = grading_seed(out)
+    key = grading_key(course_dir, assignment, seed)
+    sqlite = not db_url
     db_url = db_url or f"sqlite:///{(out / 'gradebook.db').resolve()}"
     csv_path = Path(csv_path) if csv_path else out / f"{assignment}_grades.csv"
-    results_dir = out / "results" / assignment
-    results_dir.mkdir(parents=True, exist_ok=True)
-    autograded_dir = out / "autograded"
-    points, ids = assignment_cells(course_dir, assignment)
+    results_dir = _private_dir(out / "results" / assignment)
+    os.chmod(out / "results", 0o700)
+    autograded_dir = _private_dir(out / "autograded")
     started = time.monotonic()
 
-    students = sorted(p.name for p in submitted.iterdir() if (p / assignment).is_dir())
     plan, skipped = [], []
     from nbgrader.api import Gradebook, MissingEntry
 
@@ -161,8 +266,10 @@ def grade_class(submitted_dir, assignment: str, *, course=None, jobs=None, db_ur
                         {"CourseDirectory.db_url": db_url})
         book.generate(assignment)
         course_id = book.course_id
+    if sqlite:
+        os.chmod(out / "gradebook.db", 0o600)
     with Gradebook(db_url, course_id) as gb:
-        for student in students:
+        for student in chosen or everyone:
             folder = submitted / student / assignment
             digest = _sha256(folder / f"{assignment}.ipynb")
             stored = results_dir / f"{student}.json"
@@ -172,25 +279,50 @@ def grade_class(submitted_dir, assignment: str, *, course=None, jobs=None, db_ur
             except MissingEntry:
                 in_book = False
             previous = _read_result(stored)
-            if (not force and in_book and previous is not None and previous.get("sha256") == digest
-                    and not previous.get("retry")):
+            if (not force and not chosen and in_book and previous is not None and previous.get("sha256") == digest
+                    and previous.get("key") == key and not previous.get("retry")
+                    and not _nbgrader_failed_all(previous)):
                 skipped.append(student)
             else:
                 plan.append((student, str(folder.resolve()), digest))
 
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(plan) or 1))
     fresh = []
-    with Gradebook(db_url, course_id) as gb:
-        for result in _results(plan, jobs, course_dir, assignment, timeout, seed, seed_info, points):
-            notebook = result.pop("_autograded", None)
-            _merge(gb, assignment, result)
-            if notebook is not None:
-                _write_atomic(autograded_dir / result["student"] / assignment / f"{assignment}.ipynb", notebook)
-            _write_atomic(results_dir / f"{result['student']}.json", json.dumps(result, indent=1) + "\n")
-            fresh.append(result["student"])
+    shown_progress = Progress(len(plan)) if progress and plan else None
+    try:
+        with Gradebook(db_url, course_id) as gb:
+            for result in _results(plan, jobs, course_dir, assignment, timeout, seed, seed_info, points):
+                result["key"] = key
+                notebook = result.pop("_autograded", None)
+                _record(gb, assignment, result, results_dir)
+                if notebook is not None:
+                    _write_atomic(autograded_dir / result["student"] / assignment / f"{assignment}.ipynb",
+                                  notebook)
+                fresh.append(result)
+                if shown_progress:
+                    shown_progress.update(result)
+    finally:
+        if shown_progress:
+            shown_progress.close()
 
+    environment = None
+    if fresh and all(_nbgrader_failed_all(r) for r in fresh):
+        # Every notebook scored nothing in nbgrader while the outside check passed: the kernel could
+        # not run the checks. An error to fix and grade again, not a class of zeros.
+        environment = (f"nbgrader gave no points to any of the {len(fresh)} student(s) graded now while the "
+                       "outside check passed some: the notebook's kernel could not run the checks (the "
+                       "grading environment); these results are errors and are graded again next run")
+        with Gradebook(db_url, course_id) as gb:
+            for result in fresh:
+                result.update(status="error", retry=True, reason=environment + "; " + result["reason"])
+                for t in result["tests"]:
+                    t.update(points=0, passed=False)
+                result["score"] = 0
+                _record(gb, assignment, result, results_dir)
+
+    graded = [s for s in everyone if (results_dir / f"{s}.json").is_file()]
     with Gradebook(db_url, course_id) as gb:
-        results = [_read_result(results_dir / f"{s}.json") for s in students]
+        results = [_read_result(results_dir / f"{s}.json") for s in graded]
         mismatched = []
         for result in results:
             book = gb.find_submission(assignment, result["student"])
@@ -201,17 +333,31 @@ def grade_class(submitted_dir, assignment: str, *, course=None, jobs=None, db_ur
     feedback = None
     if feedback_dir:
         feedback = generate_feedback(course_dir, assignment, db_url, autograded_dir, Path(feedback_dir),
-                                     [r["student"] for r in results])
+                                     [r["student"] for r in results], submitted=submitted)
     summary = {"assignment": assignment, "students": len(results), "graded_now": len(fresh),
-               "skipped": skipped, "jobs": jobs if plan else 0, "duration_s": round(time.monotonic() - started, 1),
-               "isolation": level, "seed": seed_info,
-               "gradebook": db_url, "csv": str(csv_path), "results": str(results_dir),
-               "autograded": str(autograded_dir), "feedback": feedback,
+               "skipped": skipped, "not_graded": [s for s in everyone if s not in graded],
+               "jobs": jobs if plan else 0, "duration_s": round(time.monotonic() - started, 1),
+               "isolation": level, "seed": seed_info, "out": str(out),
+               "gradebook": shown(db_url), "csv": str(csv_path), "results": str(results_dir),
+               "autograded": str(autograded_dir), "feedback": feedback, "environment_error": environment,
                "consistent": not mismatched, "mismatched": mismatched,
                "counts": {s: sum(r["status"] == s for r in results) for s in STATUSES},
                "rows": [{k: r.get(k) for k in ("student", "score", "max_score", "status", "reason", "isolation")}
                         for r in results]}
     return summary
+
+
+def _course_id(course_dir: Path) -> str:
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(course_dir)).load_config()
+    return str(config.CourseDirectory.course_id) if "course_id" in config.CourseDirectory else "kv-course"
+
+
+def _record(gb, assignment: str, result: dict, results_dir: Path):
+    """One result into the gradebook, then its JSON (the JSON last: it is what marks 'already graded')."""
+    _merge(gb, assignment, result)
+    _write_atomic(results_dir / f"{result['student']}.json", json.dumps(result, indent=1) + "\n")
 
 
 def _read_result(path: Path) -> dict | None:
@@ -245,11 +391,18 @@ def feedback_preprocessors(root: Path) -> list:
     return chosen if SanitizeActiveContent in chosen else chosen + [SanitizeActiveContent]
 
 
+#: What nbgrader's release_feedback reads next to each feedback HTML (nbgrader submit wrote both into
+#: the submission; the exchange names the released file after the secret).
+RELEASE_FILES = ("timestamp.txt", "submission_secret.txt")
+
+
 def generate_feedback(course_dir: Path, assignment: str, db_url: str, autograded_dir: Path, dest: Path,
-                      students: list) -> dict:
+                      students: list, submitted: Path | None = None) -> dict:
     """nbgrader generate_feedback (the course config's preprocessors: grades, no hidden tests) for
-    ``students``' autograded notebooks; HTML in ``dest/<student>/<assignment>/``. Runs no code."""
-    written, missing = {}, []
+    ``students``' autograded notebooks; HTML in ``dest/<student>/<assignment>/``, with the submission's
+    ``timestamp.txt`` and ``submission_secret.txt`` beside it (nbgrader's feedback layout: with ``dest``
+    the course's ``feedback/``, ``nbgrader release_feedback`` releases it). Runs no code."""
+    written, missing, unreleasable = {}, [], []
     with _quiet_stderr(True), tempfile.TemporaryDirectory(prefix="kv-course-feedback-") as tmp:
         root = stage_course(course_dir, Path(tmp) / "course", [assignment])
         for student in students:
@@ -278,14 +431,28 @@ def generate_feedback(course_dir: Path, assignment: str, db_url: str, autograded
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(html, target)
                 written[student] = str(target)
+                kept = [name for name in RELEASE_FILES if submitted is not None
+                        and _copy_plain(submitted / student / assignment / name, target.parent / name)]
+                if "submission_secret.txt" not in kept:
+                    unreleasable.append(student)
             elif student not in missing and student not in failed:
                 failed[student] = "nbgrader wrote no feedback"
-    return {"dir": str(dest), "written": len(written), "missing": sorted(missing), "failed": failed}
+    return {"dir": str(dest), "written": len(written), "missing": sorted(missing), "failed": failed,
+            "unreleasable": unreleasable}
+
+
+def _copy_plain(src: Path, dest: Path) -> bool:
+    """Copy ``src`` if it is a small regular file (never a link a student planted); True if copied."""
+    if src.is_symlink() or not src.is_file() or src.stat().st_size > 4096:
+        return False
+    shutil.copyfile(src, dest)
+    return True
 
 
 def _write_csv(path: Path, results: list, points: dict):
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", newline="",
+                   encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(["student", "assignment", "status", "score", "max_score", *points, "isolation", "reason"])
         for r in results:
@@ -307,13 +474,20 @@ def format_summary(summary: dict) -> str:
     lines += [f"statuses: {counts}",
               f"isolation: {summary['isolation']} (every notebook's kernel and the outside checks ran in this "
               f"sandbox); hidden cases: seed {describe_seed(summary.get('seed'))}",
-              f"gradebook: {summary['gradebook']}", f"csv: {summary['csv']}"]
+              f"gradebook: {summary['gradebook']}", f"csv: {summary['csv']}", f"output folder: {summary['out']}"]
     if summary.get("feedback"):
         fb = summary["feedback"]
         lines.append(f"feedback: {fb['written']} HTML file(s) in {fb['dir']}"
                      + (f" (no autograded notebook for: {', '.join(fb['missing'])})" if fb["missing"] else ""))
         for student, why in fb["failed"].items():
             lines.append(f"  no feedback for {student}: {why}")
+        if fb.get("unreleasable"):
+            lines.append(f"  not releasable (no submission_secret.txt: not submitted through nbgrader's "
+                         f"exchange): {', '.join(fb['unreleasable'])}")
+    if summary.get("not_graded"):
+        lines.append(f"not graded yet: {', '.join(summary['not_graded'])}")
+    if summary.get("environment_error"):
+        lines.append(f"ERROR: {summary['environment_error']}")
     if not summary["consistent"]:
         lines.append(f"INCONSISTENT gradebook for: {', '.join(summary['mismatched'])}")
     return "\n".join(lines)

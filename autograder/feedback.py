@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
 from nbgrader.utils import is_grade
 
@@ -33,10 +35,21 @@ _TAGS = frozenset(
     "h1 h2 h3 h4 h5 h6 hr i img ins kbd li mark ol p pre q s samp small span strong sub summary sup "
     "table tbody td tfoot th thead tr tt u ul var".split())
 _ATTRIBUTES = frozenset("class id title style align colspan rowspan alt width height open".split())
+# Maths is shown as MathML (made from the TeX here, ``math_to_mathml``): presentation elements only
+# (no <maction>, no <annotation-xml>, which can carry HTML), with their layout attributes.
+_MATHML_TAGS = frozenset(
+    "math mrow mi mo mn ms mtext mspace msup msub msubsup mfrac msqrt mroot mover munder munderover "
+    "mtable mtr mtd mstyle mpadded mphantom menclose merror semantics annotation".split())
+_MATHML_ATTRIBUTES = frozenset(
+    "xmlns display mathvariant stretchy fence separator lspace rspace accent accentunder linethickness "
+    "columnalign rowalign columnspacing rowspacing displaystyle scriptlevel notation encoding symmetric "
+    "largeop movablelimits minsize maxsize form".split())
 _DROPPED_OUTPUTS = ("application/javascript", "application/vnd.jupyter.widget-view+json")
 
 
 def _allowed_attribute(tag: str, name: str, value: str) -> bool:
+    if tag in _MATHML_TAGS:
+        return name in _MATHML_ATTRIBUTES
     if name == "style":  # colours and boxes, never a URL to fetch or run
         squeezed = "".join(value.lower().split()).replace("\\", "")
         return not any(bad in squeezed for bad in ("url(", "expression(", "javascript:", "@import"))
@@ -57,8 +70,29 @@ def clean_html(html: str) -> str:
     css = CSSSanitizer(allowed_css_properties=ALLOWED_CSS_PROPERTIES | {
         "background", "border-left", "border-right", "border-top", "border-bottom", "padding", "margin", "flex",
         "display", "gap", "font-family", "font-size", "line-height", "text-align"})
-    return bleach.clean(html, tags=_TAGS, attributes=_allowed_attribute, protocols=["http", "https", "data", "mailto"],
+    return bleach.clean(html, tags=_TAGS | _MATHML_TAGS, attributes=_allowed_attribute, protocols=["http", "https", "data", "mailto"],
                         css_sanitizer=css, strip=True, strip_comments=True)
+
+
+_MATH = re.compile(r"\$\$(.+?)\$\$|\$([^$\n]+?)\$", re.S)
+
+
+def math_to_mathml(html: str) -> str:
+    """``$...$`` and ``$$...$$`` in rendered Markdown as MathML, which browsers show with no script
+    and no network (nbconvert's page would fetch MathJax from a CDN). TeX that latex2mathml cannot
+    read stays as it was. The result still goes through ``clean_html``."""
+    import html as _html
+
+    from latex2mathml.converter import convert
+
+    def replace(match):
+        tex, block = (match.group(1), True) if match.group(1) is not None else (match.group(2), False)
+        try:
+            return convert(_html.unescape(tex), display="block" if block else "inline")
+        except Exception:  # unknown commands and the like: the TeX itself is still readable
+            return match.group(0)
+
+    return _MATH.sub(replace, html)
 
 
 def _svg_as_image(svg: str) -> str:
@@ -80,7 +114,7 @@ class SanitizeActiveContent(NbGraderPreprocessor):
 
         for cell in nb.cells:
             if cell.cell_type == "markdown":
-                cell.source = clean_html(markdown2html(cell.source))
+                cell.source = clean_html(math_to_mathml(markdown2html(cell.source)))
             for output in cell.get("outputs", []):
                 data = output.get("data")
                 if not data:
@@ -91,7 +125,7 @@ class SanitizeActiveContent(NbGraderPreprocessor):
                 if "text/html" in data:
                     html.append(clean_html(_text(data.pop("text/html"))))
                 elif "text/markdown" in data:
-                    html.append(clean_html(markdown2html(_text(data["text/markdown"]))))
+                    html.append(clean_html(math_to_mathml(markdown2html(_text(data["text/markdown"])))))
                 svg = data.pop("image/svg+xml", None)
                 if svg is not None and not html:   # nbconvert would show the HTML, not both
                     html.append(_svg_as_image(_text(svg)))

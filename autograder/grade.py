@@ -145,7 +145,8 @@ class Grader:
                                      wall_s=notebook_wall_s(self.timeout))
             overrides = dict(_timeout_overrides(timeout))
             overrides.update({"Execute.kernel_name": "kv-sandboxed", "KernelManager.transport": "ipc",
-                              "KernelManager.ip": str(self.ipc / "kernel")})
+                              "KernelManager.ip": str(self.ipc / "kernel"),
+                              "SandboxedKernelManager.own_sandbox": False})   # ours: the spec and sockets above
             if db_url:
                 overrides["CourseDirectory.db_url"] = db_url
             self.grader = NbGrader(self.root, overrides)
@@ -307,10 +308,13 @@ def grade_submission(submission, assignment: str, *, course=None, timeout=None, 
 
     course_dir, path = resolve(submission, assignment, course)
     student = _STUDENT_RE.sub("_", student).strip("_.") if student else student_from_path(path, assignment)
+    from . import preflight
+
     level = sandbox.detect_level()
     sandbox.check_level(level)
     seed, seed_info = grading_seed()
     points, ids = assignment_cells(course_dir, assignment)
+    preflight.check(read_json(source_notebook(course_dir, assignment)), assignment, level)
     parsed, problem = inspect_notebook(path, assignment, ids)
     if problem:  # nbgrader would only fail on it (and leave a manual grade in a gradebook we discard)
         result = _failed_result(assignment, student or "student", points, problem)

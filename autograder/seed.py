@@ -14,15 +14,19 @@ SEED_ENV = "KV_COURSE_GRADING_SEED"
 
 
 SEED_FILE_ENV = "KV_COURSE_GRADING_SEED_FILE"
+STORED_SEED = "grading-seed"     # in a class's output folder, mode 0600: the random seed of its runs
 
 
-def grading_seed() -> tuple[int, dict]:
+def grading_seed(out_dir: Path | None = None) -> tuple[int, dict]:
     """(seed, what to record) for the hidden cases of the outside check.
 
     ``$KV_COURSE_GRADING_SEED`` (a class secret: an integer or any text), else
     the file named by ``$KV_COURSE_GRADING_SEED_FILE`` (outside the checkout),
-    else a random seed for this run. A secret is recorded only as a
-    fingerprint; a random seed by value (it is used once).
+    else a random seed: for a class (``out_dir``, grade-class's output folder)
+    the one stored in ``out_dir/grading-seed`` (mode 0600), drawn and stored by
+    its first run and reused by every later one, so that a resumed run grades
+    the rest of the class like the first part; for one notebook, a seed for this
+    run. A secret is recorded only as a fingerprint; a random seed by value.
     """
     text, source = os.environ.get(SEED_ENV, "").strip(), f"${SEED_ENV}"
     if not text and os.environ.get(SEED_FILE_ENV, "").strip():
@@ -40,9 +44,32 @@ def grading_seed() -> tuple[int, dict]:
     if text:
         seed = int(text) if re.fullmatch(r"-?\d{1,18}", text) else \
             int(hashlib.sha256(text.encode()).hexdigest()[:15], 16)
-        return seed, {"source": source, "fingerprint": hashlib.sha256(str(seed).encode()).hexdigest()[:12]}
+        return seed, {"source": source, "fingerprint": fingerprint(seed)}
+    if out_dir is not None:
+        return _stored_seed(Path(out_dir) / STORED_SEED)
     seed = secrets.randbits(62)
     return seed, {"source": "random (this run)", "value": seed}
+
+
+def _stored_seed(path: Path) -> tuple[int, dict]:
+    """The seed kept in ``path`` (0600), drawn and written atomically by the first run that needs it."""
+    info = {"source": f"random (kept in {path})"}
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        text = path.read_text(encoding="ascii").strip()
+        if not re.fullmatch(r"\d{1,19}", text):
+            raise UsageError(f"{path} does not hold a grading seed (a number); remove it to draw a new one")
+        return int(text), dict(info, value=int(text))
+    seed = secrets.randbits(62)
+    with os.fdopen(fd, "w", encoding="ascii") as f:
+        f.write(f"{seed}\n")
+    return seed, dict(info, value=seed)
+
+
+def fingerprint(seed: int) -> str:
+    """What a result records of the seed it was graded with (a secret's stays unreadable)."""
+    return hashlib.sha256(str(seed).encode()).hexdigest()[:12]
 
 
 def describe_seed(info: dict | None) -> str:

@@ -373,7 +373,9 @@ def bench_grading(args) -> str:
     env = dict(os.environ, PATH=f"{Path(PY).parent}:{os.environ.get('PATH', '')}")
     env.pop("REQUIRE_ISOLATION", None)
     strongest = sandbox.detect_level()
-    graders = [("plain `nbgrader autograde` (1 process, no isolation)", _plain_nbgrader, env),
+    # The course config sandboxes plain nbgrader too; the "no isolation" baseline asks for python3.
+    graders = [("plain `nbgrader autograde` (1 process, no isolation)", _plain_nbgrader,
+                dict(env, KV_COURSE_UNSANDBOXED="1")),
                (f"`grade-class --jobs {os.cpu_count()}` (isolation: {strongest})", _grade_class, env),
                (f"`grade-class --jobs {os.cpu_count()}` (isolation off)", _grade_class,
                 dict(env, SANDBOX_LEVEL="none"))]

@@ -11,14 +11,12 @@ from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import GetGrades
 
 from autograder.feedback import ClearHiddenTestsInTestCells, SanitizeActiveContent
+from autograder.nbgrader_setup import configure
 
 c = get_config()  # noqa: F821 (injected by traitlets' config loader)
 
 c.CourseDirectory.course_id = "kv-course"
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
-
-# Every notebook runs on the standard kernel name (the notebooks pin it too).
-c.Execute.kernel_name = "python3"
 
 # Per-cell limit in seconds (nbgrader's own default is 30). Chapter cells run in
 # well under a second; the first import of matplotlib on a fresh machine may
@@ -28,6 +26,15 @@ c.Execute.interrupt_on_timeout = True
 # No history file written during grading, and one-line tracebacks: a failing
 # assert then shows its message, never the neighbouring hidden-test lines.
 c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--InteractiveShell.xmode=Minimal"]
+
+# Students' code never runs unsandboxed: every notebook nbgrader executes with this config
+# (`nbgrader autograde`, the formgrader) runs in the kernel kv-sandboxed (autograder.kernel:
+# no network, not this folder, not the solutions; refused where the machine cannot hide the file
+# system). KV_COURSE_UNSANDBOXED=1 in the environment runs them on python3 instead, on request.
+# Learners' own Validate and Run in JupyterLab use python3 (they never load this file).
+# Also: feedback pages naming each exercise, maths as MathML (no CDN), quiet known warnings
+# (autograder.nbgrader_setup).
+configure(c)
 
 # A test cell a student deleted is put back and run (nbgrader's default would
 # leave the points to a manual grade).

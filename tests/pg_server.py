@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 
 DB_NAME = "kvtest"
+# A role that must give its password (every other connection is trusted): for wrong-password tests.
+PASSWORD_ROLE, PASSWORD = "kv_password_role", "the-right-password"
 PORT = 5432  # only names the socket file; the server listens on no TCP port
 
 
@@ -117,6 +119,8 @@ class PgServer:
         try:
             self._run(self.bindir / "initdb", "-D", self.data, "-U", "postgres", "-A", "trust",
                       "-E", "UTF8", "--no-sync", "--no-instructions")
+            hba = self.data / "pg_hba.conf"
+            hba.write_text(f"local all {PASSWORD_ROLE} scram-sha-256\n" + hba.read_text())
             opts = (f"-k {self.dir} -c listen_addresses='' -p {PORT} -F "
                     "-c fsync=off -c full_page_writes=off -c synchronous_commit=off")
             self._run(self.bindir / "pg_ctl", "-D", self.data, "-l", self.dir / "server.log",
@@ -142,6 +146,7 @@ class PgServer:
         conn.autocommit = True
         with conn.cursor() as cur:
             cur.execute(f"CREATE DATABASE {DB_NAME}")
+            cur.execute(f"CREATE ROLE {PASSWORD_ROLE} LOGIN PASSWORD '{PASSWORD}'")
         conn.close()
 
     def log(self) -> str:

@@ -81,8 +81,19 @@ def test_the_preprocessor_cleans_outputs_and_markdown_cells():
     html, _ = HTMLExporter(template_name="classic").from_notebook_node(nb)
     assert [p for p in active_parts(html) if "HOSTILE" in p] == []
     assert "<b>kept</b>" in html and "<strong>bold</strong>" in html and "<em>note</em>" in html
-    assert "$2LKD$" in html                                  # math is left for MathJax
+    # maths becomes MathML (shown offline, no MathJax): 2, L, K, D as a number and three identifiers
+    assert 'xmlns="http://www.w3.org/1998/Math/MathML"' in html and "$2LKD$" not in html
+    assert "<mrow><mn>2</mn><mi>L</mi><mi>K</mi><mi>D</mi></mrow></math>" in html
     assert "could run code" in html                          # the JavaScript output says where it went
     encoded = base64.b64encode(svg.encode()).decode()
     assert f'src="data:image/svg+xml;base64,{encoded}"' in html   # an <img>: its script cannot run
     assert "&lt;script&gt;plain text stays text&lt;/script&gt;" in html
+
+
+def test_mathml_keeps_no_link_or_script_a_student_put_in_tex():
+    from autograder.feedback import clean_html, math_to_mathml
+    from nbconvert.filters import markdown2html
+
+    html = clean_html(math_to_mathml(markdown2html(
+        r"$\href{javascript:alert(1)}{x}$ and $$<script>alert(1)</script>$$")))
+    assert "javascript" not in html and "<script" not in html and "href" not in html
