@@ -97,6 +97,9 @@ def missing() -> str | None:
         return "jupyterhub is not installed in the venv (./dev.sh hub)"
     if not CHP.exists():
         return "configurable-http-proxy is not installed in .hub/ (./dev.sh hub)"
+    node = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
+    if int(node.lstrip("v").split(".")[0] or 0) < 20:
+        return f"configurable-http-proxy 5.3.0 needs node 20 or newer, found {node or 'none'}"
     return P.missing()
 
 
@@ -167,6 +170,18 @@ def _kill_uid(uid: int):
             with contextlib.suppress(OSError):
                 if os.stat(f"/proc/{entry}").st_uid == uid:
                     os.kill(int(entry), signal.SIGKILL)
+
+
+def _rss_bytes(uid: int) -> int:
+    """Resident memory of every process of ``uid`` (a student's server and what it started)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    with open(f"/proc/{entry}/statm") as f:
+                        total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return total
 
 
 def _http(method: str, url: str, token: str, data=None, form=None, timeout=120):
@@ -314,7 +329,7 @@ def test_a_class_on_jupyterhub(scratch):
     tag = secrets.token_hex(2)
     homes = scratch / "home"
     homes.mkdir(mode=0o711)
-    accounts, traversal, hub, pg = [], [], None, None
+    accounts, traversal, hub, pg, rss_mb = [], [], None, None, []
     try:
         # -- accounts, paths, exchange, configs, gradebook ------------------------------------
         instructor = Account(f"kvh{tag}in", homes)
@@ -372,6 +387,7 @@ def test_a_class_on_jupyterhub(scratch):
             return all(ready)
         _wait("the students' servers ready", SERVERS_UP_S, servers_ready, hub.log)
         times["3 student servers up"] = time.monotonic() - t0
+        rss_mb = [_rss_bytes(s.uid) / 1e6 for s in students]
 
         # -- the instructor releases (as their uid, with what a terminal in their server has) ---
         t0 = time.monotonic()
@@ -451,6 +467,10 @@ def test_a_class_on_jupyterhub(scratch):
         book = _scores(db_url)
         assert book == expected, book
         t0 = time.monotonic()
+        restored = _dump_and_restore(pg, "kv_course_hub", "kv_course_restored")   # GUIDE.md, "back up"
+        assert _scores(restored) == expected
+        times["pg_dump + pg_restore"] = time.monotonic() - t0
+        t0 = time.monotonic()
         instruct("nbgrader", "release_feedback", ASSIGNMENT)
         times["instructor: release_feedback"] = time.monotonic() - t0
 
@@ -480,6 +500,8 @@ def test_a_class_on_jupyterhub(scratch):
         times["teardown"] = time.monotonic() - t0
         times["total"] = time.monotonic() - t_start
         print("\nhub test phases (s): " + ", ".join(f"{k} {v:.1f}" for k, v in times.items()))
+        if rss_mb:
+            print("students' servers, resident memory after start (MB): " + ", ".join(f"{m:.0f}" for m in rss_mb))
     for account in accounts:
         with pytest.raises(KeyError):
             pwd.getpwnam(account.name)
@@ -495,6 +517,17 @@ def _new_database(url: str, name: str) -> str:
         cur.execute(f"CREATE DATABASE {name}")
     conn.close()
     return url.replace(f"/{P.DB_NAME}?", f"/{name}?")
+
+
+def _dump_and_restore(pg: P.PgServer, name: str, new_name: str) -> str:
+    """GUIDE.md's backup and restore: ``pg_dump --format=custom`` of ``name``, ``pg_restore`` into a new
+    database; its URL."""
+    dump = pg.dir / f"{name}.dump"
+    socket_args = ["--host", pg.dir, "--port", P.PORT, "--username", "postgres"]
+    pg._run(pg.bindir / "pg_dump", "--format=custom", f"--file={dump}", *socket_args, name)
+    pg._run(pg.bindir / "createdb", *socket_args, new_name)
+    pg._run(pg.bindir / "pg_restore", "--no-owner", f"--dbname={new_name}", *socket_args, dump)
+    return pg.url.replace(f"/{P.DB_NAME}?", f"/{new_name}?")
 
 
 def _scores(url: str) -> dict:
