@@ -194,6 +194,12 @@ def _ch07_args(rng, gpus):
                 context=rng.choice([4096, 8192, 32768]), itl_ms=rng.choice([30.0, 60.0, 100.0]))
 
 
+def _ch08_args(rng, gpus):
+    return dict(layers=rng.choice([28, 32, 80]), kv_heads=rng.choice([1, 2, 8]), head_dim=rng.choice([64, 128]),
+                dtype_bytes=rng.choice([1, 2]), block_size=rng.choice([16, 32]), tp=rng.choice([1, 2, 4]),
+                available_gib=f"{rng.uniform(1, 70):.2f}", logged_blocks=rng.choice([None, 7191]))
+
+
 # chapter -> (kvdisplay view a slider move calls, random arguments for it)
 EXPLORER_VIEWS = {
     "ch01_kv_formula": ("kv_explorer_view", _ch01_args),
@@ -203,6 +209,7 @@ EXPLORER_VIEWS = {
     "ch05_prefix_reuse": ("prefix_sharing_view", _ch05_args),
     "ch06_crossover": ("crossover_view", _ch06_args),
     "ch07_capacity_plan": ("planner_view", _ch07_args),
+    "ch08_vllm_lab": ("block_window_view", _ch08_args),
 }
 
 
@@ -215,7 +222,9 @@ def bench_widgets(args) -> str:
             rows.append((chapter, "-", "-", "no explorer view registered (EXPLORER_VIEWS)"))
             continue
         name, arguments = EXPLORER_VIEWS[chapter]
-        view = getattr(kvdisplay, name)
+        view = kvdisplay
+        for part in name.split("."):
+            view = getattr(view, part)
         rng = random.Random(0)
         calls = [arguments(rng, gpus) for _ in range(300)]
         times = []
