@@ -222,9 +222,7 @@ def bench_widgets(args) -> str:
             rows.append((chapter, "-", "-", "no explorer view registered (EXPLORER_VIEWS)"))
             continue
         name, arguments = EXPLORER_VIEWS[chapter]
-        view = kvdisplay
-        for part in name.split("."):
-            view = getattr(view, part)
+        view = getattr(kvdisplay, name)
         rng = random.Random(0)
         calls = [arguments(rng, gpus) for _ in range(300)]
         times = []
