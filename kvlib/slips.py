@@ -805,14 +805,6 @@ def _q_agent_prefill_with_cache(i):
     return expected, [(k, v) for k, v in slips if v != expected]
 
 
-QUANTITIES.update({
-    "pool_tokens_reported": _q_pool_tokens_reported,
-    "hybrid_kv_bytes_per_sequence": _q_hybrid_kv_bytes_per_sequence,
-    "fp8_pool_tokens": _q_fp8_pool_tokens,
-    "allocator_waste": _q_allocator_waste,
-})
-
-
 # --- quantities of ch06_crossover: appended, the entries above are unchanged ----------------------
 SLIPS.update({
     "crossover_rounded_down": "the crossover context is the first whole context at which the cache reads reach the "

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 
 import kvlib
 from autograder.checks import ch02, check, core
+from chapter_checks import fails, source_points
 
 SEEDS = (0, 1, 7, 2026)
 H100_REPORTED = round(79.18 * 2**30)      # bytes CUDA reports on an H100 SXM (seed 000: 79.18 GiB)
@@ -55,23 +55,10 @@ REFERENCE = {
 }
 
 
-def fails(grade_id, fn, **kwargs) -> str:
-    with pytest.raises(AssertionError) as info:
-        check(grade_id, fn, **kwargs)
-    return str(info.value)
-
-
 # --- the contract with the pipeline ------------------------------------------
-def _source_points() -> dict:
-    path = Path(__file__).resolve().parents[1] / "course/source/ch02_gqa_tp/ch02_gqa_tp.ipynb"
-    cells = json.loads(path.read_text())["cells"]
-    return {c["metadata"]["nbgrader"]["grade_id"]: c["metadata"]["nbgrader"]["points"] for c in cells
-            if c["metadata"].get("nbgrader", {}).get("grade")}
-
-
 def test_grade_ids_and_points():
-    assert list(ch02.EXERCISES) == list(_source_points())
-    assert _source_points() == {"ch02_q1_kv_heads_and_group": 2, "ch02_q2_kv_bytes_per_token_per_gpu": 2,
+    assert list(ch02.EXERCISES) == list(source_points("ch02_gqa_tp"))
+    assert source_points("ch02_gqa_tp") == {"ch02_q1_kv_heads_and_group": 2, "ch02_q2_kv_bytes_per_token_per_gpu": 2,
                                 "ch02_q3_sequences_per_gpu": 3, "ch02_q4_diagnose_colleague": 2}
     for ex in ch02.EXERCISES.values():
         assert ex.quantity is None or ex.quantity in kvlib.slips.QUANTITIES

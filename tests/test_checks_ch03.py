@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
 from autograder.checks import ch03, check, core
+from chapter_checks import fails, source_points
 
 SEEDS = (0, 1, 7, 2026, 123456)
 Q1, Q2, Q3 = ch03.EXERCISES
@@ -57,23 +57,10 @@ def name_the_slip(answer_bytes, layers, latent_dim, rope_dim, dtype_bytes):
 REFERENCE = {Q1: mla_bytes_per_token_from_config, Q2: kv_bytes_per_token_per_gpu, Q3: name_the_slip}
 
 
-def fails(grade_id, fn, **kwargs) -> str:
-    with pytest.raises(AssertionError) as info:
-        check(grade_id, fn, **kwargs)
-    return str(info.value)
-
-
 # --- the contract with the pipeline ------------------------------------------
-def _source_points() -> dict:
-    path = Path(__file__).resolve().parents[1] / "course/source/ch03_mla/ch03_mla.ipynb"
-    cells = json.loads(path.read_text())["cells"]
-    return {c["metadata"]["nbgrader"]["grade_id"]: c["metadata"]["nbgrader"]["points"] for c in cells
-            if c["metadata"].get("nbgrader", {}).get("grade")}
-
-
 def test_grade_ids_and_points():
-    assert list(ch03.EXERCISES) == list(_source_points())
-    assert _source_points() == {"ch03_q1_mla_bytes_per_token_from_config": 3,
+    assert list(ch03.EXERCISES) == list(source_points("ch03_mla"))
+    assert source_points("ch03_mla") == {"ch03_q1_mla_bytes_per_token_from_config": 3,
                                 "ch03_q2_kv_bytes_per_token_per_gpu": 2,
                                 "ch03_q3_name_the_slip": 1}
 

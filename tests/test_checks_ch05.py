@@ -19,6 +19,7 @@ import pytest
 import kvlib as kv
 import kvlib.prefix_cache as pc
 from autograder.checks import ch05, check, core
+from chapter_checks import fails, source_points
 
 SEEDS = (0, 1, 7, 2026)
 SOURCE = Path(__file__).resolve().parents[1] / "course/source/ch05_prefix_reuse/ch05_prefix_reuse.ipynb"
@@ -66,22 +67,10 @@ REFERENCE = {
 }
 
 
-def fails(grade_id, fn, **kwargs) -> str:
-    with pytest.raises(AssertionError) as info:
-        check(grade_id, fn, **kwargs)
-    return str(info.value)
-
-
 # --- the contract ------------------------------------------------------------------------
-def _source_points() -> dict:
-    cells = json.loads(SOURCE.read_text())["cells"]
-    return {c["metadata"]["nbgrader"]["grade_id"]: c["metadata"]["nbgrader"]["points"] for c in cells
-            if c["metadata"].get("nbgrader", {}).get("grade")}
-
-
 def test_grade_ids_and_points():
-    assert list(ch05.EXERCISES) == list(_source_points()) == list(REFERENCE)
-    assert _source_points() == {"ch05_q1_prefix_bytes_saved": 2, "ch05_q2_prefill_tokens_saved": 1,
+    assert list(ch05.EXERCISES) == list(source_points("ch05_prefix_reuse")) == list(REFERENCE)
+    assert source_points("ch05_prefix_reuse") == {"ch05_q1_prefix_bytes_saved": 2, "ch05_q2_prefill_tokens_saved": 1,
                                 "ch05_q3_prefix_key": 3, "ch05_q4_agent_prefill_tokens": 2,
                                 "ch05_q5_fetch_or_recompute": 2}
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from pathlib import Path
 
 import pytest
 
 from autograder.checks import ch06, check, core
+from chapter_checks import fails, source_points
 
 SEEDS = (0, 1, 7, 2026)
 W8 = 8_030_261_248 * 2          # Llama 3.1 8B bf16 weights, by hand
@@ -68,23 +68,10 @@ REFERENCE = {
 }
 
 
-def fails(grade_id, fn, **kwargs) -> str:
-    with pytest.raises(AssertionError) as info:
-        check(grade_id, fn, **kwargs)
-    return str(info.value)
-
-
 # --- the contract with the pipeline ------------------------------------------
-def _source_points() -> dict:
-    path = Path(__file__).resolve().parents[1] / "course/source/ch06_crossover/ch06_crossover.ipynb"
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    return {c["metadata"]["nbgrader"]["grade_id"]: c["metadata"]["nbgrader"]["points"] for c in cells
-            if c["metadata"].get("nbgrader", {}).get("grade")}
-
-
 def test_grade_ids_and_points():
-    assert list(ch06.EXERCISES) == list(_source_points()) == list(REFERENCE)
-    assert sum(_source_points().values()) == 9
+    assert list(ch06.EXERCISES) == list(source_points("ch06_crossover")) == list(REFERENCE)
+    assert sum(source_points("ch06_crossover").values()) == 9
 
 
 def test_cases_are_json_and_hidden_cases_are_seeded():

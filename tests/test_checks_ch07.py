@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 
 from autograder.checks import ch07, core
+from chapter_checks import source_points
 
 SEEDS = (0, 1, 7, 2026)
 EX = ch07.EXERCISES
@@ -70,16 +70,9 @@ def fails(grade_id, fn, **kwargs) -> str:
     return str(info.value)
 
 
-def _source_points() -> dict:
-    path = Path(__file__).resolve().parents[1] / "course/source/ch07_capacity_plan/ch07_capacity_plan.ipynb"
-    cells = json.loads(path.read_text())["cells"]
-    return {c["metadata"]["nbgrader"]["grade_id"]: c["metadata"]["nbgrader"]["points"] for c in cells
-            if c["metadata"].get("nbgrader", {}).get("grade")}
-
-
 def test_grade_ids_and_points():
-    assert list(EX) == list(_source_points())
-    assert _source_points() == {"ch07_q1_kv_per_sequence_per_gpu": 1, "ch07_q2_sequences_by_memory": 2,
+    assert list(EX) == list(source_points("ch07_capacity_plan"))
+    assert source_points("ch07_capacity_plan") == {"ch07_q1_kv_per_sequence_per_gpu": 1, "ch07_q2_sequences_by_memory": 2,
                                 "ch07_q3_itl_ms": 2, "ch07_q4_sequences_by_itl": 2, "ch07_q5_nodes": 2}
 
 

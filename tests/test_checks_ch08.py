@@ -18,6 +18,7 @@ import pytest
 
 from autograder.checks import check, ch08
 from kvlib.vllm.mismatch import MISMATCH_CAUSES, block_range as kvlib_block_range, classify_block_mismatch
+from chapter_checks import fails
 
 SEEDS = (0, 1, 7, 2026)
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -74,12 +75,6 @@ REFERENCE = {
     "ch08_q3_block_range": block_range,
     "ch08_q4_mismatch_cause": mismatch_cause,
 }
-
-
-def fails(grade_id, fn, **kwargs) -> str:
-    with pytest.raises(AssertionError) as info:
-        check(grade_id, fn, **kwargs)
-    return str(info.value)
 
 
 @pytest.mark.parametrize("grade_id", list(REFERENCE))
