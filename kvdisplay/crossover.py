@@ -16,6 +16,7 @@ import html
 
 import kvlib as kv
 
+from .explorer import wire
 from .text import model_name
 
 WEIGHT_COLOR = "#4c72b0"
@@ -248,15 +249,6 @@ def crossover_explorer(models, *, gpu: str = "H100-SXM"):
                                     style={**style, "button_width": "90px"})
     eff_w = widgets.FloatSlider(DEFAULT_EFFICIENCY, min=0.3, max=1.0, step=0.05, readout_format=".0%",
                                 description="bandwidth reached", style=style, layout=layout)
-    view = widgets.HTML()
-
-    def redraw(_=None):
-        view.value = crossover_view(names[model_w.value], batch_w.value, context_w.value, gpu=gpu_w.value,
-                                    kv_dtype_bytes=dtype_w.value, efficiency=eff_w.value)
-
-    for control in (model_w, gpu_w, batch_w, context_w, dtype_w, eff_w):
-        control.observe(redraw, "value")
-    redraw()
-    box = widgets.VBox([model_w, gpu_w, batch_w, context_w, dtype_w, eff_w, view])
-    box.view = view
-    return box
+    return wire((model_w, gpu_w, batch_w, context_w, dtype_w, eff_w),
+                lambda: crossover_view(names[model_w.value], batch_w.value, context_w.value, gpu=gpu_w.value,
+                                       kv_dtype_bytes=dtype_w.value, efficiency=eff_w.value))

@@ -135,6 +135,29 @@ def _sliding_note(preset: ExplorerPreset) -> str:
             "Here every layer is counted in full, as this chapter's formula does.")
 
 
+def wire(controls, render):
+    """An explorer: ``controls`` (ipywidgets) above an HTML view showing ``render()``, redrawn on every change.
+
+    ``render`` reads the controls' values and returns the view's HTML (a call of a plain view
+    function, which tests and benchmarks call without widgets). The box keeps the view as
+    ``box.view``. The chapters' explorers (``mla_explorer``, ``pool_explorer``,
+    ``prefix_sharing_explorer``, ``fetch_recompute_explorer``, ``crossover_explorer``) are built with it.
+    """
+    import ipywidgets as widgets
+
+    view = widgets.HTML()
+
+    def redraw(_=None):
+        view.value = render()
+
+    for control in controls:
+        control.observe(redraw, "value")
+    redraw()
+    box = widgets.VBox([*controls, view])
+    box.view = view
+    return box
+
+
 def kv_explorer(presets: dict, *, gpu: str = "H100-SXM", reserve_bytes: int = DEFAULT_RESERVE_BYTES):
     """The explorer as ipywidgets: a preset menu, sliders for L, K, D, T, B, the cache dtype, a GPU.
 

@@ -17,7 +17,7 @@ import html
 import kvlib as kv
 
 from .arrays import numpy_dtype
-from .explorer import LABEL_WIDTH, SLIDER_WIDTH
+from .explorer import LABEL_WIDTH, SLIDER_WIDTH, wire
 from .text import model_name
 
 MLA_LATENT_AXES = ("layers", "batch", "seq_len", "latent_dim")
@@ -129,15 +129,6 @@ def mla_explorer(gqa_models=("llama-3.3-70b", "llama-3.1-8b", "qwen2.5-32b", "mi
     gqa_w = widgets.Dropdown(options=[(model_name(kv.load_model(m)), m) for m in gqa_models],
                              value=gqa_models[0], description="beside (GQA)", style=style,
                              layout=widgets.Layout(width="480px"))
-    view = widgets.HTML()
-
-    def redraw(_=None):
-        view.value = mla_explorer_view(latent_w.value, rope_w.value, layers_w.value, tp_w.value, dtype_w.value,
-                                       gqa_w.value)
-
-    for control in (latent_w, rope_w, layers_w, tp_w, dtype_w, gqa_w):
-        control.observe(redraw, "value")
-    redraw()
-    box = widgets.VBox([latent_w, rope_w, layers_w, tp_w, dtype_w, gqa_w, view])
-    box.view = view
-    return box
+    return wire((latent_w, rope_w, layers_w, tp_w, dtype_w, gqa_w),
+                lambda: mla_explorer_view(latent_w.value, rope_w.value, layers_w.value, tp_w.value, dtype_w.value,
+                                          gqa_w.value))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import kvlib as kv
 
+from .explorer import wire
 from .text import model_name
 
 SLIDER_WIDTH = "640px"
@@ -102,15 +103,6 @@ def pool_explorer(models, *, gpu: str = "H100-SXM"):
                                       style=style, layout=layout)
     context_w = widgets.SelectionSlider(options=[(f"{t:,}", t) for t in CONTEXTS], value=8192,
                                         description="context (tokens)", style=style, layout=layout)
-    view = widgets.HTML()
-
-    def redraw(_=None):
-        view.value = pool_explorer_view(model_w.value, gpu_w.value, util_w.value, dtype_w.value, block_w.value,
-                                        context_w.value)
-
-    for control in (model_w, gpu_w, util_w, dtype_w, block_w, context_w):
-        control.observe(redraw, "value")
-    redraw()
-    box = widgets.VBox([model_w, gpu_w, util_w, dtype_w, block_w, context_w, view])
-    box.view = view
-    return box
+    return wire((model_w, gpu_w, util_w, dtype_w, block_w, context_w),
+                lambda: pool_explorer_view(model_w.value, gpu_w.value, util_w.value, dtype_w.value, block_w.value,
+                                           context_w.value))

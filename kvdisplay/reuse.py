@@ -13,7 +13,7 @@ import html
 
 import kvlib as kv
 
-from .explorer import LABEL_WIDTH, SLIDER_WIDTH
+from .explorer import LABEL_WIDTH, SLIDER_WIDTH, wire
 from .text import model_name
 
 BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
@@ -131,19 +131,9 @@ def prefix_sharing_explorer(models, *, prompt_tokens: int = 2007, block_size: in
                                       style=style, layout=layout)
     requests_w = widgets.IntSlider(num_requests, min=1, max=1000, description="requests N", style=style,
                                    layout=layout)
-    view = widgets.HTML()
-
-    def redraw(_=None):
-        spec = specs[model_w.value]
-        view.value = prefix_sharing_view(prompt_w.value, block_w.value, requests_w.value,
-                                         spec.kv_bytes_per_token(), model_w.value)
-
-    for control in (model_w, prompt_w, block_w, requests_w):
-        control.observe(redraw, "value")
-    redraw()
-    box = widgets.VBox([model_w, prompt_w, block_w, requests_w, view])
-    box.view = view
-    return box
+    return wire((model_w, prompt_w, block_w, requests_w),
+                lambda: prefix_sharing_view(prompt_w.value, block_w.value, requests_w.value,
+                                            specs[model_w.value].kv_bytes_per_token(), model_w.value))
 
 
 def fetch_recompute_explorer(models, *, link_gb_per_s: int = 50, mfu: float = 0.6, gpu: str = "H100-SXM"):
@@ -161,15 +151,6 @@ def fetch_recompute_explorer(models, *, link_gb_per_s: int = 50, mfu: float = 0.
                                     description="MFU (% of peak)", style=style, layout=layout)
     overhead_w = widgets.SelectionSlider(options=(0, 0.5, 1, 2, 5, 10, 20, 50), value=0,
                                          description="fetch cost (ms)", style=style, layout=layout)
-    view = widgets.HTML()
-
-    def redraw(_=None):
-        view.value = fetch_recompute_view(model_w.value, link_w.value * kv.GB, mfu_w.value, gpu=gpu_w.value,
-                                          fetch_overhead_s=overhead_w.value / 1e3)
-
-    for control in (model_w, gpu_w, link_w, mfu_w, overhead_w):
-        control.observe(redraw, "value")
-    redraw()
-    box = widgets.VBox([model_w, gpu_w, link_w, mfu_w, overhead_w, view])
-    box.view = view
-    return box
+    return wire((model_w, gpu_w, link_w, mfu_w, overhead_w),
+                lambda: fetch_recompute_view(model_w.value, link_w.value * kv.GB, mfu_w.value, gpu=gpu_w.value,
+                                             fetch_overhead_s=overhead_w.value / 1e3))
