@@ -12,15 +12,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from importlib import resources
 
+from .bundled import _cpu_dir
 from .engine import VllmLogError
 
 __all__ = ["CpuEngineRun", "cpu_engine_runs", "read_cpu_engine_run"]
-
-
-def _runs_dir():
-    return resources.files("kvlib") / "data" / "vllm_cpu"
 
 
 @dataclass(frozen=True)
@@ -49,9 +45,9 @@ def cpu_engine_runs(geometry: str = "gemma2_hybrid") -> list[str]:
     >>> cpu_engine_runs("gemma2_hybrid")
     ['kv1g_len1000', 'kv1g_len6000']
     """
-    folder = _runs_dir() / geometry
+    folder = _cpu_dir() / geometry
     if not folder.is_dir():
-        known = sorted(p.name for p in _runs_dir().iterdir() if p.is_dir())
+        known = sorted(p.name for p in _cpu_dir().iterdir() if p.is_dir())
         raise VllmLogError(f"no bundled CPU-engine geometry {geometry!r} (have: {', '.join(known)})")
     return sorted(p.name[:-4] for p in folder.iterdir() if p.name.endswith(".log"))
 
@@ -71,7 +67,7 @@ def read_cpu_engine_run(geometry: str = "gemma2_hybrid", run: str = "kv1g_len600
     runs = cpu_engine_runs(geometry)
     if run not in runs:
         raise VllmLogError(f"no bundled CPU-engine run {run!r} of {geometry} (have: {', '.join(runs)})")
-    folder = _runs_dir() / geometry
+    folder = _cpu_dir() / geometry
     return CpuEngineRun(geometry, run, json.loads((folder / "config.json").read_text(encoding="utf-8")),
                         (folder / f"{run}.log").read_text(encoding="utf-8"),
                         json.loads((folder / f"{run}.json").read_text(encoding="utf-8")))
