@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import http.cookiejar
 import json
+import os
 import re
 import time
 import urllib.error
@@ -50,7 +51,7 @@ TIMEOUT_MS = 60_000                    # any single wait; a whole chapter takes 
 EXERCISE_ERRORS = {"AssertionError", "NotImplementedError"}
 TOAST = ".Toastify__toast"             # JupyterLab 4's notifications (news, updates) pop up as these
 SCREENSHOTS = ("opened", "ran-all", "explorer", "slider-arrowright", "slider-end", "wrong-answer-slip",
-               "validate-dialog")   # artefacts/browser/<chapter>-NN-<label>.png, NN fixed per label
+               "validate-dialog", "engine-cell")   # artefacts/browser/<chapter>-NN-<label>.png, NN fixed per label
 KNOWN_CONSOLE_NOISE: tuple[re.Pattern, ...] = (
     # None needed so far: JupyterLab 4.6.6 + nbgrader 0.9.6 + ipywidgets 8.1.9 log no error
     # in these steps. Add a pattern here only with a comment saying why it is unrelated.
@@ -230,6 +231,17 @@ class ChapterPage:
                 return text
             time.sleep(0.1)
         raise AssertionError(f"{self.name}: cell {index} did not run (prompt still {before!r})")
+
+    def wait_prompt_changes_within(self, index: int, before: str, seconds: float) -> str:
+        """``wait_prompt_changes`` with a longer limit (a cell that starts an engine)."""
+        prompt = self.cells.nth(index).locator(".jp-InputArea-prompt")
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            text = prompt.inner_text().strip()
+            if re.search(r"\[\d+\]", text) and text != before:
+                return text
+            time.sleep(0.5)
+        raise AssertionError(f"{self.name}: cell {index} did not finish within {seconds:.0f} s")
 
     def assert_hidden_inputs(self) -> None:
         """Cells with ``source_hidden`` show the collapsed placeholder, others their editor."""
@@ -509,9 +521,47 @@ def test_validate_button_reports(chapter):
     dialog.wait_for(state="detached")
 
 
+ENGINE_CELL_FLAG = "START_ENGINE = False"
+ENGINE_CELL_LIMIT_S = 420      # the cell's own timeout_s is 300; the model build and the page add to it
+
+
+def test_engine_cell_starts_the_engine(chapter):
+    """ch08's engine cell, as a learner runs it: START_ENGINE set to True, the cell run; vLLM's CPU
+    build starts, and the page shows its own KV line beside kvlib's prediction, which agrees.
+    Needs the engine (./dev.sh engine); REQUIRE_ENGINE=1 (CI) makes a missing one a failure."""
+    if chapter.name != "ch08_vllm_lab":
+        pytest.skip("the engine cell is in ch08_vllm_lab")
+    from kvlib.vllm.cpu_engine import engine_python
+    if engine_python() is None:
+        message = "vLLM's CPU build is not installed (./dev.sh engine): the engine cell's engine branch is not run"
+        if os.environ.get("REQUIRE_ENGINE") == "1":
+            pytest.fail(message + " (REQUIRE_ENGINE=1)")
+        pytest.skip(message)
+    chapter.ensure_ran()
+    index = next(i for i, c in enumerate(chapter.nb.cells) if ENGINE_CELL_FLAG in c.source)
+    cell = chapter.cells.nth(index)
+    with chapter.step("engine cell: START_ENGINE = True, run, vLLM's lines on the page"):
+        cell.scroll_into_view_if_needed()
+        editor = cell.locator(".cm-content")
+        editor.click()
+        chapter.page.keyboard.press("Control+Home")
+        chapter.page.keyboard.press("Shift+End")          # the first line: START_ENGINE = False  # ...
+        chapter.page.keyboard.type("START_ENGINE = True")
+        assert editor.inner_text().startswith("START_ENGINE = True"), editor.inner_text()[:80]
+        before = cell.locator(".jp-InputArea-prompt").inner_text().strip()
+        chapter.page.keyboard.press("Shift+Enter")
+        chapter.wait_prompt_changes_within(index, before, ENGINE_CELL_LIMIT_S)
+    output = cell.locator(".jp-OutputArea").inner_text()
+    cell.scroll_into_view_if_needed()
+    chapter.shot("engine-cell")
+    assert "vLLM ran" in output, output[:800]
+    assert "CPU KV cache size" in output and "kvlib agrees with the engine" in output, output[:1500]
+
+
 def test_no_console_errors(chapter):
     """Runs last for each chapter: everything the page logged as an error, over all steps."""
     chapter.ensure_open()
     chapter.assert_no_toast()
     errors = [m for m in chapter.console if not any(p.search(m) for p in KNOWN_CONSOLE_NOISE)]
     assert errors == [], "browser console errors:\n" + "\n".join(errors)
+
