@@ -189,10 +189,14 @@ def test_plain_nbgrader_feedback_shows_no_source(plain_course):
         _assert_no_source(html, f"plain nbgrader, {student}", solutions_typed_in=student == "honest")
 
 
-def test_plain_nbgrader_refuses_a_sandbox_that_cannot_hide_the_files(notebooks, tmp_path):
+def test_plain_nbgrader_refuses_a_sandbox_that_cannot_hide_the_files(notebooks, tmp_path, monkeypatch):
     """Where the strongest level on offer is resource limits only (the detected level is replaced
-    here), the course config's kernel manager refuses to start the kernel: nothing runs unsandboxed."""
+    here), the course config's kernel manager refuses to start the kernel: nothing runs unsandboxed.
+    It refuses on its own, without REQUIRE_ISOLATION (which CI sets, and which refuses earlier)."""
     from autograder import kernel, sandbox
+
+    monkeypatch.delenv("REQUIRE_ISOLATION", raising=False)
+    monkeypatch.delenv("SANDBOX_LEVEL", raising=False)
 
     km = kernel.SandboxedKernelManager(kernel_name=kernel.SANDBOXED_KERNEL, own_sandbox=True)
     saved = sandbox.detect_level
