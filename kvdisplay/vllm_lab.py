@@ -20,6 +20,7 @@ from IPython.display import HTML
 import kvlib as kv
 from kvlib.vllm import DEFAULT_BLOCK_SIZE, gib_window, parse_log, read_bundled_log
 from kvlib.vllm.bundled import bundled_cpu_start
+from kvlib.vllm.log import strip_ansi
 from kvlib.vllm.cpu import predict_cpu_from_log
 from kvlib.vllm.cpu_engine import EngineRun, run_engine
 from kvlib.vllm.mismatch import block_bytes, block_range, classify_block_mismatch
@@ -220,7 +221,7 @@ def engine_lab_view(run: EngineRun, learner_tokens: int | None = None) -> str:
 
     Used in: ch08_vllm_lab (through engine_lab).
     """
-    lines = [line for line in run.log_lines if any(word in line for word in KV_LINE_WORDS)]
+    lines = [strip_ansi(line) for line in run.log_lines if any(word in line for word in KV_LINE_WORDS)]
     parts = [f"<p><b>{'vLLM ran' if run.ran else 'Committed log'}:</b> {html.escape(run.message)}</p>",
              "<pre style='font-size:12px;white-space:pre-wrap'>" + html.escape("\n".join(lines[-6:])) + "</pre>"]
     if not run.ok:

@@ -85,3 +85,17 @@ def test_engine_cell_starts_the_cpu_engine_once():
     # blocks; 8 blocks per 1000-token request -> 2730.625 -> 2,730,625 tokens (vLLM printed this here).
     html = kd.engine_lab("tiny MQA", 1, 1000, _whole_blocks, start_engine=True, timeout_s=400).data
     assert "vLLM ran" in html and "2,730,625" in html and "kvlib agrees with the engine" in html
+
+
+
+def test_engine_lines_are_shown_without_colour_codes():
+    """A live start's lines carry vLLM's terminal colours (seen running the engine cell:
+    '\\x1b[0;36m(EngineCore pid=...)'); the page shows the lines as text, without the escapes."""
+    import dataclasses
+    import json
+
+    config_path, text = cpu_engine.bundled_cpu_start("llama_gqa")
+    committed = cpu_engine._bundled(json.loads(config_path.read_text()), "test")
+    coloured = tuple(f"\x1b[0;36m(EngineCore pid=7)\x1b[0;0m {line}" for line in text.splitlines())
+    html = kd.engine_lab_view(dataclasses.replace(committed, log_lines=coloured), 1_398_016)
+    assert "CPU KV cache size" in html and "\x1b" not in html and "[0;36m" not in html

@@ -117,9 +117,18 @@ _RANK = re.compile(r"^\[rank(\d{1,6})\]:\s*")                           # torchr
 _HEADER = re.compile(r"\b(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s{1,4}\d\d-\d\d\s{1,4}\d\d:\d\d:\d\d")
 
 
+def strip_ansi(text: str) -> str:
+    """``text`` without terminal colour codes (vLLM colours its log prefixes on a terminal).
+
+    >>> strip_ansi("\x1b[0;36m(EngineCore pid=7)\x1b[0;0m INFO")
+    '(EngineCore pid=7) INFO'
+    """
+    return _ANSI.sub("", text)
+
+
 def _clean(raw: str):
     """(message, process tag or None, has a log header) for one raw line."""
-    line = _ANSI.sub("", raw).strip()
+    line = strip_ansi(raw).strip()
     line = _COMPOSE.sub("", line, count=1)
     line = _QUOTE.sub("", line, count=1).lstrip()
     tag = None
