@@ -5,7 +5,7 @@
 #   ./dev.sh open     JupyterLab on workspace/ch00_orientation.ipynb (your copy of chapters/)
 #                     [--port P (8888)] [--no-browser] [--token T] [--ip IP (127.0.0.1)] [--root DIR]
 #   ./dev.sh test     every test: kvlib, doctests, build drift, notebooks, grading [pytest args]
-#   ./dev.sh quick    the edit loop (under a minute): kvlib, kvdisplay, checks, build drift, doctests
+#   ./dev.sh quick    the edit loop (about 2 min): kvlib, kvdisplay, checks, build drift, doctests
 #                     [pytest args]; the same as ./dev.sh test --quick
 #   ./dev.sh build    regenerate chapters/ and solutions/ from course/source/ [--check]
 #   ./dev.sh engine   .venv-engine/ with vLLM's CPU build (tools/engine-requirements.txt), apart from .venv
