@@ -27,7 +27,7 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from IPython.display import HTML, Markdown
+from IPython.display import HTML, Markdown, display
 
 import kvlib.drills as drills
 
@@ -235,14 +235,14 @@ def drill_mode(topics=None, *, seed: int | None = None, clock=time.monotonic):
 # --- the graded drills: the learner's own questions -----------------------------------------------
 def _current_student():
     """The id the graded questions are drawn for (autograder's resolution), or None."""
-    from autograder.checks import core
-    return core.current_student()
+    from autograder import checks
+    return checks.current_student()
 
 
 def use_student_id(name: str = "") -> Markdown:
     """Claim ``name`` as this notebook's student id (if not empty) and say which id is in use.
 
-    The id in use comes from ``autograder.checks.core.current_student()``: in grading the
+    The id in use comes from ``autograder.checks.current_student()``: in grading the
     submission's, on a hub the login, else ``KV_COURSE_STUDENT``, else the claimed name.
 
     Used in: ch09_interview_drills.
@@ -270,12 +270,11 @@ def my_question(topic: str):
 
     Used in: ch09_interview_drills.
     """
+    from autograder import checks
+
     if topic not in drills.GRADED_TOPICS:
         raise drills.DrillError(f"{topic!r} is not a graded topic (graded: {', '.join(drills.GRADED_TOPICS)})")
-    student = _current_student()
-    if student is None:
-        raise LookupError("no student id: set STUDENT_ID at the top of the graded drills and run that cell")
-    return drills.student_problem(student, topic).public()
+    return checks.my_question(topic)
 
 
 def _exercise_number(topic: str) -> int:
@@ -290,17 +289,24 @@ def _question_html(question, number: int) -> str:
             f"{html.escape(question.question)}")
 
 
-def show_question(topic: str) -> HTML:
-    """This learner's question on ``topic``, answer-free, or what to do when no id is set (never raises).
-
-    Used in: ch09_interview_drills.
-    """
+def question_view(topic: str) -> HTML:
+    """This learner's question on ``topic``, answer-free, or what to do when no id is set (never raises)."""
     try:
         question = my_question(topic)
     except LookupError:
         return HTML(f"<div style='color:{WRONG_COLOR}'>{html.escape(NO_ID_MESSAGE)}</div>")
     return HTML("<div style='border-left:4px solid #4c72b0;padding:2px 10px;margin:4px 0'>"
                 f"{_question_html(question, _exercise_number(topic))}</div>")
+
+
+def show_question(topic: str) -> None:
+    """Display this learner's question on ``topic`` (``question_view``), from anywhere in a cell.
+
+    An answer cell's first line calls it, so the question shows above the learner's number.
+
+    Used in: ch09_interview_drills.
+    """
+    display(question_view(topic))
 
 
 def my_questions() -> HTML:
