@@ -81,7 +81,7 @@ def erratum(who: str, claim: str, where_wrong: str, computed: str) -> HTML:
 def footnote_ref(number: int) -> str:
     """The superscript that points at footnote ``number``: ``<sup>1</sup>``.
 
-    Used in: ch01_kv_formula, ch04_pool_paging, ch07_capacity_plan.
+    Used in: ch01_kv_formula, ch04_pool_paging, ch07_capacity_plan, ch09_interview_drills.
     """
     return f"<sup>{int(number)}</sup>"
 
