@@ -35,11 +35,31 @@ from .spec import FULL
 from .units import GB, GiB, parse_bytes
 from .vllm.engine import default_utilization
 
-__all__ = ["TOPICS", "Problem", "DrillError", "generate", "problem_set", "seed_for_student"]
+__all__ = ["GRADED_TOPICS", "TOPICS", "Problem", "Question", "DrillError", "generate", "problem_set",
+           "seed_for_student", "student_problem"]
 
 
 class DrillError(ValueError):
     """Unknown topic or bad drill input; the message names it."""
+
+
+@dataclass(frozen=True)
+class Question:
+    """A problem as a learner may hold it: what is asked, never the answer (``Problem.public()``).
+
+    ``params`` are the figures the question states (model and GPU names,
+    layers, heads, budgets ...); a worked answer computes from them.
+    """
+
+    topic: str
+    question: str
+    units: str
+    tolerance: float            # relative; 0 means exact
+    params: MappingProxyType = field(hash=False)
+
+    def tolerance_text(self) -> str:
+        """'exact' or 'within 0.5%'."""
+        return "exact" if not self.tolerance else f"within {self.tolerance * 100:g}%"
 
 
 @dataclass(frozen=True)
@@ -74,6 +94,16 @@ class Problem:
                            f"The answer is {_fmt(self.answer)} {self.units}.")
         slip = f" [{d.slip.key}]" if d.slip else ""
         return False, f"not quite{slip}: {d.message} The answer is {_fmt(self.answer)} {self.units}."
+
+    def public(self) -> Question:
+        """The question without its answer (and without the checker that knows it).
+
+        >>> q = generate("kv_per_token", seed=3).public()
+        >>> q.units, q.tolerance_text(), hasattr(q, "answer")
+        ('bytes', 'exact', False)
+        """
+        return Question(topic=self.topic, question=self.question, units=self.units, tolerance=self.tolerance,
+                        params=MappingProxyType(dict(self.params)))
 
     def slip_key(self, answer) -> str | None:
         """The key of the slip an answer matches, or None."""
@@ -353,6 +383,11 @@ TOPICS = {
 }
 
 
+#: The graded drills of ch09_interview_drills, in notebook order (grade ids ch09_q2_ ... ch09_q9_).
+GRADED_TOPICS = ("kv_per_token", "concurrency", "pool", "crossover", "step_time", "mla_vs_gqa", "tp_per_gpu",
+                 "plan_step")
+
+
 def _seed(seed) -> int:
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise DrillError(f"seed must be an integer, got {seed!r}")
@@ -398,6 +433,25 @@ def seed_for_student(student_id: str) -> int:
     if not isinstance(student_id, str) or not student_id:
         raise DrillError(f"student_id must be a non-empty string, got {student_id!r}")
     return int.from_bytes(hashlib.sha256(student_id.encode("utf-8")).digest()[:8], "big")
+
+
+def student_problem(student_id: str, topic: str) -> Problem:
+    """The learner's own problem on ``topic``: ``generate(topic, seed_for_student(f"{student_id}/{topic}"))``.
+
+    It depends on the id alone (never on a class secret), so the learner's
+    notebook, the instant check and the grader all draw the same problem;
+    another id almost always draws another one. Taught in ch09_interview_drills.
+
+    >>> student_problem("ada", "pool") == student_problem("ada", "pool")
+    True
+    >>> student_problem("ada", "pool").seed == seed_for_student("ada/pool")
+    True
+    """
+    if topic not in TOPICS:
+        raise DrillError(f"unknown topic {topic!r} (known: {', '.join(TOPICS)})")
+    if not isinstance(student_id, str) or not student_id.strip():
+        raise DrillError(f"student_id must be a non-empty string, got {student_id!r}")
+    return generate(topic, seed_for_student(f"{student_id}/{topic}"))
 
 
 # --- kvlib drill ------------------------------------------------------------------------
