@@ -174,7 +174,7 @@ def drill_view(session: DrillSession) -> str:
     else:
         tol = f"; to within {p.tolerance:.1%}" if p.tolerance else "; exact"
         parts.append(f"<div><b>{html.escape(TOPIC_TITLES.get(p.topic, p.topic))}</b> "
-                     f"<span style='color:#666'>(topic <code>{p.topic}</code>, seed {p.seed}; answer in "
+                     f"<span style='color:#666'>(topic <code>{p.topic}</code>; answer in "
                      f"{html.escape(p.units)}{tol})</span></div>"
                      f"<div style='margin:4px 0 6px 0'>{html.escape(p.question)}</div>")
     last = session.attempts[-1] if session.attempts else None

@@ -71,7 +71,8 @@ def interview_sheet_view(model: str, gpu: str = "H100-SXM", context: int = 8192,
                 f"<b style='color:#c0392b'>the batch does not fit</b>: {batch} × {gb(per_seq)} is more than the pool")
     return (head + f"pool: ⌈{gb(device.cuda_memory_bytes)} × {utilization}⌉ − weights − other {gb(other_bytes)} = "
             f"<b>{gb(pool)}</b><br>"
-            f"sequences of {context:,} tokens that fit: <b>{fit:,}</b> (at 131,072 tokens: {fit_128k:,}); "
+            f"sequences of {context:,} tokens that fit: <b>{fit:,}</b>"
+            + (f" (at 131,072 tokens: {fit_128k:,})" if context != 131072 else "") + "; "
             f"{admitted}<br>" + timing + "</div>")
 
 
