@@ -174,6 +174,7 @@ PLANS = {
         wrong_answer="def kv_cache_bytes(layers, kv_heads, head_dim, seq_len, batch, dtype_bytes): "
                      "return layers * kv_heads * head_dim * seq_len * batch * dtype_bytes",
         slip="the factor 2 for K and V is missing",
+        validate=("the factor 2 for K and V is missing",),                     # q1, as typed
         # Drill mode: a question drawn, then a (wrong) answer checked, timed and scored.
         buttons=(("", "new question", r"\(topic \w+; answer in"),
                  ("1", "check", r"score: \d / 1")),
