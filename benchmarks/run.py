@@ -133,7 +133,10 @@ def _execute(path: Path) -> float:
     from nbclient import NotebookClient
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    # ch09 draws its graded questions from a student id; a headless run gets a fixed one unless one is set.
+    env = {**os.environ, "KV_COURSE_STUDENT": os.environ.get("KV_COURSE_STUDENT") or "benchmark-student"}
+    NotebookClient(nb, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}).execute(env=env)
     return time.perf_counter() - start
 
 
