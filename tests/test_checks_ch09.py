@@ -234,6 +234,17 @@ def test_q1_formula_function():
     assert "17,179,869,184" in fails(Q1, once)
 
 
+def test_the_fixture_notebook_and_the_exercises_agree():
+    from autograder import chapter
+    from ch09_drill_answers import ASSIGNMENT, answer_cell, fixture_source
+
+    nb = fixture_source()
+    assert chapter.problems(nb, ASSIGNMENT) == []
+    answer_cell(nb, "pool")["source"] = "pool_answer = 3\n"        # the name the test cell passes is never set
+    assert chapter.problems(nb, ASSIGNMENT) == [
+        f"{ASSIGNMENT}.ipynb: no answer cell assigns answer_pool = ... (value exercise ch09_q4_pool)"]
+
+
 def test_hidden_cases_vary_with_the_seed():
     ex = ch09.EXERCISES[Q1]
     assert ex.cases(True, 1) != ex.cases(True, 2)
