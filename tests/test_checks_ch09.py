@@ -16,6 +16,7 @@ import random
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from autograder.checks import ch09, check, claim_student, core, current_student, my_question
@@ -204,7 +205,8 @@ def test_a_slip_is_named_and_the_answer_is_never_shown(student):
 
 
 @pytest.mark.parametrize("value, words", [(None, "is None"), ("451108", "is text"), (True, "type bool"),
-                                          (float("nan"), "nan or infinity"), ([1], "type list")])
+                                          (float("nan"), "nan or infinity"), ([1], "type list"),
+                                          (np.int64(451_108), "convert it with int(...)")])
 def test_a_value_that_is_not_a_number(value, words):
     claim_student(ADA)
     assert words in fails(DRILL_IDS["pool"], value)
