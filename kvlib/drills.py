@@ -76,24 +76,29 @@ class Problem:
     params: MappingProxyType = field(hash=False)   # what the question states
     inputs: MappingProxyType = field(hash=False, repr=False)  # diagnose's keywords
 
-    def check(self, answer) -> tuple[bool, str]:
+    def check(self, answer, reveal: bool = True) -> tuple[bool, str]:
         """``(correct, feedback)``; the feedback names the slip when it recognises one.
 
         ``answer`` is a number or text such as '131,072', '1.07 GB' (bytes
         questions accept byte units; a GiB figure labelled GB is named as the
-        GB/GiB slip) or '9.92 ms'.
+        GB/GiB slip) or '9.92 ms'. ``reveal=False``: the feedback never shows
+        the answer, nor how far off a wrong one is (a learner's graded question).
         """
         value, problem, swapped, typed_tol = _parse_answer(answer, self.units)
+        shown = f" The answer is {_fmt(self.answer)} {self.units}." if reveal else ""
         if problem:
-            return False, f"{problem} The answer is {_fmt(self.answer)} {self.units}."
+            return False, problem + shown
         d = self._diagnose(value, typed_tol)
         if d.correct:
-            return True, f"correct: {_fmt(self.answer)} {self.units}."
+            return True, f"correct: {_fmt(self.answer)} {self.units}." if reveal else "correct."
         if d.slip is None and swapped is not None and self._diagnose(swapped, typed_tol).correct:
-            return False, (f"not quite [gb_for_gib]: {SLIPS['gb_for_gib']} "
-                           f"The answer is {_fmt(self.answer)} {self.units}.")
+            return False, f"not quite [gb_for_gib]: {SLIPS['gb_for_gib']}{shown}"
         slip = f" [{d.slip.key}]" if d.slip else ""
-        return False, f"not quite{slip}: {d.message} The answer is {_fmt(self.answer)} {self.units}."
+        if not reveal:
+            how = d.slip.message if d.slip else "it matches no known slip: recheck each step."
+            exact = "exact" if not self.tolerance else f"within {self.tolerance * 100:g}%"
+            return False, f"not quite{slip} ({exact}): {how}"
+        return False, f"not quite{slip}: {d.message}{shown}"
 
     def public(self) -> Question:
         """The question without its answer (and without the checker that knows it).
@@ -455,12 +460,14 @@ def student_problem(student_id: str, topic: str) -> Problem:
 
 
 # --- kvlib drill ------------------------------------------------------------------------
-def run_drill(problems, stdin=None, stdout=None, timings: bool = False, clock=time.perf_counter) -> tuple:
+def run_drill(problems, stdin=None, stdout=None, timings: bool = False, clock=time.perf_counter,
+              reveal: bool = True) -> tuple:
     """Ask each problem, read one answer line each; return (correct, asked).
 
     Stops quietly at the end of input. Echoes the answer when input is not a
     terminal, so a piped transcript reads like a session. Prints times only
-    with ``timings``.
+    with ``timings``. ``reveal=False``: wrong answers are not followed by the
+    right one (``Problem.check``).
     """
     stdin = sys.stdin if stdin is None else stdin
     stdout = sys.stdout if stdout is None else stdout
@@ -481,7 +488,7 @@ def run_drill(problems, stdin=None, stdout=None, timings: bool = False, clock=ti
         if echo:
             print(text, file=stdout)
         asked += 1
-        ok, feedback = p.check(text)
+        ok, feedback = p.check(text, reveal=reveal)
         correct += ok
         key = p.slip_key(text)
         if key:

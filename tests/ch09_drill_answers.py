@@ -125,13 +125,18 @@ def sources() -> dict:
     return out
 
 
-def make_course(dest: Path, source: dict) -> Path:
-    """A course folder: the checkout's nbgrader_config.py and ``source`` as the chapter's source."""
+def make_course(dest: Path, name: str) -> Path:
+    """A course folder: the checkout's nbgrader_config.py and the chapter's source folder (``name``
+    "chapter") or the fixture notebook (``name`` "fixture")."""
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copy2(REPO / "course" / "nbgrader_config.py", dest / "nbgrader_config.py")
     folder = dest / "source" / ASSIGNMENT
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{ASSIGNMENT}.ipynb").write_text(json.dumps(source, indent=1), encoding="utf-8")
+    if name == "chapter":
+        shutil.copytree(real_source_path().parent, folder, ignore=shutil.ignore_patterns(
+            ".ipynb_checkpoints", "__pycache__"))
+    else:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{ASSIGNMENT}.ipynb").write_text(json.dumps(fixture_source(), indent=1), encoding="utf-8")
     return dest
 
 

@@ -16,6 +16,7 @@ import random
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from autograder.checks import ch09, check, claim_student, core, current_student, my_question
@@ -204,7 +205,8 @@ def test_a_slip_is_named_and_the_answer_is_never_shown(student):
 
 
 @pytest.mark.parametrize("value, words", [(None, "is None"), ("451108", "is text"), (True, "type bool"),
-                                          (float("nan"), "nan or infinity"), ([1], "type list")])
+                                          (float("nan"), "nan or infinity"), ([1], "type list"),
+                                          (np.int64(451_108), "convert it with int(...)")])
 def test_a_value_that_is_not_a_number(value, words):
     claim_student(ADA)
     assert words in fails(DRILL_IDS["pool"], value)
@@ -232,6 +234,17 @@ def test_q1_formula_function():
     assert "batch" in fails(Q1, no_batch)
     # Llama 3.1 8B, bf16, 32 x 4,096 tokens: 131,072 B x 4,096 x 32 = 17,179,869,184 B (the first visible case)
     assert "17,179,869,184" in fails(Q1, once)
+
+
+def test_the_fixture_notebook_and_the_exercises_agree():
+    from autograder import chapter
+    from ch09_drill_answers import ASSIGNMENT, answer_cell, fixture_source
+
+    nb = fixture_source()
+    assert chapter.problems(nb, ASSIGNMENT) == []
+    answer_cell(nb, "pool")["source"] = "pool_answer = 3\n"        # the name the test cell passes is never set
+    assert chapter.problems(nb, ASSIGNMENT) == [
+        f"{ASSIGNMENT}.ipynb: no answer cell assigns answer_pool = ... (value exercise ch09_q4_pool)"]
 
 
 def test_hidden_cases_vary_with_the_seed():

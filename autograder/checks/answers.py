@@ -315,6 +315,8 @@ class Number:
             return f"{fn} is None: replace it with your answer, a number."
         if type_name_ == "builtins.str":
             return f"{fn} is text; write the number itself (no quotes, no units), e.g. 1234 or 5.6."
+        if type_name_.startswith("numpy."):
+            return f"{fn} is {type_name_}; convert it with int(...) or float(...) to a plain number."
         return f"{fn} is an object of type {_short(type_name_)}; it must be a plain number (int or float)."
 
     def show(self, value) -> str:
