@@ -197,3 +197,61 @@ def test_interview_sheet_widget_redraws():
     context = next(c for c in box.children if getattr(c, "description", "") == "context T (tokens)")
     context.value = 32768
     assert box.view.value != before and "one sequence of 32,768 tokens" in box.view.value
+
+
+# --- the learner's own graded questions ----------------------------------------------------------
+ID_VARS = ("KV_COURSE_GRADING_STUDENT", "JUPYTERHUB_USER", "KV_COURSE_STUDENT", "STUDENT_ID")
+
+
+@pytest.fixture
+def no_id(monkeypatch):
+    """No id anywhere: no environment variable, nothing claimed (and nothing left claimed afterwards)."""
+    from autograder import checks
+    for var in ID_VARS:
+        monkeypatch.delenv(var, raising=False)
+    checks.claim_student(None)
+    yield checks
+    checks.claim_student(None)
+
+
+def test_without_an_id_every_view_says_what_to_do(no_id):
+    assert "No student id yet" in D.use_student_id("").data
+    for view in (D.my_questions().data, D.question_view("pool").data):
+        assert "STUDENT_ID" in view and "Exercise" not in view
+    with pytest.raises(LookupError, match="STUDENT_ID"):
+        D.my_question("pool")
+
+
+def test_a_claimed_id_draws_answer_free_questions(no_id):
+    assert "drawn for **ada**" in D.use_student_id("  ada ").data
+    q = D.my_question("kv_per_token")
+    assert not hasattr(q, "answer") and not hasattr(q, "check")
+    p = q.params
+    by_hand = 2 * p["layers"] * p["kv_heads"] * p["head_dim"] * p["dtype_bytes"]
+    listed = D.my_questions().data
+    assert "Questions drawn for <b>ada</b>" in listed
+    assert [f"Exercise {n} ·" in listed for n in range(2, 10)] == [True] * 8
+    assert f"{by_hand:,}" not in listed and str(by_hand) not in listed       # the answer is nowhere on the page
+    assert f"num_key_value_heads {p['kv_heads']}" in D.question_view("kv_per_token").data   # what it states
+
+
+def test_another_id_draws_other_questions(no_id):
+    D.use_student_id("ada")
+    ada = [D.my_question(t).question for t in D.drills.GRADED_TOPICS]
+    D.use_student_id("alan")
+    alan = [D.my_question(t).question for t in D.drills.GRADED_TOPICS]
+    assert ada != alan
+    D.use_student_id("ada")
+    assert [D.my_question(t).question for t in D.drills.GRADED_TOPICS] == ada     # the same id, the same draw
+
+
+def test_a_hub_login_wins_over_the_notebook(no_id, monkeypatch):
+    monkeypatch.setenv("JUPYTERHUB_USER", "hubuser")
+    shown = D.use_student_id("ada").data
+    assert "**hubuser**" in shown and "ada" in shown and "not for" in shown
+
+
+def test_only_graded_topics_are_questions(no_id):
+    D.use_student_id("ada")
+    with pytest.raises(DrillError, match="not a graded topic"):
+        D.my_question("fp8")
