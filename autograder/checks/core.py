@@ -352,7 +352,7 @@ def _judge_value(exercise: Exercise, case: dict, record: dict) -> Verdict:
     if exercise.quantity:
         keys = matching_slips(exercise.quantity, value, inputs, getattr(kind, "rel_tol", 0.0) or 1e-9)
     head = (f"{name} = {kind.show(value)} {exercise.unit} is not the answer to your question "
-            f"({tolerance_text(exercise)}; student {case['context']['student']!r})").replace("  ", " ")
+            f"({tolerance_text(exercise)}; student {case['context']['student']!r})")
     if keys:
         text = f"{head} [{keys[0]}]: {slips.message(keys[0], **inputs)}"
         if len(keys) > 1:
