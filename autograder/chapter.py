@@ -5,7 +5,7 @@ answer and test cells and the chapter's exercises (``autograder.checks.chNN``)
 disagree: a test cell with no exercise, an exercise with no test cell, a test
 cell that does not call ``check("<its grade id>", <the function>)``, an answer
 cell that does not define the function with the exercise's parameters in
-order, grade ids out of ``chNN_qN_<name>`` form or order. The build's
+order (a value exercise: no answer cell that assigns its name), grade ids out of ``chNN_qN_<name>`` form or order. The build's
 ``--check`` and ``tests/test_exercises.py`` (every chapter) use it. A chapter
 marked ungraded (``"kv_course": {"graded": false}``) must have no graded cells.
 """
@@ -52,6 +52,20 @@ def _defined_params(source: str, function_name: str):
     return None
 
 
+def _assigns(source: str, name: str) -> bool:
+    """True when ``source`` binds ``name`` at its top level (``name = ...``): a value exercise's answer."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            return True
+    return False
+
+
 def problems(nb: dict, assignment: str, exercises: dict | None = None) -> list:
     """Every disagreement between the notebook ``nb`` of ``assignment`` and its exercises (one line each)."""
     name = f"{assignment}.ipynb"
@@ -87,6 +101,10 @@ def problems(nb: dict, assignment: str, exercises: dict | None = None) -> list:
             out.append(f'{name}: test cell {gid} does not call check("{gid}", {ex.function_name})')
         if any(c[1] not in (gid, None) for c in calls):
             out.append(f"{name}: test cell {gid} checks another exercise")
+        if getattr(ex, "value", False):
+            if not any(_assigns(src, ex.function_name) for _, src in answers):
+                out.append(f"{name}: no answer cell assigns {ex.function_name} = ... (value exercise {gid})")
+            continue
         defined = [_defined_params(src, ex.function_name) for _, src in answers]
         defined = [d for d in defined if d is not None]
         if not defined:

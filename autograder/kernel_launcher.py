@@ -4,7 +4,8 @@
 autograder.sandbox run --kernel ... -- python -m ipykernel_launcher -f
 {connection_file}``; ``cli_run`` is that ``run``: it binds the kernel's
 connection file and ipc socket directory read-write, starts the kernel in the
-sandbox (``autograder.sandbox``) and kills it when its ``--wall`` time is up or
+sandbox (``autograder.sandbox``; its environment is the sandbox's own plus
+``KV_COURSE_GRADING_STUDENT`` when the grader set it) and kills it when its ``--wall`` time is up or
 when the grader that started it dies. The grader's side of the kernel (send
 timeouts, killing a kernel that stopped answering) is ``autograder.kernel``.
 Standard library only.
@@ -25,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-from .sandbox import SANDBOX_ENV, IsolationError, Limits, Sandbox, _pairs, job_uid, python_binds
+from .sandbox import GRADING_STUDENT_ENV, SANDBOX_ENV, IsolationError, Limits, Sandbox, _pairs, job_uid, python_binds
 
 
 def _die_with_parent():
@@ -114,6 +115,8 @@ def cli_run(args) -> int:
     binds = python_binds() + [os.path.realpath(sys.prefix)] + ns.ro
     limits = Limits(cpu_s=ns.cpu, wall_s=float("inf"), memory_bytes=ns.memory, nproc=ns.nproc)
     env = dict(SANDBOX_ENV, **dict(kv.split("=", 1) for kv in ns.env))
+    if os.environ.get(GRADING_STUDENT_ENV):   # the student nbgrader grades (the course's preprocessor)
+        env[GRADING_STUDENT_ENV] = os.environ[GRADING_STUDENT_ENV]
     box = Sandbox(level=ns.level, limits=limits, binds=binds, writable=list(ns.rw), env=env)
     scratch = None
     try:

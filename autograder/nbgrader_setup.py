@@ -9,6 +9,13 @@
   made, ``autograder.feedback``). The folder is named ``feedback`` like nbgrader's template,
   which nbgrader (and its formgrader API) always selects, and comes first in the search path;
   the page's own name is set on the exporter class, so other HTML exports are left alone;
+* the student being graded, seen by the kernel (``GradingStudentExecute``, in place of nbgrader's
+  ``Execute`` in ``Autograde.autograde_preprocessors``): nbgrader knows whose submission it runs
+  (``resources["nbgrader"]["student"]``), the kernel is started with it as
+  ``KV_COURSE_GRADING_STUDENT`` (the sandbox's launcher passes that one variable on), and
+  ``autograder.checks.current_student()`` puts it before anything the notebook claims, so
+  per-learner problems (ch09's drills) are the submission's own, by plain ``nbgrader autograde``
+  and by ``python -m autograder grade`` alike;
 * quiet logs: nbgrader 0.9.6 reports a changed checksum for every test cell that holds hidden
   tests (the release lacks them, so the student's copy never matches the source; nbgrader issue
   1961), on every run and for every student. The cell is put back from the source whatever its
@@ -24,7 +31,8 @@ import logging
 import os
 import warnings
 
-from nbgrader.preprocessors import OverwriteCells
+from nbclient.util import run_sync
+from nbgrader.preprocessors import Execute, OverwriteCells
 from nbgrader.utils import is_grade, is_solution
 
 from nbconvert.exporters import HTMLExporter
@@ -38,6 +46,43 @@ _NOISE = ("Config option `display_data_priority` not recognized by",
           "Alternative text is missing on")
 _APP_LOGGERS = ("AutogradeApp", "GenerateFeedbackApp", "GenerateAssignmentApp", "NbGraderApp", "ValidateApp",
                 "FormgradeApp", "traitlets")
+
+
+GRADING_STUDENT_ENV = "KV_COURSE_GRADING_STUDENT"   # autograder.sandbox / autograder.checks.core use the same
+
+
+class GradingStudentExecute(Execute):
+    """nbgrader's Execute, whose kernel sees the student nbgrader grades as ``KV_COURSE_GRADING_STUDENT``.
+
+    Whatever that variable held in the grader's own environment is replaced
+    (or removed, when nbgrader names no student: ``nbgrader validate``).
+    """
+
+    _grading_student: str | None = None
+
+    def preprocess(self, nb, resources=None, km=None):
+        student = ((resources or {}).get("nbgrader") or {}).get("student")
+        self._grading_student = str(student) if student else None
+        try:
+            return super().preprocess(nb, resources, km)
+        finally:
+            self._grading_student = None
+
+    async def async_start_new_kernel(self, **kwargs):
+        env = {k: v for k, v in (kwargs.pop("env", None) or os.environ).items() if k != GRADING_STUDENT_ENV}
+        if self._grading_student:
+            env[GRADING_STUDENT_ENV] = self._grading_student
+        return await super().async_start_new_kernel(env=env, **kwargs)
+
+    start_new_kernel = run_sync(async_start_new_kernel)
+
+
+def autograde_preprocessors() -> list:
+    """nbgrader's ``Autograde.autograde_preprocessors`` with ``GradingStudentExecute`` for ``Execute``."""
+    from nbgrader.converters.autograde import Autograde
+
+    default = Autograde.class_traits()["autograde_preprocessors"].default()
+    return [GradingStudentExecute if pp is Execute else pp for pp in default]
 
 
 class RestoreTestCells(OverwriteCells):
@@ -97,6 +142,7 @@ def configure(c) -> None:
     from .kernel import sandboxed_autograde
 
     sandboxed_autograde(c)
+    c.Autograde.autograde_preprocessors = autograde_preprocessors()
     c.Autograde.sanitize_preprocessors = [ClearOutput, DeduplicateIds, OverwriteKernelspec, RestoreTestCells,
                                           CheckCellMetadata]
     c.GenerateFeedback.exporter_class = FeedbackExporter

@@ -91,6 +91,11 @@ SANDBOX_ENV = {
 }
 
 
+#: The one variable of the grader's environment that reaches sandboxed code (the kernel's launcher and
+#: the verdict pass it on): the student being graded (``autograder.checks.core.current_student``).
+GRADING_STUDENT_ENV = "KV_COURSE_GRADING_STUDENT"
+
+
 class IsolationError(RuntimeError):
     """The isolation this machine offers is weaker than required (REQUIRE_ISOLATION=1)."""
 

@@ -15,7 +15,10 @@ The verdict does not trust the kernel:
    the setup cell's imports (the prelude), then the submission's answer
    cells and nothing else, in reference order, and at each test cell's place
    calls the student's function on the exercise's cases (visible and
-   hidden, generated here and passed in as JSON). It prints one JSON record
+   hidden, generated here and passed in as JSON), or, for a value exercise,
+   reads the number the answer cell bound to its name. The runner sees the
+   graded student as ``KV_COURSE_GRADING_STUDENT`` (``with_student``), so an
+   answer cell that draws the learner's question draws the submission's. It prints one JSON record
    per case (``autograder.checks.answers``: the exact type, and the value
    only for the answer types). The student's own printing goes to /dev/null.
 3. Here, outside, every record is re-checked (``answers.clean``: a value
@@ -168,6 +171,19 @@ def make_sandbox(level=None, *, wall_s=DEFAULT_WALL_S, enforce_minimum=True, **l
     return _sandbox.Sandbox(level=level, limits=limits, binds=binds, enforce_minimum=enforce_minimum)
 
 
+def with_student(box, student: str | None):
+    """A copy of ``box`` whose command sees the graded ``student`` as ``KV_COURSE_GRADING_STUDENT``
+    (a notebook that draws its question while it runs draws the submission's); without one, a copy
+    that sees none."""
+    import copy
+
+    box = copy.copy(box)
+    box.env = {k: v for k, v in box.env.items() if k != _sandbox.GRADING_STUDENT_ENV}
+    if student:
+        box.env[_sandbox.GRADING_STUDENT_ENV] = student
+    return box
+
+
 # ---------------------------------------------------------------------------
 # Judging
 # ---------------------------------------------------------------------------
@@ -238,7 +254,8 @@ def _judge_exercise(exercise, gid: str, points: float, cases, hidden_from: int, 
     passed = sum(p[0] for p in parts)
     failing = [p[2] for p in parts if p[2] is not None]
     if not failing:
-        text = f"✓ {exercise.function_name}: all {len(cases)} cases right ({gid})"
+        text = (core.passed_line(exercise, len(cases)) if getattr(exercise, "value", False)
+                else f"✓ {exercise.function_name}: all {len(cases)} cases right ({gid})")
         return ExerciseVerdict(gid, points, points, True, text, len(cases), passed), answers_given
     more = "" if len(failing) == 1 else "\n(Hidden cases fail too.)"
     return (ExerciseVerdict(gid, 0.0, points, False, f"✗ {gid}: {failing[0]}{more}", len(cases), passed),
@@ -268,7 +285,9 @@ def grade(submission, assignment: str = "ch01_kv_formula", *, reference=None, co
     (default: ``autograder.checks.<chNN>.EXERCISES``). ``seed``: hidden cases
     (default: the checks' ``DEFAULT_HIDDEN_SEED``, as the hidden test cells).
     ``sandbox``: an ``autograder.sandbox.Sandbox`` (default: ``make_sandbox``).
-    ``student``: the learner's id, for exercises with per-learner cases.
+    ``student``: the learner's id, for exercises with per-learner cases (value exercises are judged
+    against this id's problems, whatever the notebook claims); the runner sees it as
+    ``KV_COURSE_GRADING_STUDENT``.
     """
     start = time.monotonic()
     from .checks import core
@@ -311,12 +330,14 @@ def grade(submission, assignment: str = "ch01_kv_formula", *, reference=None, co
             visible, hidden = list(ex.cases(False, seed, student)), list(ex.cases(True, seed, student))
             cases_of[step[1]] = (visible + hidden, len(visible))
             steps.append({"kind": "check", "gid": step[1], "fn": ex.function_name, "params": list(ex.params),
+                          "value": bool(getattr(ex, "value", False)),
                           "cases": [{"kwargs": c["kwargs"]} for c in visible + hidden]})
 
     try:
         box = sandbox if sandbox is not None else make_sandbox(wall_s=wall_s)
     except _sandbox.IsolationError as exc:
         return fail_all("error", str(exc))
+    box = with_student(box, student)
     _, sys_path = runner_paths()
     payload = json.dumps({"sys_path": sys_path, "step_s": step_s, "steps": steps}).encode()
     result = box.run([_sandbox.python_executable(), "-I", "-S", "-B", str(_runner_path())], payload)

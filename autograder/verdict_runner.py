@@ -6,7 +6,8 @@ on stdin, says where kvlib and autograder are). It executes the prelude (the
 setup cell's imports), then the answer cells and checks in the reference's
 order, and writes one JSON line per event to the original fd 1: ``step``
 (started), ``prelude``/``cell`` (errors), ``check`` (one record per case,
-``autograder.checks.answers``), ``done``. The learner's own fds 0-2 go to
+``autograder.checks.answers``; for a value exercise, ``"value": true``, the
+record of the number the answer cells bound to the name), ``done``. The learner's own fds 0-2 go to
 /dev/null; every step runs under a SIGALRM limit. Nothing it prints is
 trusted: the verdict re-reads every record.
 """
@@ -126,7 +127,19 @@ def main():
         elif kind == "check":
             n = len(step["cases"])
             fn = ns.get(step["fn"])
-            if fn is None:
+            if step.get("value"):   # a value exercise: the number bound to the name, never called
+                if step["fn"] not in ns:
+                    records = [{"error": "NameError", "error_message": "name %r is not defined" % step["fn"]}] * n
+                else:
+                    try:
+                        arm(step_s)
+                        try:
+                            records = [encode(fn)] * n
+                        finally:
+                            disarm()
+                    except BaseException as exc:
+                        records = [{"error": _type(exc).__name__, "error_message": str(exc)[:300]}] * n
+            elif fn is None:
                 records = [{"error": "NameError", "error_message": "name %r is not defined" % step["fn"]}] * n
             elif not callable(fn):
                 records = [{"error": "TypeError", "error_message": "%s is not a function" % step["fn"]}] * n

@@ -32,6 +32,9 @@ c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--Interacti
 # no network, not this folder, not the solutions; refused where the machine cannot hide the file
 # system). KV_COURSE_UNSANDBOXED=1 in the environment runs them on python3 instead, on request.
 # Learners' own Validate and Run in JupyterLab use python3 (they never load this file).
+# The kernel sees the student nbgrader grades as KV_COURSE_GRADING_STUDENT (the autograde
+# preprocessor GradingStudentExecute in place of nbgrader's Execute): per-learner problems (ch09)
+# are graded as the submission's own, whatever id the notebook claims.
 # Also: feedback pages naming each exercise, maths as MathML (no CDN), quiet known warnings
 # (autograder.nbgrader_setup).
 configure(c)

@@ -18,6 +18,8 @@ from .bars import bar_plot
 from .crossover import crossover_explorer, crossover_view, figure_img, roofline_plot, step_bytes_figure
 from .course import notation_table, terminal
 from .derivation import build_up
+from .drills import DrillSession, drill_mode, drill_view, my_question, my_questions, show_question, use_student_id
+from .interview import interview_sheet, interview_sheet_view
 from .explorer import ExplorerPreset, kv_explorer, kv_explorer_view, presets_from_models
 from .mla import MLA_LATENT_AXES, MLA_ROPE_AXES, mla_cache_arrays, mla_explorer, mla_explorer_view
 from .plots import line_plot
@@ -42,4 +44,6 @@ __all__ = [
     "fetch_recompute_explorer", "fetch_recompute_view", "prefix_sharing_explorer", "prefix_sharing_view",
     "ENGINE_GEOMETRIES", "block_window_explorer", "block_window_view", "engine_geometry", "engine_lab",
     "engine_lab_view", "log_presets", "log_source_words",
+    "DrillSession", "drill_mode", "drill_view", "my_question", "my_questions", "show_question", "use_student_id",
+    "interview_sheet", "interview_sheet_view",
 ]

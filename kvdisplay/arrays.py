@@ -42,7 +42,7 @@ def kv_cache_array(layers: int, kv_heads: int, head_dim: int, seq_len: int, batc
     >>> cache.shape, cache.nbytes          # 2 * 2 * 4 * 8 * 2 B * 10 * 3
     ((2, 2, 3, 4, 10, 8), 7680)
 
-    Used in: ch01_kv_formula, ch02_gqa_tp, ch03_mla, ch06_crossover, ch07_capacity_plan.
+    Used in: ch01_kv_formula, ch02_gqa_tp, ch03_mla, ch06_crossover, ch07_capacity_plan, ch09_interview_drills.
     """
     import numpy as np
 

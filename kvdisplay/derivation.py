@@ -32,7 +32,7 @@ def build_up(steps):
     >>> "2 \\\\cdot L \\\\cdot" in view.data       # formula order, not sympy's sorted order
     True
 
-    Used in: ch01_kv_formula, ch02_gqa_tp, ch03_mla, ch05_prefix_reuse, ch08_vllm_lab.
+    Used in: ch01_kv_formula, ch02_gqa_tp, ch03_mla, ch05_prefix_reuse, ch08_vllm_lab, ch09_interview_drills.
     """
     import sympy as sp
 

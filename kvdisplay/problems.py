@@ -32,7 +32,7 @@ def worked_problem(number: int, question: str, assumptions: str, formula: str, s
 
     Raises ValueError when a substitution has no meaning or the result is empty.
 
-    Used in: ch01_kv_formula (Questions 1-5), ch02_gqa_tp, ch03_mla (Questions 1-4), ch04_pool_paging (Questions 1-4), ch06_crossover (Questions 1-3, 5), ch07_capacity_plan, ch00_orientation (Question 1), ch05_prefix_reuse (Questions 1-4), ch08_vllm_lab (Questions 1-3).
+    Used in: ch01_kv_formula (Questions 1-5), ch02_gqa_tp, ch03_mla (Questions 1-4), ch04_pool_paging (Questions 1-4), ch06_crossover (Questions 1-3, 5), ch07_capacity_plan, ch00_orientation (Question 1), ch05_prefix_reuse (Questions 1-4), ch08_vllm_lab (Questions 1-3), ch09_interview_drills (Questions 1-7).
     """
     lines = []
     for entry in substitutions:
@@ -65,7 +65,7 @@ def erratum(who: str, claim: str, where_wrong: str, computed: str) -> HTML:
     >>> "“80 &lt; 79”" in box and "Erratum" in box
     True
 
-    Used in: ch01_kv_formula, ch02_gqa_tp, ch06_crossover, ch07_capacity_plan, ch05_prefix_reuse, ch08_vllm_lab.
+    Used in: ch01_kv_formula, ch02_gqa_tp, ch06_crossover, ch07_capacity_plan, ch05_prefix_reuse, ch08_vllm_lab, ch09_interview_drills.
     """
     for name, value in (("who", who), ("claim", claim), ("where_wrong", where_wrong), ("computed", computed)):
         if not str(value).strip():
@@ -81,7 +81,7 @@ def erratum(who: str, claim: str, where_wrong: str, computed: str) -> HTML:
 def footnote_ref(number: int) -> str:
     """The superscript that points at footnote ``number``: ``<sup>1</sup>``.
 
-    Used in: ch01_kv_formula, ch04_pool_paging, ch07_capacity_plan.
+    Used in: ch01_kv_formula, ch04_pool_paging, ch07_capacity_plan, ch09_interview_drills.
     """
     return f"<sup>{int(number)}</sup>"
 
@@ -92,6 +92,6 @@ def footnote(number: int, text: str) -> Markdown:
     >>> footnote(1, "0.07% high.").data
     '<small><sup>1</sup> 0.07% high.</small>'
 
-    Used in: ch01_kv_formula, ch02_gqa_tp, ch04_pool_paging, ch06_crossover, ch07_capacity_plan, ch08_vllm_lab.
+    Used in: ch01_kv_formula, ch02_gqa_tp, ch04_pool_paging, ch06_crossover, ch07_capacity_plan, ch08_vllm_lab, ch09_interview_drills.
     """
     return Markdown(f"<small>{footnote_ref(number)} {text}</small>")

@@ -35,11 +35,31 @@ from .spec import FULL
 from .units import GB, GiB, parse_bytes
 from .vllm.engine import default_utilization
 
-__all__ = ["TOPICS", "Problem", "DrillError", "generate", "problem_set", "seed_for_student"]
+__all__ = ["GRADED_TOPICS", "TOPICS", "Problem", "Question", "DrillError", "generate", "problem_set",
+           "seed_for_student", "student_problem"]
 
 
 class DrillError(ValueError):
     """Unknown topic or bad drill input; the message names it."""
+
+
+@dataclass(frozen=True)
+class Question:
+    """A problem as a learner may hold it: what is asked, never the answer (``Problem.public()``).
+
+    ``params`` are the figures the question states (model and GPU names,
+    layers, heads, budgets ...); a worked answer computes from them.
+    """
+
+    topic: str
+    question: str
+    units: str
+    tolerance: float            # relative; 0 means exact
+    params: MappingProxyType = field(hash=False)
+
+    def tolerance_text(self) -> str:
+        """'exact' or 'within 0.5%'."""
+        return "exact" if not self.tolerance else f"within {self.tolerance * 100:g}%"
 
 
 @dataclass(frozen=True)
@@ -56,24 +76,39 @@ class Problem:
     params: MappingProxyType = field(hash=False)   # what the question states
     inputs: MappingProxyType = field(hash=False, repr=False)  # diagnose's keywords
 
-    def check(self, answer) -> tuple[bool, str]:
+    def check(self, answer, reveal: bool = True) -> tuple[bool, str]:
         """``(correct, feedback)``; the feedback names the slip when it recognises one.
 
         ``answer`` is a number or text such as '131,072', '1.07 GB' (bytes
         questions accept byte units; a GiB figure labelled GB is named as the
-        GB/GiB slip) or '9.92 ms'.
+        GB/GiB slip) or '9.92 ms'. ``reveal=False``: the feedback never shows
+        the answer, nor how far off a wrong one is (a learner's graded question).
         """
         value, problem, swapped, typed_tol = _parse_answer(answer, self.units)
+        shown = f" The answer is {_fmt(self.answer)} {self.units}." if reveal else ""
         if problem:
-            return False, f"{problem} The answer is {_fmt(self.answer)} {self.units}."
+            return False, problem + shown
         d = self._diagnose(value, typed_tol)
         if d.correct:
-            return True, f"correct: {_fmt(self.answer)} {self.units}."
+            return True, f"correct: {_fmt(self.answer)} {self.units}." if reveal else "correct."
         if d.slip is None and swapped is not None and self._diagnose(swapped, typed_tol).correct:
-            return False, (f"not quite [gb_for_gib]: {SLIPS['gb_for_gib']} "
-                           f"The answer is {_fmt(self.answer)} {self.units}.")
+            return False, f"not quite [gb_for_gib]: {SLIPS['gb_for_gib']}{shown}"
         slip = f" [{d.slip.key}]" if d.slip else ""
-        return False, f"not quite{slip}: {d.message} The answer is {_fmt(self.answer)} {self.units}."
+        if not reveal:
+            how = d.slip.message if d.slip else "it matches no known slip: recheck each step."
+            exact = "exact" if not self.tolerance else f"within {self.tolerance * 100:g}%"
+            return False, f"not quite{slip} ({exact}): {how}"
+        return False, f"not quite{slip}: {d.message}{shown}"
+
+    def public(self) -> Question:
+        """The question without its answer (and without the checker that knows it).
+
+        >>> q = generate("kv_per_token", seed=3).public()
+        >>> q.units, q.tolerance_text(), hasattr(q, "answer")
+        ('bytes', 'exact', False)
+        """
+        return Question(topic=self.topic, question=self.question, units=self.units, tolerance=self.tolerance,
+                        params=MappingProxyType(dict(self.params)))
 
     def slip_key(self, answer) -> str | None:
         """The key of the slip an answer matches, or None."""
@@ -353,6 +388,11 @@ TOPICS = {
 }
 
 
+#: The graded drills of ch09_interview_drills, in notebook order (grade ids ch09_q2_ ... ch09_q9_).
+GRADED_TOPICS = ("kv_per_token", "concurrency", "pool", "crossover", "step_time", "mla_vs_gqa", "tp_per_gpu",
+                 "plan_step")
+
+
 def _seed(seed) -> int:
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise DrillError(f"seed must be an integer, got {seed!r}")
@@ -400,13 +440,34 @@ def seed_for_student(student_id: str) -> int:
     return int.from_bytes(hashlib.sha256(student_id.encode("utf-8")).digest()[:8], "big")
 
 
+def student_problem(student_id: str, topic: str) -> Problem:
+    """The learner's own problem on ``topic``: ``generate(topic, seed_for_student(f"{student_id}/{topic}"))``.
+
+    It depends on the id alone (never on a class secret), so the learner's
+    notebook, the instant check and the grader all draw the same problem;
+    another id almost always draws another one. Taught in ch09_interview_drills.
+
+    >>> student_problem("ada", "pool") == student_problem("ada", "pool")
+    True
+    >>> student_problem("ada", "pool").seed == seed_for_student("ada/pool")
+    True
+    """
+    if topic not in TOPICS:
+        raise DrillError(f"unknown topic {topic!r} (known: {', '.join(TOPICS)})")
+    if not isinstance(student_id, str) or not student_id.strip():
+        raise DrillError(f"student_id must be a non-empty string, got {student_id!r}")
+    return generate(topic, seed_for_student(f"{student_id}/{topic}"))
+
+
 # --- kvlib drill ------------------------------------------------------------------------
-def run_drill(problems, stdin=None, stdout=None, timings: bool = False, clock=time.perf_counter) -> tuple:
+def run_drill(problems, stdin=None, stdout=None, timings: bool = False, clock=time.perf_counter,
+              reveal: bool = True) -> tuple:
     """Ask each problem, read one answer line each; return (correct, asked).
 
     Stops quietly at the end of input. Echoes the answer when input is not a
     terminal, so a piped transcript reads like a session. Prints times only
-    with ``timings``.
+    with ``timings``. ``reveal=False``: wrong answers are not followed by the
+    right one (``Problem.check``).
     """
     stdin = sys.stdin if stdin is None else stdin
     stdout = sys.stdout if stdout is None else stdout
@@ -427,7 +488,7 @@ def run_drill(problems, stdin=None, stdout=None, timings: bool = False, clock=ti
         if echo:
             print(text, file=stdout)
         asked += 1
-        ok, feedback = p.check(text)
+        ok, feedback = p.check(text, reveal=reveal)
         correct += ok
         key = p.slip_key(text)
         if key:

@@ -277,3 +277,27 @@ def test_typed_answers_get_half_a_unit_of_their_last_digit():
     assert not p.check("268.3 MB")[0]
     # '0.27 GB' is 0.58% off: half its last digit is 1.9%, capped at 0.5%
     assert not p.check("0.27 GB")[0]
+
+
+# --- kvlib drill --student (ch09's graded drills, answers not shown) ---------------------------------
+def test_cli_drill_student_asks_their_graded_questions_without_answers():
+    # ada's first graded question: Llama 2 7B in bf16, 2 x 32 layers x 32 KV heads x 128 x 2 B = 524,288 B per token
+    code, out, err = drill("--student", "ada", stdin="524288\n262144\n")
+    assert code == 0 and err == ""
+    assert "8 question(s) of student 'ada'" in out and out.count("Question ") == 3   # the third meets end of input
+    assert "Llama-2-7b-hf" in out and "correct." in out and "score 1/2 (6 not answered)" in out
+    assert "The answer is" not in out and "x too" not in out
+    assert drill("--student", "ada", stdin="524288\n262144\n", hashseed="7") == (code, out, err)
+
+
+def test_cli_drill_student_one_topic_names_the_slip():
+    code, out, _ = drill("--student", "ada", "--topic", "kv_per_token", stdin="262144\n")
+    assert code == 0 and out.count("Question ") == 1
+    assert "not quite [missing_kv_factor] (exact)" in out and "524,288" not in out
+
+
+@pytest.mark.parametrize("args", [["--student", "ada", "--seed", "1"], ["--student", " "]])
+def test_cli_drill_student_bad_input_exits_2_with_one_line(args):
+    code, out, err = drill(*args)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err

@@ -53,6 +53,11 @@ Adding a chapter ``chNN_slug``
    for every chapter in ``course/source``, that test cells and exercises agree,
    and the build's ``--check`` refuses a test cell with no exercise.
 
+Value exercises (``Exercise(value=True, ...)``: the learner's answer is a
+number bound to a name, judged against their own ``kvlib.drills.student_problem``)
+take the student id from ``current_student()``; ``claim_student(name)`` records
+the id a notebook states (see ``core``).
+
 Checks modules outside the package (a test fixture) are found on
 ``$KV_COURSE_CHECKS_PATH`` (folders, ``os.pathsep``-separated).
 """
@@ -108,8 +113,27 @@ def exercise(grade_id: str):
     return found
 
 
+def current_student():
+    """The learner's id: the grader's, a hub login, ``KV_COURSE_STUDENT``, the claimed one, ``STUDENT_ID``
+    (``core.current_student``)."""
+    from . import core
+    return core.current_student()
+
+
+def claim_student(name):
+    """The notebook's ``STUDENT_ID = "..."`` (``core.claim_student``); returns ``current_student()``."""
+    from . import core
+    return core.claim_student(name)
+
+
+def my_question(topic: str):
+    """The learner's own ``kvlib.drills.Question`` on ``topic`` (``core.my_question``)."""
+    from . import core
+    return core.my_question(topic)
+
+
 def check(grade_id: str, fn, hidden: bool = False, seed: int | None = None) -> None:
-    """The test cell's check: grade ``fn`` on the exercise ``grade_id`` (see ``core.check``)."""
+    """The test cell's check: grade ``fn`` (a value exercise: the number) on ``grade_id`` (``core.check``)."""
     __tracebackhide__ = True
     from . import core
     core.check(exercise(grade_id), fn, hidden=hidden, seed=seed)

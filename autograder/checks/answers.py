@@ -10,6 +10,8 @@ not a ``float``, an ``int`` subclass is not an ``int``):
 ``Choice(options)``         a ``str``, one of the declared options
 ``BYTES``                   ``bytes``, equal
 ``Tuple(items)``            a ``tuple`` of exactly these types, element by element
+``Number(rel_tol)``         an ``int`` or a finite ``float`` (a typed figure: value exercises),
+                            exact (``rel_tol=0``) or within the stated tolerance
 ==========================  =========================================================
 
 A result crosses a process boundary (the verdict's sandbox, ``autograder.verdict``)
@@ -282,6 +284,43 @@ class Tuple:
 
     def show(self, value) -> str:
         return "(" + ", ".join(t.show(v) for t, v in zip(self.items, value)) + ")"
+
+
+@dataclass(frozen=True)
+class Number:
+    """A number typed or computed by the learner (a value exercise): ``int`` or finite ``float``.
+
+    ``rel_tol=0``: equal to the expected value (``1.0e9`` is ``1_000_000_000``);
+    otherwise within ``rel_tol`` of it. ``bool`` and look-alikes are refused.
+    """
+
+    rel_tol: float = 0.0
+    name = "number"
+
+    def fits(self, value) -> bool:
+        return type(value) is int or (type(value) is float and math.isfinite(value))
+
+    def equal(self, answer, expected) -> bool:
+        if not self.rel_tol:
+            return answer == expected
+        return math.isclose(answer, expected, rel_tol=self.rel_tol)
+
+    def describe(self) -> str:
+        return "a number" + (f" (within {self.rel_tol * 100:g}%)" if self.rel_tol else " (exact)")
+
+    def wrong_type(self, fn: str, type_name_: str) -> str:
+        if type_name_ == "builtins.float":
+            return f"{fn} is nan or infinity; it must be a finite number."
+        if type_name_ == "builtins.NoneType":
+            return f"{fn} is None: replace it with your answer, a number."
+        if type_name_ == "builtins.str":
+            return f"{fn} is text; write the number itself (no quotes, no units), e.g. 1234 or 5.6."
+        if type_name_.startswith("numpy."):
+            return f"{fn} is {type_name_}; convert it with int(...) or float(...) to a plain number."
+        return f"{fn} is an object of type {_short(type_name_)}; it must be a plain number (int or float)."
+
+    def show(self, value) -> str:
+        return f"{value:,}" if type(value) is int else f"{value:,.6g}"
 
 
 INT = Int()

@@ -175,3 +175,36 @@ def node_budget_bytes(model: str, gpu: str, num_gpus: int, reserve_bytes: int) -
     """KV budget: num_gpus x CUDA-reported memory, less bf16 weights and a reserve (``kv.kv_pool_bytes``, u = 1)."""
     return kv.kv_pool_bytes(gpu_bytes=num_gpus * kv.get_gpu(gpu).cuda_memory_bytes, utilization=1,
                             weight_bytes=kv.load_model(model).weight_bytes(2), other_bytes=reserve_bytes)
+
+
+# ---------------------------------------------------------------------------
+# The learner's own drill problem (value exercises, ch09)
+# ---------------------------------------------------------------------------
+def drill_cases(topic: str):
+    """A visible-case builder ``f(student=None)``: one case, the learner's own problem on ``topic``
+    (``kvlib.drills.student_problem``); its context holds the id (None: no id known)."""
+    def build(student=None) -> tuple:
+        label = f"your {topic} question" + (f" (student {student!r})" if student else "")
+        return ({"label": label, "kwargs": {}, "context": {"student": student, "topic": topic}},)
+    return build
+
+
+def drill_problem(case: dict):
+    """The ``kvlib.drills.Problem`` of a drill case (its student's problem on its topic)."""
+    from kvlib.drills import student_problem
+    return student_problem(case["context"]["student"], case["context"]["topic"])
+
+
+def drill_answer(case: dict):
+    """kvlib's answer to a drill case's problem."""
+    return drill_problem(case).answer
+
+
+def drill_slip_inputs(case: dict) -> dict:
+    """The keywords ``kvlib.slips`` needs to name a slip in a drill case's problem."""
+    return dict(drill_problem(case).inputs)
+
+
+def no_hidden_cases(seed: int) -> tuple:
+    """Value exercises have no hidden cases: the learner's own problem is the case."""
+    return ()

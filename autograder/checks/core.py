@@ -34,6 +34,26 @@ exercise's (case k, visible then hidden, of each), and its ``expected`` takes
 there is none or it is not of the right type): step 2 is judged against the
 learner's step 1, so one slip is not charged twice.
 
+Value exercises (``value=True``): the learner binds a name to a number
+(``answer_pool = 451342``) and the test cell passes that number, not a
+function: ``check("ch09_q4_pool", answer_pool)``. ``function_name`` is then the
+name, ``params`` is empty and the one visible case is the learner's own
+problem (its ``context`` holds the student id, from ``current_student()`` in
+the kernel and from the grader's student in ``autograder.verdict``). A wrong
+value is named by its slip and the tolerance, never by the expected value.
+
+The student id (``current_student``), first found wins:
+
+1. ``KV_COURSE_GRADING_STUDENT``: set only by the grader (the submission's
+   student: ``submitted/<id>/``, ``--student``, or nbgrader's own student via
+   the course preprocessor ``autograder.nbgrader_setup.GradingStudentExecute``);
+2. ``JUPYTERHUB_USER`` (a hub login);
+3. ``KV_COURSE_STUDENT``;
+4. the id the notebook claimed with ``claim_student(name)`` (its ``STUDENT_ID`` cell);
+5. ``STUDENT_ID`` in the environment.
+
+So in grading, an id the notebook claims never replaces the submission's.
+
 Guards, and their limits:
 
 * The exact type is checked (``answers``): an always-equal object, an ``int``
@@ -100,6 +120,7 @@ class Exercise:
     hidden_note: str = ""                         # what hidden cases vary, in general words
     modules: tuple = ()                           # modules an answer may import besides the stdlib and kvlib
     builds_on: str | None = None                  # grade id of the earlier step (multi-step problems)
+    value: bool = False                           # a value exercise: function_name names a number, not a function
 
     def cases(self, hidden: bool = False, seed: int | None = None, student: str | None = None) -> tuple:
         if not hidden:
@@ -239,6 +260,8 @@ def judge(exercise: Exercise, case: dict, record: dict, *, hidden: bool = False,
     value; hidden verdicts name only the slip, in general words. The value is
     judged before the type. ``lead``: the slip to name first when it matches.
     """
+    if exercise.value:
+        return _judge_value(exercise, case, record)
     fn = exercise.function_name
     if record.get("kvlib_calls"):
         names = ", ".join(record["kvlib_calls"])
@@ -291,6 +314,59 @@ def judge(exercise: Exercise, case: dict, record: dict, *, hidden: bool = False,
     diagnosis = _diagnosis(exercise, case, number, keys, lead)
     tail = (f"\n{type_note}" if type_note else "") + (f"\nHint: {hint}" if hint and not keys else "")
     return Verdict(False, head + line + ".\n" + diagnosis + tail, keys, "value", head + line + ".\n", tail)
+
+
+NO_STUDENT = ("there is no student id, so there is no question of yours to check against: set STUDENT_ID = "
+              "\"<your name>\" in the cell near the top of the notebook and run it (on a hub, your login is "
+              "used).")
+
+
+def tolerance_text(exercise: Exercise) -> str:
+    """'exact' or 'within 0.5%': how close a value exercise's answer must be."""
+    tol = getattr(exercise.answer, "rel_tol", 0.0)
+    return f"within {tol * 100:g}%" if tol else "exact"
+
+
+def _judge_value(exercise: Exercise, case: dict, record: dict) -> Verdict:
+    """The verdict on a value exercise: right, or the slip and the tolerance (never the expected value)."""
+    name = exercise.function_name
+    if not case.get("context", {}).get("student"):
+        return Verdict(False, NO_STUDENT, ("no_student",), "error")
+    if "error" in record:
+        if record["error"] == "NameError":
+            text = f"{name} is not set: its answer cell assigns {name} = <your number>; run that cell first."
+        else:
+            text = f"{name} could not be read: {record['error']}: {record.get('error_message', '')}".rstrip(": ")
+        return Verdict(False, text, ("error",), "error")
+    try:
+        value = answers.decode(record)
+    except answers.RecordError:
+        value = None
+    kind = exercise.answer
+    if value is None or not kind.fits(value):
+        return Verdict(False, kind.wrong_type(name, record.get("type", "?")), ("wrong_type",), "type")
+    if kind.equal(value, exercise.expected_for(case)):
+        return Verdict(True, "correct.")
+    inputs = exercise.slip_inputs(case) if exercise.slip_inputs else {}
+    keys = ()
+    if exercise.quantity:
+        keys = matching_slips(exercise.quantity, value, inputs, getattr(kind, "rel_tol", 0.0) or 1e-9)
+    head = (f"{name} = {kind.show(value)} {exercise.unit} is not the answer to your question "
+            f"({tolerance_text(exercise)}; student {case['context']['student']!r})")
+    if keys:
+        text = f"{head} [{keys[0]}]: {slips.message(keys[0], **inputs)}"
+        if len(keys) > 1:
+            text += f" Or [{keys[1]}]: {slips.message(keys[1], **inputs)}"
+    else:
+        text = f"{head}, and it matches no known slip: recheck each step."
+    return Verdict(False, text, keys, "value")
+
+
+def passed_line(exercise: Exercise, count: int, hidden: bool = False) -> str:
+    """The one ✓ line of an exercise whose cases all passed."""
+    if exercise.value:
+        return f"✓ {exercise.function_name}: right for your question ({exercise.grade_id})"
+    return f"✓ {exercise.function_name}: all {count} {'hidden' if hidden else 'visible'} cases right ({exercise.grade_id})"
 
 
 def _diagnosis(exercise: Exercise, case: dict, number, keys, lead) -> str:
@@ -370,9 +446,48 @@ def _decoded(record):
 _ANSWERS: dict = {}
 
 
+GRADING_STUDENT_ENV = "KV_COURSE_GRADING_STUDENT"   # set by the grader only (the submission's student)
+STUDENT_ENVS = (GRADING_STUDENT_ENV, "JUPYTERHUB_USER", "KV_COURSE_STUDENT")   # before a claimed id
+STUDENT_ID_ENV = "STUDENT_ID"                                                  # after it
+
+_claimed: str | None = None
+
+
 def current_student() -> str | None:
-    """The learner's id where the environment says it (``KV_COURSE_STUDENT``, a JupyterHub user)."""
-    return os.environ.get("KV_COURSE_STUDENT") or os.environ.get("JUPYTERHUB_USER") or None
+    """The learner's id, or None when nothing names one (the order is in the module doc)."""
+    for var in STUDENT_ENVS:
+        found = os.environ.get(var, "").strip()
+        if found:
+            return found
+    if _claimed:
+        return _claimed
+    return os.environ.get(STUDENT_ID_ENV, "").strip() or None
+
+
+def claim_student(name) -> str | None:
+    """Record the id the learner states in the notebook (``STUDENT_ID = "ada"``); returns ``current_student()``.
+
+    A claim comes after the grader's id, a hub login and ``KV_COURSE_STUDENT``
+    (so in grading it changes nothing); ``None`` or ``""`` withdraws it.
+    """
+    global _claimed
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"STUDENT_ID must be text, such as \"ada\", not {type(name).__name__} {name!r}")
+    _claimed = (name or "").strip() or None
+    return current_student()
+
+
+def my_question(topic: str):
+    """The learner's own question on ``topic`` (a ``kvlib.drills.Question``: no answer in it).
+
+    Raises ``LookupError`` with the STUDENT_ID message when no id is known.
+    """
+    from kvlib.drills import student_problem
+
+    student = current_student()
+    if student is None:
+        raise LookupError(NO_STUDENT)
+    return student_problem(student, topic).public()
 
 
 def _failure_message(exercise: Exercise, student_fn, hidden: bool, seed) -> str | None:
@@ -381,6 +496,8 @@ def _failure_message(exercise: Exercise, student_fn, hidden: bool, seed) -> str 
     Kept apart from ``check`` so that no frame alive when the AssertionError is
     raised holds a hidden case (a verbose traceback would print its locals).
     """
+    if exercise.value:
+        return _value_failure(exercise, student_fn, hidden)
     if not callable(student_fn):
         return f"✗ {exercise.grade_id}: {exercise.function_name} must be a function, got {type(student_fn).__name__}."
     student = current_student()
@@ -392,14 +509,29 @@ def _failure_message(exercise: Exercise, student_fn, hidden: bool, seed) -> str 
     _ANSWERS[(exercise.grade_id, key)] = learner_answers(exercise, records)
     message = summarise(exercise, cases, results, hidden=hidden, earlier=earlier, records=records)
     if message is None:
-        print(f"✓ {exercise.function_name}: all {len(results)} {'hidden' if hidden else 'visible'} "
-              f"cases right ({exercise.grade_id})")
+        print(passed_line(exercise, len(results), hidden))
+        return None
+    return f"✗ {exercise.grade_id}: " + message
+
+
+def _value_failure(exercise: Exercise, value, hidden: bool) -> str | None:
+    """A value exercise's check: the learner's number against their own problem (no hidden cases)."""
+    if hidden:
+        return None
+    student = current_student()
+    if student is None:
+        return f"✗ {exercise.grade_id}: {NO_STUDENT}"
+    cases = exercise.cases(False, None, student)
+    results = verdicts(exercise, cases, [answers.encode(value)] * len(cases))
+    message = summarise(exercise, cases, results)
+    if message is None:
+        print(passed_line(exercise, len(results)))
         return None
     return f"✗ {exercise.grade_id}: " + message
 
 
 def check(exercise: Exercise, student_fn, hidden: bool = False, seed: int | None = None) -> None:
-    """Grade ``student_fn`` on the exercise's visible (or hidden) cases.
+    """Grade ``student_fn`` on the exercise's visible (or hidden) cases (a value exercise: the number).
 
     Prints one ✓ line when every case is right; otherwise raises
     ``AssertionError`` naming the slip (and, for visible cases only, the case).

@@ -51,7 +51,7 @@ TIMEOUT_MS = 60_000                    # any single wait; a whole chapter takes 
 EXERCISE_ERRORS = {"AssertionError", "NotImplementedError"}
 TOAST = ".Toastify__toast"             # JupyterLab 4's notifications (news, updates) pop up as these
 SCREENSHOTS = ("opened", "ran-all", "explorer", "slider-arrowright", "slider-end", "wrong-answer-slip",
-               "validate-dialog", "engine-cell")   # artefacts/browser/<chapter>-NN-<label>.png, NN fixed per label
+               "validate-dialog", "engine-cell", "buttons")   # artefacts/browser/<chapter>-NN-<label>.png, NN fixed per label
 KNOWN_CONSOLE_NOISE: tuple[re.Pattern, ...] = (
     # None needed so far: JupyterLab 4.6.6 + nbgrader 0.9.6 + ipywidgets 8.1.9 log no error
     # in these steps. Add a pattern here only with a comment saying why it is unrelated.
@@ -69,6 +69,8 @@ class Plan:
     validate: tuple[str, ...] = ()   # if not empty: click Validate; the dialog must show these
     without: str = ""      # an ungraded chapter: why it has no explorer or exercise (those steps skip)
     shows: tuple[str, ...] = ()      # texts the page must show after Run All
+    buttons: tuple[tuple[str, str, str], ...] = ()   # (text typed into the widget's text box first, or "";
+                                                     #  button to click; regex a widget must then show)
 
 
 PLANS = {
@@ -163,6 +165,19 @@ PLANS = {
                      "n = round(float(available_gib) * 2**30) // (2 * layers * max(1, kv_heads // tp) * head_dim "
                      "* dtype_bytes * block_size); return (n, n)",
         slip="allows a range of blocks",
+    ),
+    "ch09_interview_drills": Plan(
+        slider="context T (tokens)",
+        number=r"one sequence of [\d,]+ tokens:\s*([\d.,]+ GB)",
+        answer_id="ch09_q1_answer",
+        # Drops the 2 (K and V): half the right answer.
+        wrong_answer="def kv_cache_bytes(layers, kv_heads, head_dim, seq_len, batch, dtype_bytes): "
+                     "return layers * kv_heads * head_dim * seq_len * batch * dtype_bytes",
+        slip="the factor 2 for K and V is missing",
+        validate=("the factor 2 for K and V is missing",),                     # q1, as typed
+        # Drill mode: a question drawn, then a (wrong) answer checked, timed and scored.
+        buttons=(("", "new question", r"\(topic \w+; answer in"),
+                 ("1", "check", r"score: \d / 1")),
     ),
 }
 
@@ -434,7 +449,13 @@ def test_run_all_fails_only_in_exercise_checks(chapter):
     message = next(o for o in first.outputs if o.output_type == "error").evalue.splitlines()[0]
     shown = chapter.cells.nth(failed[0])
     shown.scroll_into_view_if_needed()
-    assert message[:60] in shown.locator(".jp-OutputArea").inner_text()
+    # A cell far from where Run All left the view is drawn only after it is scrolled to (JupyterLab's windowed
+    # notebook; ch09's first check is 25 cells above the end): wait for its output to be drawn.
+    output = shown.locator(".jp-OutputArea")
+    deadline = time.monotonic() + 10
+    while message[:60] not in output.inner_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert message[:60] in output.inner_text()
     chapter.assert_no_toast()
     chapter.shot("ran-all")
 
@@ -519,6 +540,26 @@ def test_validate_button_reports(chapter):
         assert expected in body, f"{expected!r} not in the validation dialog:\n{body}"
     dialog.locator(".jp-Dialog-footer button").last.click()
     dialog.wait_for(state="detached")
+
+
+def test_buttons_redraw_their_widget(chapter):
+    """A widget driven by buttons (ch09's drill mode): each click, after typing into its text box, redraws it."""
+    if not chapter.plan or not chapter.plan.buttons:
+        pytest.skip(f"{chapter.name}: the plan clicks no widget button")
+    chapter.ensure_ran()
+    page = chapter.page
+    for typed, label, shows in chapter.plan.buttons:
+        button = page.locator(".widget-button", has_text=re.compile(f"^{re.escape(label)}$"))
+        assert button.count() == 1, f"{button.count()} buttons labelled {label!r}"
+        with chapter.step(f"button: {label} to its widget redrawn"):
+            if typed:
+                box = page.locator(".widget-text input")
+                assert box.count() == 1, f"{box.count()} widget text boxes"
+                box.fill(typed)
+            button.scroll_into_view_if_needed()
+            button.click()
+            page.locator(".widget-html", has_text=re.compile(shows)).first.wait_for(timeout=10_000)
+    chapter.shot("buttons")
 
 
 ENGINE_CELL_FLAG = "START_ENGINE = False"

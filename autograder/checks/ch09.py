@@ -1,0 +1,116 @@
+"""Chapter 09 (interview drills): its nine graded exercises, as data.
+
+Grade ids, names and parameter order are a contract with the grading pipeline;
+points (2 for q1, 1 for each drill) are on the source notebook's test cells.
+
+=====================================  ==============================================================
+grade id                               the learner writes
+=====================================  ==============================================================
+ch09_q1_kv_formula                     kv_cache_bytes(layers, kv_heads, head_dim, seq_len, batch,
+                                       dtype_bytes) -> int (a function: "write the formula")
+ch09_q2_kv_per_token                   answer_kv_per_token = <bytes>
+ch09_q3_concurrency                    answer_concurrency = <sequences>
+ch09_q4_pool                           answer_pool = <tokens>
+ch09_q5_crossover                      answer_crossover = <tokens, within 0.5%>
+ch09_q6_step_time                      answer_step_time = <ms, within 0.5%>
+ch09_q7_mla_vs_gqa                     answer_mla_vs_gqa = <bytes>
+ch09_q8_tp_per_gpu                     answer_tp_per_gpu = <bytes>
+ch09_q9_plan_step                      answer_plan_step = <nodes>
+=====================================  ==============================================================
+
+q2-q9 are value exercises (``Exercise(value=True)``): each learner answers their
+own problem, ``kvlib.drills.student_problem(student, topic)`` with the topics of
+``kvlib.drills.GRADED_TOPICS`` in this order, the student being
+``current_student()`` in the kernel and the submission's student in the grader.
+A number is right when it equals kvlib's answer (ints: bytes, tokens,
+sequences, nodes) or lies within the problem's tolerance (crossover and step
+time: 0.5%); a wrong one is named by ``kvlib.slips`` (the same catalogue as
+``Problem.check``). q1's expected value is ``kv.kv_bytes_total`` over
+bundled models' geometry; its hidden cases vary the model, dtype_bytes
+(1, 2 or 4), the length and the batch, from the class seed.
+"""
+
+from __future__ import annotations
+
+import kvlib as kv
+from kvlib.drills import GRADED_TOPICS, generate
+
+from .answers import Number
+from .cases import (
+    bytes_per_token,
+    drill_answer,
+    drill_cases,
+    drill_slip_inputs,
+    geometry_case,
+    geometry_hidden,
+    no_hidden_cases,
+    random_seq_len,
+)
+from .core import Exercise, exercises, legacy_checks
+
+Q1_PARAMS = ("layers", "kv_heads", "head_dim", "seq_len", "batch", "dtype_bytes")
+HIDDEN_NOTE_Q1 = "(Hidden cases use other models' geometry, dtype_bytes of 1, 2 or 4, other lengths and batches.)"
+
+Q1_VISIBLE = (
+    geometry_case("llama-3.1-8b", 2, "Llama 3.1 8B, bf16, 32 x 4,096 tokens", seq_len=4096, batch=32),
+    geometry_case("llama-3.3-70b", 2, "Llama 3.3 70B, bf16, 1 x 131,072 tokens", seq_len=131072, batch=1),
+    geometry_case("qwen2.5-7b", 1, "Qwen2.5 7B, fp8, 8 x 32,768 tokens", seq_len=32768, batch=8),
+    geometry_case("llama-2-7b", 2, "Llama 2 7B (MHA), bf16, 5 x 3,000 tokens", seq_len=3000, batch=5),
+)
+
+
+def _q1_expected(case: dict) -> int:
+    k = case["kwargs"]
+    return kv.kv_bytes_total(bytes_per_token(case), k["seq_len"], k["batch"])
+
+
+def _q1_slip_inputs(case: dict) -> dict:
+    """kvlib.slips' keywords for kv_bytes_total (it names the batch ``batch_size``)."""
+    inputs = {k: v for k, v in case["kwargs"].items() if k != "batch"}
+    inputs["batch_size"] = case["kwargs"]["batch"]
+    inputs.update({k: case["context"][k] for k in ("num_heads", "hidden_size") if k in case["context"]})
+    return inputs
+
+
+def _with_length_and_batch(rng, case):
+    case["kwargs"]["seq_len"] = random_seq_len(rng)
+    case["kwargs"]["batch"] = rng.randint(1, 256)
+
+
+def drill_exercise(number: int, topic: str) -> Exercise:
+    """The value exercise ``ch09_q<number>_<topic>``: ``answer_<topic>`` against the learner's own problem.
+
+    A topic's quantity, units and tolerance are the same for every seed; they are read from one problem.
+    """
+    sample = generate(topic, 0)
+    return Exercise(
+        grade_id=f"ch09_q{number}_{topic}",
+        function_name=f"answer_{topic}",
+        params=(),
+        visible_cases=drill_cases(topic),
+        hidden_cases=no_hidden_cases,
+        expected=drill_answer,
+        answer=Number(rel_tol=sample.tolerance),
+        quantity=sample.quantity,
+        slip_inputs=drill_slip_inputs,
+        unit=sample.units,
+        value=True,
+    )
+
+
+EXERCISES = exercises(
+    Exercise(
+        grade_id="ch09_q1_kv_formula",
+        function_name="kv_cache_bytes",
+        params=Q1_PARAMS,
+        visible_cases=Q1_VISIBLE,
+        hidden_cases=geometry_hidden(_with_length_and_batch),
+        expected=_q1_expected,
+        quantity="kv_bytes_total",
+        slip_inputs=_q1_slip_inputs,
+        hidden_note=HIDDEN_NOTE_Q1,
+    ),
+    *(drill_exercise(n, topic) for n, topic in enumerate(GRADED_TOPICS, start=2)),
+)
+
+__getattr__ = legacy_checks(EXERCISES)

@@ -1,0 +1,260 @@
+"""Chapter 09's per-learner drills and instant checks (issue 25).
+
+Expected values are hand arithmetic on the figures each question states
+(``ch09_drill_answers.EXPRESSIONS``, never kvlib), plus figures written out
+below: Llama 2 7B (config.json: 32 layers, 32 KV heads, head_dim 128) in bf16 is
+2 x 32 x 32 x 128 x 2 = 524,288 B per token; the A100-80GB pool of Llama 3.1 8B
+(CUDA reports 79.15 GiB = 84,986,665,370 B; u = 0.92; 16.06 GB weights; 3 GB
+other; 131,072 B per token) holds floor(84,986,665,370 x 0.92 - 16.06e9 - 3e9)
+// 131,072 = floor(59,127,732,140.4) // 131,072 = 451,108 tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from autograder.checks import ch09, check, claim_student, core, current_student, my_question
+from ch09_drill_answers import DRILL_IDS, FLOAT_TOPICS, Q1, TOPICS, hand_answer, typed
+from chapter_checks import fails
+from kvlib.drills import GRADED_TOPICS, TOPICS as ALL_TOPICS, DrillError, Question, generate, student_problem
+
+ADA, ALAN = "ada", "alan"
+ID_VARS = ("KV_COURSE_GRADING_STUDENT", "JUPYTERHUB_USER", "KV_COURSE_STUDENT", "STUDENT_ID")
+
+
+@pytest.fixture(autouse=True)
+def no_student(monkeypatch):
+    """Every test starts with no id anywhere (and leaves no claim behind)."""
+    for var in ID_VARS:
+        monkeypatch.delenv(var, raising=False)
+    claim_student(None)
+    yield
+    claim_student(None)
+
+
+# --- kvlib.drills: the learner's own problem ------------------------------------------------------
+def test_graded_topics_are_the_contract():
+    assert GRADED_TOPICS == TOPICS
+    assert set(GRADED_TOPICS) <= set(ALL_TOPICS)
+
+
+@pytest.mark.parametrize("topic", TOPICS)
+def test_same_id_same_problem_seeded_from_the_id_alone(topic):
+    p = student_problem(ADA, topic)
+    assert p == student_problem(ADA, topic)
+    # seed: the first 8 bytes of SHA-256 of "<id>/<topic>", big-endian (the interface)
+    seed = int.from_bytes(hashlib.sha256(f"{ADA}/{topic}".encode()).digest()[:8], "big")
+    assert p.seed == seed and p == generate(topic, seed)
+
+
+def test_same_problem_in_another_process():
+    code = ("from kvlib.drills import student_problem as s; "
+            "print(repr([s('ada', t).answer for t in ('pool', 'step_time', 'plan_step')]))")
+    runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={"PYTHONHASHSEED": h, "PATH": ""}).stdout for h in ("1", "2")}
+    assert runs == {repr([student_problem(ADA, t).answer for t in ("pool", "step_time", "plan_step")]) + "\n"}
+
+
+def test_two_ids_draw_different_answers():
+    # the pair the grading tests use: every graded answer differs, so swapped answers are wrong
+    for topic in TOPICS:
+        assert student_problem(ADA, topic).answer != student_problem(ALAN, topic).answer, topic
+
+
+@pytest.mark.parametrize("student", [ADA, ALAN, "grace", "student-017"])
+@pytest.mark.parametrize("topic", TOPICS)
+def test_answer_is_the_hand_arithmetic_of_the_stated_figures(student, topic):
+    p = student_problem(student, topic)
+    expected = hand_answer(topic, p.public().params)
+    if topic in FLOAT_TOPICS:
+        assert p.answer == pytest.approx(expected, rel=1e-12)
+    else:
+        assert type(expected) is int and p.answer == expected
+    assert p.check(typed(expected))[0]
+
+
+def test_two_drawn_problems_written_out():
+    kv = student_problem(ADA, "kv_per_token")
+    assert kv.params["model"] == "meta-llama/Llama-2-7b-hf" and kv.answer == 524_288   # 2 x 32 x 32 x 128 x 2
+    pool = student_problem(ADA, "pool")
+    assert (pool.params["gpu"], pool.params["gpu_bytes"], pool.params["utilization"]) == ("A100-80GB",
+                                                                                          84_986_665_370, 0.92)
+    assert pool.answer == 451_108                                                          # the module doc
+
+
+def test_public_question_holds_no_answer():
+    for topic in TOPICS:
+        p = student_problem(ADA, topic)
+        q = p.public()
+        assert isinstance(q, Question) and not hasattr(q, "answer") and not hasattr(q, "check")
+        assert (q.topic, q.question, q.units, q.tolerance) == (p.topic, p.question, p.units, p.tolerance)
+        assert dict(q.params) == dict(p.params)
+        if type(p.answer) is int and p.answer >= 1000:     # a figure distinctive enough to look for
+            assert p.answer not in q.params.values() and f"{p.answer:,}" not in repr(q), topic
+            assert str(p.answer) not in repr(q), topic
+    assert student_problem(ADA, "step_time").public().tolerance_text() == "within 0.5%"
+    assert student_problem(ADA, "pool").public().tolerance_text() == "exact"
+
+
+@pytest.mark.parametrize("bad", ["", "   ", None, 7])
+def test_student_problem_refuses_a_missing_id(bad):
+    with pytest.raises(DrillError, match="student_id"):
+        student_problem(bad, "pool")
+    with pytest.raises(DrillError, match="topic"):
+        student_problem(ADA, "nope")
+
+
+# --- the student id ---------------------------------------------------------------------------------
+def test_student_id_order(monkeypatch):
+    assert current_student() is None
+    monkeypatch.setenv("STUDENT_ID", "e")
+    assert current_student() == "e"
+    assert claim_student("d") == "d" == current_student()
+    monkeypatch.setenv("KV_COURSE_STUDENT", "c")
+    assert current_student() == "c"
+    monkeypatch.setenv("JUPYTERHUB_USER", "b")
+    assert current_student() == "b"
+    monkeypatch.setenv("KV_COURSE_GRADING_STUDENT", "a")
+    assert current_student() == "a" and claim_student("someone-else") == "a"
+    monkeypatch.delenv("KV_COURSE_GRADING_STUDENT")
+    monkeypatch.delenv("JUPYTERHUB_USER")
+    monkeypatch.delenv("KV_COURSE_STUDENT")
+    assert current_student() == "someone-else"
+    assert claim_student("") == "e" and claim_student(None) == "e"    # withdrawn: back to STUDENT_ID
+    with pytest.raises(TypeError, match="STUDENT_ID must be text"):
+        claim_student(42)
+
+
+def test_blank_values_name_nobody(monkeypatch):
+    monkeypatch.setenv("KV_COURSE_GRADING_STUDENT", "  ")
+    monkeypatch.setenv("JUPYTERHUB_USER", "")
+    assert current_student() is None
+    assert claim_student("  ada ") == "ada"
+
+
+def test_the_one_variable_name_agrees_everywhere():
+    from autograder import nbgrader_setup, sandbox
+    assert core.GRADING_STUDENT_ENV == sandbox.GRADING_STUDENT_ENV == nbgrader_setup.GRADING_STUDENT_ENV \
+        == "KV_COURSE_GRADING_STUDENT"
+
+
+def test_my_question_is_the_learners_and_needs_an_id():
+    with pytest.raises(LookupError, match="STUDENT_ID"):
+        my_question("pool")
+    claim_student(ALAN)
+    assert my_question("pool") == student_problem(ALAN, "pool").public()
+
+
+# --- the exercises -------------------------------------------------------------------------------------
+def test_nine_exercises_in_order():
+    assert list(ch09.EXERCISES) == [Q1, *DRILL_IDS.values()]
+    q1 = ch09.EXERCISES[Q1]
+    assert not q1.value and q1.params == ("layers", "kv_heads", "head_dim", "seq_len", "batch", "dtype_bytes")
+    for topic, gid in DRILL_IDS.items():
+        ex = ch09.EXERCISES[gid]
+        assert ex.value and ex.function_name == f"answer_{topic}" and ex.params == ()
+        assert ex.cases(True, 5, ADA) == ()
+
+
+@pytest.mark.parametrize("topic", TOPICS)
+def test_own_typed_answer_passes_and_the_other_students_fails(topic, capsys):
+    claim_student(ADA)
+    mine = hand_answer(topic, student_problem(ADA, topic).params)
+    check(DRILL_IDS[topic], mine)
+    check(DRILL_IDS[topic], float(typed(mine)))
+    assert f"✓ answer_{topic}" in capsys.readouterr().out
+    theirs = hand_answer(topic, student_problem(ALAN, topic).params)
+    message = fails(DRILL_IDS[topic], theirs)
+    assert message.startswith(f"✗ {DRILL_IDS[topic]}: answer_{topic} = ")
+    assert "exact" in message or "within 0.5%" in message
+
+
+def test_floats_within_half_a_percent():
+    claim_student(ADA)
+    right = hand_answer("step_time", student_problem(ADA, "step_time").params)
+    check(DRILL_IDS["step_time"], right * 1.0049)
+    message = fails(DRILL_IDS["step_time"], right * 1.0051)
+    assert "within 0.5%" in message and "matches no known slip" in message
+    pool = hand_answer("pool", student_problem(ADA, "pool").params)
+    assert "exact" in fails(DRILL_IDS["pool"], pool + 1)
+
+
+@pytest.mark.parametrize("student", [ADA, ALAN, "grace"])
+def test_a_slip_is_named_and_the_answer_is_never_shown(student):
+    claim_student(student)
+    p = student_problem(student, "kv_per_token").params
+    right = 2 * p["layers"] * p["kv_heads"] * p["head_dim"] * p["dtype_bytes"]
+    message = fails(DRILL_IDS["kv_per_token"], right // 2)                       # K and V counted once
+    assert "[missing_kv_factor]" in message and "factor 2 for K and V" in message
+    assert f"{right:,}" not in message and str(right) not in message
+    assert "x too" not in message                                                 # no ratio to work it back from
+    c = student_problem(student, "concurrency").params
+    per_seq = 2 * c["layers"] * c["kv_heads"] * c["head_dim"] * c["dtype_bytes"] * c["seq_len"]
+    if c["budget_bytes"] % per_seq:
+        message = fails(DRILL_IDS["concurrency"], -(-c["budget_bytes"] // per_seq))   # rounded up
+        assert "[ceil_not_floor]" in message
+    tp = student_problem(student, "tp_per_gpu").params
+    whole = 2 * tp["layers"] * tp["kv_heads"] * tp["head_dim"] * tp["dtype_bytes"]
+    assert "[total_not_per_gpu]" in fails(DRILL_IDS["tp_per_gpu"], whole)
+
+
+@pytest.mark.parametrize("value, words", [(None, "is None"), ("451108", "is text"), (True, "type bool"),
+                                          (float("nan"), "nan or infinity"), ([1], "type list"),
+                                          (np.int64(451_108), "convert it with int(...)")])
+def test_a_value_that_is_not_a_number(value, words):
+    claim_student(ADA)
+    assert words in fails(DRILL_IDS["pool"], value)
+
+
+def test_no_id_asks_for_student_id():
+    message = fails(DRILL_IDS["pool"], 451_108)
+    assert "STUDENT_ID" in message and "451,108" not in message
+
+
+def test_q1_formula_function():
+    def kv_cache_bytes(layers, kv_heads, head_dim, seq_len, batch, dtype_bytes):
+        return 2 * layers * kv_heads * head_dim * seq_len * batch * dtype_bytes
+
+    for seed in (0, 1, 2026):
+        check(Q1, kv_cache_bytes)
+        check(Q1, kv_cache_bytes, hidden=True, seed=seed)
+
+    def once(layers, kv_heads, head_dim, seq_len, batch, dtype_bytes):
+        return layers * kv_heads * head_dim * seq_len * batch * dtype_bytes
+    assert "factor 2 for K and V" in fails(Q1, once)
+
+    def no_batch(layers, kv_heads, head_dim, seq_len, batch, dtype_bytes):
+        return 2 * layers * kv_heads * head_dim * seq_len * dtype_bytes
+    assert "batch" in fails(Q1, no_batch)
+    # Llama 3.1 8B, bf16, 32 x 4,096 tokens: 131,072 B x 4,096 x 32 = 17,179,869,184 B (the first visible case)
+    assert "17,179,869,184" in fails(Q1, once)
+
+
+def test_the_fixture_notebook_and_the_exercises_agree():
+    from autograder import chapter
+    from ch09_drill_answers import ASSIGNMENT, answer_cell, fixture_source
+
+    nb = fixture_source()
+    assert chapter.problems(nb, ASSIGNMENT) == []
+    answer_cell(nb, "pool")["source"] = "pool_answer = 3\n"        # the name the test cell passes is never set
+    assert chapter.problems(nb, ASSIGNMENT) == [
+        f"{ASSIGNMENT}.ipynb: no answer cell assigns answer_pool = ... (value exercise ch09_q4_pool)"]
+
+
+def test_hidden_cases_vary_with_the_seed():
+    ex = ch09.EXERCISES[Q1]
+    assert ex.cases(True, 1) != ex.cases(True, 2)
+    assert len({c["kwargs"]["dtype_bytes"] for s in range(5) for c in ex.cases(True, s)}) >= 2
+
+
+def test_random_ids_rarely_share_a_problem():
+    rng = random.Random(25)
+    ids = [f"s{rng.getrandbits(32):08x}" for _ in range(40)]
+    for topic in ("pool", "plan_step", "step_time"):
+        assert len({student_problem(i, topic).answer for i in ids}) >= 10, topic

@@ -1,0 +1,238 @@
+"""Two students, two variants (issue 25): each graded against their own problems on every path.
+
+Students "ada" and "alan" draw a different answer on every graded topic (checked in
+tests/test_checks_ch09.py). Their notebooks hold LITERAL typed numbers, worked out by hand
+from the figures each one's questions state (``ch09_drill_answers``, never kvlib). Expected
+scores are the contract's points (q1 2, each drill 1: 10 in all):
+
+* each one's own answers: 10; the other's answers: 2 (q1's formula still right, every drill wrong);
+* a notebook that claims the other id (``STUDENT_ID``, ``claim_student``, ``KV_COURSE_STUDENT``)
+  with the other's answers: 2 (graded against its own id);
+* the solution-style notebook (answers computed from the question it draws): 10 for both.
+
+Paths: the outside check (``autograder.verdict``, fast), ``python -m autograder grade`` and
+``grade-class``, and plain ``nbgrader autograde`` with the course config (its kernel learns the
+student from the course preprocessor, ``GradingStudentExecute``). Each runs on the fixture
+notebook and, once it exists, on ``course/source/ch09_interview_drills``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import ch09_drill_answers as D
+from autograder import sandbox
+from autograder import verdict as V
+
+ADA, ALAN = "ada", "alan"
+SWAPPED = D.POINTS[D.Q1]          # only q1 (the formula function) is right with the other's answers
+SOURCES = D.sources()
+NAMES = list(SOURCES)
+
+# Where bubblewrap / user namespaces cannot hide the file system, plain nbgrader refuses the sandboxed
+# kernel; the README's KV_COURSE_UNSANDBOXED=1 then grades on python3 (the variable reaches it unchanged).
+WEAK = sandbox.rank(sandbox.detect_level()) < sandbox.rank("unshare+setpriv")
+PLAIN_ENV = {"KV_COURSE_UNSANDBOXED": "1"} if WEAK else {}
+ID_VARS = ("KV_COURSE_GRADING_STUDENT", "JUPYTERHUB_USER", "KV_COURSE_STUDENT", "STUDENT_ID")
+
+
+def notebooks(source: dict) -> dict:
+    """The submissions of the tests, by what they hold."""
+    return {"ada_own": D.submission(source, D.literal_answers(ADA)),
+            "alan_own": D.submission(source, D.literal_answers(ALAN)),
+            "alan_as_ada": D.submission(source, D.literal_answers(ALAN), claim=ALAN),
+            "ada_as_alan": D.submission(source, D.literal_answers(ADA), claim=ADA),
+            "solution": source}
+
+
+def drills_right(tests: dict) -> list:
+    return [gid for gid in D.DRILL_IDS.values() if tests[gid]]
+
+
+# --- the outside check ------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", NAMES)
+def test_outside_check_grades_each_against_their_own(name):
+    source = SOURCES[name]
+    nbs = notebooks(source)
+
+    def score(nb, student):
+        v = V.grade(nb, D.ASSIGNMENT, reference=source, student=student)
+        assert v.status == "graded" and v.complete, v.as_dict()
+        return v
+
+    assert V.layout(source).tests == D.POINTS       # the contract's grade ids and points
+    for student, own, other in ((ADA, "ada_own", "alan_own"), (ALAN, "alan_own", "ada_own")):
+        assert score(nbs[own], student).score == D.FULL
+        wrong = score(nbs[other], student)
+        assert wrong.score == SWAPPED and drills_right({t.grade_id: t.passed for t in wrong.tests}) == []
+        assert score(nbs["solution"], student).score == D.FULL
+    claimed = score(nbs["alan_as_ada"], ADA)
+    assert claimed.score == SWAPPED and "student 'ada'" in claimed.by_grade_id()[D.DRILL_IDS["pool"]].feedback
+    assert score(nbs["ada_as_alan"], ALAN).score == SWAPPED
+
+
+def test_outside_check_names_the_slip_and_hides_the_answer():
+    source = SOURCES["fixture"]
+    p = dict(__import__("kvlib.drills", fromlist=["x"]).student_problem(ADA, "kv_per_token").public().params)
+    right = 2 * p["layers"] * p["kv_heads"] * p["head_dim"] * p["dtype_bytes"]
+    nb = D.submission(source, dict(D.literal_answers(ADA), kv_per_token=str(right // 2)))
+    v = V.grade(nb, D.ASSIGNMENT, reference=source, student=ADA)
+    feedback = v.by_grade_id()[D.DRILL_IDS["kv_per_token"]].feedback
+    assert v.score == D.FULL - 1 and "[missing_kv_factor]" in feedback
+    assert f"{right:,}" not in feedback and str(right) not in feedback
+
+
+def test_outside_check_with_no_student_asks_for_one():
+    v = V.grade(SOURCES["fixture"], D.ASSIGNMENT, reference=SOURCES["fixture"], student=None)
+    assert v.score == SWAPPED and "STUDENT_ID" in v.by_grade_id()[D.DRILL_IDS["pool"]].feedback
+
+
+# --- the kernel's environment ----------------------------------------------------------------------------
+def test_the_sandbox_launcher_passes_the_grading_student_and_nothing_else(tmp_path):
+    probe = "import json, os; print(json.dumps({k: os.environ.get(k) for k in %r}))" % (ID_VARS,)
+    env = dict(os.environ, KV_COURSE_GRADING_STUDENT=ADA, JUPYTERHUB_USER="instructor", KV_COURSE_STUDENT="x",
+               STUDENT_ID="y")
+    run = subprocess.run([sys.executable, "-I", "-m", "autograder.sandbox", "run", "--", sys.executable, "-I", "-c",
+                          probe], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    assert seen == {"KV_COURSE_GRADING_STUDENT": ADA, "JUPYTERHUB_USER": None, "KV_COURSE_STUDENT": None,
+                    "STUDENT_ID": None}
+    env.pop("KV_COURSE_GRADING_STUDENT")
+    run = subprocess.run([sys.executable, "-I", "-m", "autograder.sandbox", "run", "--", sys.executable, "-I", "-c",
+                          probe], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert json.loads(run.stdout.strip().splitlines()[-1])["KV_COURSE_GRADING_STUDENT"] is None
+
+
+def test_grading_student_execute_starts_the_kernel_with_nbgraders_student(tmp_path, monkeypatch):
+    """nbgrader's resources name the student; the kernel sees exactly that id (a stale one in the
+    grader's environment is replaced, and removed when nbgrader names nobody)."""
+    import nbformat
+
+    from autograder.nbgrader_setup import GradingStudentExecute
+
+    monkeypatch.setenv("KV_COURSE_GRADING_STUDENT", "stale")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import os; print(repr(os.environ.get('KV_COURSE_GRADING_STUDENT')))")])
+    seen = []
+    for resources in ({"nbgrader": {"student": ALAN}, "metadata": {"path": str(tmp_path)}},
+                      {"metadata": {"path": str(tmp_path)}}):
+        out, _ = GradingStudentExecute(kernel_name="python3", timeout=60).preprocess(
+            nbformat.from_dict(json.loads(json.dumps(nb))), resources)
+        seen.append(out.cells[0].outputs[0]["text"].strip())
+    assert seen == ["'alan'", "None"]
+
+
+# --- the grading CLI ---------------------------------------------------------------------------------------
+def _run(args, *, cwd=None, timeout=600, **env):
+    """Run in a process group of its own, all killed past ``timeout`` (as tests/test_grading_paths.py)."""
+    environ = dict(os.environ, PYTHONPATH=str(D.REPO),
+                   PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    for var in ID_VARS + ("KV_COURSE_GRADING_SEED",):
+        environ.pop(var, None)
+    environ.update(env)
+    proc = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env=environ, cwd=cwd)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"{' '.join(map(str, args[:4]))} ran past {timeout} s:\n{err[-3000:]}")
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+
+
+def _submit(course: Path, students: dict) -> Path:
+    for student, nb in students.items():
+        folder = course / "submitted" / student / D.ASSIGNMENT
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{D.ASSIGNMENT}.ipynb").write_bytes(D.dump(nb))
+    return course / "submitted"
+
+
+def _class_scores(course: Path, out: Path, students: dict) -> dict:
+    submitted = _submit(course, students)
+    run = _run([sys.executable, "-m", "autograder", "grade-class", submitted, "--assignment", D.ASSIGNMENT,
+                "--course", course, "--out", out, "--jobs", "2", "--json", "--force"])
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = json.loads(run.stdout)["rows"]
+    assert all(r["status"] == "graded" for r in rows), rows
+    return {r["student"]: r["score"] for r in rows}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NAMES)
+def test_grade_class_grades_each_against_their_own(name, tmp_path):
+    nbs = notebooks(SOURCES[name])
+    course = D.make_course(tmp_path / "course", name)
+    own = _class_scores(course, tmp_path / "out1", {ADA: nbs["ada_own"], ALAN: nbs["alan_own"]})
+    assert own == {ADA: D.FULL, ALAN: D.FULL}
+    swapped = _class_scores(course, tmp_path / "out2", {ADA: nbs["alan_as_ada"], ALAN: nbs["ada_own"]})
+    assert swapped == {ADA: SWAPPED, ALAN: SWAPPED}
+    solution = _class_scores(course, tmp_path / "out3", {ADA: nbs["solution"], ALAN: nbs["solution"]})
+    assert solution == {ADA: D.FULL, ALAN: D.FULL}
+    stored = json.loads((tmp_path / "out2" / "results" / D.ASSIGNMENT / f"{ADA}.json").read_text())
+    tests = {t["grade_id"]: t for t in stored["tests"]}
+    assert tests[D.Q1]["passed"] and drills_right({g: t["passed"] for g, t in tests.items()}) == []
+    # both checks failed the drills: nbgrader's run in the kernel and the outside check
+    assert all(t["nbgrader_points"] == 0 and t["verdict_points"] == 0 for g, t in tests.items() if g != D.Q1)
+
+
+@pytest.mark.slow
+def test_grade_one_notebook_takes_the_student_from_the_flag_or_the_folder(tmp_path):
+    course = D.make_course(tmp_path / "course", "fixture")
+    nb = tmp_path / "work.ipynb"
+    nb.write_bytes(D.dump(notebooks(SOURCES["fixture"])["ada_own"]))
+
+    def grade(path, *extra):
+        run = _run([sys.executable, "-m", "autograder", "grade", path, "--assignment", D.ASSIGNMENT,
+                    "--course", course, "--json", *extra])
+        assert run.returncode == 0, run.stderr[-3000:]
+        return json.loads(run.stdout)
+
+    assert (grade(nb, "--student", ADA)["score"], grade(nb, "--student", ALAN)["score"]) == (D.FULL, SWAPPED)
+    folder = _submit(tmp_path / "class", {ALAN: notebooks(SOURCES["fixture"])["alan_own"]}) / ALAN / D.ASSIGNMENT
+    result = grade(folder / f"{D.ASSIGNMENT}.ipynb")
+    assert (result["student"], result["score"]) == (ALAN, D.FULL)
+
+
+# --- plain nbgrader ----------------------------------------------------------------------------------------
+def _gradebook_scores(course: Path) -> dict:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "kv-course") as gb:
+        return {s: {g.name: g.score for g in gb.find_submission_notebook(D.ASSIGNMENT, D.ASSIGNMENT, s).grades}
+                for s in (ADA, ALAN)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NAMES)
+def test_plain_nbgrader_autograde_grades_each_against_their_own(name, tmp_path):
+    nbs = notebooks(SOURCES[name])
+    course = D.make_course(tmp_path / "course", name)
+    run = _run([sys.executable, "-m", "nbgrader", "generate_assignment", D.ASSIGNMENT, "--force"], cwd=course,
+               **PLAIN_ENV)
+    assert run.returncode == 0, run.stderr[-3000:]
+
+    def autograde(students: dict) -> dict:
+        _submit(course, students)
+        run = _run([sys.executable, "-m", "nbgrader", "autograde", D.ASSIGNMENT, "--force"], cwd=course,
+                   **PLAIN_ENV)
+        assert run.returncode == 0, run.stderr[-3000:]
+        grades = _gradebook_scores(course)
+        return {s: sum(g.get(gid, 0) or 0 for gid in D.POINTS) for s, g in grades.items()}, grades
+
+    scores, _ = autograde({ADA: nbs["ada_own"], ALAN: nbs["alan_own"]})
+    assert scores == {ADA: D.FULL, ALAN: D.FULL}
+    scores, grades = autograde({ADA: nbs["alan_as_ada"], ALAN: nbs["ada_own"]})
+    assert scores == {ADA: SWAPPED, ALAN: SWAPPED}
+    assert grades[ADA][D.Q1] == D.POINTS[D.Q1] and all(grades[ADA][g] == 0 for g in D.DRILL_IDS.values())
+    scores, _ = autograde({ADA: nbs["solution"], ALAN: nbs["solution"]})
+    assert scores == {ADA: D.FULL, ALAN: D.FULL}

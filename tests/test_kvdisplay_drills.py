@@ -1,0 +1,257 @@
+"""kvdisplay.drills (drill mode, the learner's own questions) and kvdisplay.interview (the card).
+
+Drill mode is driven without widgets through ``DrillSession`` with a fake clock; the widget
+wrapper is clicked through ipywidgets' own ``Button.click``. Expected values are hand
+arithmetic on the question's stated inputs (bytes per token = 2 x L x K x D x b, chapter 01),
+never the problem's own answer field.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import kvdisplay
+from kvdisplay import drills as D
+from kvdisplay import interview as I
+from kvlib.drills import DrillError
+
+
+class FakeClock:
+    """Seconds that move only when the test says so."""
+
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def _by_hand_bytes_per_token(params) -> int:
+    # 2 (K and V) x layers x KV heads x head_dim x bytes per element
+    return 2 * params["layers"] * params["kv_heads"] * params["head_dim"] * params["dtype_bytes"]
+
+
+def _session(**kw):
+    clock = FakeClock()
+    return D.DrillSession(seed=7, clock=clock, **kw), clock
+
+
+# --- DrillSession -------------------------------------------------------------------------------
+def test_right_answer_is_scored_with_its_time():
+    s, clock = _session()
+    p = s.new_question("kv_per_token")
+    assert p.topic == "kv_per_token"
+    clock.now += 12.5
+    a = s.answer(f"{_by_hand_bytes_per_token(p.params):,}")
+    assert a.correct and a.scored and a.seconds == 12.5
+    assert s.score == (1, 1)
+    assert a.feedback.startswith("correct")
+
+
+def test_wrong_answer_names_the_slip_and_counts():
+    s, _ = _session()
+    p = s.new_question("kv_per_token")
+    without_two = _by_hand_bytes_per_token(p.params) // 2       # the factor 2 for K and V dropped
+    a = s.answer(str(without_two))
+    assert not a.correct and a.scored
+    assert "[missing_kv_factor]" in a.feedback and "factor 2 for K and V is missing" in a.feedback
+    assert s.score == (0, 1) and s.slips() == {"missing_kv_factor": 1}
+
+
+def test_only_the_first_answer_to_a_question_is_scored():
+    s, _ = _session()
+    p = s.new_question("kv_per_token")
+    s.answer("1")
+    retry = s.answer(str(_by_hand_bytes_per_token(p.params)))
+    assert retry.correct and not retry.scored
+    assert s.score == (0, 1)
+    s.new_question("kv_per_token")
+    assert s.score == (0, 1)           # a new question scores nothing until answered
+
+
+def test_empty_or_non_numeric_input_counts_nothing_and_reveals_nothing():
+    s, _ = _session()
+    p = s.new_question("kv_per_token")
+    right = f"{_by_hand_bytes_per_token(p.params):,}"
+    for text in ("", "   ", "lots", "12 parsecs"):
+        a = s.answer(text)
+        assert not a.scored and not a.correct, text
+        assert right not in a.feedback and "The answer is" not in a.feedback, a.feedback
+    assert s.score == (0, 0)
+
+
+def test_answer_before_any_question():
+    s, _ = _session()
+    a = s.answer("131072")
+    assert not a.scored and "new question" in a.feedback and s.score == (0, 0)
+
+
+def test_same_seed_same_questions_and_random_topics_stay_in_the_list():
+    a, _ = _session(topics=("crossover", "step_time"))
+    b, _ = _session(topics=("crossover", "step_time"))
+    qa = [a.new_question().question for _ in range(5)]
+    qb = [b.new_question().question for _ in range(5)]
+    assert qa == qb
+    assert {a.new_question().topic for _ in range(20)} <= {"crossover", "step_time"}
+    assert a.new_question(D.ANY_TOPIC).topic in ("crossover", "step_time")
+
+
+def test_unknown_topics_are_refused():
+    with pytest.raises(DrillError, match="unknown topic"):
+        D.DrillSession(topics=("nope",))
+    s, _ = _session()
+    with pytest.raises(DrillError, match="'nope'"):
+        s.new_question("nope")
+
+
+def test_time_per_question_uses_the_clock():
+    s, clock = _session()
+    s.new_question("kv_per_token")
+    clock.now += 3.0
+    assert s.elapsed() == 3.0
+    s.answer("1")
+    s.new_question("kv_per_token")            # the clock restarts with each question
+    clock.now += 40.0
+    assert s.answer("1").seconds == 40.0
+
+
+def test_step_time_answer_in_ms_by_hand():
+    s, _ = _session()
+    p = s.new_question("step_time")
+    q = p.params
+    # (W + 2 L K D b x T x B) / BW, in milliseconds
+    ms = (q["weight_bytes"] + _by_hand_bytes_per_token(q) * q["seq_len"] * q["batch_size"]) \
+        / q["bandwidth_bytes_per_s"] * 1e3
+    assert s.answer(f"{ms:.4f} ms").correct
+    s.new_question("step_time")
+    assert not s.answer(f"{ms * 1e6:.1f}").correct     # another question
+
+
+# --- the view and the widget ----------------------------------------------------------------------
+def test_view_before_and_after():
+    s, clock = _session()
+    assert "Press <b>new question</b>" in D.drill_view(s)
+    p = s.new_question("kv_per_token")
+    view = D.drill_view(s)
+    assert p.question.split("(")[0].strip() in view and "score: <b>0 / 0</b>" in view
+    clock.now += 9
+    s.answer(str(_by_hand_bytes_per_token(p.params) // 2))
+    view = D.drill_view(s)
+    assert "✗" in view and "missing_kv_factor" in view and "answered in 9 s" in view
+    assert "score: <b>0 / 1</b>" in view and "9 s per question" in view
+
+
+def test_widget_buttons_drive_the_session():
+    pytest.importorskip("ipywidgets")
+    box = D.drill_mode(("kv_per_token",), seed=3, clock=FakeClock())
+    (topic, new), (answer, check), view = box.children[0].children, box.children[1].children, box.children[2]
+    assert view is box.view and "Press" in view.value
+    new.click()
+    p = box.session.problem
+    assert p is not None and p.question.split("(")[0].strip() in view.value
+    answer.value = str(_by_hand_bytes_per_token(p.params))
+    check.click()
+    assert "✓" in view.value and "score: <b>1 / 1</b>" in view.value
+    assert answer.value                       # the typed answer stays until the next question
+    new.click()
+    assert answer.value == ""
+
+
+def test_exported_additively():
+    for name in ("DrillSession", "drill_view", "drill_mode", "use_student_id", "my_question", "my_questions",
+                 "show_question", "interview_sheet", "interview_sheet_view"):
+        assert name in kvdisplay.__all__ and getattr(kvdisplay, name)
+
+
+# --- the interview card ---------------------------------------------------------------------------
+def test_interview_sheet_figures_by_hand():
+    view = I.interview_sheet_view("llama-3.1-8b", "H100-SXM", 8192, 32)
+    # Llama 3.1 8B: 32 layers, 8 KV heads of 128, bf16; 8,030,261,248 parameters -> 16,060,522,496 B of weights.
+    # H100 as CUDA reports it: 79.18 GiB = 85,018,877,624 B (kvlib's GPU table, from vLLM logs).
+    per_token = 2 * 32 * 8 * 128 * 2
+    weights = 8_030_261_248 * 2
+    pool = math.ceil(85_018_877_624 * 0.92) - weights - 3 * 10**9
+    fit = pool // (per_token * 8192)
+    assert (per_token, fit) == (131_072, 55)
+    assert f"bytes per token: <b>131,072 B (128 KiB)</b>" in view
+    assert f"that fit: <b>{fit}</b> (at 131,072 tokens: {pool // (per_token * 131072)})" in view
+    step_ms = (weights + per_token * 8192 * 32) / 3.35e12 * 1e3
+    ref_ms = (weights + per_token * 4096 * 32) / 3.35e12 * 1e3
+    assert f"<b>{step_ms:,.2f} ms</b> at 8,192 tokens, {ref_ms:,.2f} ms at 4,096" in view
+    assert f"B × T = <b>{weights / per_token:,.0f} token-slots</b>" in view
+
+
+def test_interview_sheet_flags_what_does_not_fit():
+    assert "the batch does not fit" in I.interview_sheet_view("llama-3.1-8b", "H100-SXM", 131072, 8)
+    assert "no KV pool" in I.interview_sheet_view("llama-3.3-70b", "L40S", 8192, 1)
+    fp8 = I.interview_sheet_view("llama-3.1-8b", "H100-SXM", 8192, 32, kv_dtype_bytes=1)
+    assert "65,536 B (64 KiB)" in fp8                 # half of 131,072 with a 1-byte cache
+
+
+def test_interview_sheet_widget_redraws():
+    pytest.importorskip("ipywidgets")
+    box = I.interview_sheet(["llama-3.1-8b", "llama-3.3-70b"])
+    before = box.view.value
+    context = next(c for c in box.children if getattr(c, "description", "") == "context T (tokens)")
+    context.value = 32768
+    assert box.view.value != before and "one sequence of 32,768 tokens" in box.view.value
+
+
+# --- the learner's own graded questions ----------------------------------------------------------
+ID_VARS = ("KV_COURSE_GRADING_STUDENT", "JUPYTERHUB_USER", "KV_COURSE_STUDENT", "STUDENT_ID")
+
+
+@pytest.fixture
+def no_id(monkeypatch):
+    """No id anywhere: no environment variable, nothing claimed (and nothing left claimed afterwards)."""
+    from autograder import checks
+    for var in ID_VARS:
+        monkeypatch.delenv(var, raising=False)
+    checks.claim_student(None)
+    yield checks
+    checks.claim_student(None)
+
+
+def test_without_an_id_every_view_says_what_to_do(no_id):
+    assert "No student id yet" in D.use_student_id("").data
+    for view in (D.my_questions().data, D.question_view("pool").data):
+        assert "STUDENT_ID" in view and "Exercise" not in view
+    with pytest.raises(LookupError, match="STUDENT_ID"):
+        D.my_question("pool")
+
+
+def test_a_claimed_id_draws_answer_free_questions(no_id):
+    assert "drawn for **ada**" in D.use_student_id("  ada ").data
+    q = D.my_question("kv_per_token")
+    assert not hasattr(q, "answer") and not hasattr(q, "check")
+    p = q.params
+    by_hand = 2 * p["layers"] * p["kv_heads"] * p["head_dim"] * p["dtype_bytes"]
+    listed = D.my_questions().data
+    assert "Questions drawn for <b>ada</b>" in listed
+    assert [f"Exercise {n} ·" in listed for n in range(2, 10)] == [True] * 8
+    assert f"{by_hand:,}" not in listed and str(by_hand) not in listed       # the answer is nowhere on the page
+    assert f"num_key_value_heads {p['kv_heads']}" in D.question_view("kv_per_token").data   # what it states
+
+
+def test_another_id_draws_other_questions(no_id):
+    D.use_student_id("ada")
+    ada = [D.my_question(t).question for t in D.drills.GRADED_TOPICS]
+    D.use_student_id("alan")
+    alan = [D.my_question(t).question for t in D.drills.GRADED_TOPICS]
+    assert ada != alan
+    D.use_student_id("ada")
+    assert [D.my_question(t).question for t in D.drills.GRADED_TOPICS] == ada     # the same id, the same draw
+
+
+def test_a_hub_login_wins_over_the_notebook(no_id, monkeypatch):
+    monkeypatch.setenv("JUPYTERHUB_USER", "hubuser")
+    shown = D.use_student_id("ada").data
+    assert "**hubuser**" in shown and "ada" in shown and "not for" in shown
+
+
+def test_only_graded_topics_are_questions(no_id):
+    D.use_student_id("ada")
+    with pytest.raises(DrillError, match="not a graded topic"):
+        D.my_question("fp8")
