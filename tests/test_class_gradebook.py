@@ -10,9 +10,9 @@
 * The CSV has a row per student and a column per exercise; the feedback HTML
   holds no hidden test and no hidden case's numbers.
 
-Expected scores are the contract's points (q1 3, q2 1, q3 1, q4 2 = 7): the
-honest notebook 7, the blank release 0, a q2 without the factor 2 for K and V
-7 - 1 = 6 (q3 and q4 do not call the q2 function in that notebook).
+Expected scores are sums of the contract's points (q1 3, q2 1, q3 1, q4 2, q5 2, q6 2 = 11,
+``hostile.FULL``): the honest notebook all of them, the blank release 0, a q2 without the
+factor 2 for K and V all but q2's 1 (q3 and q4 do not call the q2 function in that notebook).
 
 PostgreSQL or psycopg2 missing: those tests skip with one line, or fail under
 REQUIRE_POSTGRES=1 (CI).
@@ -40,7 +40,7 @@ from pg_server import postgres_url  # noqa: F401 -- the fixture
 
 REPO = H.REPO
 ASSIGNMENT = H.ASSIGNMENT
-FULL = 3 + 1 + 1 + 2
+FULL = H.FULL                  # the sum of the contract's points (tests/hostile)
 TESTS = [H.TEST[q] for q in H.Q]
 NO_KV_FACTOR = H._body("q2", "return layers * kv_heads * head_dim * dtype_bytes * seq_len")
 # A right answer whose cell also writes active HTML and JavaScript outputs: the feedback an
@@ -130,7 +130,7 @@ def test_class_into_postgres(postgres_url, notebooks, tmp_path):  # noqa: F811
     assert not (tmp_path / "out" / "gradebook.db").exists()   # the gradebook is the server's
     book = _book(url)
     assert {s: score for s, (score, _) in book.items()} == {**EXPECTED, "honest_2": FULL}
-    assert book["no_kv_factor"][1] == {H.TEST["q1"]: 3, H.TEST["q2"]: 0, H.TEST["q3"]: 1, H.TEST["q4"]: 2}
+    assert book["no_kv_factor"][1] == {**{H.TEST[q]: H.POINTS[q] for q in H.Q}, H.TEST["q2"]: 0}
     again = json.loads(_run(_args(submitted, tmp_path / "out", "--db", url, "--json")).stdout)
     assert again["graded_now"] == 0 and sorted(again["skipped"]) == sorted(book)
 
