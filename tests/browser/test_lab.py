@@ -100,9 +100,9 @@ PLANS = {
              "* h * d * dtype_bytes",
              "counted with the query heads"),
         ),
-        # the generators beside exercises 5 and 6 (the pool example, the GPU dict, the configs' fields)
-        # and the notation rows: inputs hidden like every other generator's
-        hidden_cells=("notation_rows", "q5_pool", "q5_gpu", "q6_fields"),
+        # the generators added with exercises 5 and 6 (section 9's pool example and a GPU as exercise 5
+        # passes it) and the notation rows: inputs hidden like every other generator's
+        hidden_cells=("notation_rows", "s9_pool_example", "s9_gpu_dict"),
     ),
     "ch02_gqa_tp": Plan(
         slider="TP (GPUs)",
