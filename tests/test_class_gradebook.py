@@ -247,8 +247,8 @@ def test_csv_has_a_row_per_student_and_a_column_per_exercise(exported):
     assert list(rows[0]) == ["student", "assignment", "status", "score", "max_score", *TESTS, "isolation", "reason"]
     by = {r["student"]: r for r in rows}
     assert {s: float(r["score"]) for s, r in by.items()} == EXPORTED
-    assert [float(by["no_kv_factor"][t]) for t in TESTS] == [3, 0, 1, 2]
-    assert [float(by["honest"][t]) for t in TESTS] == [3, 1, 1, 2]
+    assert [float(by["no_kv_factor"][t]) for t in TESTS] == [3, 0, 1, 2, 2, 2]   # the contract's points, q2 lost
+    assert [float(by["honest"][t]) for t in TESTS] == [3, 1, 1, 2, 2, 2]
     assert all(float(r["max_score"]) == FULL and r["isolation"] == exported["summary"]["isolation"] for r in rows)
 
 
@@ -260,9 +260,17 @@ def test_the_seed_is_the_class_secret_and_is_not_written_down(exported):
             assert exported["secret"].encode() not in p.read_bytes(), p
 
 
-def _hidden_numbers() -> set:
+def _ints(value) -> list:
+    """The ints of an expected value or a slip's value: itself, or the elements of a tuple (q6's pair)."""
+    items = value if type(value) is tuple else (value,)
+    return [int(v) for v in items if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+
+def _hidden_numbers(shown_to_all: str = "") -> set:
     """Every distinctive number of the hidden cases (inputs and expected values), as text, both for the
-    checks' default seed (the notebook's hidden tests) and for any seed: none may reach a student."""
+    checks' default seed (the notebook's hidden tests) and for any seed: none may reach a student.
+    ``shown_to_all``: what the chapter itself prints for every learner (the blank release's feedback, whose
+    checks fail on visible cases only), such as a model's parameter count in section 9."""
     from autograder.checks import ch01, core
     from kvlib import slips
 
@@ -270,17 +278,17 @@ def _hidden_numbers() -> set:
     visible = set()   # what a visible failure may show: the case, its answer, the answers of known slips
     for ex in ch01.EXERCISES.values():
         for case in ex.visible_cases:
-            visible |= {json.dumps(case), str(ex.expected(case))}
+            visible |= {json.dumps(case)} | {f"{v} {v:,}" for v in _ints(ex.expected(case))}
             _, candidates = slips.QUANTITIES[ex.quantity](dict(ex.slip_inputs(case)))
-            visible |= {f"{int(v)} {int(v):,}" for _, v in candidates if isinstance(v, (int, float))}
+            visible |= {f"{v} {v:,}" for _, value in candidates for v in _ints(value)}
     numbers = set()
     for ex in ch01.EXERCISES.values():
         for case in ex.hidden_cases(core.DEFAULT_HIDDEN_SEED):
-            values = [ex.expected(case)] + [v for v in case["kwargs"].values() if type(v) is int]
+            values = _ints(ex.expected(case)) + [v for v in case["kwargs"].values() if type(v) is int]
             for v in values:
                 if v >= 100_000:
                     for text in (str(v), f"{v:,}"):
-                        if text not in release and not any(text in s for s in visible):
+                        if text not in release and text not in shown_to_all and not any(text in s for s in visible):
                             numbers.add(text)
     return numbers
 
@@ -288,7 +296,8 @@ def _hidden_numbers() -> set:
 def test_feedback_html_has_no_hidden_tests_or_hidden_cases(exported):
     feedback = Path(exported["summary"]["feedback"]["dir"])
     assert exported["summary"]["feedback"]["written"] == len(EXPORTED)
-    hidden = _hidden_numbers()
+    blank = (feedback / "blank" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text(encoding="utf-8")
+    hidden = _hidden_numbers(shown_to_all=blank)
     assert len(hidden) >= 10     # the check below has something to find
     for student in EXPORTED:
         html = (feedback / student / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text(encoding="utf-8")

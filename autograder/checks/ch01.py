@@ -1,7 +1,7 @@
-"""Chapter 01 (the KV formula): its four graded exercises, as data.
+"""Chapter 01 (the KV formula): its six graded exercises, as data.
 
 Grade ids, function names and parameter order are a contract with the
-grading pipeline; points (3/1/1/2) are on the source notebook's test cells.
+grading pipeline; points (3/1/1/2/2/2) are on the source notebook's test cells.
 
 =======================================  ==========================================================
 grade id                                 the learner writes
