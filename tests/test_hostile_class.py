@@ -200,14 +200,14 @@ def test_each_student(hostile_class, name):
     if result["status"] == "needs_manual":
         assert "manual" in result["reason"]
     if result["score"] == 0 and result["status"] == "graded":
-        assert "4 of 4 tests failed" in result["reason"]
+        assert f"{len(H.Q)} of {len(H.Q)} tests failed" in result["reason"]
 
 
 def test_controls_in_the_same_batch(hostile_class):
     results = hostile_class["results"]
     for name in ("honest", "honest_2", "launcher_hijack", "sys_exit"):
         assert (results[name]["score"], results[name]["status"]) == (FULL, "graded"), results[name]["reason"]
-        assert results[name]["reason"].startswith("all 4 tests passed")
+        assert results[name]["reason"].startswith(f"all {len(H.Q)} tests passed")
     assert "ignored 2 link(s) or special file(s) in the submission folder: data.bin, notes" \
         in results["honest_2"]["reason"]
     assert (results["blank"]["score"], results["blank"]["status"]) == (0, "graded")
