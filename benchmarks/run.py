@@ -310,7 +310,7 @@ def _make_class(dest: Path, size: int, assignment: str) -> tuple[Path, dict]:
     blank = {c.metadata["nbgrader"]["grade_id"]: c.source for c in release.cells
              if c.metadata.get("nbgrader", {}).get("solution")}
     slips = [("2 * layers", "layers"), ("kv_heads", "kv_heads * 4"), ("dtype_bytes", "dtype_bytes * 8"),
-             ("budget_bytes // per_sequence", "-(-budget_bytes // per_sequence)")]
+             ("budget_bytes // per_sequence", "-(-budget_bytes // per_sequence)"), ("* 2**30", "* 10**9")]
     rng = random.Random(1)
     submitted = dest / "submitted"
     kinds = {}

@@ -4,7 +4,7 @@
 kvlib's docstrings point to); ``terminal`` runs ``python -m kvlib ...`` with the notebook's own
 interpreter and shows the command and what it printed, so the text cannot drift from the tool.
 
-Used in: ch00_orientation.
+Used in: ch00_orientation, ch01_kv_formula.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def notation_table(symbols) -> Markdown:
     >>> print(notation_table([n.by_letter("K")]).data.splitlines()[2])
     | $K$ | `num_kv_heads` | `kv_heads` | `num_key_value_heads` | key/value heads per layer; a config without the field (or null) means K = H | count |
 
-    Used in: ch00_orientation.
+    Used in: ch00_orientation, ch01_kv_formula.
     """
     rows = []
     for s in symbols:

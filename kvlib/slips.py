@@ -95,7 +95,9 @@ COMBINED = "+"   # a key "a+b" is two slips made at once
 
 def _ratio_text(answer, expected) -> str:
     if _is_number_tuple(answer) and _is_number_tuple(expected):   # a range: judged by its upper end
-        answer, expected = answer[-1], expected[-1]
+        differ = [k for k, (a, e) in enumerate(zip(answer, expected)) if a != e]
+        last = differ[-1] if differ and len(answer) == len(expected) else -1   # or the last element that differs
+        answer, expected = answer[last], expected[last]
     try:
         ratio = answer / expected
     except (ZeroDivisionError, TypeError):
@@ -1084,4 +1086,109 @@ QUANTITIES.update({
     "agent_prefill_with_cache": _q_agent_prefill_with_cache,
     "log_figure": _q_log_figure,
     "block_range": _q_block_range,
+})
+
+
+# --- ch01_kv_formula's exercises 5 and 6: appended, the entries above are unchanged ---------------
+SLIPS.update({
+    "utilization_after_weights": "the utilization caps the engine's share of the whole memory: budget M x u, "
+                                 "then subtract the weights and the other allocations (M u - W - O), not "
+                                 "(M - W - O) x u.",
+    "weights_missing": "the weights are missing: {num_params:,} parameters x {weight_dtype_bytes} B sit on the "
+                       "GPU before any cache does.",
+    "weight_dtype_ignored": "the weights are not num_params x weight_dtype_bytes ({weight_dtype_bytes} B per "
+                            "parameter): you used another size per parameter (a fixed one, or the cache's).",
+    "negative_count": "the weights and other allocations leave no room for a cache: no sequence fits, so the "
+                      "answer is 0, not a negative count.",
+    "inverted_ratio": "the ratio is upside down: each KV head serves num_attention_heads / num_key_value_heads "
+                      "= {num_heads} / {kv_heads} query heads, not K / H.",
+    "absent_as_mqa": "num_key_value_heads absent (or null) means one KV head per query head (K = H = "
+                     "{num_heads}, MHA), not a single KV head (MQA).",
+    "inflated_not_extra": "that second figure is the bytes per token counted with the query heads; the cost of "
+                          "that slip is what it adds: subtract the bytes per token counted with the KV heads.",
+    "real_not_extra": "that second figure is the real bytes per token (counted with the KV heads); the question "
+                      "asks what counting the query heads instead would add to it.",
+})
+
+GENERAL.update({
+    "utilization_after_weights": "the utilization applies to the whole memory (M u - W - O), not to what is "
+                                 "left after the weights.",
+    "weights_missing": "the weights are not subtracted.",
+    "weight_dtype_ignored": "the weights are not num_params x weight_dtype_bytes.",
+    "negative_count": "when nothing fits, the answer is zero, not a negative count.",
+    "inverted_ratio": "the ratio is upside down: query heads per KV head is H / K.",
+    "absent_as_mqa": "num_key_value_heads absent or null means one KV head per query head (MHA), not one in all.",
+    "inflated_not_extra": "the second figure is the inflated bytes per token, not what the slip adds to it.",
+    "real_not_extra": "the second figure is the real bytes per token, not what counting the query heads adds.",
+})
+
+
+def _sequences_on_gpu(m, u, w, o, per_seq):
+    """floor((M u - W - O) / per_seq), with M u - W - O floored to whole bytes first (kv_pool_bytes)."""
+    return formulas.max_concurrency(formulas.kv_pool_bytes(m, u, w, o), per_seq)
+
+
+def _q_sequences_on_gpu(i):
+    """Sequences that fit on one GPU: max(0, floor((M u - W - O) / (bytes_per_token T))), W = P x weight bytes.
+
+    ``gpu_bytes`` is M as CUDA reports it (``cuda_total_gib`` x 2^30), ``label_bytes`` the label read as GB.
+    """
+    m, u, o, bpt, t = i["gpu_bytes"], i["utilization"], i["other_bytes"], i["bytes_per_token"], i["seq_len"]
+    p, wb = i["num_params"], i["weight_dtype_bytes"]
+    w = formulas.weight_bytes(p, wb)
+    per_seq = formulas.kv_bytes_per_sequence(bpt, t)
+    raw = _sequences_on_gpu(m, u, w, o, per_seq)
+    expected = max(0, raw)
+
+    def fit(**changed):     # the count with one input changed, negative counts kept (they are slips too)
+        args = dict(m=m, u=u, w=w, o=o, per_seq=per_seq)
+        args.update(changed)
+        return max(0, _sequences_on_gpu(**args))
+
+    slips = []
+    if i.get("label_bytes"):
+        slips.append(("label_memory", fit(m=i["label_bytes"])))
+        slips.append(("label_memory+gb_for_gib", fit(m=i["label_bytes"] * GiB / GB)))
+    slips += [("gb_for_gib", fit(m=m * GB / GiB)),
+              ("ignored_utilization", fit(u=1)),
+              ("utilization_after_weights", max(0, formulas.max_concurrency(math.floor((m - w - o) * u), per_seq))),
+              ("ignored_other_bytes", fit(o=0)),
+              ("weights_missing", fit(w=0))]
+    for other in (1, 2, 4):
+        if other != wb:
+            slips.append(("weight_dtype_ignored", fit(w=formulas.weight_bytes(p, other))))
+    pool = formulas.kv_pool_bytes(m, u, w, o)
+    slips += [("tokens_not_sequences", max(0, formulas.max_concurrency(pool, bpt))),
+              ("ceil_not_floor", max(0, math.ceil(pool / per_seq))),
+              ("ceil_not_floor", max(0, round(pool / per_seq)))]
+    if raw < 0:
+        slips.append(("negative_count", raw))
+    return expected, [(k, v) for k, v in slips if v != expected]
+
+
+def _q_kv_head_sharing(i):
+    """(H / K, extra bytes per token from counting H instead of K): (H // K, 2 L (H - K) D b).
+
+    ``kv_heads`` is K as the config resolves it (absent or null: K = H); ``kv_field_absent`` says the
+    config had no value for it, where reading the absence as one KV head (MQA) is the slip.
+    """
+    L, H, K, D, b = i["layers"], i["num_heads"], i["kv_heads"], i["head_dim"], i["dtype_bytes"]
+    group = H // K
+    with_h, with_k = (formulas.kv_bytes_per_token(L, h, D, b) for h in (H, K))
+    expected = (group, with_h - with_k)
+    slips = [("inverted_ratio", (K / H, with_h - with_k)), ("inverted_ratio", (K // H, with_h - with_k))]
+    if i.get("kv_field_absent"):
+        slips.append(("absent_as_mqa", (H, with_h - formulas.kv_bytes_per_token(L, 1, D, b))))
+    slips += [("inflated_not_extra", (group, with_h)), ("real_not_extra", (group, with_k))]
+    # the slips of bytes per token, made in both counts alike
+    on_h = [(k, v) for k, v in _token_slips(dict(i, kv_heads=H)) if not k.startswith("query_heads")]
+    on_k = [(k, v) for k, v in _token_slips(i) if not k.startswith("query_heads")]
+    for (key, wrong_h), (_, wrong_k) in zip(on_h, on_k):
+        slips.append((key, (group, wrong_h - wrong_k)))
+    return expected, [(k, v) for k, v in slips if v != expected]
+
+
+QUANTITIES.update({
+    "sequences_on_gpu": _q_sequences_on_gpu,
+    "kv_head_sharing": _q_kv_head_sharing,
 })

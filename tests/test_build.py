@@ -39,6 +39,8 @@ CH01_TESTS = {
     "ch01_q2_kv_bytes_per_sequence": 1,
     "ch01_q3_kv_bytes_per_batch": 1,
     "ch01_q4_sequences_that_fit": 2,
+    "ch01_q5_sequences_on_gpu": 2,
+    "ch01_q6_kv_head_sharing": 2,
 }
 
 
@@ -201,7 +203,7 @@ def test_ch01_grading_contract(generated):
                  if c.metadata["nbgrader"].get("grade")}
         assert tests == CH01_TESTS
         ids = set(_cells_by_id(nb))
-        assert {f"ch01_q{n}_answer" for n in range(1, 5)} <= ids
+        assert {f"ch01_q{n}_answer" for n in range(1, 7)} <= ids
     assert nb.metadata["kernelspec"]["name"] == "python3"
 
 

@@ -48,11 +48,31 @@ def sequences_that_fit(budget_bytes, layers, kv_heads, head_dim, dtype_bytes, se
     return budget_bytes // kv_bytes_for_sequence(layers, kv_heads, head_dim, dtype_bytes, seq_len)
 
 
+def sequences_on_gpu(gpu, num_params, weight_dtype_bytes, utilization, other_bytes, bytes_per_token, seq_len,
+                     *, memory=None, u=None, weights=None, other=None, floor=math.floor, at_least_zero=True):
+    """M u - W - O over bytes per sequence, M = cuda_total_gib x 2^30; the keywords make the slips below."""
+    memory = gpu["cuda_total_gib"] * 2**30 if memory is None else memory
+    u = utilization if u is None else u
+    weights = num_params * weight_dtype_bytes if weights is None else weights
+    other = other_bytes if other is None else other
+    count = floor((memory * u - weights - other) / (bytes_per_token * seq_len))
+    return max(0, count) if at_least_zero else count
+
+
+def kv_head_sharing(config, dtype_bytes=2):
+    heads = config.get("num_attention_heads") or config["n_head"]
+    kv_heads = config.get("num_key_value_heads") or heads
+    true_bytes = bytes_per_token_from_config(config, dtype_bytes)
+    return heads // kv_heads, true_bytes // kv_heads * (heads - kv_heads)
+
+
 REFERENCE = {
     "ch01_q1_bytes_per_token_from_config": (ch01.check_q1, bytes_per_token_from_config),
     "ch01_q2_kv_bytes_per_sequence": (ch01.check_q2, kv_bytes_for_sequence),
     "ch01_q3_kv_bytes_per_batch": (ch01.check_q3, kv_bytes_for_batch),
     "ch01_q4_sequences_that_fit": (ch01.check_q4, sequences_that_fit),
+    "ch01_q5_sequences_on_gpu": (ch01.check_q5, sequences_on_gpu),
+    "ch01_q6_kv_head_sharing": (ch01.check_q6, kv_head_sharing),
 }
 
 
@@ -78,6 +98,8 @@ def test_grade_ids_and_points():
         "ch01_q2_kv_bytes_per_sequence": 1,
         "ch01_q3_kv_bytes_per_batch": 1,
         "ch01_q4_sequences_that_fit": 2,
+        "ch01_q5_sequences_on_gpu": 2,
+        "ch01_q6_kv_head_sharing": 2,
     }
     for gid, ex in ch01.EXERCISES.items():
         assert ex.grade_id == gid and ex.quantity in kvlib.slips.QUANTITIES
@@ -95,7 +117,8 @@ def test_cases_are_json_and_expected_needs_no_student():
             cases = ex.cases(hidden, seed=3)
             restored = json.loads(json.dumps(cases))
             assert [ex.expected(c) for c in restored] == [ex.expected(c) for c in cases]
-            assert all(type(ex.expected(c)) is int for c in cases)
+            assert all(type(ex.expected(c)) is int or (type(ex.expected(c)) is tuple and
+                       all(type(x) is int for x in ex.expected(c))) for c in cases)
 
 
 def test_hidden_cases_are_seeded():
@@ -125,6 +148,49 @@ def test_the_visible_figures_are_the_chapters():
     assert ex.expected(ex.visible_cases[0]) == 131_072            # Llama 3.1 8B
     ex = ch01.EXERCISES["ch01_q3_kv_bytes_per_batch"]
     assert ex.expected(ex.visible_cases[0]) == 80 * 2**30          # seed 001: 32 x 8K of 70B
+
+
+def test_q5_visible_figures_by_hand():
+    ex = ch01.EXERCISES["ch01_q5_sequences_on_gpu"]
+    expected = [ex.expected(c) for c in ex.visible_cases]
+    # Llama 3.1 8B on an H100 (79.18 GiB as CUDA reports it, seed 000), u 0.9, 8,030,261,248 parameters
+    # (its model card's 8.03B, counted) x 2 B, 4 GB other, 131,072 B/token x 8,192 tokens:
+    # 85,018,877,624.32 x 0.9 = 76,516,989,861.9; - 16,060,522,496 - 4e9 = 56,456,467,365.9;
+    # / 1,073,741,824 = 52.58 -> 52
+    assert expected[0] == 52
+    # Qwen2.5 32B on an A100-80GB (79.15 GiB), u 0.92, 32,763,876,352 parameters x 1 B (fp8), 3 GB other,
+    # fp8 cache 2 x 64 x 8 x 128 x 1 = 131,072 B/token x 32,768: 84,986,665,369.6 x 0.92 = 78,187,732,140.0;
+    # - 32,763,876,352 - 3e9 = 42,423,855,788.0; / 4,294,967,296 = 9.88 -> 9
+    assert expected[1] == 9
+    # Llama 3.3 70B's bf16 weights (2 x 70.55e9 = 141.1 GB) exceed one H100's 85.0 GB: none fit
+    assert expected[5] == 0
+
+
+def test_q6_visible_figures_by_hand():
+    ex = ch01.EXERCISES["ch01_q6_kv_head_sharing"]
+    expected = {c["label"].split(" config")[0] + (" null" if "null" in c["label"] else ""): ex.expected(c)
+                for c in ex.visible_cases}
+    # (H / K, 2 L (H - K) D b), fields from each config.json
+    assert expected["Llama-3.1-8B"] == (32 // 8, 2 * 32 * (32 - 8) * 128 * 2) == (4, 393_216)
+    assert expected["Llama-3.3-70B-Instruct"] == (64 // 8, 2 * 80 * (64 - 8) * 128 * 1) == (8, 1_146_880)
+    assert expected["gemma-2-9b-it"] == (16 // 8, 2 * 42 * (16 - 8) * 256 * 2) == (2, 344_064)
+    assert expected["gpt-oss-20b"] == (64 // 8, 2 * 24 * (64 - 8) * 64 * 4) == (8, 688_128)
+    assert expected["Llama-2-7b-hf"] == expected["gpt2-large"] == expected["Llama-3.1-8B null"] == (1, 0)
+
+
+def test_visible_q5_and_q6_cover_every_variant_the_text_names():
+    q5 = [c["kwargs"] for c in ch01.EXERCISES["ch01_q5_sequences_on_gpu"].visible_cases]
+    assert {k["weight_dtype_bytes"] for k in q5} == {1, 2, 4}                  # fp8, bf16, fp32 weights
+    assert 1.0 in {k["utilization"] for k in q5} and min(k["utilization"] for k in q5) < 1
+    assert len({k["gpu"]["name"] for k in q5}) >= 4
+    assert any(ch01.sequences_on_gpu_expected({"kwargs": k}) == 0 for k in q5)   # the weights do not fit
+    q6 = ch01.EXERCISES["ch01_q6_kv_head_sharing"].visible_cases
+    configs = [c["kwargs"]["config"] for c in q6]
+    assert any("num_key_value_heads" not in c for c in configs)                 # absent (GPT-2)
+    assert any("num_key_value_heads" in c and c["num_key_value_heads"] is None for c in configs)
+    assert any(c.get("head_dim") is not None and c["head_dim"] != c["hidden_size"] // c["num_attention_heads"]
+               for c in configs)
+    assert {c["kwargs"].get("dtype_bytes") for c in q6} == {None, 1, 2, 4} - {2}
 
 
 # --- each known slip is named -------------------------------------------------
@@ -164,6 +230,74 @@ def q4_gb_gib(budget_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len):
     return math.floor(budget_gib / per_seq_gb)
 
 
+def q5_label(gpu, *args):
+    return sequences_on_gpu(gpu, *args, memory=gpu["label_gb"] * 10**9)
+
+
+def q5_cuda_gib_as_gb(gpu, *args):
+    return sequences_on_gpu(gpu, *args, memory=gpu["cuda_total_gib"] * 10**9)
+
+
+def q5_no_utilization(gpu, *args):
+    return sequences_on_gpu(gpu, *args, u=1)
+
+
+def q5_utilization_last(gpu, num_params, weight_dtype_bytes, utilization, other_bytes, bytes_per_token, seq_len):
+    left = gpu["cuda_total_gib"] * 2**30 - num_params * weight_dtype_bytes - other_bytes
+    return max(0, math.floor(left * utilization / (bytes_per_token * seq_len)))
+
+
+def q5_no_other(gpu, *args):
+    return sequences_on_gpu(gpu, *args, other=0)
+
+
+def q5_no_weights(gpu, *args):
+    return sequences_on_gpu(gpu, *args, weights=0)
+
+
+def q5_weights_always_bf16(gpu, num_params, weight_dtype_bytes, *args):
+    return sequences_on_gpu(gpu, num_params, weight_dtype_bytes, *args, weights=num_params * 2)
+
+
+def q5_tokens(gpu, num_params, weight_dtype_bytes, utilization, other_bytes, bytes_per_token, seq_len):
+    return sequences_on_gpu(gpu, num_params, weight_dtype_bytes, utilization, other_bytes, bytes_per_token, 1)
+
+
+def q5_negative(gpu, *args):
+    return sequences_on_gpu(gpu, *args, at_least_zero=False)
+
+
+def q5_ceil(gpu, *args):
+    return sequences_on_gpu(gpu, *args, floor=math.ceil)
+
+
+def q6_inverted(config, dtype_bytes=2):
+    heads = config.get("num_attention_heads") or config["n_head"]
+    kv_heads = config.get("num_key_value_heads") or heads
+    return kv_heads // heads, kv_head_sharing(config, dtype_bytes)[1]
+
+
+def q6_absent_as_mqa(config, dtype_bytes=2):
+    heads = config.get("num_attention_heads") or config["n_head"]
+    kv_heads = config.get("num_key_value_heads") or 1                  # absent read as one KV head in all
+    per_head = bytes_per_token_from_config(dict(config, num_key_value_heads=heads), dtype_bytes) // heads
+    return heads // kv_heads, per_head * (heads - kv_heads)
+
+
+def q6_inflated(config, dtype_bytes=2):
+    group, extra = kv_head_sharing(config, dtype_bytes)
+    return group, extra + bytes_per_token_from_config(config, dtype_bytes)     # the figure counted with H
+
+
+def q6_true_bytes(config, dtype_bytes=2):
+    return kv_head_sharing(config, dtype_bytes)[0], bytes_per_token_from_config(config, dtype_bytes)
+
+
+def q6_missing_two(config, dtype_bytes=2):
+    group, extra = kv_head_sharing(config, dtype_bytes)
+    return group, extra // 2
+
+
 SLIPS = [
     (ch01.check_q1, q1_query_heads, "query_heads", ["4x too large", "query heads", "= 32", "= 8"]),
     (ch01.check_q1, q1_hidden_over_heads, "hidden_over_heads", ["gemma-2-9b", "224", "head_dim = 256"]),
@@ -173,6 +307,23 @@ SLIPS = [
     (ch01.check_q3, q3_missing_batch, "missing_batch", ["32x too small", "batch"]),
     (ch01.check_q4, q4_ceil, "ceil_not_floor", ["floor, not the ceiling", "expected 66 sequences"]),
     (ch01.check_q4, q4_gb_gib, "gb_for_gib", ["GB (10^9) and GiB (2^30)"]),
+    # q5, first visible case: Llama 3.1 8B on an H100, expected 52 (test_q5_visible_figures_by_hand)
+    (ch01.check_q5, q5_label, "label_memory", ["label (80.00 GB)", "CUDA reports (85.02 GB)", "expected 52"]),
+    (ch01.check_q5, q5_cuda_gib_as_gb, "gb_for_gib", ["GB (10^9) and GiB (2^30)"]),
+    (ch01.check_q5, q5_no_utilization, "ignored_utilization", ["utilization (0.9) is not applied"]),
+    (ch01.check_q5, q5_utilization_last, "utilization_after_weights", ["not (M - W - O) x u"]),
+    (ch01.check_q5, q5_no_other, "ignored_other_bytes", ["4,000,000,000 B", "not subtracted"]),
+    (ch01.check_q5, q5_no_weights, "weights_missing", ["weights are missing", "8,030,261,248 parameters"]),
+    (ch01.check_q5, q5_weights_always_bf16, "weight_dtype_ignored", ["weight_dtype_bytes (1 B per parameter)"]),
+    (ch01.check_q5, q5_tokens, "tokens_not_sequences", ["how many tokens fit", "8192 tokens"]),
+    (ch01.check_q5, q5_negative, "negative_count", ["Llama 3.3 70B on one H100", "0, not a negative count"]),
+    (ch01.check_q5, q5_ceil, "ceil_not_floor", ["floor, not the ceiling"]),
+    # q6, first visible case: Llama 3.1 8B, expected (4, 393,216) (test_q6_visible_figures_by_hand)
+    (ch01.check_q6, q6_inverted, "inverted_ratio", ["upside down", "32 / 8"]),
+    (ch01.check_q6, q6_absent_as_mqa, "absent_as_mqa", ["gpt2-large", "K = H = 20", "not a single KV head"]),
+    (ch01.check_q6, q6_inflated, "inflated_not_extra", ["counted with the query heads", "(4, 393,216)"]),
+    (ch01.check_q6, q6_true_bytes, "real_not_extra", ["real bytes per token"]),
+    (ch01.check_q6, q6_missing_two, "missing_kv_factor", ["factor 2 for K and V"]),
 ]
 
 
@@ -347,8 +498,10 @@ def test_hidden_messages_reveal_no_inputs(check, fn, key, phrases, capsys):
         for case in ex.cases(True, seed):
             answer = core.run_cases(ex, fn, [case], quiet=True)[0].get("value")
             for number in _numbers_in(case, ex.expected(case), answer):
-                assert number not in message
-        assert "label" not in message and "config=<" not in message
+                assert number not in message.replace("10^9", "").replace("2^30", "")   # units, not inputs
+        # no case's label (the slip of q5 may say "the label": the GPU's, in general words)
+        assert 'on case "' not in message and "config=<" not in message
+        assert not any(case["label"] in message for case in ex.cases(True, seed)), message
 
 
 def test_hidden_runs_swallow_the_learners_prints(capsys):

@@ -10,9 +10,9 @@
 * The CSV has a row per student and a column per exercise; the feedback HTML
   holds no hidden test and no hidden case's numbers.
 
-Expected scores are the contract's points (q1 3, q2 1, q3 1, q4 2 = 7): the
-honest notebook 7, the blank release 0, a q2 without the factor 2 for K and V
-7 - 1 = 6 (q3 and q4 do not call the q2 function in that notebook).
+Expected scores are sums of the contract's points (q1 3, q2 1, q3 1, q4 2, q5 2, q6 2 = 11,
+``hostile.FULL``): the honest notebook all of them, the blank release 0, a q2 without the
+factor 2 for K and V all but q2's 1 (q3 and q4 do not call the q2 function in that notebook).
 
 PostgreSQL or psycopg2 missing: those tests skip with one line, or fail under
 REQUIRE_POSTGRES=1 (CI).
@@ -40,7 +40,7 @@ from pg_server import postgres_url  # noqa: F401 -- the fixture
 
 REPO = H.REPO
 ASSIGNMENT = H.ASSIGNMENT
-FULL = 3 + 1 + 1 + 2
+FULL = H.FULL                  # the sum of the contract's points (tests/hostile)
 TESTS = [H.TEST[q] for q in H.Q]
 NO_KV_FACTOR = H._body("q2", "return layers * kv_heads * head_dim * dtype_bytes * seq_len")
 # A right answer whose cell also writes active HTML and JavaScript outputs: the feedback an
@@ -130,7 +130,7 @@ def test_class_into_postgres(postgres_url, notebooks, tmp_path):  # noqa: F811
     assert not (tmp_path / "out" / "gradebook.db").exists()   # the gradebook is the server's
     book = _book(url)
     assert {s: score for s, (score, _) in book.items()} == {**EXPECTED, "honest_2": FULL}
-    assert book["no_kv_factor"][1] == {H.TEST["q1"]: 3, H.TEST["q2"]: 0, H.TEST["q3"]: 1, H.TEST["q4"]: 2}
+    assert book["no_kv_factor"][1] == {**{H.TEST[q]: H.POINTS[q] for q in H.Q}, H.TEST["q2"]: 0}
     again = json.loads(_run(_args(submitted, tmp_path / "out", "--db", url, "--json")).stdout)
     assert again["graded_now"] == 0 and sorted(again["skipped"]) == sorted(book)
 
@@ -247,8 +247,8 @@ def test_csv_has_a_row_per_student_and_a_column_per_exercise(exported):
     assert list(rows[0]) == ["student", "assignment", "status", "score", "max_score", *TESTS, "isolation", "reason"]
     by = {r["student"]: r for r in rows}
     assert {s: float(r["score"]) for s, r in by.items()} == EXPORTED
-    assert [float(by["no_kv_factor"][t]) for t in TESTS] == [3, 0, 1, 2]
-    assert [float(by["honest"][t]) for t in TESTS] == [3, 1, 1, 2]
+    assert [float(by["no_kv_factor"][t]) for t in TESTS] == [3, 0, 1, 2, 2, 2]   # the contract's points, q2 lost
+    assert [float(by["honest"][t]) for t in TESTS] == [3, 1, 1, 2, 2, 2]
     assert all(float(r["max_score"]) == FULL and r["isolation"] == exported["summary"]["isolation"] for r in rows)
 
 
@@ -260,9 +260,17 @@ def test_the_seed_is_the_class_secret_and_is_not_written_down(exported):
             assert exported["secret"].encode() not in p.read_bytes(), p
 
 
-def _hidden_numbers() -> set:
+def _ints(value) -> list:
+    """The ints of an expected value or a slip's value: itself, or the elements of a tuple (q6's pair)."""
+    items = value if type(value) is tuple else (value,)
+    return [int(v) for v in items if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+
+def _hidden_numbers(shown_to_all: str = "") -> set:
     """Every distinctive number of the hidden cases (inputs and expected values), as text, both for the
-    checks' default seed (the notebook's hidden tests) and for any seed: none may reach a student."""
+    checks' default seed (the notebook's hidden tests) and for any seed: none may reach a student.
+    ``shown_to_all``: what the chapter itself prints for every learner (the blank release's feedback, whose
+    checks fail on visible cases only), such as a model's parameter count in section 9."""
     from autograder.checks import ch01, core
     from kvlib import slips
 
@@ -270,17 +278,17 @@ def _hidden_numbers() -> set:
     visible = set()   # what a visible failure may show: the case, its answer, the answers of known slips
     for ex in ch01.EXERCISES.values():
         for case in ex.visible_cases:
-            visible |= {json.dumps(case), str(ex.expected(case))}
+            visible |= {json.dumps(case)} | {f"{v} {v:,}" for v in _ints(ex.expected(case))}
             _, candidates = slips.QUANTITIES[ex.quantity](dict(ex.slip_inputs(case)))
-            visible |= {f"{int(v)} {int(v):,}" for _, v in candidates if isinstance(v, (int, float))}
+            visible |= {f"{v} {v:,}" for _, value in candidates for v in _ints(value)}
     numbers = set()
     for ex in ch01.EXERCISES.values():
         for case in ex.hidden_cases(core.DEFAULT_HIDDEN_SEED):
-            values = [ex.expected(case)] + [v for v in case["kwargs"].values() if type(v) is int]
+            values = _ints(ex.expected(case)) + [v for v in case["kwargs"].values() if type(v) is int]
             for v in values:
                 if v >= 100_000:
                     for text in (str(v), f"{v:,}"):
-                        if text not in release and not any(text in s for s in visible):
+                        if text not in release and text not in shown_to_all and not any(text in s for s in visible):
                             numbers.add(text)
     return numbers
 
@@ -288,7 +296,8 @@ def _hidden_numbers() -> set:
 def test_feedback_html_has_no_hidden_tests_or_hidden_cases(exported):
     feedback = Path(exported["summary"]["feedback"]["dir"])
     assert exported["summary"]["feedback"]["written"] == len(EXPORTED)
-    hidden = _hidden_numbers()
+    blank = (feedback / "blank" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text(encoding="utf-8")
+    hidden = _hidden_numbers(shown_to_all=blank)
     assert len(hidden) >= 10     # the check below has something to find
     for student in EXPORTED:
         html = (feedback / student / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text(encoding="utf-8")

@@ -105,6 +105,7 @@ def test_skeleton_builds_and_agrees(skeleton, tmp_path):
     assert any("test cell ch99_q7_missing has no check" in p for p in build.check_source(path))
 
 
+@pytest.mark.kernel
 def test_skeleton_source_full_marks_release_zero(skeleton):
     files = _build_course().generate(SKELETON / "course", ["ch99_skeleton"])
     full = V.grade(SKELETON_NB, "ch99_skeleton", reference=SKELETON_NB, exercises=skeleton, student="ada")
@@ -119,6 +120,7 @@ def test_skeleton_prelude_is_the_setup_cells_imports(skeleton):
     assert prelude == ["import kvlib as kv", "import math", "import struct"]   # not matplotlib
 
 
+@pytest.mark.kernel
 def test_skeleton_source_runs_in_a_kernel(skeleton, tmp_path):
     nb = nbformat.read(SKELETON_NB, as_version=4)
     NotebookClient(nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
@@ -282,6 +284,7 @@ def test_combined_slips_are_labelled_combined():
 
 
 # --- an ungraded chapter (ch00): built and run, never graded ----------------------------------------
+@pytest.mark.kernel
 def test_ungraded_chapter_is_built_and_runs(tmp_path):
     course = tmp_path / "course"
     (course / "source" / "ch00_orientation").mkdir(parents=True)

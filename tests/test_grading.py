@@ -33,9 +33,13 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 COURSE = REPO / "course"
 ASSIGNMENT = "ch01_kv_formula"
-MAX_SCORE = 7
 TESTS = {"q1": "ch01_q1_bytes_per_token_from_config", "q2": "ch01_q2_kv_bytes_per_sequence",
-         "q3": "ch01_q3_kv_bytes_per_batch", "q4": "ch01_q4_sequences_that_fit"}
+         "q3": "ch01_q3_kv_bytes_per_batch", "q4": "ch01_q4_sequences_that_fit",
+         "q5": "ch01_q5_sequences_on_gpu", "q6": "ch01_q6_kv_head_sharing"}
+#: The points each test cell of the source states (the contract: 3, 1, 1, 2, 2, 2), and their sum.
+POINTS = dict(zip(TESTS, (3, 1, 1, 2, 2, 2)))
+MAX_SCORE = sum(POINTS.values())
+N_TESTS = len(TESTS)
 
 # --- the slip catalogue: answer cell -> code with one classic mistake -> words the feedback must hold
 SLIPS = {
@@ -73,13 +77,27 @@ import math
 def sequences_that_fit(budget_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len):
     return math.ceil(budget_bytes / (2 * layers * kv_heads * head_dim * dtype_bytes * seq_len))
 ''', "floor"),
+    "label_memory": ("q5", '''
+def sequences_on_gpu(gpu, num_params, weight_dtype_bytes, utilization, other_bytes, bytes_per_token, seq_len):
+    memory = gpu["label_gb"] * 10**9  # the label, not what CUDA reports
+    pool = memory * utilization - num_params * weight_dtype_bytes - other_bytes
+    return max(0, int(pool // (bytes_per_token * seq_len)))
+''', "the label"),
+    "inverted_ratio": ("q6", '''
+def kv_head_sharing(config, dtype_bytes=2):
+    layers = config.get("num_hidden_layers") or config.get("n_layer")
+    heads = config.get("num_attention_heads") or config.get("n_head")
+    kv_heads = config.get("num_key_value_heads") or heads
+    head_dim = config.get("head_dim") or (config.get("hidden_size") or config.get("n_embd")) // heads
+    return kv_heads // heads, 2 * layers * (heads - kv_heads) * head_dim * dtype_bytes  # K / H, not H / K
+''', "upside down"),
 }
 
 
 #: Students of the class run, each making one slip per exercise (exercises are graded independently).
 SLIP_STUDENTS = {
-    "slips_a": ("query_heads", "missing_kv_factor", "answer_in_kib", "ceil_not_floor"),
-    "slips_b": ("hidden_over_heads", "bits_not_bytes"),
+    "slips_a": ("query_heads", "missing_kv_factor", "answer_in_kib", "ceil_not_floor", "label_memory"),
+    "slips_b": ("hidden_over_heads", "bits_not_bytes", "inverted_ratio"),
 }
 STUDENT_OF = {slip: student for student, slips in SLIP_STUDENTS.items() for slip in slips}
 
@@ -182,7 +200,7 @@ def test_blank_release_scores_zero(graded_class):
     for test in result["tests"]:
         assert not test["passed"] and test["points"] == 0
         assert "not written yet" in test["feedback"] or "NotImplementedError" in test["feedback"]
-    assert "4 of 4 tests failed" in result["reason"]
+    assert f"{N_TESTS} of {N_TESTS} tests failed" in result["reason"]
 
 
 @pytest.mark.parametrize("slip", SLIPS)
@@ -206,7 +224,7 @@ def test_slip_students_lose_only_their_slips(graded_class):
         spread = {TESTS["q3"], TESTS["q4"]} if TESTS["q2"] in slipped else set()
         assert slipped <= failed <= slipped | spread, (student, failed)
         assert result["score"] == MAX_SCORE - sum(tests[gid]["max_points"] for gid in failed)
-        assert f"{len(failed)} of 4 tests failed" in result["reason"]
+        assert f"{len(failed)} of {N_TESTS} tests failed" in result["reason"]
 
 
 def test_class_gradebook_and_csv_are_consistent(graded_class):
@@ -284,14 +302,14 @@ def _broken_files(notebooks, folder: Path) -> dict:
 
 LOOP_TIMEOUT = 8  # seconds per cell: the chapter's heaviest cell (imports, plots) takes about 2
 EXPECT = {  # file -> (status, score, words in the reason)
-    "good.ipynb": ("graded", MAX_SCORE, "all 4 tests passed"),
+    "good.ipynb": ("graded", MAX_SCORE, f"all {N_TESTS} tests passed"),
     "truncated.ipynb": ("error", 0, "not valid JSON"),
     "empty.ipynb": ("error", 0, "empty"),
     "latin1.ipynb": ("error", 0, "not UTF-8"),
     "nbformat3.ipynb": ("error", 0, "nbformat 3"),
     "other_assignment.ipynb": ("error", 0, "another assignment"),
     "os_exit.ipynb": ("needs_manual", 0, "kernel died"),
-    "loop.ipynb": ("graded", MAX_SCORE - 2, "limit"),
+    "loop.ipynb": ("graded", MAX_SCORE - POINTS["q4"], "limit"),
 }
 
 
@@ -334,8 +352,8 @@ def test_grade_cli_status_and_reason(single_runs, name):
 def test_grade_cli_readable_report_names_the_slip(single_runs):
     run = single_runs["wrong.ipynb"]
     assert run.returncode == 0, run.stderr
-    assert f"{MAX_SCORE - 3}/{MAX_SCORE} points, graded" in run.stdout
-    assert "1 of 4 tests failed" in run.stdout
+    assert f"{MAX_SCORE - POINTS['q1']}/{MAX_SCORE} points, graded" in run.stdout
+    assert f"1 of {N_TESTS} tests failed" in run.stdout
     fail = [line for line in run.stdout.splitlines() if line.strip().startswith("FAIL")]
     assert len(fail) == 1 and TESTS["q1"] in fail[0] and "query heads" in run.stdout
 

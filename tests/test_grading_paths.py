@@ -1,8 +1,8 @@
 """Every documented grading path is safe and honest (issue 13).
 
 * A student whose answer cells read the course's source (solutions, hidden
-  tests) from the checkout gets no more than an honest blank (0 of 7: the
-  contract's points q1 3, q2 1, q3 1, q4 2), through plain ``nbgrader
+  tests) from the checkout gets no more than an honest blank (0 of 11: the
+  contract's points q1 3, q2 1, q3 1, q4 2, q5 2, q6 2), through plain ``nbgrader
   autograde`` with the course config and through ``grade-class``, and no
   feedback HTML from either shows the source.
 * ``grade-class --feedback <course>/feedback`` writes what ``nbgrader
@@ -16,7 +16,7 @@
 * Bad database URLs and a wrong password: one line, exit 2.
 * Results folders are 0700, files 0600; the default folder is the user's.
 
-Expected scores are the contract's points (7 for the solutions, 0 for the
+Expected scores are the contract's points (all 11 for the solutions, 0 for the
 release left blank); the source-reading student must get what the blank gets.
 """
 
@@ -237,7 +237,7 @@ def test_cli_shows_progress_a_line_per_student(cli_class):
     lines = [line for line in cli_class["run"].stderr.splitlines() if line.startswith("graded ")]
     assert [line.split(":")[0] for line in lines] == ["graded 1 of 3", "graded 2 of 3", "graded 3 of 3"]
     assert all("elapsed" in line and "left" in line for line in lines)
-    assert any(" honest 7/7 graded" in line for line in lines)
+    assert any(f" honest {FULL}/{FULL} graded" in line for line in lines)
 
 
 def test_results_are_private(cli_class):

@@ -11,7 +11,7 @@ that also holds honest students. One run grades them all in two workers, with
   verdict's exact score (``verdict_score``): the grader takes the minimum;
 * the status is the corpus's where it names one; the report says what happened
   (a reason; every failed test has feedback: never a silent zero);
-* the honest students get 7/7 (q1 3 + q2 1 + q3 1 + q4 2, the contract) and the
+* the honest students get full marks (q1 3 + q2 1 + q3 1 + q4 2 + q5 2 + q6 2, the contract) and the
   blank release 0, in the same batch as the bombs;
 * the gradebook (read back with nbgrader's ``Gradebook``), the CSV and the JSON
   results agree, test by test;
@@ -45,7 +45,7 @@ from autograder import sandbox as S
 
 REPO = H.REPO
 ASSIGNMENT = H.ASSIGNMENT
-FULL = 3 + 1 + 1 + 2          # the contract's points
+FULL = H.FULL                 # the sum of the contract's points
 TIMEOUT = 8                   # per cell [s]: the chapter's heaviest cell takes about 2 s
 LEVEL = S.detect_level()
 STRONG = S.rank(LEVEL) >= S.rank("unshare+setpriv")
@@ -184,7 +184,7 @@ def test_the_batch_finishes_and_everyone_is_graded(hostile_class):
 def test_each_student(hostile_class, name):
     result = hostile_class["results"][name]
     max_score, verdict_score, status = hostile_class["expect"][name]
-    assert result["max_score"] == FULL and len(result["tests"]) == 4
+    assert result["max_score"] == FULL and len(result["tests"]) == len(H.Q)
     assert result["score"] <= max_score, (name, result["score"], result["reason"])
     assert result["score"] <= verdict_score, (name, result["score"], result["reason"])
     assert result["score"] == sum(t["points"] for t in result["tests"])
@@ -200,14 +200,14 @@ def test_each_student(hostile_class, name):
     if result["status"] == "needs_manual":
         assert "manual" in result["reason"]
     if result["score"] == 0 and result["status"] == "graded":
-        assert "4 of 4 tests failed" in result["reason"]
+        assert f"{len(H.Q)} of {len(H.Q)} tests failed" in result["reason"]
 
 
 def test_controls_in_the_same_batch(hostile_class):
     results = hostile_class["results"]
     for name in ("honest", "honest_2", "launcher_hijack", "sys_exit"):
         assert (results[name]["score"], results[name]["status"]) == (FULL, "graded"), results[name]["reason"]
-        assert results[name]["reason"].startswith("all 4 tests passed")
+        assert results[name]["reason"].startswith(f"all {len(H.Q)} tests passed")
     assert "ignored 2 link(s) or special file(s) in the submission folder: data.bin, notes" \
         in results["honest_2"]["reason"]
     assert (results["blank"]["score"], results["blank"]["status"]) == (0, "graded")
@@ -289,7 +289,7 @@ def test_feedback_for_everyone_graded(hostile_class):
         assert results[student]["status"] in ("error", "needs_manual"), student
     hidden_lines = [line.strip() for c in H.load_source()["cells"] if "### BEGIN HIDDEN TESTS" in H._src(c)
                     for line in H._src(c).split("### BEGIN HIDDEN TESTS")[1].splitlines()[1:-1]]
-    assert len(hidden_lines) == 4 and all("hidden=True" in line for line in hidden_lines)
+    assert len(hidden_lines) == len(H.Q) and all("hidden=True" in line for line in hidden_lines)
     for student in set(results) - set(summary["missing"]):
         html = (feedback / student / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text(encoding="utf-8")
         assert "### BEGIN HIDDEN TESTS" not in html and not any(line in html for line in hidden_lines), student

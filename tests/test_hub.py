@@ -26,10 +26,10 @@ One test, ``test_a_class_on_jupyterhub``, runs a whole assignment cycle:
   other's home, the other's server) and the instructor's source, and fails;
 * each student fetches feedback: exactly their own, with their own score.
 
-Scores are the contract's points (course/source/ch01_kv_formula: q1 3, q2 1,
-q3 1, q4 2): the solutions 7, a q2 without the factor 2 for K and V 6 (q3 and
-q4 do not call q2 in these notebooks; tests/test_class_gradebook.py), the
-blank release 0.
+Scores are sums of the contract's points (course/source/ch01_kv_formula: q1 3, q2 1,
+q3 1, q4 2, q5 2, q6 2; ``hostile.FULL``): the solutions all 11, a q2 without the factor 2
+for K and V all but q2's 1 (q3 and q4 do not call q2 in these notebooks;
+tests/test_class_gradebook.py), the blank release 0.
 
 Time budget (limits that fail the test, not speed targets): the hub is up
 within HUB_UP_S, the three servers within SERVERS_UP_S, the hub and its
@@ -417,11 +417,11 @@ def test_a_class_on_jupyterhub(scratch):
         # -- students: fetch, answer, submit, through their own servers ---------------------------
         t0 = time.monotonic()
         kit = H.make_kit()
-        answers = {students[0].name: kit.notebook(),                                  # the solutions: 7
-                   students[1].name: kit.notebook({"q2": H._body(                     # no 2 for K and V: 6
+        answers = {students[0].name: kit.notebook(),                                  # the solutions: FULL
+                   students[1].name: kit.notebook({"q2": H._body(                     # no 2 for K and V: FULL - 1
                        "q2", "return layers * kv_heads * head_dim * dtype_bytes * seq_len")}),
                    students[2].name: kit.notebook(blank=tuple(H.Q))}                  # nothing: 0
-        expected = {students[0].name: FULL, students[1].name: FULL - 1, students[2].name: 0}
+        expected = {students[0].name: FULL, students[1].name: FULL - H.POINTS["q2"], students[2].name: 0}
         form = {"course_id": COURSE, "assignment_id": ASSIGNMENT}
         for s in students:
             base = f"{hub.url}/user/{s.name}"

@@ -1,7 +1,7 @@
 """autograder.verdict on the hostile corpus (tests/hostile): no case scores above its honest score.
 
-Expected scores are sums of the contract's points (q1 3, q2 1, q3 1, q4 2; the
-source notebook's test cells) for the exercises whose own code is right and
+Expected scores are sums of the contract's points (q1 3, q2 1, q3 1, q4 2, q5 2, q6 2:
+``hostile.POINTS``, against the source notebook's test cells in ``test_layout_matches_the_contract``) for the exercises whose own code is right and
 runs: never read from the code under test. The escape cases are canaries
 (right answers only when the escape works); ``test_canaries_are_live`` runs
 them where nothing is hidden, to show that they do score when they can.
@@ -75,7 +75,7 @@ def test_layout_matches_the_contract():
     lay = V.layout(H.load_source())
     assert lay.answer_ids == [H.ANSWER[q] for q in H.Q]
     assert lay.tests == {H.TEST[q]: float(H.POINTS[q]) for q in H.Q}
-    assert sum(lay.tests.values()) == 7 == H.FULL
+    assert sum(lay.tests.values()) == 3 + 1 + 1 + 2 + 2 + 2 == H.FULL
     # the setup cell's imports (chapter 01's: kvlib and kvdisplay), so an answer that uses a name the setup
     # made never loses points in the verdict; no library the setup cell does not import itself
     assert lay.prelude == "import kvlib as kv\nimport kvdisplay as kd"
@@ -86,7 +86,7 @@ def test_release_built_here_has_no_solutions_or_hidden_tests():
     release = H.release_from_source(H.load_source())
     text = json.dumps(release)
     assert "BEGIN HIDDEN TESTS" not in text and "BEGIN SOLUTION" not in text
-    assert text.count("raise NotImplementedError()") == 4
+    assert text.count("raise NotImplementedError()") == len(H.Q)
 
 
 # ---------------------------------------------------------------------------
@@ -100,7 +100,7 @@ def test_hostile_case(case, classroom):
         pytest.skip("no sandbox here")
     data = H.build(case, classroom["kit"])
     v = grade(data, fast=case.name in TIMEOUT_CASES)
-    assert v.max_score == 7 and len(v.tests) == 4
+    assert v.max_score == H.FULL and len(v.tests) == len(H.Q)
     assert v.score <= case.max_score, v.as_dict()
     assert v.score == case.verdict_score, json.dumps(v.as_dict(), indent=1)[:3000]
     assert v.status == ("error" if case.status == "error" else "graded"), v.reason
@@ -140,7 +140,7 @@ def test_visible_feedback_shows_the_slip_hidden_does_not_show_inputs(classroom):
     nb = kit.notebook({"q2": H._body("q2", "return layers * kv_heads * head_dim * dtype_bytes * seq_len")})
     v = grade(H.dump(nb))
     text = v.by_grade_id()[H.TEST["q2"]].feedback
-    assert not v.by_grade_id()[H.TEST["q2"]].passed and v.score == 6
+    assert not v.by_grade_id()[H.TEST["q2"]].passed and v.score == H.FULL - H.POINTS["q2"]
     assert "factor 2 for K and V is missing" in text and "2x too small" in text
     # right on the visible cases only (batches of 32 or fewer): only a hidden case can catch it
     nb = kit.notebook({"q3": H._body("q3", "if batch_size > 32:\n    return 0\n"
@@ -162,7 +162,7 @@ def test_parallel_runs_do_not_starve_each_other(classroom):
         t.start()
     for t in threads:
         t.join()
-    assert results["honest"].score == 7
+    assert results["honest"].score == H.FULL
     assert results["fork_bomb"].score == H.BY_NAME["fork_bomb"].verdict_score
     assert results["memory_bomb"].score == H.BY_NAME["memory_bomb"].verdict_score
 
@@ -193,8 +193,8 @@ def test_canaries_are_live(classroom):
     scores = {c.name: V.grade(H.build(c, kit), reference=H.SOURCE, sandbox=box, step_s=30).score
               for c in H.CASES if c.kind == "escape"}
     try:
-        assert scores == {"read_hidden_tests": 7, "read_other_students": 7, "write_gradebook": 7,
-                          "write_checkout": 7, "network": 7}
+        assert scores == {name: H.FULL for name in ("read_hidden_tests", "read_other_students", "write_gradebook",
+                                                     "write_checkout", "network")}
         assert classroom["listener"].connections >= 1
         assert H.escape_markers(kit.targets) == [os.path.join(open_dir, f"HOSTILE-{kit.targets.nonce}")]
     finally:
@@ -226,13 +226,13 @@ def test_json_shape(classroom):
     v = grade(H.build(H.BY_NAME["honest"], classroom["kit"]))
     d = json.loads(json.dumps(v.as_dict()))
     assert {"assignment", "score", "max_score", "status", "reason", "tests", "isolation"} <= set(d)
-    assert [set(t) for t in d["tests"]] == [{"grade_id", "points", "max_points", "passed", "feedback"}] * 4
-    assert d["score"] == d["max_score"] == 7 and d["status"] == "graded" and d["isolation"] == LEVEL
+    assert [set(t) for t in d["tests"]] == [{"grade_id", "points", "max_points", "passed", "feedback"}] * len(H.Q)
+    assert d["score"] == d["max_score"] == H.FULL and d["status"] == "graded" and d["isolation"] == LEVEL
 
 
 def test_corpus_contract():
     rows = H.corpus(targets=H.default_targets())
     assert len(rows) == len(H.CASES) >= 25
     for name, data, max_score, status in rows:
-        assert isinstance(data, bytes) and 0 <= max_score <= 7 and status in (None, "graded", "needs_manual", "error")
+        assert isinstance(data, bytes) and 0 <= max_score <= H.FULL and status in (None, "graded", "needs_manual", "error")
         assert H.BY_NAME[name].verdict_score <= max_score

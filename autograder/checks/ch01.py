@@ -1,7 +1,7 @@
-"""Chapter 01 (the KV formula): its four graded exercises, as data.
+"""Chapter 01 (the KV formula): its six graded exercises, as data.
 
 Grade ids, function names and parameter order are a contract with the
-grading pipeline; points (3/1/1/2) are on the source notebook's test cells.
+grading pipeline; points (3/1/1/2/2/2) are on the source notebook's test cells.
 
 =======================================  ==========================================================
 grade id                                 the learner writes
@@ -10,6 +10,9 @@ ch01_q1_bytes_per_token_from_config      bytes_per_token_from_config(config, dty
 ch01_q2_kv_bytes_per_sequence            kv_bytes_for_sequence(L, K, D, b, seq_len)
 ch01_q3_kv_bytes_per_batch               kv_bytes_for_batch(L, K, D, b, seq_len, batch_size)
 ch01_q4_sequences_that_fit               sequences_that_fit(budget_bytes, L, K, D, b, seq_len)
+ch01_q5_sequences_on_gpu                 sequences_on_gpu(gpu, num_params, weight_dtype_bytes, utilization,
+                                         other_bytes, bytes_per_token, seq_len)
+ch01_q6_kv_head_sharing                  kv_head_sharing(config, dtype_bytes=2) -> (H // K, extra bytes/token)
 =======================================  ==========================================================
 
 (L, K, D, b stand for layers, kv_heads, head_dim, dtype_bytes.)
@@ -20,9 +23,20 @@ Expected values come from kvlib: q1 from ``kvlib.parse_config(config).kv_bytes_p
 Visible cases are real bundled configs; hidden cases are drawn from a seed over the
 bundled (non-MLA) configs with mutations: num_key_value_heads removed or null, head_dim
 added, removed or null, other layer counts, dtype_bytes of 1, 2 or 4.
+
+q5 starts from a GPU as a dict ``{"name", "label_gb", "cuda_total_gib"}`` (kvlib's GPU table:
+the label and the total CUDA reports, in the units a datasheet and a log print them); its
+expected value is ``kv.max_concurrency(kv.kv_pool_bytes(cuda_total_gib x 2^30, u,
+kv.weight_bytes(num_params, weight_dtype_bytes), other_bytes), kv.kv_bytes_per_sequence(...))``,
+0 when that is negative. Visible and hidden cases are bundled models' parameter counts
+(kvlib's count) on kvlib's GPUs. q6's expected value is ``(H // K, 2 L (H - K) D b)`` from
+``kvlib.parse_config``: the query heads each KV head serves, and what counting the query heads
+would add to the bytes per token; its hidden cases are q1's kind, drawn with another seed.
 """
 
 from __future__ import annotations
+
+import random
 
 import kvlib as kv
 
@@ -34,12 +48,16 @@ from .cases import (
     config_case,
     config_hidden,
     config_slip_inputs,
+    config_spec,
     geometry_case,
     geometry_hidden,
     geometry_slip_inputs,
     node_budget_bytes,
+    non_mla_models,
     random_seq_len,
+    short,
 )
+from .answers import INT, Tuple
 from .core import Exercise, exercises, legacy_checks
 
 H100 = "H100-SXM"
@@ -116,6 +134,139 @@ def _with_budget(rng, case):
     case["kwargs"]["seq_len"] = seq_len
 
 
+# --- Exercise 5: sequences on one GPU, from the memory CUDA reports and a parameter count -----------
+HIDDEN_NOTE_GPU = ("(Hidden cases use other bundled models on other GPUs of kvlib's table, weights of 1, 2 "
+                   "or 4 bytes per parameter, other utilizations, other allocations and lengths, and a "
+                   "model whose weights do not fit.)")
+Q5_PARAMS = ("gpu", "num_params", "weight_dtype_bytes", "utilization", "other_bytes", "bytes_per_token", "seq_len")
+
+
+def gpu_card(name: str) -> dict:
+    """A GPU as a dict: its name, the label in GB and the total CUDA reports in GiB (two decimals, as logged)."""
+    gpu = kv.get_gpu(name)
+    label = gpu.memory_bytes / kv.GB
+    return {"name": gpu.name, "label_gb": int(label) if label.is_integer() else label,
+            "cuda_total_gib": round(gpu.cuda_memory_bytes / kv.GiB, 2)}
+
+
+def gpu_case(model: str, gpu: str, label: str, *, weight_dtype_bytes: int, utilization: float, other_bytes: int,
+             kv_dtype_bytes: int, seq_len: int) -> dict:
+    """A case of q5: a bundled model's parameter count and bytes per token on one of kvlib's GPUs."""
+    spec = kv.load_model(model)
+    card = gpu_card(gpu)
+    kwargs = dict(gpu=card, num_params=spec.num_params(), weight_dtype_bytes=weight_dtype_bytes,
+                  utilization=utilization, other_bytes=other_bytes,
+                  bytes_per_token=kv.kv_bytes_per_token(spec.num_kv_layers, spec.num_kv_heads, spec.head_dim,
+                                                        kv_dtype_bytes),
+                  seq_len=seq_len)
+    return {"label": label, "kwargs": kwargs, "context": {"model": spec.name, "config_name": card["name"]}}
+
+
+def gpu_slip_inputs(case: dict) -> dict:
+    k = case["kwargs"]
+    return dict(gpu_bytes=k["gpu"]["cuda_total_gib"] * kv.GiB, label_bytes=k["gpu"]["label_gb"] * kv.GB,
+                num_params=k["num_params"], weight_dtype_bytes=k["weight_dtype_bytes"],
+                utilization=k["utilization"], other_bytes=k["other_bytes"],
+                bytes_per_token=k["bytes_per_token"], seq_len=k["seq_len"])
+
+
+def _pool_bytes(case: dict) -> int:
+    k = case["kwargs"]
+    return kv.kv_pool_bytes(gpu_bytes=k["gpu"]["cuda_total_gib"] * kv.GiB, utilization=k["utilization"],
+                            weight_bytes=kv.weight_bytes(k["num_params"], k["weight_dtype_bytes"]),
+                            other_bytes=k["other_bytes"])
+
+
+def sequences_on_gpu_expected(case: dict) -> int:
+    """Whole sequences in the pool M u - W - O (kvlib's one pool rule), 0 when the weights leave no room."""
+    k = case["kwargs"]
+    per_seq = kv.kv_bytes_per_sequence(k["bytes_per_token"], k["seq_len"])
+    return max(0, kv.max_concurrency(_pool_bytes(case), per_seq))
+
+
+def _on_a_boundary(case: dict) -> bool:
+    """The pool within a millionth of a sequence of a whole number: float rounding could tip the floor."""
+    k = case["kwargs"]
+    sequences = (k["gpu"]["cuda_total_gib"] * kv.GiB * k["utilization"] - k["num_params"] * k["weight_dtype_bytes"]
+                 - k["other_bytes"]) / (k["bytes_per_token"] * k["seq_len"])
+    return abs(sequences - round(sequences)) < 1e-6
+
+
+Q5_VISIBLE = (
+    gpu_case("llama-3.1-8b", H100, "Llama 3.1 8B on one H100, bf16 weights and cache, u = 0.9, 4 GB other, "
+             "8,192 tokens", weight_dtype_bytes=2, utilization=0.9, other_bytes=4 * kv.GB, kv_dtype_bytes=2,
+             seq_len=8192),
+    gpu_case("qwen2.5-32b", "A100-80GB", "Qwen2.5 32B on one A100-80GB, fp8 weights and cache, u = 0.92, "
+             "3 GB other, 32,768 tokens", weight_dtype_bytes=1, utilization=0.92, other_bytes=3 * kv.GB,
+             kv_dtype_bytes=1, seq_len=32768),
+    gpu_case("llama-3.3-70b", "H200", "Llama 3.3 70B on one H200, fp8 weights, bf16 cache, u = 0.95, "
+             "6 GB other, 16,384 tokens", weight_dtype_bytes=1, utilization=0.95, other_bytes=6 * kv.GB,
+             kv_dtype_bytes=2, seq_len=16384),
+    gpu_case("qwen3-0.6b", "L4", "Qwen3 0.6B on one L4, fp32 weights, bf16 cache, u = 1 (all of it), "
+             "2 GB other, 40,960 tokens", weight_dtype_bytes=4, utilization=1.0, other_bytes=2 * kv.GB,
+             kv_dtype_bytes=2, seq_len=40960),
+    gpu_case("mistral-7b", "RTX-4090", "Mistral 7B on one RTX 4090, bf16 weights and cache, u = 0.9, "
+             "1.5 GB other, 4,096 tokens", weight_dtype_bytes=2, utilization=0.9, other_bytes=1_500_000_000,
+             kv_dtype_bytes=2, seq_len=4096),
+    gpu_case("llama-3.3-70b", H100, "Llama 3.3 70B on one H100, bf16 weights (they do not fit), u = 0.9, "
+             "4 GB other, 8,192 tokens", weight_dtype_bytes=2, utilization=0.9, other_bytes=4 * kv.GB,
+             kv_dtype_bytes=2, seq_len=8192),
+)
+
+
+def gpu_hidden(seed: int, count: int = 8) -> tuple:
+    """``count`` q5 cases: bundled models on kvlib's GPUs; one whose weights leave no room, the rest fit one or more."""
+    rng = random.Random(seed)
+    models, gpus = non_mla_models(), list(kv.GPUS)
+    cases = []
+    while len(cases) < count:
+        model, gpu = rng.choice(models), rng.choice(gpus)
+        wb, kb = rng.choice([1, 2, 2, 4]), rng.choice([1, 2])
+        case = gpu_case(model, gpu, f"{short(model)} on one {gpu}", weight_dtype_bytes=wb,
+                        utilization=rng.choice([0.8, 0.85, 0.9, 0.92, 0.95, 1.0]),
+                        other_bytes=rng.randint(kv.GB // 2, 8 * kv.GB), kv_dtype_bytes=kb,
+                        seq_len=rng.choice([2 ** rng.randint(9, 17), rng.randint(256, 131_072)]))
+        want_room = len(cases) < count - 1
+        if _on_a_boundary(case) or (_pool_bytes(case) > 0) != want_room \
+                or (want_room and sequences_on_gpu_expected(case) < 1):
+            continue
+        cases.append(case)
+    rng.shuffle(cases)
+    return tuple(cases)
+
+
+# --- Exercise 6: query heads per KV head, and the cost of counting the query heads ----------------
+Q6_VISIBLE = (
+    config_case("meta-llama/Llama-3.1-8B", _cfg("meta-llama/Llama-3.1-8B")),
+    config_case("meta-llama/Llama-3.3-70B-Instruct", _cfg("meta-llama/Llama-3.3-70B-Instruct"), dtype_bytes=1),
+    config_case("google/gemma-2-9b-it", _cfg("google/gemma-2-9b-it"), hint=_HEAD_DIM_HINT),
+    config_case("openai/gpt-oss-20b", _cfg("openai/gpt-oss-20b"), dtype_bytes=4, hint=_HEAD_DIM_HINT),
+    config_case("meta-llama/Llama-2-7b-hf", _cfg("meta-llama/Llama-2-7b-hf"),
+                hint="num_key_value_heads equals num_attention_heads here: MHA, one KV head per query head."),
+    config_case("openai-community/gpt2-large", _cfg("openai-community/gpt2-large"),
+                hint="GPT-2 configs name the heads n_head and have no num_key_value_heads (so one KV head per "
+                     "query head)."),
+    config_case("meta-llama/Llama-3.1-8B", dict(_cfg("meta-llama/Llama-3.1-8B"), num_key_value_heads=None),
+                dtype_bytes=1, variant="num_key_value_heads: null",
+                hint="num_key_value_heads set to null means the same as absent: one KV head per query head."),
+)
+
+
+def kv_head_sharing_expected(case: dict) -> tuple:
+    """(H // K, bytes per token counted with H less the real one), every layer counted, from kvlib."""
+    spec = config_spec(case)
+    dtype = case["kwargs"].get("dtype_bytes", 2)
+    with_query_heads = kv.kv_bytes_per_token(spec.num_kv_layers, spec.num_heads, spec.head_dim, dtype)
+    return (kv.formulas.exact_div(spec.num_heads, spec.num_kv_heads), with_query_heads - config_bytes_per_token(case))
+
+
+def kv_head_sharing_slip_inputs(case: dict) -> dict:
+    return dict(config_slip_inputs(case), kv_field_absent=case["kwargs"]["config"].get("num_key_value_heads") is None)
+
+
+Q6_SEED_OFFSET = 6      # q6's hidden configs are drawn apart from q1's
+
+
 EXERCISES = exercises(
     Exercise(
         grade_id="ch01_q1_bytes_per_token_from_config",
@@ -162,6 +313,31 @@ EXERCISES = exercises(
         slip_inputs=geometry_slip_inputs,
         unit="sequences",
         hidden_note=HIDDEN_NOTE_GEOMETRY,
+    ),
+    Exercise(
+        grade_id="ch01_q5_sequences_on_gpu",
+        function_name="sequences_on_gpu",
+        params=Q5_PARAMS,
+        visible_cases=Q5_VISIBLE,
+        hidden_cases=gpu_hidden,
+        expected=sequences_on_gpu_expected,
+        quantity="sequences_on_gpu",
+        slip_inputs=gpu_slip_inputs,
+        unit="sequences",
+        hidden_note=HIDDEN_NOTE_GPU,
+    ),
+    Exercise(
+        grade_id="ch01_q6_kv_head_sharing",
+        function_name="kv_head_sharing",
+        params=("config", "dtype_bytes"),
+        visible_cases=Q6_VISIBLE,
+        hidden_cases=lambda seed: config_hidden(seed + Q6_SEED_OFFSET),
+        expected=kv_head_sharing_expected,
+        answer=Tuple((INT, INT)),
+        quantity="kv_head_sharing",
+        slip_inputs=kv_head_sharing_slip_inputs,
+        unit="(query heads per KV head, extra bytes per token)",
+        hidden_note=HIDDEN_NOTE_CONFIG,
     ),
 )
 

@@ -13,7 +13,8 @@ a fresh page and kernel per chapter, tests in this order):
    changes the explorer's displayed number each time; every slider is wide and its label on one
    line; after Run All every worked answer is still folded;
 4. wrong answer: a one-line answer with a known slip, typed into an exercise's answer cell
-   and run with its check, makes the check name the slip;
+   and run with its check, makes the check name the slip (and so does each of the plan's
+   ``more_wrong`` answers, after step 5);
 5. validate (chapters that say so): nbgrader's toolbar Validate button shows the
    "Validation Results" dialog, failing, with the slip and the unfilled exercises in it;
 6. console: no console error or uncaught page error, and still no toast.
@@ -71,6 +72,8 @@ class Plan:
     shows: tuple[str, ...] = ()      # texts the page must show after Run All
     buttons: tuple[tuple[str, str, str], ...] = ()   # (text typed into the widget's text box first, or "";
                                                      #  button to click; regex a widget must then show)
+    more_wrong: tuple[tuple[str, str, str], ...] = ()   # (answer_id, wrong_answer, slip): more exercises
+    hidden_cells: tuple[str, ...] = ()   # ids of generator cells that must show the collapsed placeholder
 
 
 PLANS = {
@@ -84,6 +87,24 @@ PLANS = {
         slip="the factor 2 for K and V is missing",
         validate=("the factor 2 for K and V is missing",                       # q2, as typed
                   "bytes_per_token_from_config is not written yet"),           # q1, left blank
+        more_wrong=(
+            # Exercise 5: the label's 80 GB instead of the 79.18 GiB CUDA reports.
+            ("ch01_q5_answer",
+             "def sequences_on_gpu(gpu, num_params, weight_dtype_bytes, utilization, other_bytes, bytes_per_token, "
+             "seq_len): return max(0, int((gpu['label_gb'] * 10**9 * utilization - num_params * weight_dtype_bytes "
+             "- other_bytes) // (bytes_per_token * seq_len)))",
+             "instead of what CUDA reports"),
+            # Exercise 6: the bytes per token counted with the query heads, not what that slip adds.
+            ("ch01_q6_answer",
+             "def kv_head_sharing(config, dtype_bytes=2): h = config.get('num_attention_heads') or config['n_head']; "
+             "k = config.get('num_key_value_heads') or h; d = config.get('head_dim') or (config.get('hidden_size') "
+             "or config['n_embd']) // h; return h // k, 2 * (config.get('num_hidden_layers') or config['n_layer']) "
+             "* h * d * dtype_bytes",
+             "counted with the query heads"),
+        ),
+        # the generators added with exercises 5 and 6 (section 9's pool example and a GPU as exercise 5
+        # passes it) and the notation rows: inputs hidden like every other generator's
+        hidden_cells=("notation_rows", "s9_pool_example", "s9_gpu_dict"),
     ),
     "ch02_gqa_tp": Plan(
         slider="TP (GPUs)",
@@ -270,6 +291,12 @@ class ChapterPage:
             code = [line for line in cell.source.splitlines()[1:] if len(line.strip()) > 8]
             if hidden and code and code[0].strip() in shown.inner_text():
                 wrong.append(f"cell {i}: its hidden code is on the page")   # (the first line is a caption)
+        ids = {cell.get("id"): i for i, cell in enumerate(self.nb.cells)}
+        for cell_id in self.plan.hidden_cells if self.plan else ():
+            if cell_id not in ids:
+                wrong.append(f"no cell with id {cell_id!r} (the plan's hidden_cells)")
+            elif not self.cells.nth(ids[cell_id]).locator(".jp-InputPlaceholder").count():
+                wrong.append(f"cell {cell_id!r}: its input is not hidden")
         assert wrong == [], "hidden inputs:\n" + "\n".join(wrong)
         assert any(c.metadata.get("jupyter", {}).get("source_hidden") for c in self.nb.cells), \
             f"{self.name}: no generator cell has a hidden input"
@@ -332,22 +359,27 @@ class ChapterPage:
         """Type the plan's wrong answer, run it and its check; the check's output text."""
         if "wrong" in self.done:
             return self.wrong_output
+        self.wrong_output = self.type_and_check(self.plan.answer_id, self.plan.wrong_answer)
+        self.done.add("wrong")
+        return self.wrong_output
+
+    def type_and_check(self, answer_id: str, wrong_answer: str) -> str:
+        """Type ``wrong_answer`` into the answer cell ``answer_id``, run it and its check; the check's output."""
         from playwright.sync_api import expect   # here: the module must import without playwright
 
         self.ensure_ran()
-        plan = self.plan
-        answer = self.index(plan.answer_id)
+        answer = self.index(answer_id)
         test = next(i for i in range(answer + 1, len(self.nb.cells)) if _kind(self.nb.cells[i]) == "test")
-        with self.step(f"wrong answer: type into {plan.answer_id}, run it and its check"):
+        with self.step(f"wrong answer: type into {answer_id}, run it and its check"):
             cell = self.cells.nth(answer)
             cell.scroll_into_view_if_needed()
             editor = cell.locator(".cm-content")
             expect(editor).to_contain_text("NotImplementedError")   # the blank stub, once drawn
             editor.click()
             self.page.keyboard.press("Control+a")
-            self.page.keyboard.type(plan.wrong_answer)
+            self.page.keyboard.type(wrong_answer)
             typed = editor.inner_text().strip()
-            assert typed == plan.wrong_answer, f"the editor holds {typed!r}"
+            assert typed == wrong_answer, f"the editor holds {typed!r}"
             answer_prompt = cell.locator(".jp-InputArea-prompt").inner_text().strip()
             test_prompt = self.cells.nth(test).locator(".jp-InputArea-prompt").inner_text().strip()
             self.page.keyboard.press("Shift+Enter")                     # run the answer cell
@@ -361,8 +393,6 @@ class ChapterPage:
         output = self.cells.nth(test).locator(".jp-OutputArea").inner_text()
         self.cells.nth(test).scroll_into_view_if_needed()
         self.shot("wrong-answer-slip")
-        self.wrong_output = output
-        self.done.add("wrong")
         return output
 
 
@@ -560,6 +590,15 @@ def test_buttons_redraw_their_widget(chapter):
             button.click()
             page.locator(".widget-html", has_text=re.compile(shows)).first.wait_for(timeout=10_000)
     chapter.shot("buttons")
+
+
+def test_more_wrong_answers_name_their_slips(chapter):
+    """The plan's other exercises (ch01's 5 and 6): each typed slip gets its own named message."""
+    if not chapter.plan or not chapter.plan.more_wrong:
+        pytest.skip(f"{chapter.name}: the plan types one wrong answer only")
+    for answer_id, wrong_answer, slip in chapter.plan.more_wrong:
+        output = chapter.type_and_check(answer_id, wrong_answer)
+        assert "AssertionError" in output and slip in output, f"{answer_id}: the check did not name {slip!r}:\n{output}"
 
 
 ENGINE_CELL_FLAG = "START_ENGINE = False"

@@ -22,7 +22,7 @@ Isolation holds exactly when they score 0. A working escape also prints
 for it) and leaves a file named ``HOSTILE-<nonce>`` where it could write
 (``escape_markers`` finds them; ``remove_markers`` cleans up).
 
-Points: q1 3, q2 1, q3 1, q4 2 (course/source/ch01_kv_formula, the contract).
+Points: q1 3, q2 1, q3 1, q4 2, q5 2, q6 2 (course/source/ch01_kv_formula, the contract).
 """
 
 from __future__ import annotations
@@ -49,12 +49,14 @@ Q = {
     "q2": ("ch01_q2_answer", "kv_bytes_for_sequence", "ch01_q2_kv_bytes_per_sequence", 1),
     "q3": ("ch01_q3_answer", "kv_bytes_for_batch", "ch01_q3_kv_bytes_per_batch", 1),
     "q4": ("ch01_q4_answer", "sequences_that_fit", "ch01_q4_sequences_that_fit", 2),
+    "q5": ("ch01_q5_answer", "sequences_on_gpu", "ch01_q5_sequences_on_gpu", 2),
+    "q6": ("ch01_q6_answer", "kv_head_sharing", "ch01_q6_kv_head_sharing", 2),
 }
-FULL = 3 + 1 + 1 + 2
 ANSWER = {q: v[0] for q, v in Q.items()}
 FN = {q: v[1] for q, v in Q.items()}
 TEST = {q: v[2] for q, v in Q.items()}
 POINTS = {q: v[3] for q, v in Q.items()}
+FULL = sum(POINTS.values())
 
 # Parameter lists of the contract, for hand-written hostile bodies.
 SIG = {
@@ -62,7 +64,14 @@ SIG = {
     "q2": "layers, kv_heads, head_dim, dtype_bytes, seq_len",
     "q3": "layers, kv_heads, head_dim, dtype_bytes, seq_len, batch_size",
     "q4": "budget_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len",
+    "q5": "gpu, num_params, weight_dtype_bytes, utilization, other_bytes, bytes_per_token, seq_len",
+    "q6": "config, dtype_bytes=2",
 }
+
+
+def all_but(*qs) -> tuple:
+    """Every question except ``qs`` (for ``blank=``: leave all the others as released)."""
+    return tuple(q for q in Q if q not in qs)
 
 
 def pts(*qs) -> int:
@@ -454,7 +463,7 @@ def _ok(*args, **kwargs):
     print("✓ all cases right")
 _core.check = _ok
 _core.judge = lambda *a, **k: _core.Verdict(True, "correct.")
-for _n in ("check_q1", "check_q2", "check_q3", "check_q4", "check"):
+for _n in ("check_q1", "check_q2", "check_q3", "check_q4", "check_q5", "check_q6", "check"):
     setattr(_ch01, _n, _ok)
 '''
 
@@ -491,7 +500,8 @@ def _forge():
     for i in range(40):
         lies.append({"t": "step", "i": i})
         for gid in ("ch01_q1_bytes_per_token_from_config", "ch01_q2_kv_bytes_per_sequence",
-                    "ch01_q3_kv_bytes_per_batch", "ch01_q4_sequences_that_fit"):
+                    "ch01_q3_kv_bytes_per_batch", "ch01_q4_sequences_that_fit", "ch01_q5_sequences_on_gpu",
+                    "ch01_q6_kv_head_sharing"):
             rec = [{"type": "builtins.int", "value": 131072.0}, {"type": "builtins.int", "value": True},
                    {"type": "builtins.int", "value": "131072"}, {"type": "builtins.int"}] * 8
             lies.append({"t": "check", "i": i, "gid": gid, "records": rec})
@@ -535,6 +545,10 @@ signal.signal(signal.SIGALRM, signal.SIG_IGN)
 while True:
     pass
 '''
+
+
+#: How numpy_scalar wraps each right answer: numpy.int64, or a tuple of them for q6's pair.
+_NUMPY = {**{q: "_np.int64" for q in Q}, "q6": "(lambda pair: tuple(_np.int64(x) for x in pair))"}
 
 
 CASES: list = [
@@ -598,23 +612,26 @@ CASES: list = [
     Case("monkeypatch_checks", "autograder.checks' check, judge and check_qN replaced by no-ops; "
          "answers left blank", lambda k: k.notebook(
              {"q1": MONKEYPATCH_CHECKS + "\n" + _body("q1", "raise NotImplementedError()")},
-             blank=("q2", "q3", "q4")), 0, 0),
+             blank=all_but("q1")), 0, 0),
     Case("patch_showtraceback", "IPython's showtraceback silenced; answers blank", lambda k: k.notebook(
         {"q1": PATCH_SHOWTRACEBACK + "\n" + _body("q1", "raise NotImplementedError()")},
-        blank=("q2", "q3", "q4")), 0, 0),
+        blank=all_but("q1")), 0, 0),
     Case("always_equal", "every function returns an object equal to anything",
          _all_bodies(lambda q: "return _Anything()", ALWAYS_EQUAL), 0, 0),
     Case("int_subclass", "every function returns an int subclass equal to anything",
          _all_bodies(lambda q: "return _Int(0)", INT_SUBCLASS), 0, 0),
-    Case("numpy_scalar", "right values, returned as numpy.int64",
+    Case("numpy_scalar", "right values, returned as numpy.int64 (q6: a tuple of them)",
          lambda k: k.notebook({q: "import numpy as _np\n" + k.solution(q) + f"\n_real_{q} = {FN[q]}\n"
-                               f"def {FN[q]}(*a, **kw):\n    return _np.int64(_real_{q}(*a, **kw))\n" for q in Q}),
+                               f"def {FN[q]}(*a, **kw):\n    return {_NUMPY[q]}(_real_{q}(*a, **kw))\n" for q in Q}),
          0, 0),
-    Case("float_and_bool", "q1..q3 return the right value as a float, q4 returns True",
-         lambda k: k.notebook({**{q: k.solution(q) + f"\n_real_{q} = {FN[q]}\n"
-                                  f"def {FN[q]}(*a, **kw):\n    return float(_real_{q}(*a, **kw))\n"
-                                  for q in ("q1", "q2", "q3")},
-                               "q4": _body("q4", "return True")}), 0, 0),
+    Case("float_and_bool", "q1..q3 and q5 return the right value as a float, q4 returns True, q6 the right "
+         "pair as a list", lambda k: k.notebook({**{q: k.solution(q) + f"\n_real_{q} = {FN[q]}\n"
+                                                   f"def {FN[q]}(*a, **kw):\n    return float(_real_{q}(*a, **kw))\n"
+                                                   for q in ("q1", "q2", "q3", "q5")},
+                                                "q4": _body("q4", "return True"),
+                                                "q6": k.solution("q6") + "\n_real_q6 = kv_head_sharing\n"
+                                                "def kv_head_sharing(*a, **kw):\n    return list(_real_q6(*a, **kw))\n"}),
+         0, 0),
     Case("calls_kvlib", "every function calls kvlib instead of computing by hand",
          lambda k: k.notebook({
              "q1": "import kvlib as kv\n" + _body("q1", "return kv.parse_config(config).kv_bytes_per_token(dtype_bytes)"),
@@ -624,19 +641,26 @@ CASES: list = [
                                                         "layers, kv_heads, head_dim, dtype_bytes), seq_len, batch_size)"),
              "q4": "import kvlib as kv\n" + _body("q4", "return kv.max_concurrency(budget_bytes, kv.kv_bytes_per_sequence("
                                                         "kv.kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes), seq_len))"),
+             "q5": "import kvlib as kv\n" + _body("q5", "pool = kv.kv_pool_bytes(gpu['cuda_total_gib'] * kv.GiB, utilization, "
+                                                        "kv.weight_bytes(num_params, weight_dtype_bytes), other_bytes)\n"
+                                                        "return max(0, kv.max_concurrency(pool, bytes_per_token * seq_len))"),
+             "q6": "import kvlib as kv\n" + _body("q6", "spec = kv.parse_config(config)\n"
+                                                        "return (spec.num_heads // spec.num_kv_heads, kv.kv_bytes_per_token("
+                                                        "spec.num_kv_layers, spec.num_heads - spec.num_kv_heads, spec.head_dim, "
+                                                        "dtype_bytes))"),
          }), 0, 0),
     # Writing to every fd also breaks the kernel's own ZeroMQ connection: nbgrader may lose the
     # kernel (needs_manual) or grade the rest; either way 0.
     Case("forged_output", "writes forged runner records (float, bool and string values) to every fd; "
          "answers blank", lambda k: k.notebook({"q1": FORGE + "\n" + _body("q1", "raise NotImplementedError()")},
-                                               blank=("q2", "q3", "q4")), 0, 0, None),
+                                               blank=all_but("q1")), 0, 0, None),
     Case("test_cells_pass", "every test cell's source replaced by `pass`; answers blank",
          lambda k: k.notebook(blank=tuple(Q), edit=_edit_tests_to_pass), 0, 0),
     Case("tests_deleted", "every test cell deleted; only q1 answered", lambda k: k.notebook(
-        blank=("q2", "q3", "q4"), edit=_delete_tests), pts("q1"), pts("q1")),
+        blank=all_but("q1"), edit=_delete_tests), pts("q1"), pts("q1")),
     Case("metadata_tampered", "test cells: points 100, source `pass`, two grade ids swapped; answer cells "
          "flagged as graded with 100 points; only q2 answered", lambda k: k.notebook(
-             blank=("q1", "q3", "q4"), edit=_tamper_metadata), pts("q2"), pts("q2")),
+             blank=all_but("q2"), edit=_tamper_metadata), pts("q2"), pts("q2")),
     Case("answer_id_renamed", "q1's answer cell renamed to another grade id (the verdict does not run it)",
          lambda k: k.notebook(edit=_rename_q1_answer), FULL, FULL - pts("q1"), None),
     Case("other_assignment", "another assignment's notebook (ch02 grade ids) defining the same functions",
