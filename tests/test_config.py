@@ -202,3 +202,207 @@ def test_hub_degrades_with_one_line(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_hub)
     with pytest.raises(ConfigError, match="huggingface_hub"):
         kv.load_model("someone/unbundled-model", hub=True)
+
+
+# --- gaps found by mutation testing (benchmarks/mutation.py, issue 16) -------------------------
+# Expected values below are written by hand from the inputs each test builds (the arithmetic
+# is in the comments); none is read back from kvlib.
+
+def test_short_name_without_org_is_case_insensitive():
+    # 'mistral-7b-v0.1' is no alias (ALIASES has 'mistral-7b'): only the name-after-the-slash
+    # match can resolve it, and the lookup lower-cases both sides.
+    from kvlib.config import resolve_model_id
+    assert resolve_model_id("MISTRAL-7B-v0.1") == "mistralai/Mistral-7B-v0.1"
+    assert resolve_model_id("  Mistral-7B-V0.1 ") == "mistralai/Mistral-7B-v0.1"
+    assert resolve_model_id("Mistral-7B") == "mistralai/Mistral-7B-v0.1"        # via the alias table
+    assert resolve_model_id("mistralai") is None
+
+
+def test_name_and_source_of_each_kind_of_input(tmp_path):
+    cfg = kv.bundled_config("llama-3.1-8b")
+    spec = kv.load_model(cfg)
+    assert (spec.name, spec.source) == ("<dict>", "dict")
+    assert kv.load_model(cfg, name="mine").name == "mine"
+    bundled = kv.load_model("llama-3.1-8b")
+    assert (bundled.name, bundled.source) == ("meta-llama/Llama-3.1-8B", "bundled:meta-llama/Llama-3.1-8B")
+    assert kv.load_model("llama-3.1-8b", name="x").name == "x"
+    folder = tmp_path / "my-llama"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(cfg))
+    from_folder = kv.load_model(folder)
+    assert (from_folder.name, from_folder.source) == ("my-llama", str(folder / "config.json"))
+    assert kv.load_model(folder, name="y").name == "y"
+    # a file named like the bundled ones: 'org__name.json' reads as 'org/name'
+    flat = tmp_path / "some-org__some-model.json"
+    flat.write_text(json.dumps(cfg))
+    from_file = kv.load_model(flat)
+    assert (from_file.name, from_file.source) == ("some-org/some-model", str(flat))
+
+
+def test_load_model_refuses_other_types_by_name():
+    with pytest.raises(ConfigError) as info:
+        kv.load_model(3.5)
+    assert str(info.value) == "load_model takes an id, a path or a dict, not float"
+
+
+def test_folder_without_config_json(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        kv.load_model(tmp_path)
+    assert str(info.value) == f"{tmp_path}: folder holds no config.json"
+
+
+def test_exact_file_errors(tmp_path):
+    from kvlib.config import _read_json
+    missing = tmp_path / "nope.json"
+    with pytest.raises(ConfigError) as info:
+        _read_json(missing)
+    assert str(info.value) == f"{missing}: cannot read (No such file or directory)"
+    listed = tmp_path / "list.json"
+    listed.write_text("[1, 2]")
+    with pytest.raises(ConfigError) as info:
+        _read_json(listed)
+    assert str(info.value) == f"{listed}: a config.json must hold a JSON object, not list"
+    broken = tmp_path / "broken.json"
+    broken.write_text('{\n  "a": \n')
+    with pytest.raises(ConfigError) as info:
+        _read_json(broken)
+    assert str(info.value) == f"{broken}: not valid JSON (line 3: Expecting value)"
+    with pytest.raises(ConfigError) as info:
+        kv.bundled_config("nobody/nothing")
+    assert str(info.value) == "unknown model 'nobody/nothing': not a bundled id (see 'kvlib models')"
+
+
+def test_unknown_model_message_offers_hub():
+    with pytest.raises(ConfigError) as info:
+        kv.load_model("nobody/nothing")
+    assert str(info.value) == ("unknown model 'nobody/nothing': not a bundled id (see 'kvlib models'), a config.json "
+                               "or a folder holding one; add --hub to fetch it from the Hugging Face Hub")
+
+
+class _FakeHub:
+    """Stands in for huggingface_hub (no network in tests): records the call, returns a file or raises."""
+
+    def __init__(self, path=None, error=None):
+        self.path, self.error, self.calls = path, error, []
+
+    def hf_hub_download(self, *args, **kwargs):
+        self.calls.append((args, kwargs))
+        if self.error is not None:
+            raise self.error
+        return str(self.path)
+
+
+def test_hub_fetch_reads_config_json(tmp_path, monkeypatch):
+    import sys
+    file = tmp_path / "downloaded.json"
+    file.write_text(json.dumps(kv.bundled_config("llama-3.1-8b")))
+    hub = _FakeHub(path=file)
+    monkeypatch.setitem(sys.modules, "huggingface_hub", hub)
+    spec = kv.load_model("someone/unbundled-model", hub=True)
+    assert hub.calls == [(("someone/unbundled-model", "config.json"), {})]
+    assert (spec.name, spec.source) == ("someone/unbundled-model", "hub:someone/unbundled-model")
+    assert spec.kv_bytes_per_token() == 131_072      # 2 x 32 x 8 x 128 x 2 B, Llama 3.1 8B
+    assert kv.load_model("someone/unbundled-model", hub=True, name="z").name == "z"
+
+
+@pytest.mark.parametrize("error,first", [
+    (OSError("offline\nsecond line of detail"), "offline"),
+    (OSError(""), "OSError"),
+])
+def test_hub_failure_is_one_line(monkeypatch, error, first):
+    import sys
+    monkeypatch.setitem(sys.modules, "huggingface_hub", _FakeHub(error=error))
+    with pytest.raises(ConfigError) as info:
+        kv.load_model("someone/gated", hub=True)
+    assert str(info.value) == ("could not fetch someone/gated/config.json from the Hugging Face Hub "
+                               f"(offline or gated?): {first}")
+
+
+def test_hub_missing_message(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)   # import then raises ImportError
+    with pytest.raises(ConfigError) as info:
+        kv.load_model("someone/unbundled-model", hub=True)
+    assert str(info.value) == ("fetching from the Hugging Face Hub needs huggingface_hub "
+                               "(pip install huggingface_hub)")
+
+
+def _moe(**over):
+    return _base(num_local_experts=8, num_experts_per_tok=2, **over)
+
+
+@pytest.mark.parametrize("over,layers", [
+    ({}, (0, 1, 2, 3)),                              # every layer of 4
+    ({"first_k_dense_replace": 0}, (0, 1, 2, 3)),    # 0 dense layers first is allowed
+    ({"first_k_dense_replace": 1}, (1, 2, 3)),       # DeepSeek's rule: layers >= 1
+    ({"moe_layer_freq": 2}, (0, 2)),                 # i % 2 == 0
+    ({"decoder_sparse_step": 2}, (0, 2)),            # Qwen2-MoE's name for it
+    ({"mlp_only_layers": [0, 3]}, (1, 2)),           # Qwen's dense-only list
+])
+def test_moe_layer_rules(over, layers):
+    assert parse_config(_moe(**over)).moe_layers == layers
+
+
+# Every error is one line naming the field; these are the exact texts a learner reads.
+EXACT_ERRORS = [
+    (_base(num_hidden_layers=...), "missing field num_hidden_layers / n_layer / num_layers / n_layers"),
+    (_base(num_hidden_layers="32"), "field num_hidden_layers must be an integer, got '32' (a string)"),
+    (_base(num_hidden_layers=32.5), "field num_hidden_layers must be an integer, got 32.5 (float)"),
+    (_base(num_attention_heads=0), "field num_attention_heads must be at least 1, got 0"),
+    (_base(attention_bias="yes"), "field attention_bias must be true or false, got 'yes'"),
+    (_base(hidden_size=500), "field hidden_size (500) is not divisible by num_attention_heads (8) and no head_dim "
+                             "is given"),
+    (_base(num_key_value_heads=3), "field num_key_value_heads (3) must divide num_attention_heads (8)"),
+    (_base(layer_types=["full_attention"] * 3), "field layer_types must list one type per layer (4)"),
+    (_base(layer_types="full_attention"), "field layer_types must list one type per layer (4)"),
+    (_base(layer_types=["full_attention", "weird"] * 2), "field layer_types[1] is 'weird', which kvlib cannot "
+                                                         "interpret"),
+    (_base(layer_types=["sliding_attention"] * 4), "field layer_types has sliding layers but sliding_window is not "
+                                                   "set"),
+    (_base(layer_types=["chunked_attention"] * 4), "field layer_types has chunked layers but attention_chunk_size "
+                                                   "is not set"),
+    (_base(text_config=[1]), "field text_config must be an object, got list"),
+    (_base(torch_dtype=16), "field torch_dtype must be a string, got 16"),
+    ({"text_config": {"num_hidden_layers": 2}},
+     "missing field text_config.num_attention_heads / text_config.n_head / text_config.num_heads"),
+    (_base(hidden_size=...), "missing field hidden_size / n_embd / d_model / model_dim"),
+    (_base(first_k_dense_replace=-1, num_local_experts=8, num_experts_per_tok=2),
+     "field first_k_dense_replace must be at least 0, got -1"),
+]
+
+
+@pytest.mark.parametrize("cfg,message", EXACT_ERRORS)
+def test_exact_error_text(cfg, message):
+    with pytest.raises(ConfigError) as info:
+        parse_config(cfg)
+    assert str(info.value) == message
+
+
+def test_non_object_config_names_the_model():
+    with pytest.raises(ConfigError) as info:
+        parse_config([1], name="m")
+    assert str(info.value) == "m: a config must be a JSON object, not list"
+
+
+def test_name_of_a_config_json_at_the_filesystem_root():
+    from pathlib import Path
+    from kvlib.config import _name_from_path
+    assert _name_from_path(Path("/config.json")) == "/config.json"     # no folder name to use
+    assert _name_from_path(Path("/models/tiny/config.json")) == "tiny"
+    assert _name_from_path(Path("/models/org__tiny.json")) == "org/tiny"
+
+
+def test_missing_parameter_fields_are_named():
+    spec = parse_config({"num_hidden_layers": 4, "num_attention_heads": 8, "hidden_size": 512,
+                         "num_local_experts": 8})
+    assert spec.missing_fields == (
+        ("vocab_size", "vocab_size / n_vocab / padded_vocab_size"),
+        ("intermediate_size", "intermediate_size / n_inner / ffn_dim / d_ff / ffn_hidden_size / inner_hidden_size"
+                              " / hidden_dim / ffn_config.ffn_hidden_size"),
+        ("num_experts_per_tok", "num_experts_per_tok / experts_per_token / num_experts_per_token"))
+
+
+def test_dtype_drops_the_torch_prefix():
+    assert parse_config(_base(torch_dtype="torch.float16")).dtype == "float16"
+    assert parse_config(_base(dtype="float32")).dtype == "float32"          # transformers >= 4.56 name
+    assert parse_config(_base()).dtype == "bfloat16"                        # neither given
