@@ -406,3 +406,79 @@ def test_dtype_drops_the_torch_prefix():
     assert parse_config(_base(torch_dtype="torch.float16")).dtype == "float16"
     assert parse_config(_base(dtype="float32")).dtype == "float32"          # transformers >= 4.56 name
     assert parse_config(_base()).dtype == "bfloat16"                        # neither given
+
+
+# --- which layers keep which cache: every branch of the layer-kind reader ---------------------
+# Sources: the transformers configuration docs of each family (quoted per case); the
+# expected layer lists are worked by hand from the rule quoted.
+F, S, Ch, N = "full", "sliding", "chunked", "none"
+
+
+@pytest.mark.parametrize("over,kinds", [
+    # Jamba: "attn_layer_period: once in this many layers, an attention layer";
+    # "attn_layer_offset: the index of the first attention layer" -> layers 1, 5 of 8
+    (dict(num_hidden_layers=8, attn_layer_period=4, attn_layer_offset=1), (N, F, N, N, N, F, N, N)),
+    (dict(num_hidden_layers=8, attn_layer_period=4), (F, N, N, N, F, N, N, N)),       # offset defaults to 0
+    # Qwen3-Next: every full_attention_interval-th layer (the 4th, 8th) is full attention
+    (dict(num_hidden_layers=8, full_attention_interval=4), (N, N, N, F, N, N, N, F)),
+    # Gemma 3: every sliding_window_pattern-th layer is global (default 6)
+    (dict(model_type="gemma3_text", num_hidden_layers=6, sliding_window=512), (S, S, S, S, S, F)),
+    (dict(model_type="gemma3", num_hidden_layers=6, sliding_window=512, sliding_window_pattern=3),
+     (S, S, F, S, S, F)),
+    (dict(model_type="cohere2", num_hidden_layers=4, sliding_window=512, sliding_window_pattern=2), (S, F, S, F)),
+    # Gemma 2: alternating, local first
+    (dict(model_type="gemma2", num_hidden_layers=4, sliding_window=512), (S, F, S, F)),
+    # Qwen2: "the first max_window_layers layers use full attention, later ones SWA", only with
+    # use_sliding_window; max_window_layers defaults to all layers (no sliding)
+    (dict(model_type="qwen2", num_hidden_layers=4, sliding_window=512, use_sliding_window=True,
+          max_window_layers=1), (F, S, S, S)),
+    (dict(model_type="qwen3", num_hidden_layers=4, sliding_window=512, use_sliding_window=True), (F, F, F, F)),
+    (dict(model_type="qwen2_moe", num_hidden_layers=4, sliding_window=512), (F, F, F, F)),
+    (dict(model_type="qwen3_moe", num_hidden_layers=4, sliding_window=512, use_sliding_window=True,
+          max_window_layers=0), (S, S, S, S)),
+    # Mistral-style: the window applies to every layer unless use_sliding_window is false
+    (dict(model_type="mistral", num_hidden_layers=4, sliding_window=512), (S, S, S, S)),
+    (dict(model_type="mistral", num_hidden_layers=4, sliding_window=512, use_sliding_window=False), (F, F, F, F)),
+    # Llama 4: no_rope_layers[i] = 1 -> RoPE layer (chunked), 0 -> NoPE (global); without the list,
+    # every no_rope_layer_interval-th layer (default 4) is global
+    (dict(num_hidden_layers=4, attention_chunk_size=8192, no_rope_layers=[0, 1, 1, 0]), (F, Ch, Ch, F)),
+    (dict(num_hidden_layers=4, attention_chunk_size=8192, no_rope_layers=[0, 1]), (Ch, Ch, Ch, F)),  # wrong length
+    (dict(num_hidden_layers=4, attention_chunk_size=8192, no_rope_layer_interval=2), (Ch, F, Ch, F)),
+    # layer_types, every name transformers uses
+    (dict(num_hidden_layers=4, sliding_window=64, layer_types=["attention", "global", "local", "sliding_attention"]),
+     (F, F, S, S)),
+    (dict(num_hidden_layers=4, layer_types=["mamba", "conv", "recurrent", "full_attention"]), (N, N, N, F)),
+    (dict(num_hidden_layers=2, attention_chunk_size=64, layer_types=["chunked_attention", "full_attention"]),
+     (Ch, F)),
+])
+def test_layer_kinds_by_family(over, kinds):
+    assert parse_config(_base(**over)).layer_kinds == kinds
+
+
+def test_window_and_chunk_kept_with_layer_types():
+    spec = parse_config(_base(num_hidden_layers=2, sliding_window=64, attention_chunk_size=32,
+                              layer_types=["sliding_attention", "chunked_attention"]))
+    assert (spec.sliding_window, spec.attention_chunk_size) == (64, 32)
+    gemma = parse_config(_base(model_type="gemma2", num_hidden_layers=2, sliding_window=512))
+    assert (gemma.sliding_window, gemma.attention_chunk_size) == (512, None)
+    hybrid = parse_config(_base(num_hidden_layers=4, sliding_window=512, full_attention_interval=2))
+    assert hybrid.sliding_window is None          # Qwen3-Next's linear layers: no window applies
+
+
+@pytest.mark.parametrize("over,kv_heads", [
+    # Falcon 7B (RW): multi_query defaults to true when absent -> 1 KV head
+    (dict(model_type="falcon"), 1),
+    (dict(model_type="RefinedWebModel", multi_query=True), 1),
+    (dict(model_type="RefinedWeb", multi_query=False), 8),
+    # Falcon 40B: new_decoder_architecture reads num_kv_heads / n_head_kv, ignores multi_query
+    (dict(model_type="falcon", new_decoder_architecture=True, multi_query=True, n_head_kv=2), 2),
+    (dict(model_type="falcon", new_decoder_architecture=True, num_key_value_heads=4), 4),
+    (dict(model_type="falcon", new_decoder_architecture=True), 8),       # none given: one per query head
+    # GPT-BigCode: multi_query true -> one KV head; false or absent -> MHA
+    (dict(model_type="gpt_bigcode", multi_query=True), 1),
+    (dict(model_type="gpt_bigcode", multi_query=False), 8),
+    (dict(model_type="llama", num_kv_heads=2), 2),                       # other names of the field
+    (dict(model_type="llama", n_head_kv=4), 4),
+])
+def test_kv_heads_by_family(over, kv_heads):
+    assert parse_config(_base(**over)).num_kv_heads == kv_heads
