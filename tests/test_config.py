@@ -482,3 +482,12 @@ def test_window_and_chunk_kept_with_layer_types():
 ])
 def test_kv_heads_by_family(over, kv_heads):
     assert parse_config(_base(**over)).num_kv_heads == kv_heads
+
+
+def test_ffn_config_without_a_width_leaves_the_count_unknown():
+    # DBRX nests the width as ffn_config.ffn_hidden_size; a nested object without it is no error:
+    # the KV figures stand and intermediate_size is listed as missing
+    cfg = _base(intermediate_size=..., ffn_config={"moe_top_k": 4})
+    spec = parse_config(cfg)
+    assert spec.intermediate_size is None and spec.kv_bytes_per_token() == 8_192   # 2 x 4 x 8 x 64 x 2 B
+    assert [name for name, _ in spec.missing_fields] == ["intermediate_size"]
