@@ -21,6 +21,14 @@ kvlib``) are invisible to mutmut's per-test tracing, so they kill nothing
 here; the in-process CLI tests do. ``DESELECT`` lists the tests left out of
 mutation runs and why.
 
+Speed: each mutant runs the tests that reach it with ``-x``; the scratch
+conftest runs the mutated module's own test file first (``OWN_TESTS_FIRST``),
+so most kills end within its tests. Survivors pay for every reaching test, so
+closing gaps also speeds the next run. After adding tests, ``--keep
+--rerun-survivors`` checks only the survivors again (the test files are
+re-copied, mutmut traces only the new tests, every other verdict is kept);
+``--keep`` alone resumes a stopped run.
+
 The report (per module: killed, survived, no tests, timeout, score) is
 written into BENCHMARKS.md between the ``MUTATION_BEGIN`` / ``MUTATION_END``
 markers, with the date; ``benchmarks/run.py`` keeps that section when it
@@ -41,6 +49,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -112,15 +121,20 @@ def _mutmut_config(only: list[str] | None, max_stack_depth: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _copy_tests() -> None:
+    """The fast tests (as they are now) into the scratch folder; mutmut copies them on into mutants/."""
+    for name in ["conftest.py"] + [Path(t).name for t in _fast_tests()]:
+        shutil.copy2(ROOT / "tests" / name, WORK / "tests" / name)
+    with open(WORK / "tests" / "conftest.py", "a") as conftest:
+        conftest.write(OWN_TESTS_FIRST)
+
+
 def _prepare(only, max_stack_depth: int) -> None:
     if WORK.exists():
         shutil.rmtree(WORK)
     (WORK / "tests").mkdir(parents=True)
     shutil.copytree(ROOT / "kvlib", WORK / "kvlib", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ["conftest.py"] + [Path(t).name for t in _fast_tests()]:
-        shutil.copy2(ROOT / "tests" / name, WORK / "tests" / name)
-    with open(WORK / "tests" / "conftest.py", "a") as conftest:
-        conftest.write(OWN_TESTS_FIRST)
+    _copy_tests()
     text = (ROOT / "pyproject.toml").read_text()
     # pytest's testpaths would collect tests/ and kvlib/; mutmut passes the test selection itself.
     (WORK / "pyproject.toml").write_text(text + _mutmut_config(only, max_stack_depth))
@@ -167,19 +181,21 @@ def _row(module: str, counts: Counter, equivalent: int) -> list:
     behaviour = killed + survived
     score = f"{100 * killed / behaviour:.1f}%" if behaviour else "-"
     return [module, counts["killed"], counts["survived"], equivalent, counts["no tests"], counts["timeout"],
-            sum(counts.values()) - counts["not checked"], score]
+            sum(counts.values()) - counts["not checked"], sum(counts.values()), score]
 
 
 def render(rows_by_module: dict, stamp: str, command: str) -> str:
     headers = ["module", "killed", "survived", "of which equivalent", "no tests", "timeout", "checked",
-               "score"]
+               "mutants", "score", "mutants/s"]
     lines = [BEGIN, "## Mutation score of kvlib (mutmut)", "",
              f"{stamp}. Command: `{command}`. mutmut mutates every function body of `kvlib/` and runs the fast "
              "kvlib tests that call it. Score = (killed + timeout) / (mutants that change behaviour), "
              "behaviour-changing = all checked mutants less the equivalent ones listed in "
              "`benchmarks/mutation-equivalent.md`; \"no tests\" counts mutants no in-process test reaches "
-             "(the CLI tests that spawn a subprocess are not traced). Rows carry the date of the run that "
-             "produced them.", "",
+             "(the CLI tests that spawn a subprocess are not traced). A row whose \"checked\" is below its "
+             "\"mutants\" is a partial run (the rest not yet run). mutants/s: mutants checked per second of "
+             "wall time in the run that checked them (2 mutmut children, under `nice` beside other work). "
+             "Rows carry the date of the run that produced them.", "",
              "| " + " | ".join(headers + ["run"]) + " |", "|" + "---|" * (len(headers) + 1)]
     for module in sorted(rows_by_module):
         lines.append("| " + " | ".join(str(c) for c in rows_by_module[module]) + " |")
@@ -194,7 +210,9 @@ def _old_rows(text: str) -> dict:
     rows = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 9 and cells[0].startswith("kvlib/"):
+        if len(cells) == 9 and cells[0].startswith("kvlib/"):   # before 'mutants' and 'mutants/s': complete runs
+            cells = cells[:7] + [cells[6], cells[7], "-", cells[8]]
+        if len(cells) == 11 and cells[0].startswith("kvlib/"):
             rows[cells[0]] = cells
     return rows
 
@@ -218,6 +236,8 @@ def main(argv=None) -> int:
     parser.add_argument("--no-write", action="store_true", help="print the table, leave BENCHMARKS.md alone")
     parser.add_argument("--keep", action="store_true", help="reuse .mutation/ (results so far) instead of "
                                                             "starting afresh")
+    parser.add_argument("--rerun-survivors", action="store_true",
+                        help="with --keep: run only the surviving mutants again (after adding tests)")
     parser.add_argument("--workdir", default=str(WORK), help="scratch folder (default .mutation/)")
     parser.add_argument("--report-only", action="store_true", help="only read .mutation/'s results")
     args = parser.parse_args(argv)
@@ -227,29 +247,50 @@ def main(argv=None) -> int:
         print("mutation.py: mutmut is not installed; pip install -r benchmarks/requirements-mutation.txt",
               file=sys.stderr)
         return 2
+    rates = {}
     if not args.report_only:
         if not (args.keep and WORK.exists()):
             _prepare(args.only, args.max_stack_depth)
+        else:
+            _copy_tests()   # verdicts kept; tests added since are picked up (mutmut traces only new tests)
+        names = []
+        if args.rerun_survivors:   # only the survivors so far (not the listed equivalents), against today's tests
+            equivalent = equivalent_names()
+            names = sorted(n for mutants in survivors().values() for n, status in mutants.items()
+                           if status == "survived" and n not in equivalent)
+            if not names:
+                print("mutation.py: no survivors to rerun")
         env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+        before = {m: sum(c.values()) - c["not checked"] for m, c in module_counts().items()}
+        started = time.monotonic()
         with open(WORK / "mutmut.log", "w") as log:   # mutmut's progress spinner: kept out of the terminal
-            proc = subprocess.run([str(mutmut), "run", "--max-children", str(args.max_children)], cwd=WORK,
-                                  env=env, stdout=log, stderr=subprocess.STDOUT)
+            proc = subprocess.run([str(mutmut), "run", "--max-children", str(args.max_children)] + names,
+                                  cwd=WORK, env=env, stdout=log, stderr=subprocess.STDOUT)
         if proc.returncode not in (0, 1):
             print(f"mutation.py: mutmut exited {proc.returncode}", file=sys.stderr)
             return proc.returncode
+        wall = time.monotonic() - started
+        for module, c in module_counts().items():
+            newly = sum(c.values()) - c["not checked"] - before.get(module, 0)
+            if newly > 0:
+                rates[module] = f"{newly / wall:.2f}"
     counts = module_counts()
     equivalent = equivalent_names()
     rows = {}
     stamp = datetime.date.today().isoformat()
+    old_rows = _old_rows(BENCHMARKS.read_text()) if BENCHMARKS.is_file() else {}
     for module, c in counts.items():
+        if sum(c.values()) == c["not checked"]:
+            continue     # generated but not run yet: keep the last row
         n_eq = sum(1 for name, status in (survivors().get(module) or {}).items()
                    if name in equivalent and status == "survived")
-        rows[module] = _row(module, c, n_eq) + [stamp]
+        rate = rates.get(module) or (old_rows.get(module) or [""] * 11)[9] or "-"
+        rows[module] = _row(module, c, n_eq) + [rate, stamp]
     for module, mutants in survivors().items():
         for name, status in mutants.items():
             if name not in equivalent:
                 print(f"{status:10s} {name}")
-    section_rows = _old_rows(BENCHMARKS.read_text()) if BENCHMARKS.is_file() else {}
+    section_rows = dict(old_rows)
     section_rows.update(rows)
     only = f" --only {' '.join(args.only)}" if args.only else ""
     section = render(section_rows, f"Last run {stamp} on {os.cpu_count()} cores",
