@@ -274,6 +274,11 @@ def main(argv=None) -> int:
             newly = sum(c.values()) - c["not checked"] - before.get(module, 0)
             if newly > 0:
                 rates[module] = f"{newly / wall:.2f}"
+        if rates:   # kept beside the results, for --report-only and later reruns
+            saved = json.loads((WORK / "rates.json").read_text()) if (WORK / "rates.json").is_file() else {}
+            (WORK / "rates.json").write_text(json.dumps(saved | rates))
+    if (WORK / "rates.json").is_file():
+        rates = json.loads((WORK / "rates.json").read_text()) | rates
     counts = module_counts()
     equivalent = equivalent_names()
     rows = {}
