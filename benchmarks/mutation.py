@@ -80,7 +80,7 @@ DESELECT = {
 }
 
 # Appended to the scratch copy's tests/conftest.py (never to the checkout's): runs the mutated
-# module's own test file first. Only the order changes -- every test that covers the mutant still
+# module's own test file first, then its family's (tests/test_vllm*.py for kvlib/vllm/). Only the order changes -- every test that covers the mutant still
 # runs for a survivor -- but mutmut runs each mutant's tests with ``-x``, so a mutant its own
 # module's tests kill stops after them instead of after the whole set of tests that reach it.
 OWN_TESTS_FIRST = '''
@@ -92,7 +92,8 @@ def pytest_collection_modifyitems(session, config, items):  # added by benchmark
         return
     module = mutant.split(".x_", 1)[0].split(".x\u01c1", 1)[0]        # kvlib.vllm.predict
     own = "tests/test_" + "_".join(module.split(".")[1:]) + ".py"     # tests/test_vllm_predict.py
-    items.sort(key=lambda item: 0 if item.nodeid.startswith(own) else 1)
+    family = "tests/test_" + module.split(".")[1]                     # tests/test_vllm*.py, tests/test_config*.py
+    items.sort(key=lambda item: 0 if item.nodeid.startswith(own) else 1 if item.nodeid.startswith(family) else 2)
 '''
 
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped",
