@@ -80,9 +80,10 @@ DESELECT = {
 }
 
 # Appended to the scratch copy's tests/conftest.py (never to the checkout's): runs the mutated
-# module's own test file first, then its family's (tests/test_vllm*.py for kvlib/vllm/). Only the order changes -- every test that covers the mutant still
-# runs for a survivor -- but mutmut runs each mutant's tests with ``-x``, so a mutant its own
-# module's tests kill stops after them instead of after the whole set of tests that reach it.
+# module's own test file first, then its family's (tests/test_vllm*.py for kvlib/vllm/). Only the
+# order changes -- every test that covers the mutant still runs for a survivor -- but mutmut runs
+# each mutant's tests with ``-x``, so a mutant its own module's tests kill stops after them
+# instead of after the whole set of tests that reach it.
 OWN_TESTS_FIRST = '''
 
 def pytest_collection_modifyitems(session, config, items):  # added by benchmarks/mutation.py
