@@ -368,6 +368,10 @@ EXACT_ERRORS = [
     (_base(hidden_size=...), "missing field hidden_size / n_embd / d_model / model_dim"),
     (_base(first_k_dense_replace=-1, num_local_experts=8, num_experts_per_tok=2),
      "field first_k_dense_replace must be at least 0, got -1"),
+    (_base(intermediate_size=..., ffn_config={"ffn_hidden_size": "10752"}),      # DBRX's nesting
+     "field ffn_config.ffn_hidden_size must be an integer, got '10752' (a string)"),
+    ({"text_config": _base(intermediate_size=..., ffn_config={"ffn_hidden_size": 0})},
+     "field text_config.ffn_config.ffn_hidden_size must be at least 1, got 0"),
 ]
 
 
