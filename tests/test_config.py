@@ -481,6 +481,14 @@ def test_window_and_chunk_kept_with_layer_types():
     # GPT-BigCode: multi_query true -> one KV head; false or absent -> MHA
     (dict(model_type="gpt_bigcode", multi_query=True), 1),
     (dict(model_type="gpt_bigcode", multi_query=False), 8),
+    # Falcon family: its own field num_kv_heads (legacy n_head_kv) is read, not num_key_value_heads
+    # (transformers' FalconConfig takes num_kv_heads only); the original RW 40B config gives n_head_kv
+    # without multi_query: only 'falcon' defaults multi_query to true
+    (dict(model_type="RefinedWeb", num_kv_heads=2, num_key_value_heads=4), 2),
+    (dict(model_type="RefinedWebModel", num_kv_heads=2, num_key_value_heads=4), 2),
+    (dict(model_type="RefinedWeb", n_head_kv=4), 4),
+    (dict(model_type="falcon", new_decoder_architecture=True, num_kv_heads=2, num_key_value_heads=4), 2),
+    (dict(model_type="x", new_decoder_architecture=True, num_kv_heads=2, num_key_value_heads=4), 2),
     (dict(model_type="llama", num_kv_heads=2), 2),                       # other names of the field
     (dict(model_type="llama", n_head_kv=4), 4),
 ])
