@@ -503,3 +503,11 @@ def test_ffn_config_without_a_width_leaves_the_count_unknown():
     spec = parse_config(cfg)
     assert spec.intermediate_size is None and spec.kv_bytes_per_token() == 8_192   # 2 x 4 x 8 x 64 x 2 B
     assert [name for name, _ in spec.missing_fields] == ["intermediate_size"]
+
+
+def test_model_type_from_text_config_first_then_the_wrapper():
+    assert parse_config(_base()).model_type == "unknown"                          # none given
+    inner = dict(_base(), model_type="llama")
+    assert parse_config({"model_type": "llava", "text_config": inner}).model_type == "llama"
+    assert parse_config({"model_type": "llava", "text_config": _base()}).model_type == "llava"
+    assert parse_config(_base(model_type=7)).model_type == "unknown"              # not a string: ignored
