@@ -511,3 +511,11 @@ def test_model_type_from_text_config_first_then_the_wrapper():
     assert parse_config({"model_type": "llava", "text_config": inner}).model_type == "llama"
     assert parse_config({"model_type": "llava", "text_config": _base()}).model_type == "llava"
     assert parse_config(_base(model_type=7)).model_type == "unknown"              # not a string: ignored
+
+
+def test_head_dim_given_makes_the_hidden_size_optional():
+    # D is read directly, so the KV figure stands without a hidden size: 2 x 4 layers x 8 x 64 x 2 B = 8,192;
+    # the hidden size then only lacks for the parameter count
+    spec = parse_config(_base(hidden_size=..., head_dim=64))
+    assert (spec.head_dim, spec.hidden_size, spec.kv_bytes_per_token()) == (64, None, 8_192)
+    assert spec.missing_fields == (("hidden_size", "hidden_size / n_embd / d_model / model_dim"),)
