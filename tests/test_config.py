@@ -519,3 +519,22 @@ def test_head_dim_given_makes_the_hidden_size_optional():
     spec = parse_config(_base(hidden_size=..., head_dim=64))
     assert (spec.head_dim, spec.hidden_size, spec.kv_bytes_per_token()) == (64, None, 8_192)
     assert spec.missing_fields == (("hidden_size", "hidden_size / n_embd / d_model / model_dim"),)
+
+
+def test_mla_needs_only_the_two_cache_widths():
+    # MLA caches kv_lora_rank + qk_rope_head_dim per token per layer, once (no K/V pair):
+    # 4 layers x (512 + 64) x 2 B = 4,608 B; the other MLA widths only matter for parameters
+    spec = parse_config(_base(kv_lora_rank=512, qk_rope_head_dim=64))
+    assert spec.kv_bytes_per_token() == 4_608
+    assert (spec.q_lora_rank, spec.qk_nope_head_dim, spec.v_head_dim) == (None, None, None)
+
+
+@pytest.mark.parametrize("over,experts", [
+    ({"num_local_experts": 8}, 8),        # Mixtral
+    ({"n_routed_experts": 8}, 8),         # DeepSeek
+    ({"num_experts": 8}, 8),              # Qwen-MoE, OLMoE
+    ({"num_experts": 0}, 0),              # some dense configs carry num_experts: 0 (no experts)
+])
+def test_expert_count_names(over, experts):
+    spec = parse_config(_base(num_experts_per_tok=2, **over))
+    assert spec.num_experts == experts
