@@ -538,3 +538,26 @@ def test_mla_needs_only_the_two_cache_widths():
 def test_expert_count_names(over, experts):
     spec = parse_config(_base(num_experts_per_tok=2, **over))
     assert spec.num_experts == experts
+
+
+def test_shared_experts_read():
+    # Qwen2-MoE names the shared expert's width; DeepSeek counts shared experts (0 allowed)
+    spec = parse_config(_base(num_experts=8, num_experts_per_tok=2, shared_expert_intermediate_size=5632,
+                              moe_intermediate_size=1408, n_shared_experts=0))
+    assert (spec.shared_expert_intermediate_size, spec.moe_intermediate_size, spec.num_shared_experts) == \
+        (5632, 1408, 0)
+    assert parse_config(_base(n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=1)).num_shared_experts == 1
+
+
+def test_dtype_and_tied_embeddings_of_a_wrapped_model():
+    # multimodal wrappers: the language model's own field wins, the wrapper's fills in when it has none
+    assert parse_config({"text_config": _base(torch_dtype="float16")}).dtype == "float16"
+    assert parse_config({"torch_dtype": "float32", "text_config": _base()}).dtype == "float32"
+    assert parse_config({"torch_dtype": "float32", "text_config": _base(torch_dtype="float16")}).dtype == "float16"
+    assert parse_config(_base(torch_dtype="float16", dtype="float32")).dtype == "float16"   # the older name first
+    assert parse_config({"text_config": _base(tie_word_embeddings=True)}).tie_word_embeddings is True
+    assert parse_config({"tie_word_embeddings": True, "text_config": _base()}).tie_word_embeddings is True
+    assert parse_config({"tie_word_embeddings": True,
+                         "text_config": _base(tie_word_embeddings=False)}).tie_word_embeddings is False
+    assert parse_config(_base()).tie_word_embeddings is False                  # Llama-style default
+    assert parse_config(_base(model_type="gemma2", sliding_window=8)).tie_word_embeddings is True   # Gemma ties
