@@ -561,3 +561,48 @@ def test_dtype_and_tied_embeddings_of_a_wrapped_model():
                          "text_config": _base(tie_word_embeddings=False)}).tie_word_embeddings is False
     assert parse_config(_base()).tie_word_embeddings is False                  # Llama-style default
     assert parse_config(_base(model_type="gemma2", sliding_window=8)).tie_word_embeddings is True   # Gemma ties
+
+
+# Architecture details that only feed the parameter count, by model type. Expected flags come from
+# each family's transformers modelling code: which projections carry a bias, tied embeddings, gated
+# MLP or not, LayerNorm (with bias) or RMSNorm, norms per layer, learned positions, attention sinks.
+ARCH = ("tie_word_embeddings", "qkv_bias", "o_bias", "mlp_gated", "mlp_bias", "layernorm_bias", "norms_per_layer",
+        "attention_sinks")
+
+
+@pytest.mark.parametrize("over,flags", [
+    ({"model_type": "llama"}, (False, False, False, True, False, False, 2, False)),
+    ({"model_type": "llama", "attention_bias": True}, (False, True, True, True, False, False, 2, False)),
+    # Qwen2: q/k/v carry a bias, o_proj never (attention_bias is not read)
+    ({"model_type": "qwen2"}, (False, True, False, True, False, False, 2, False)),
+    ({"model_type": "qwen2_moe", "attention_bias": True}, (False, True, False, True, False, False, 2, False)),
+    # GPT-2: Conv1D with biases everywhere, tied, up -> GELU -> down, LayerNorm
+    ({"model_type": "gpt2"}, (True, True, True, False, True, True, 2, False)),
+    ({"model_type": "gemma"}, (True, False, False, True, False, False, 2, False)),
+    ({"model_type": "gemma2", "sliding_window": 8}, (True, False, False, True, False, False, 4, False)),
+    ({"model_type": "gemma3", "sliding_window": 8}, (True, False, False, True, False, False, 4, False)),
+    ({"model_type": "gemma3_text", "sliding_window": 8}, (True, False, False, True, False, False, 4, False)),
+    # Falcon: one `bias` flag for every linear layer of attention; classic MLP, LayerNorm
+    ({"model_type": "falcon", "bias": True}, (False, True, True, False, False, True, 2, False)),
+    ({"model_type": "RefinedWeb"}, (False, False, False, False, False, True, 2, False)),
+    ({"model_type": "RefinedWebModel", "bias": True, "attention_bias": False},
+     (False, True, True, False, False, True, 2, False)),
+    # gpt-oss: MLP biases and a learned sink per head
+    ({"model_type": "gpt_oss"}, (False, False, False, True, True, False, 2, True)),
+])
+def test_parameter_details_by_family(over, flags):
+    spec = parse_config(_base(**over))
+    assert tuple(getattr(spec, name) for name in ARCH) == flags
+
+
+def test_positions_and_mtp_layers():
+    # GPT-2 learns n_positions position embeddings; others use RoPE (0 learned)
+    assert parse_config(_base(model_type="gpt2", n_positions=1024)).learned_positions == 1024
+    assert parse_config(_base(model_type="llama", n_positions=1024)).learned_positions == 0
+    assert parse_config(_base(model_type="gpt2")).learned_positions == 0
+    # DeepSeek-V3: num_nextn_predict_layers = 1 multi-token-prediction layer (its config.json)
+    assert kv.load_model("deepseek-v3").mtp_layers == 1
+    assert parse_config(_base()).mtp_layers == 0
+    for name in ("max_position_embeddings", "n_positions", "seq_length"):
+        assert parse_config(_base(**{name: 4096})).max_position_embeddings == 4096
+    assert parse_config(_base()).max_position_embeddings is None
