@@ -368,6 +368,12 @@ EXACT_ERRORS = [
     (_base(hidden_size=...), "missing field hidden_size / n_embd / d_model / model_dim"),
     (_base(first_k_dense_replace=-1, num_local_experts=8, num_experts_per_tok=2),
      "field first_k_dense_replace must be at least 0, got -1"),
+    # bug found while checking which errors the reader can raise (random configs): a non-list
+    # mlp_only_layers raised a bare TypeError (a traceback, not a one-line error)
+    (_base(num_experts=8, num_experts_per_tok=2, mlp_only_layers=True),
+     "field mlp_only_layers must list layer indices, got True"),
+    (_base(num_experts=8, num_experts_per_tok=2, mlp_only_layers=[[1]]),
+     "field mlp_only_layers must list layer indices, got [[1]]"),
     (_base(intermediate_size=..., ffn_config={"ffn_hidden_size": "10752"}),      # DBRX's nesting
      "field ffn_config.ffn_hidden_size must be an integer, got '10752' (a string)"),
     ({"text_config": _base(intermediate_size=..., ffn_config={"ffn_hidden_size": 0})},
@@ -380,6 +386,11 @@ def test_exact_error_text(cfg, message):
     with pytest.raises(ConfigError) as info:
         parse_config(cfg)
     assert str(info.value) == message
+
+
+def test_default_name_and_source_of_a_dict():
+    spec = parse_config(_base())
+    assert (spec.name, spec.source) == ("<config>", "")
 
 
 def test_non_object_config_names_the_model():
