@@ -254,7 +254,11 @@ def main(argv=None) -> int:
         if not (args.keep and WORK.exists()):
             _prepare(args.only, args.max_stack_depth)
         else:
-            _copy_tests()   # verdicts kept; tests added since are picked up (mutmut traces only new tests)
+            # verdicts kept; tests added since are picked up (mutmut traces only the new tests), and
+            # functions edited since are mutated afresh (mutmut compares each function's hash)
+            shutil.copytree(ROOT / "kvlib", WORK / "kvlib", ignore=shutil.ignore_patterns("__pycache__"),
+                            dirs_exist_ok=True)
+            _copy_tests()
         names = []
         if args.rerun_survivors:   # only the survivors so far (not the listed equivalents), against today's tests
             equivalent = equivalent_names()
