@@ -434,6 +434,7 @@ F, S, Ch, N = "full", "sliding", "chunked", "none"
     # "attn_layer_offset: the index of the first attention layer" -> layers 1, 5 of 8
     (dict(num_hidden_layers=8, attn_layer_period=4, attn_layer_offset=1), (N, F, N, N, N, F, N, N)),
     (dict(num_hidden_layers=8, attn_layer_period=4), (F, N, N, N, F, N, N, N)),       # offset defaults to 0
+    (dict(num_hidden_layers=8, attn_layer_period=4, attn_layer_offset=0), (F, N, N, N, F, N, N, N)),
     # Qwen3-Next: every full_attention_interval-th layer (the 4th, 8th) is full attention
     (dict(num_hidden_layers=8, full_attention_interval=4), (N, N, N, F, N, N, N, F)),
     # Gemma 3: every sliding_window_pattern-th layer is global (default 6)
@@ -451,6 +452,12 @@ F, S, Ch, N = "full", "sliding", "chunked", "none"
     (dict(model_type="qwen2_moe", num_hidden_layers=4, sliding_window=512), (F, F, F, F)),
     (dict(model_type="qwen3_moe", num_hidden_layers=4, sliding_window=512, use_sliding_window=True,
           max_window_layers=0), (S, S, S, S)),
+    (dict(model_type="qwen3_moe", num_hidden_layers=4, sliding_window=512, use_sliding_window=True,
+          max_window_layers=2), (F, F, S, S)),
+    (dict(model_type="qwen2_moe", num_hidden_layers=4, sliding_window=512, use_sliding_window=True,
+          max_window_layers=3), (F, F, F, S)),
+    (dict(model_type="qwen3", num_hidden_layers=4, sliding_window=512, use_sliding_window=True,
+          max_window_layers=1), (F, S, S, S)),
     # Mistral-style: the window applies to every layer unless use_sliding_window is false
     (dict(model_type="mistral", num_hidden_layers=4, sliding_window=512), (S, S, S, S)),
     (dict(model_type="mistral", num_hidden_layers=4, sliding_window=512, use_sliding_window=False), (F, F, F, F)),
@@ -587,6 +594,8 @@ ARCH = ("tie_word_embeddings", "qkv_bias", "o_bias", "mlp_gated", "mlp_bias", "l
     # Qwen2: q/k/v carry a bias, o_proj never (attention_bias is not read)
     ({"model_type": "qwen2"}, (False, True, False, True, False, False, 2, False)),
     ({"model_type": "qwen2_moe", "attention_bias": True}, (False, True, False, True, False, False, 2, False)),
+    ({"model_type": "qwen2_moe"}, (False, True, False, True, False, False, 2, False)),
+    ({"model_type": "qwen2", "attention_bias": True}, (False, True, False, True, False, False, 2, False)),
     # GPT-2: Conv1D with biases everywhere, tied, up -> GELU -> down, LayerNorm
     ({"model_type": "gpt2"}, (True, True, True, False, True, True, 2, False)),
     ({"model_type": "gemma"}, (True, False, False, True, False, False, 2, False)),
@@ -596,6 +605,7 @@ ARCH = ("tie_word_embeddings", "qkv_bias", "o_bias", "mlp_gated", "mlp_bias", "l
     # Falcon: one `bias` flag for every linear layer of attention; classic MLP, LayerNorm
     ({"model_type": "falcon", "bias": True}, (False, True, True, False, False, True, 2, False)),
     ({"model_type": "RefinedWeb"}, (False, False, False, False, False, True, 2, False)),
+    ({"model_type": "RefinedWeb", "bias": True}, (False, True, True, False, False, True, 2, False)),
     ({"model_type": "RefinedWebModel", "bias": True, "attention_bias": False},
      (False, True, True, False, False, True, 2, False)),
     # gpt-oss: MLP biases and a learned sink per head
@@ -611,9 +621,18 @@ def test_positions_and_mtp_layers():
     assert parse_config(_base(model_type="gpt2", n_positions=1024)).learned_positions == 1024
     assert parse_config(_base(model_type="llama", n_positions=1024)).learned_positions == 0
     assert parse_config(_base(model_type="gpt2")).learned_positions == 0
+    assert parse_config(_base(model_type="gpt2", n_positions=0)).learned_positions == 0     # 0 is allowed
+    assert parse_config(_base(num_nextn_predict_layers=0)).mtp_layers == 0                  # Kimi K2 ships 0
     # DeepSeek-V3: num_nextn_predict_layers = 1 multi-token-prediction layer (its config.json)
     assert kv.load_model("deepseek-v3").mtp_layers == 1
     assert parse_config(_base()).mtp_layers == 0
     for name in ("max_position_embeddings", "n_positions", "seq_length"):
         assert parse_config(_base(**{name: 4096})).max_position_embeddings == 4096
     assert parse_config(_base()).max_position_embeddings is None
+
+
+@pytest.mark.parametrize("model_type", ["qwen2", "qwen2_moe", "qwen3", "qwen3_moe"])
+def test_qwen_window_unused_unless_asked(model_type):
+    # Qwen configs ship sliding_window but apply it only with use_sliding_window: true
+    spec = parse_config(_base(model_type=model_type, sliding_window=4096))
+    assert spec.sliding_window is None and set(spec.layer_kinds) == {"full"}
