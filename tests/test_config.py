@@ -621,7 +621,6 @@ def test_positions_and_mtp_layers():
     assert parse_config(_base(model_type="gpt2", n_positions=1024)).learned_positions == 1024
     assert parse_config(_base(model_type="llama", n_positions=1024)).learned_positions == 0
     assert parse_config(_base(model_type="gpt2")).learned_positions == 0
-    assert parse_config(_base(model_type="gpt2", n_positions=0)).learned_positions == 0     # 0 is allowed
     assert parse_config(_base(num_nextn_predict_layers=0)).mtp_layers == 0                  # Kimi K2 ships 0
     # DeepSeek-V3: num_nextn_predict_layers = 1 multi-token-prediction layer (its config.json)
     assert kv.load_model("deepseek-v3").mtp_layers == 1
