@@ -30,3 +30,134 @@ def test_v1_predicts_no_cpu_blocks():
     start = parse_log("Available KV cache memory: 3.81 GiB\nGPU KV cache size: 31,200 tokens")[0]
     assert start.engine == "v1"
     assert predict_from_log(start, load_model("llama-3.1-8b")).num_cpu_blocks_default_swap is None
+
+
+# --- texts and rules of predict_from_log (gaps found by mutation testing, issue 16) ----------------
+# Expected figures are worked by hand in the comments (the window rule of the notes, 'Working
+# backwards from the log': X GiB printed stands for [ceil((X - 0.005) 2^30), ceil((X + 0.005) 2^30) - 1]).
+from kvlib import GiB  # noqa: E402
+from kvlib.vllm import EngineStart, VllmLogError  # noqa: E402
+
+LLAMA = load_model("llama-3.1-8b")
+# 10.00 GiB: lo = ceil(9.995 x 2^30) = ceil(10,732,049,530.88) = 10,732,049,531
+#            hi = ceil(10.005 x 2^30) - 1 = ceil(10,742,786,949.12) - 1 = 10,742,786,949
+# Llama 3.1 8B, 2 MiB per block: N in [5,117, 5,122]; tokens N x 16 in [81,872, 81,952]
+WINDOW_10 = ("10.00 GiB printed = 10,732,049,531 to 10,742,786,949 B "
+             "(10.73 GB (10.00 GiB) to 10.74 GB (10.00 GiB))")
+COMBINED = "GPU KV cache size: {tokens} tokens, Maximum concurrency for 8,192 tokens per request: {conc}x\n"
+
+
+def _start(text: str) -> EngineStart:
+    return parse_log(text)[0]
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(start="log"), "predict_from_log takes an EngineStart, not str"),
+    (dict(spec={"num_hidden_layers": 1}), "predict_from_log takes a ModelSpec, not dict"),
+    (dict(max_num_batched_tokens=0), "max_num_batched_tokens must be a positive integer, got 0"),
+    (dict(max_num_batched_tokens="8192"), "max_num_batched_tokens must be a positive integer, got '8192'"),
+])
+def test_argument_errors_exact(kwargs, message):
+    args = dict(start=_start("Available KV cache memory: 10.00 GiB\n"), spec=LLAMA) | kwargs
+    with pytest.raises(VllmLogError) as info:
+        predict_from_log(args.pop("start"), args.pop("spec"), **args)
+    assert str(info.value) == message
+
+
+def test_agreeing_log_07_reason():
+    # 07.log run 1: 3.81 GiB -> [ceil(3.805 x 2^30), ceil(3.815 x 2^30) - 1] = [4,085,587,641, 4,096,325,058];
+    # // 2 MiB -> [1,948, 1,953]; 1,952 logged (sidecar 07)
+    p = predict_from_log(parse_log(read_bundled_log("07"))[0], LLAMA)
+    assert p.reason == ("agrees: logged 1,952 blocks lies in the predicted 1,948 to 1,953 from 3.81 GiB printed = "
+                        "4,085,587,641 to 4,096,325,058 B (4.09 GB (3.81 GiB) to 4.10 GB (3.81 GiB)) at 2,097,152 B "
+                        "per block")
+    assert (p.compared, p.logged, p.block_size_source, p.notes) == ("num_gpu_blocks", 1952, "default", ())
+
+
+def test_log_14_nothing_to_compare_and_the_mla_note():
+    # 14.log: DeepSeek V3 (MLA), 1.57 GiB, no count. B = 61 layers x 16 x 576 x 2 B = 1,124,352;
+    # window [ceil(1.565 x 2^30), ceil(1.575 x 2^30) - 1] = [1,680,405,955, 1,691,143,372] -> N in [1,494, 1,504];
+    # V0 CPU blocks 4 GiB // 1,124,352 = 3,819
+    p = predict_from_log(parse_log(read_bundled_log("14"))[0], load_model("deepseek-v3"))
+    assert p.reason == ("nothing to compare: the log prints no block count or token capacity for this start; from "
+                        "1.57 GiB printed = 1,680,405,955 to 1,691,143,372 B (1.68 GB (1.57 GiB) to 1.69 GB (1.57 GiB)) "
+                        "vLLM would report 1,494 to 1,504 blocks")
+    assert p.notes == ("block size not printed: 16 assumed; MLA backends may force 64 (FlashMLA), 128 (CUTLASS MLA) "
+                       "or 32 (FlashInfer MLA)",)
+    assert (p.block_size_source, p.num_cpu_blocks_default_swap, p.kv_element_bytes) == ("default", 3_819, 2)
+
+
+def test_what_a_bare_v1_log_leaves_open():
+    p = predict_from_log(_start("Available KV cache memory: 10.00 GiB\nGPU KV cache size: 81,904 tokens\n"), LLAMA)
+    assert p.notes == (
+        "version not printed: the token figure may follow the pre-0.20 or the 0.20+ formula; both allowed "
+        "(pass version / --vllm-version)",
+        "max_model_len not printed: no 0.20+ token or concurrency prediction")
+    assert (p.tokens_min, p.tokens_max, p.concurrency_min) == (81_872, 81_952, None)
+    assert p.reason == f"agrees: logged 81,904 tokens lies in the predicted 81,872 to 81,952 from {WINDOW_10} at " \
+                       "2,097,152 B per block"
+    assert (p.compared, p.logged, p.error_tokens) == ("gpu_kv_cache_tokens", 81_904, 0)
+
+
+def test_ranks_without_tp_are_noted():
+    line = "(VllmWorker rank={r} pid={r}) INFO 01-01 00:00:00 [gpu_worker.py:1] Available KV cache memory: 10.00 GiB\n"
+    p = predict_from_log(_start(line.format(r=0) + line.format(r=1)), LLAMA, version="0.20.2")
+    assert p.notes[0] == ("2 processes printed figures but the log shows no tensor_parallel_size; TP=1 assumed "
+                          "(pass tp / --tp)")
+    assert predict_from_log(_start(line.format(r=0) + line.format(r=1)), LLAMA, tp=1, version="0.20.2").notes == (
+        "max_model_len not printed: no 0.20+ token or concurrency prediction",)
+
+
+def test_concurrency_range_and_a_mismatch():
+    # 0.33's combined line fixes the 0.20+ formula; bpr = 8192 / 16 = 512:
+    # concurrency in [5,117 / 512, 5,122 / 512] = [9.994, 10.004] -> printed [9.99, 10.00]
+    ok = predict_from_log(_start("Available KV cache memory: 10.00 GiB\n" + COMBINED.format(tokens="81,904",
+                                                                                           conc="10.00")), LLAMA)
+    assert (ok.concurrency_min, ok.concurrency_max, ok.agrees, ok.notes) == (9.99, 10.0, True, ())
+    bad = predict_from_log(_start("Available KV cache memory: 10.00 GiB\n" + COMBINED.format(tokens="81,904",
+                                                                                            conc="12.00")), LLAMA)
+    cause = ("the count fits but the printed concurrency 12.00x lies outside the predicted 9.99x to 10.00x: a "
+             "different max_model_len or KV-cache grouping than assumed")
+    assert (bad.agrees, bad.cause, bad.reason) == (False, cause, f"does not agree: {cause}")
+
+
+def test_one_block_past_the_window_is_put_down_to_rounding():
+    # 5,123 blocks = 81,968 tokens: one block past N_max = 5,122
+    p = predict_from_log(_start("Available KV cache memory: 10.00 GiB\n" + COMBINED.format(tokens="81,968",
+                                                                                          conc="10.01")), LLAMA)
+    assert (p.agrees, p.error_blocks, p.error_tokens) == (False, 1, 16)
+    assert p.cause == ("the log's GiB figure rounded: the count lies 1 block(s) outside the +/-0.005 GiB window, so "
+                       "the pool was not sized from exactly the printed figure (a float rounded for printing, memory "
+                       "reserved after the line, or num_gpu_blocks_override)")
+    assert p.alternatives == ()
+
+
+def test_twice_the_blocks_names_tp_then_pp_then_fp8():
+    # 163,840 tokens = 10,240 blocks: twice the count, i.e. half the 2 MiB block. Halving it: TP 2 (4 KV heads a
+    # rank), PP 2 (16 layers a stage, [16, 16]) or fp8 (1 B elements); TP is named first when the log shows no TP.
+    # With 1 MiB blocks N in [10,234, 10,245] (window // 1,048,576), so 10,240 fits.
+    p = predict_from_log(_start("Available KV cache memory: 10.00 GiB\n" + COMBINED.format(tokens="163,840",
+                                                                                          conc="20.00")), LLAMA)
+    assert p.agrees is False and p.error_tokens == 163_840 - 81_952
+    assert p.cause == ("TP not accounted: with tensor_parallel_size=2 (4 KV head(s) per rank) the logged count fits "
+                       "(pass --tp 2)")
+    assert p.alternatives == (
+        "PP not accounted: with pipeline_parallel_size=2 (layers per stage [16, 16]) the logged count fits (pass --pp 2)",
+        "a different KV dtype: with kv_cache_dtype=fp8 the logged count fits (pass --kv-dtype fp8)")
+    assert p.reason == (f"does not agree: logged 163,840 tokens, predicted 81,872 to 81,952 from {WINDOW_10} at "
+                        f"2,097,152 B per block; likely cause: {p.cause}")
+    # with TP given (here by the caller), the KV dtype and PP come before a TP that contradicts it
+    q = predict_from_log(_start("Available KV cache memory: 10.00 GiB\n" + COMBINED.format(tokens="163,840",
+                                                                                          conc="20.00")), LLAMA, tp=1)
+    assert q.cause.startswith("PP not accounted") and q.alternatives[-1].startswith("TP not accounted")
+
+
+def test_wrong_model_text_names_the_implied_block():
+    # 12.log ran Llama 2 7B (8 MiB blocks) and logged 7,191 blocks; read as Llama 3.1 8B (2 MiB) nothing halves
+    # or doubles the block by 4: the implied block is the window's middle / 7,191.
+    # middle = (60,317,446,964 + 60,328,184,381) / 2 = 60,322,815,672.5; / 7,191 = 8,388,654.66 -> 8,388,655 B
+    # (rounded to a whole byte) = 4.00x 2,097,152
+    p = predict_from_log(parse_log(read_bundled_log("12"))[0], LLAMA)
+    assert p.cause.startswith("wrong model or dtype: the logged 7,191 blocks imply about 8,388,655 B per block, "
+                              "4.00x the 2,097,152 B this model gives at block size 16 (meta-llama/Llama-3.1-8B, "
+                              "kv_cache_dtype=auto)")
