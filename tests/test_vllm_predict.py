@@ -161,3 +161,40 @@ def test_wrong_model_text_names_the_implied_block():
     assert p.cause.startswith("wrong model or dtype: the logged 7,191 blocks imply about 8,388,655 B per block, "
                               "4.00x the 2,097,152 B this model gives at block size 16 (meta-llama/Llama-3.1-8B, "
                               "kv_cache_dtype=auto)")
+
+
+RANK_LINE = "(VllmWorker rank={r} pid={r}) INFO 01-01 00:00:00 [gpu_worker.py:1] Available KV cache memory: {x} GiB\n"
+
+
+def test_pipeline_stages_each_from_their_own_figure():
+    # Llama 3.1 8B over pp=2: 16 layers a stage, 16 x 65,536 = 1,048,576 B a block.
+    # rank 0 (stage 0) printed 2.00 GiB: [2,142,114,939, 2,152,852,357] B -> [2,042, 2,053] blocks
+    # rank 1 (stage 1) printed 1.50 GiB: [1,605,244,027, 1,615,981,445] B -> [1,530, 1,541] blocks
+    # the engine keeps the smaller stage: N in [1,530, 1,541]
+    log = RANK_LINE.format(r=0, x="2.00") + RANK_LINE.format(r=1, x="1.50")
+    p = predict_from_log(_start(log), LLAMA, pp=2, version="0.20.2")
+    assert (p.blocks_min, p.blocks_max, p.bytes_per_block) == (1_530, 1_541, 1_048_576)
+    assert p.stages == (
+        {"stage": 0, "num_layers": 16, "available_kv_cache_bytes_min": 2_142_114_939,
+         "available_kv_cache_bytes_max": 2_152_852_357, "bytes_per_block": 1_048_576, "blocks_min": 2_042,
+         "blocks_max": 2_053},
+        {"stage": 1, "num_layers": 16, "available_kv_cache_bytes_min": 1_605_244_027,
+         "available_kv_cache_bytes_max": 1_615_981_445, "bytes_per_block": 1_048_576, "blocks_min": 1_530,
+         "blocks_max": 1_541})
+    assert ("pipeline parallel: each of the 2 stages predicted from its own printed figure and its own layers "
+            "[16, 16]; the engine keeps the smallest stage's block count") in p.notes
+    # without rank tags the smallest figure (1.50) is set against every stage's block
+    q = predict_from_log(_start("Available KV cache memory: 1.50 GiB\n"), LLAMA, pp=2, version="0.20.2")
+    assert (q.blocks_min, q.blocks_max, q.stages) == (1_530, 1_541, ())
+    assert ("pipeline parallel, but the log does not say which rank printed which figure: the smallest figure is "
+            "set against every stage's block, so the range covers every split") in q.notes
+
+
+def test_an_unidentified_engine_allows_both():
+    import dataclasses
+    start = dataclasses.replace(_start("Available KV cache memory: 10.00 GiB\n"), engine=None)
+    p = predict_from_log(start, LLAMA, version="0.10.1")
+    assert "engine not identified from the log: V0 and V1 formulas both allowed" in p.notes
+    # V0 counts tokens N x 16, V1 before 0.20 (N // 1 group) x 16: both [81,872, 81,952] here
+    assert {s.split(",")[0] for s in p.scenarios} == {"V0", "V1"}
+    assert (p.tokens_min, p.tokens_max, p.engine) == (81_872, 81_952, None)
