@@ -198,3 +198,35 @@ def test_an_unidentified_engine_allows_both():
     # V0 counts tokens N x 16, V1 before 0.20 (N // 1 group) x 16: both [81,872, 81,952] here
     assert {s.split(",")[0] for s in p.scenarios} == {"V0", "V1"}
     assert (p.tokens_min, p.tokens_max, p.engine) == (81_872, 81_952, None)
+
+
+V0_PROFILE = ("Memory profiling results: total_gpu_memory=23.58GiB kv_cache_size={x}GiB gpu_memory_utilization=0.90\n"
+              "# GPU blocks: {n}, # CPU blocks: 2048\n")
+
+
+def test_half_the_blocks_offers_a_larger_block_size():
+    # 3.81 GiB = [4,085,587,641, 4,096,325,058] B. At block_size 32 a block is 4 MiB: N in [974, 976], so 975 fits;
+    # TP, PP and fp8 all shrink the block (more blocks), none fits. A block size is a weak explanation (priority
+    # below the wrong-model reading), so it is offered as an alternative.
+    # implied block: (4,085,587,641 + 4,096,325,058) / 2 / 975 = 4,195,852.67 -> 4,195,853 B = 2.0007x 2 MiB
+    p = predict_from_log(_start(V0_PROFILE.format(x="3.81", n=975)), LLAMA)
+    assert p.cause == ("wrong model or dtype: the logged 975 blocks imply about 4,195,853 B per block, 2.00x the "
+                       "2,097,152 B this model gives at block size 16 (meta-llama/Llama-3.1-8B, kv_cache_dtype=auto)")
+    assert p.alternatives == ("a different block size: with block_size=32 the logged count fits (pass --block-size 32)",)
+    # a block size the log printed is not second-guessed; the model the log names is quoted
+    config = ("Initializing an LLM engine (v0.6.4) with config: model='x', dtype=torch.bfloat16, max_seq_len=4096, "
+              "block_size=16, tensor_parallel_size=1, kv_cache_dtype=auto\n")
+    printed = predict_from_log(_start(config + V0_PROFILE.format(x="3.81", n=975)), LLAMA)
+    assert printed.block_size_source == "log" and printed.alternatives == ()
+    assert printed.cause.endswith("kv_cache_dtype=auto); the log's engine config names 'x'")
+
+
+def test_v0_mla_padding_is_named():
+    # DeepSeek V3 on V0 0.6.6 (no padding by default): 576-element entries, 1,124,352 B a block -> [1,494, 1,504].
+    # Padded to 640 elements (V0 0.7.2-0.7.x): 61 x 16 x 640 x 2 B = 1,249,280 B -> 1.57 GiB holds
+    # [1,680,405,955 // 1,249,280, 1,691,143,372 // 1,249,280] = [1,345, 1,353] blocks: 1,350 fits only padded
+    p = predict_from_log(_start(V0_PROFILE.format(x="1.57", n=1350)), load_model("deepseek-v3"), version="0.6.6")
+    assert p.cause == ("V0's 256-byte MLA entry padding applied (576 -> 640 elements in 16-bit) makes the count fit")
+    padded = predict_from_log(_start(V0_PROFILE.format(x="1.57", n=1350)), load_model("deepseek-v3"),
+                              version="0.7.3")
+    assert (padded.agrees, padded.blocks_min, padded.blocks_max) == (True, 1_345, 1_353)
