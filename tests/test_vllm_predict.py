@@ -230,3 +230,32 @@ def test_v0_mla_padding_is_named():
     padded = predict_from_log(_start(V0_PROFILE.format(x="1.57", n=1350)), load_model("deepseek-v3"),
                               version="0.7.3")
     assert (padded.agrees, padded.blocks_min, padded.blocks_max) == (True, 1_345, 1_353)
+
+
+def _window(text: str) -> tuple[int, int]:
+    """The notes' rule, worked independently: [ceil((X - 0.005) 2^30), ceil((X + 0.005) 2^30) - 1]."""
+    import math
+    from fractions import Fraction
+    x = Fraction(text)
+    return math.ceil((x - Fraction(5, 1000)) * 2**30), math.ceil((x + Fraction(5, 1000)) * 2**30) - 1
+
+
+def test_stage_windows_take_each_stages_smallest_figure():
+    from kvlib.vllm.predict import stage_windows
+    # ranks are stage-major: tp=2, pp=2 -> ranks 0, 1 are stage 0 and ranks 2, 3 stage 1
+    log = "".join(RANK_LINE.format(r=r, x=x) for r, x in enumerate(["2.00", "1.90", "1.50", "1.60"]))
+    start = _start(log)
+    assert stage_windows(start, tp=2, pp=2) == [_window("1.90"), _window("1.50")]
+    assert stage_windows(start, tp=1, pp=4) == [_window(x) for x in ("2.00", "1.90", "1.50", "1.60")]
+    assert stage_windows(start, tp=4, pp=1) is None                  # one stage: nothing per stage
+    assert stage_windows(start, tp=1, pp=2) is None                  # rank 3 cannot exist with 2 ranks
+    only_first = _start(RANK_LINE.format(r=0, x="2.00") + RANK_LINE.format(r=1, x="1.90"))
+    assert stage_windows(only_first, tp=2, pp=2) is None             # stage 1 printed nothing
+    assert stage_windows(_start("Available KV cache memory: 2.00 GiB\n"), tp=1, pp=2) is None   # no rank tags
+
+
+def test_tokens_only_log_derives_the_block_count_and_pool():
+    # 81,904 tokens = 5,119 x 16 (pre-0.20 V1, one group); the pool it implies is [5,119 x 2 MiB, 5,120 x 2 MiB - 1]
+    p = predict_from_log(_start("Available KV cache memory: 10.00 GiB\nGPU KV cache size: 81,904 tokens\n"), LLAMA)
+    assert (p.derived_blocks_min, p.derived_blocks_max) == (5_119, 5_119)
+    assert (p.implied_available_bytes_min, p.implied_available_bytes_max) == (10_735_321_088, 10_737_418_239)
