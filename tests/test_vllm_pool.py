@@ -145,3 +145,22 @@ def test_whole_gpu_and_zero_sizes_are_accepted():
     f = predict_pool(LLAMA, 80 * GiB, version="0.20.2", utilization=1, weights_bytes=0, activation_bytes=0,
                      non_torch_bytes=0, enforce_eager=True)
     assert (f.available_bytes, f.num_gpu_blocks) == (80 * GiB, 80 * 512)    # 80 GiB / 2 MiB
+
+
+def test_sliding_window_tokens_depend_on_the_batch_budget_and_release():
+    # gpt-oss-20b, 0.20+: R = ceil(0.92 x 80 GiB) = 79,027,398,247; A = R - 13 GiB - 1 GiB = 63,995,012,711;
+    # N = A // 393,216 = 162,747. Blocks per request at max_model_len 8192 (notes section 4): the full group
+    # ceil(8192 / 16) = 512, the sliding group ceil(min(128 - 1 + F, 8192) / 16) + 1 with F the batch budget,
+    # counted once before 0.33 and twice from 0.33:
+    #   0.20, F = 256: 512 + ceil(383 / 16) + 1 = 537 -> tokens int(162,747 / 537 x 8192) = 2,482,725, 303.07x
+    #   0.33, F = 2 x 256: 512 + ceil(639 / 16) + 1 = 553 -> int(162,747 / 553 x 8192) = 2,410,892, 294.30x
+    spec = load_model("gpt-oss-20b")
+    kw = dict(weights_bytes=13 * GiB, activation_bytes=GiB, max_model_len=8192, max_num_batched_tokens=256)
+    v20 = predict_pool(spec, 80 * GiB, version="0.20.2", **kw)
+    v33 = predict_pool(spec, 80 * GiB, version="0.33.0", **kw)
+    assert (v20.num_gpu_blocks, v20.gpu_kv_cache_tokens, v20.max_concurrency) == (162_747, 2_482_725, 303.07)
+    assert (v33.num_gpu_blocks, v33.gpu_kv_cache_tokens, v33.max_concurrency) == (162_747, 2_410_892, 294.3)
+    # without the batch budget the sliding group's share is unknown: no token or concurrency figure
+    unknown = predict_pool(spec, 80 * GiB, version="0.20.2", weights_bytes=13 * GiB, activation_bytes=GiB,
+                           max_model_len=8192)
+    assert (unknown.gpu_kv_cache_tokens, unknown.max_concurrency) == (None, None)
