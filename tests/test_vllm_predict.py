@@ -259,3 +259,57 @@ def test_tokens_only_log_derives_the_block_count_and_pool():
     p = predict_from_log(_start("Available KV cache memory: 10.00 GiB\nGPU KV cache size: 81,904 tokens\n"), LLAMA)
     assert (p.derived_blocks_min, p.derived_blocks_max) == (5_119, 5_119)
     assert (p.implied_available_bytes_min, p.implied_available_bytes_max) == (10_735_321_088, 10_737_418_239)
+
+
+ROUNDING = "the log's GiB figure rounded: the count lies {} block(s) outside the +/-0.005 GiB window"
+
+
+@pytest.mark.parametrize("gib,logged,rounding,miss", [
+    # 10.00 GiB -> N in [5,117, 5,122], middle 5,119.5: a miss of up to 0.5% of it (25.6 blocks) is rounding
+    ("10.00", 5_122 + 25, True, 25),
+    ("10.00", 5_122 + 26, False, 26),
+    ("10.00", 5_117 - 25, True, 25),
+    # 0.50 GiB -> [531,502,203, 542,239,621] B -> N in [253, 258]: 0.5% is 1.3 blocks, so the floor of 2 applies
+    ("0.50", 258 + 2, True, 2),
+    ("0.50", 258 + 3, False, 3),
+])
+def test_rounding_is_half_a_percent_or_two_blocks(gib, logged, rounding, miss):
+    p = predict_from_log(_start(V0_PROFILE.format(x=gib, n=logged)), LLAMA)
+    assert p.agrees is False and abs(p.error_blocks) == miss
+    assert p.cause.startswith(ROUNDING.format(miss)) is rounding
+    if not rounding:
+        assert p.cause.startswith("wrong model or dtype")       # nothing else halves or doubles the block
+
+
+def test_a_token_count_no_block_count_gives_rounds_up_to_a_block():
+    # pre-0.20 V1 prints N x 16 tokens; 81,960 is no multiple of 16 (no N gives it), 8 tokens past 81,952:
+    # the miss is ceil(8 / 16) = 1 block
+    p = predict_from_log(_start("Available KV cache memory: 10.00 GiB\nGPU KV cache size: 81,960 tokens\n"), LLAMA,
+                         version="0.10.1")
+    assert (p.error_blocks, p.error_tokens) == (None, 8)
+    assert p.cause.startswith(ROUNDING.format(1))
+
+
+def test_tp_candidates_skip_what_the_model_cannot_split():
+    # opt-125m has 12 KV heads: TP 8 and 32 cannot split them (vLLM refuses); a count no setting explains must
+    # not be put down to them. 10.00 GiB at 589,824 B a block -> [18,195, 18,213]; 5,000 logged fits nothing.
+    p = predict_from_log(_start(V0_PROFILE.format(x="10.00", n=5_000)), OPT_125M)
+    assert p.cause.startswith("wrong model or dtype") and p.alternatives == ()
+
+
+def test_tp_8_named_for_a_70b_at_one_eighth():
+    # Llama 3.3 70B, 8 KV heads: at TP 8 one head a rank, 80 x 16 x 2 x 1 x 128 x 2 B = 655,360 B a block;
+    # 20.00 GiB -> [32,759, 32,776] blocks (window // 655,360); TP 16 would give the same (heads replicated),
+    # the smaller TP is named
+    p = predict_from_log(_start(V0_PROFILE.format(x="20.00", n=32_768)), load_model("llama-3.3-70b"))
+    assert p.cause == ("TP not accounted: with tensor_parallel_size=8 (1 KV head(s) per rank) the logged count fits "
+                       "(pass --tp 8)")
+
+
+def test_mla_offers_deepseeks_fp8_layout():
+    # DeepSeek V3, fp8_ds_mla: 656 B per token and layer (notes), 61 x 16 x 656 = 640,256 B a block;
+    # 1.57 GiB -> [2,624, 2,641] blocks; plain fp8 (576 B) would give [2,989, 3,008]. 2,630 x 16 = 42,080 tokens.
+    p = predict_from_log(_start("Available KV cache memory: 1.57 GiB\nGPU KV cache size: 42,080 tokens\n"),
+                         load_model("deepseek-v3"), version="0.10.1")
+    assert p.cause == ("a different KV dtype: with kv_cache_dtype=fp8_ds_mla the logged count fits "
+                       "(pass --kv-dtype fp8_ds_mla)")
