@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvlib import GiB, load_model
+from kvlib import GiB, load_model, parse_config
 from kvlib.vllm import VllmLogError, predict_pool
 
 LLAMA = load_model("llama-3.1-8b")
@@ -164,3 +164,43 @@ def test_sliding_window_tokens_depend_on_the_batch_budget_and_release():
     unknown = predict_pool(spec, 80 * GiB, version="0.20.2", weights_bytes=13 * GiB, activation_bytes=GiB,
                            max_model_len=8192)
     assert (unknown.gpu_kv_cache_tokens, unknown.max_concurrency) == (None, None)
+
+
+def test_the_020_boundary():
+    # 0.19.1: u 0.90, ceil(0.9 x 80 GiB) = 77,309,411,328 = 72 GiB exactly; no CUDA-graph term;
+    # tokens (N // 1) x 16 = 36,864 x 16 = 589,824 without max_model_len
+    old = predict_pool(LLAMA, 80 * GiB, version="0.19.1", weights_bytes=0, activation_bytes=0, cudagraph_bytes=GiB)
+    assert (old.cudagraph_bytes, old.available_bytes, old.num_gpu_blocks, old.gpu_kv_cache_tokens) == \
+        (0, 77_309_411_328, 36_864, 589_824)
+    assert GRAPHS not in predict_pool(LLAMA, 80 * GiB, version="0.19.1", weights_bytes=0, activation_bytes=0).assumptions
+    # 0.20.0: the CUDA-graph term counts (A = 79,027,398,247 - 1 GiB = 77,953,656,423), tokens need max_model_len
+    new = predict_pool(LLAMA, 80 * GiB, version="0.20.0", weights_bytes=0, activation_bytes=0, cudagraph_bytes=GiB)
+    assert (new.cudagraph_bytes, new.available_bytes, new.gpu_kv_cache_tokens) == (GiB, 77_953_656_423, None)
+    assert GRAPHS in predict_pool(LLAMA, 80 * GiB, version="0.20.0", weights_bytes=0, activation_bytes=0).assumptions
+
+
+def test_group_size_rule_follows_the_release():
+    # 8 full + 11 sliding layers, 8 KV heads of 64: 2 x 16 x 8 x 64 x 2 B = 32,768 B per layer per block.
+    # notes section 3: 0.11-0.14 groups by the smallest bucket unless largest < 1.25 x smallest: 11 >= 10 -> groups
+    # of 8 (3 groups), B = 8 x 32,768 = 262,144; from 0.15 the bound is 1.5 x: 11 < 12 -> groups of 11 (2 groups),
+    # B = 11 x 32,768 = 360,448
+    spec = parse_config({"num_hidden_layers": 19, "num_attention_heads": 8, "num_key_value_heads": 8, "head_dim": 64,
+                         "hidden_size": 512, "vocab_size": 1000, "intermediate_size": 1024, "sliding_window": 128,
+                         "layer_types": ["full_attention"] * 8 + ["sliding_attention"] * 11})
+    kw = dict(engine="v1", weights_bytes=0, activation_bytes=0)
+    v13, v15 = predict_pool(spec, 8 * GiB, version="0.13.0", **kw), predict_pool(spec, 8 * GiB, version="0.15.0", **kw)
+    assert (v13.bytes_per_block, v13.assumptions) == (262_144, ("3 KV-cache groups share the pool",))
+    assert (v15.bytes_per_block, v15.assumptions) == (360_448, ("2 KV-cache groups share the pool",))
+
+
+def test_fp8_cache_halves_the_block():
+    # 1-byte elements: 2 x 32 x 8 x 128 x 1 B x 16 = 1,048,576 B a block
+    f = predict_pool(LLAMA, 80 * GiB, version="0.20.2", weights_bytes=0, activation_bytes=0, kv_cache_dtype="fp8")
+    assert f.bytes_per_block == 1_048_576
+
+
+def test_v0_concurrency_is_tokens_over_max_model_len():
+    # V0 prints N x bs / max_model_len: 2,611 x 16 / 1000 = 41.776 -> 41.78 (not N / ceil(1000 / 16) = 41.44)
+    f = predict_pool(LLAMA, 24 * GiB, version="0.6.4", weights_bytes=16 * GiB, activation_bytes=GiB // 2,
+                     max_model_len=1000)
+    assert (f.num_gpu_blocks, f.max_concurrency) == (2_611, 41.78)
