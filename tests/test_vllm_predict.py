@@ -313,3 +313,78 @@ def test_mla_offers_deepseeks_fp8_layout():
                          load_model("deepseek-v3"), version="0.10.1")
     assert p.cause == ("a different KV dtype: with kv_cache_dtype=fp8_ds_mla the logged count fits "
                        "(pass --kv-dtype fp8_ds_mla)")
+
+
+def _v1_config(tp=1, kv="auto", model="meta-llama/Llama-3.1-8B"):
+    return (f"Initializing a V1 LLM engine (v0.10.1) with config: model='{model}', dtype=torch.bfloat16, "
+            f"max_seq_len=8192, tensor_parallel_size={tp}, pipeline_parallel_size=1, kv_cache_dtype={kv}, "
+            f"device_config=cuda\nAvailable KV cache memory: {{gib}} GiB\nGPU KV cache size: {{tokens}} tokens\n")
+
+
+# Block counts a 10.00 GiB window holds for Llama 3.1 8B (window // bytes per block, worked above):
+# 2 MiB [5,117, 5,122]; 1 MiB [10,234, 10,245]; 512 KiB [20,469, 20,490]; 256 KiB [40,939, 40,980].
+@pytest.mark.parametrize("logged,cause,alternatives", [
+    # 4x the blocks: TP 4 (2 KV heads a rank) or PP 4 (8 layers a stage)
+    (20_480, "TP not accounted: with tensor_parallel_size=4 (2 KV head(s) per rank) the logged count fits "
+             "(pass --tp 4)",
+     ("PP not accounted: with pipeline_parallel_size=4 (layers per stage [8, 8, 8, 8]) the logged count fits "
+      "(pass --pp 4)",)),
+    # 8x: TP 8 (1 head) or PP 8 (4 layers a stage)
+    (40_960, "TP not accounted: with tensor_parallel_size=8 (1 KV head(s) per rank) the logged count fits "
+             "(pass --tp 8)",
+     ("PP not accounted: with pipeline_parallel_size=8 (layers per stage [4, 4, 4, 4, 4, 4, 4, 4]) the logged "
+      "count fits (pass --pp 8)",)),
+])
+def test_larger_tp_and_pp_candidates(logged, cause, alternatives):
+    p = predict_from_log(_start(V0_PROFILE.format(x="10.00", n=logged)), LLAMA)
+    assert (p.cause, p.alternatives) == (cause, alternatives)
+
+
+@pytest.mark.parametrize("logged,tp,heads", [
+    # Llama 2 7B, 32 KV heads, 8 MiB a block: 20.00 GiB holds [2,559, 2,560]; at TP 16 (2 heads, 512 KiB)
+    # [40,949, 40,970], at TP 32 (1 head, 256 KiB) [81,899, 81,940]; no PP split (at most 8) or dtype goes that far
+    (40_960, 16, 2),
+    (81_920, 32, 1),
+])
+def test_tp_16_and_32(logged, tp, heads):
+    p = predict_from_log(_start(V0_PROFILE.format(x="20.00", n=logged)), load_model("llama-2-7b"))
+    assert p.cause == (f"TP not accounted: with tensor_parallel_size={tp} ({heads} KV head(s) per rank) the logged "
+                       f"count fits (pass --tp {tp})")
+
+
+def test_a_printed_tp_of_2_when_the_count_fits_tp_1():
+    # the log says TP 2 (1 MiB blocks, [10,234, 10,245]) but 81,920 tokens = 5,120 x 16 fits TP 1's [5,117, 5,122]
+    p = predict_from_log(_start(_v1_config(tp=2).format(gib="10.00", tokens="81,920")), LLAMA)
+    assert (p.tensor_parallel_size, p.alternatives) == (2, ())
+    assert p.cause == ("TP not accounted: with tensor_parallel_size=1 (8 KV head(s) per rank) the logged count fits "
+                       "(pass --tp 1)")
+
+
+def test_printed_fp8_against_a_16_bit_count():
+    # fp8 printed: 1 MiB blocks [10,234, 10,245]; 81,920 tokens = 5,120 blocks of 2 MiB fits only 'auto'
+    p = predict_from_log(_start(_v1_config(kv="fp8").format(gib="10.00", tokens="81,920")), LLAMA)
+    assert (p.cause, p.alternatives) == ("a different KV dtype: with kv_cache_dtype=auto the logged count fits "
+                                         "(pass --kv-dtype auto)", ())
+
+
+def test_printed_fp8_is_kept_when_trying_pp_and_tp():
+    # fp8 printed; 327,680 tokens = 20,480 blocks of 512 KiB = fp8 with PP 2 (16 layers) or with TP 2 (4 heads).
+    # TP was printed (1), so PP comes first; both are tried with fp8 kept (at 16 bits neither would fit)
+    p = predict_from_log(_start(_v1_config(kv="fp8").format(gib="10.00", tokens="327,680")), LLAMA)
+    assert p.cause == ("PP not accounted: with pipeline_parallel_size=2 (layers per stage [16, 16]) the logged count "
+                       "fits (pass --pp 2)")
+    assert p.alternatives == ("TP not accounted: with tensor_parallel_size=2 (4 KV head(s) per rank) the logged "
+                              "count fits (pass --tp 2)",)
+
+
+@pytest.mark.parametrize("kv,tokens,named", [
+    # DeepSeek V3, 1.57 GiB: 16-bit [1,494, 1,504] blocks, fp8 (576 B a token-layer, 562,176 B a block) [2,989, 3,008]
+    ("auto", "48,000", "fp8"),        # 3,000 x 16
+    ("fp8", "24,000", "auto"),        # 1,500 x 16
+])
+def test_mla_dtype_candidates(kv, tokens, named):
+    p = predict_from_log(_start(_v1_config(kv=kv, model="deepseek-ai/DeepSeek-V3").format(gib="1.57", tokens=tokens)),
+                         load_model("deepseek-v3"))
+    text = f"a different KV dtype: with kv_cache_dtype={named} the logged count fits (pass --kv-dtype {named})"
+    # halving the block is also PP 2 (31 + 30 layers), named first; doubling it only the 16-bit dtype does
+    assert text == p.cause if named == "auto" else text in p.alternatives
