@@ -388,3 +388,43 @@ def test_mla_dtype_candidates(kv, tokens, named):
     text = f"a different KV dtype: with kv_cache_dtype={named} the logged count fits (pass --kv-dtype {named})"
     # halving the block is also PP 2 (31 + 30 layers), named first; doubling it only the 16-bit dtype does
     assert text == p.cause if named == "auto" else text in p.alternatives
+
+
+@pytest.mark.parametrize("logged,agrees,error", [
+    # 10.00 GiB -> N in [5,117, 5,122]: both ends inside; outside, the signed distance to the nearer end
+    (5_117, True, 0), (5_122, True, 0), (5_087, False, -30), (5_148, False, 26),
+])
+def test_block_count_inside_or_how_far_out(logged, agrees, error):
+    p = predict_from_log(_start(V0_PROFILE.format(x="10.00", n=logged)), LLAMA)
+    assert (p.agrees, p.error_blocks, p.error_tokens) == (agrees, error, None)
+
+
+@pytest.mark.parametrize("tokens,agrees,error_tokens,error_blocks", [
+    # pre-0.20 V1, one group: tokens N x 16 in [81,872, 81,952]; outside, in tokens and in blocks
+    (81_872, True, 0, 0), (81_952, True, 0, 0),
+    (81_712, False, -160, -10),      # 5,107 blocks: 10 below 5,117
+    (82_112, False, 160, 10),        # 5,132 blocks: 10 above 5,122
+])
+def test_token_count_inside_or_how_far_out(tokens, agrees, error_tokens, error_blocks):
+    p = predict_from_log(_start(f"Available KV cache memory: 10.00 GiB\nGPU KV cache size: {tokens:,} tokens\n"),
+                         LLAMA, version="0.10.1")
+    assert (p.agrees, p.error_tokens, p.error_blocks) == (agrees, error_tokens, error_blocks)
+
+
+WRONG = "wrong model or dtype: {} at block size 16 (meta-llama/Llama-3.1-8B, kv_cache_dtype=auto)"
+
+
+@pytest.mark.parametrize("log,detail", [
+    # 1,000,000 tokens = 62,500 blocks (12.2x the predicted count: no TP, PP or dtype change gives that);
+    # window middle 10,737,418,240 / 62,500 = 171,798.69 -> 171,799 B, 0.08x 2 MiB
+    ("Available KV cache memory: 10.00 GiB\nGPU KV cache size: 1,000,000 tokens\n",
+     "the logged 1,000,000 tokens imply about 171,799 B per block, 0.08x the 2,097,152 B this model gives"),
+    # 1,000,001 is no multiple of 16: no block count prints it; 1,000,001 - 81,952 = 918,049 tokens over
+    ("Available KV cache memory: 10.00 GiB\nGPU KV cache size: 1,000,001 tokens\n",
+     "the prediction misses by 918,049 tokens"),
+    # zero blocks
+    (V0_PROFILE.format(x="10.00", n=0), "the logged count is zero"),
+])
+def test_wrong_model_details(log, detail):
+    p = predict_from_log(_start(log), LLAMA, version="0.10.1" if "GPU KV cache size" in log else None)
+    assert p.cause == WRONG.format(detail)
