@@ -428,3 +428,16 @@ WRONG = "wrong model or dtype: {} at block size 16 (meta-llama/Llama-3.1-8B, kv_
 def test_wrong_model_details(log, detail):
     p = predict_from_log(_start(log), LLAMA, version="0.10.1" if "GPU KV cache size" in log else None)
     assert p.cause == WRONG.format(detail)
+
+
+def test_hybrid_manager_disabled_is_named():
+    # gpt-oss-20b (12 sliding + 12 full layers, 32,768 B a layer-block), 0.20.2, max_model_len 8192, batch budget 2048.
+    # Hybrid: groups of 12 -> B = 393,216, N in [27,293, 27,320]; blocks per request 512 (full) +
+    # ceil(min(127 + 2048, 8192) / 16) + 1 = 137 (sliding) = 649 -> tokens int(N / 649 x 8192) in [344,505, 344,846].
+    # Disabled (every layer full, one group of 24): B = 786,432, N in [13,646, 13,660], 512 blocks a request ->
+    # tokens N x 16 in [218,336, 218,560]: the logged 218,400 (13,650 x 16) fits only that
+    log = _v1_config(model="openai/gpt-oss-20b").replace("v0.10.1", "v0.20.2").format(gib="10.00", tokens="218,400")
+    p = predict_from_log(_start(log), load_model("gpt-oss-20b"), max_num_batched_tokens=2048)
+    assert (p.bytes_per_block, p.tokens_min, p.tokens_max) == (393_216, 344_505, 344_846)
+    assert (p.cause, p.alternatives) == ("the hybrid KV-cache manager disabled (sliding-window layers sized as full "
+                                         "attention) makes the count fit", ())
