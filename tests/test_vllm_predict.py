@@ -441,3 +441,29 @@ def test_hybrid_manager_disabled_is_named():
     assert (p.bytes_per_block, p.tokens_min, p.tokens_max) == (393_216, 344_505, 344_846)
     assert (p.cause, p.alternatives) == ("the hybrid KV-cache manager disabled (sliding-window layers sized as full "
                                          "attention) makes the count fit", ())
+
+
+@pytest.mark.parametrize("version,tokens", [
+    # gpt-oss-20b at 10.00 GiB, N in [27,293, 27,320], budget F = 2048. The sliding group's blocks per request
+    # count F once up to 0.20.x, twice from 0.33, either in between (notes section 4):
+    #   once:  512 + ceil(2175 / 16) + 1 = 649 -> [int(27,293 / 649 x 8192), int(27,320 / 649 x 8192)] = [344,505, 344,846]
+    #   twice: 512 + ceil(4223 / 16) + 1 = 777 -> [287,753, 288,037]
+    ("0.20.2", (344_505, 344_846)),
+    ("0.25.0", (287_753, 344_846)),
+    ("0.33.0", (287_753, 288_037)),
+])
+def test_batch_budget_counted_once_or_twice_by_release(version, tokens):
+    log = ("Available KV cache memory: 10.00 GiB\nGPU KV cache size: 218,400 tokens\n"
+           "Maximum concurrency for 8,192 tokens per request: 1.00x\n")
+    p = predict_from_log(_start(log), load_model("gpt-oss-20b"), max_num_batched_tokens=2048, version=version)
+    assert (p.tokens_min, p.tokens_max) == tokens
+
+
+@pytest.mark.parametrize("version,blocks", [
+    # V0 padded MLA entries to 640 elements in 0.7.2-0.7.x only: 1.57 GiB holds [1,494, 1,504] unpadded blocks
+    # (1,124,352 B), [1,345, 1,353] padded (1,249,280 B)
+    ("0.7.1", (1_494, 1_504)), ("0.7.2", (1_345, 1_353)), ("0.7.3", (1_345, 1_353)), ("0.8.0", (1_494, 1_504)),
+])
+def test_v0_mla_padding_releases(version, blocks):
+    p = predict_from_log(_start(V0_PROFILE.format(x="1.57", n=1_400)), load_model("deepseek-v3"), version=version)
+    assert (p.blocks_min, p.blocks_max) == blocks
