@@ -467,3 +467,15 @@ def test_batch_budget_counted_once_or_twice_by_release(version, tokens):
 def test_v0_mla_padding_releases(version, blocks):
     p = predict_from_log(_start(V0_PROFILE.format(x="1.57", n=1_400)), load_model("deepseek-v3"), version=version)
     assert (p.blocks_min, p.blocks_max) == blocks
+
+
+def test_settings_from_the_log_and_overrides():
+    log = _v1_config(tp=2, kv="fp8").replace("pipeline_parallel_size=1", "pipeline_parallel_size=2")
+    start = _start(log.format(gib="10.00", tokens="81,920"))
+    p = predict_from_log(start, LLAMA)
+    assert (p.tensor_parallel_size, p.pipeline_parallel_size, p.kv_cache_dtype, p.kv_element_bytes) == (2, 2, "fp8", 1)
+    # fp8, 4 heads a rank, 16 layers a stage: 2 x 16 x 4 x 128 x 1 B x 16 = 262,144 B a block
+    assert (p.page_bytes, p.bytes_per_block) == (16_384, 262_144)
+    q = predict_from_log(start, LLAMA, tp=1, pp=1, kv_cache_dtype="auto", block_size=32)
+    assert (q.tensor_parallel_size, q.pipeline_parallel_size, q.kv_cache_dtype, q.kv_element_bytes) == (1, 1, "auto", 2)
+    assert (q.block_size, q.block_size_source, q.bytes_per_block) == (32, "cli", 4_194_304)   # 2 MiB x 2
