@@ -479,3 +479,22 @@ def test_settings_from_the_log_and_overrides():
     q = predict_from_log(start, LLAMA, tp=1, pp=1, kv_cache_dtype="auto", block_size=32)
     assert (q.tensor_parallel_size, q.pipeline_parallel_size, q.kv_cache_dtype, q.kv_element_bytes) == (1, 1, "auto", 2)
     assert (q.block_size, q.block_size_source, q.bytes_per_block) == (32, "cli", 4_194_304)   # 2 MiB x 2
+
+
+def test_the_fitting_formula_is_the_one_reported():
+    # version unknown, max_model_len 1000 (printed apart): pre-0.20 tokens N x 16 in [81,872, 81,952]; 0.20+
+    # int(N / 63 x 1000) (63 = ceil(1000 / 16)) in [81,222, 81,301]. 81,904 fits the first: no error reported
+    log = ("Available KV cache memory: 10.00 GiB\nGPU KV cache size: 81,904 tokens\n"
+           "Maximum concurrency for 1,000 tokens per request: 81.24x\n")
+    p = predict_from_log(_start(log), LLAMA)
+    assert (p.tokens_min, p.tokens_max) == (81_222, 81_952)
+    assert (p.agrees, p.error_tokens, p.error_blocks) == (True, 0, 0)
+
+
+def test_full_attention_scenarios_are_not_doubled_by_the_batch_budget():
+    # the budget only changes sliding or chunked groups; for Llama the two releases' ways of counting it are
+    # one scenario: version unknown leaves the two token formulas, nothing more
+    log = ("Available KV cache memory: 10.00 GiB\nGPU KV cache size: 81,904 tokens\n"
+           "Maximum concurrency for 8,192 tokens per request: 10.00x\n")
+    p = predict_from_log(_start(log), LLAMA, max_num_batched_tokens=2048)
+    assert p.scenarios == ("V1, tokens = (N // groups) x bs", "V1, tokens = int(N / blocks_per_request x max_model_len)")
