@@ -498,3 +498,33 @@ def test_full_attention_scenarios_are_not_doubled_by_the_batch_budget():
            "Maximum concurrency for 8,192 tokens per request: 10.00x\n")
     p = predict_from_log(_start(log), LLAMA, max_num_batched_tokens=2048)
     assert p.scenarios == ("V1, tokens = (N // groups) x bs", "V1, tokens = int(N / blocks_per_request x max_model_len)")
+
+
+def test_log_16_without_a_figure_implies_a_pool():
+    # 16.log prints 158,656 tokens and no available figure: 158,656 / 16 = 9,916 blocks of 2 MiB (sidecar 16:
+    # num_gpu_blocks_derived 9916), so the pool lay in [9,916 x 2 MiB, 9,917 x 2 MiB - 1]
+    # = [20,795,359,232, 20,797,456,383] B = 20.80 GB (19.37 GiB) both ends, rounded
+    p = predict_from_log(parse_log(read_bundled_log("16"))[0], LLAMA)
+    assert p.reason == ("the log prints no available-KV-memory figure, so there is nothing to predict from; the logged "
+                        "count implies a pool of 20.80 GB (19.37 GiB) to 20.80 GB (19.37 GiB) per rank")
+    assert (p.implied_available_bytes_min, p.implied_available_bytes_max) == (20_795_359_232, 20_797_456_383)
+    assert (p.model, p.engine, p.agrees, p.blocks_min) == ("meta-llama/Llama-3.1-8B", "v1", None, None)
+    assert p.notes == ("version not printed: the token figure may follow the pre-0.20 or the 0.20+ formula; both "
+                       "allowed (pass version / --vllm-version)",)
+
+
+def test_a_log_with_neither_figure_nor_count():
+    config = ("Initializing a V1 LLM engine (v0.10.1) with config: model='m', dtype=torch.float32, max_seq_len=8192, "
+              "tensor_parallel_size=1, pipeline_parallel_size=1, kv_cache_dtype=auto, device_config=cuda\n")
+    p = predict_from_log(_start(config), LLAMA)
+    assert p.reason == "the log prints no available-KV-memory figure, so there is nothing to predict from"
+    assert (p.implied_available_bytes_min, p.implied_available_bytes_max, p.notes) == (None, None, ())
+    # 'auto' follows the model dtype the log printed: float32, 4 B an element -> 2 x 16 x 8 x 128 x 4 = 131,072 B
+    assert (p.kv_element_bytes, p.page_bytes) == (4, 131_072)
+
+
+def test_packed_mla_layouts_have_no_element_size():
+    # fp8_ds_mla packs 656 B per token and layer (notes): no per-element size to report
+    p = predict_from_log(_start(_v1_config(kv="fp8_ds_mla", model="deepseek-ai/DeepSeek-V3").format(
+        gib="1.57", tokens="42,080")), load_model("deepseek-v3"))
+    assert (p.kv_cache_dtype, p.kv_element_bytes, p.page_bytes) == ("fp8_ds_mla", 0, 16 * 656)
