@@ -170,6 +170,12 @@ def survivors() -> dict:
     return out
 
 
+def _not_checked() -> list:
+    """Mutants generated but not yet run (a run stopped early)."""
+    return sorted(k for meta in _meta_files()
+                  for k, code in json.loads(meta.read_text()).get("exit_code_by_key", {}).items() if code is None)
+
+
 def equivalent_names() -> set:
     """Mutant names listed in mutation-equivalent.md (a line starting '- `name`')."""
     if not EQUIVALENT.is_file():
@@ -239,7 +245,8 @@ def main(argv=None) -> int:
     parser.add_argument("--keep", action="store_true", help="reuse .mutation/ (results so far) instead of "
                                                             "starting afresh")
     parser.add_argument("--rerun-survivors", action="store_true",
-                        help="with --keep: run only the surviving mutants again (after adding tests)")
+                        help="with --keep: run the surviving mutants again (after adding tests), and any not yet "
+                             "run")
     parser.add_argument("--workdir", default=str(WORK), help="scratch folder (default .mutation/)")
     parser.add_argument("--report-only", action="store_true", help="only read .mutation/'s results")
     args = parser.parse_args(argv)
@@ -260,10 +267,10 @@ def main(argv=None) -> int:
                             dirs_exist_ok=True)
             _copy_tests()
         names = []
-        if args.rerun_survivors:   # only the survivors so far (not the listed equivalents), against today's tests
-            equivalent = equivalent_names()
+        if args.rerun_survivors:   # the survivors so far (not the listed equivalents), against today's tests,
+            equivalent = equivalent_names()   # and the mutants a stopped run had not reached
             names = sorted(n for mutants in survivors().values() for n, status in mutants.items()
-                           if status == "survived" and n not in equivalent)
+                           if status == "survived" and n not in equivalent) + _not_checked()
             if not names:
                 print("mutation.py: no survivors to rerun")
         env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
