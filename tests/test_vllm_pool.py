@@ -204,3 +204,11 @@ def test_v0_concurrency_is_tokens_over_max_model_len():
     f = predict_pool(LLAMA, 24 * GiB, version="0.6.4", weights_bytes=16 * GiB, activation_bytes=GiB // 2,
                      max_model_len=1000)
     assert (f.num_gpu_blocks, f.max_concurrency) == (2_611, 41.78)
+
+
+def test_v0_sizes_every_layer_as_full_attention():
+    # V0 has no hybrid KV-cache manager: gpt-oss-20b's block spans all 24 layers, 24 x 32,768 = 786,432 B
+    # (V1 groups 12 layers: 393,216 B)
+    f = predict_pool(load_model("gpt-oss-20b"), 80 * GiB, version="0.6.4", engine="v0", weights_bytes=0,
+                     activation_bytes=0)
+    assert (f.bytes_per_block, f.total_gpu_memory_bytes) == (786_432, 80 * GiB)
