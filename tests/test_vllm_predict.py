@@ -528,3 +528,31 @@ def test_packed_mla_layouts_have_no_element_size():
     p = predict_from_log(_start(_v1_config(kv="fp8_ds_mla", model="deepseek-ai/DeepSeek-V3").format(
         gib="1.57", tokens="42,080")), load_model("deepseek-v3"))
     assert (p.kv_cache_dtype, p.kv_element_bytes, p.page_bytes) == ("fp8_ds_mla", 0, 16 * 656)
+
+
+HYBRID_8_11 = parse_config({"num_hidden_layers": 19, "num_attention_heads": 8, "num_key_value_heads": 8,
+                            "head_dim": 64, "hidden_size": 512, "vocab_size": 1000, "intermediate_size": 1024,
+                            "sliding_window": 128,
+                            "layer_types": ["full_attention"] * 8 + ["sliding_attention"] * 11})
+
+
+@pytest.mark.parametrize("version,blocks", [
+    # 8 full + 11 sliding layers, 32,768 B a layer-block: groups of 8 (0.11-0.14, B = 262,144) or of 11 (0.15+,
+    # B = 360,448); 10.00 GiB -> [40,939, 40,980] or [29,774, 29,803] blocks; unknown version: either
+    ("0.13.0", (40_939, 40_980)), ("0.15.0", (29_774, 29_803)), (None, (29_774, 40_980)),
+])
+def test_group_rule_by_release_or_every_rule(version, blocks):
+    p = predict_from_log(_start("Available KV cache memory: 10.00 GiB\n"), HYBRID_8_11, version=version)
+    assert (p.blocks_min, p.blocks_max) == blocks
+
+
+def test_release_boundaries_of_the_token_formula():
+    log = ("Available KV cache memory: 10.00 GiB\nGPU KV cache size: 218,400 tokens\n"
+           "Maximum concurrency for 8,192 tokens per request: 1.00x\n")
+    gpt_oss = load_model("gpt-oss-20b")
+    # 0.20.0 already uses the 0.20+ formula
+    assert predict_from_log(_start(log), LLAMA, version="0.20.0").scenarios == (
+        "V1, tokens = int(N / blocks_per_request x max_model_len)",)
+    # 0.21: the batch budget may count once or twice (as 0.25 above)
+    p = predict_from_log(_start(log), gpt_oss, max_num_batched_tokens=2048, version="0.21.0")
+    assert (p.tokens_min, p.tokens_max) == (287_753, 344_846)
