@@ -556,3 +556,17 @@ def test_release_boundaries_of_the_token_formula():
     # 0.21: the batch budget may count once or twice (as 0.25 above)
     p = predict_from_log(_start(log), gpt_oss, max_num_batched_tokens=2048, version="0.21.0")
     assert (p.tokens_min, p.tokens_max) == (287_753, 344_846)
+
+
+def test_smallest_figure_compared_as_numbers_not_text():
+    from kvlib.vllm.predict import stage_windows
+    # ranks 0 and 1 are stage 0 at tp=2: '10.00' < '9.50' as text, but 9.50 GiB is the smaller pool
+    log = "".join(RANK_LINE.format(r=r, x=x) for r, x in enumerate(["10.00", "9.50", "8.00", "8.00"]))
+    assert stage_windows(_start(log), tp=2, pp=2)[0] == _window("9.50")
+
+
+def test_log_02_blocks_imply_a_pool_and_a_budget_of_one_is_allowed():
+    # 02.log (opt-125m, V0): 76,240 blocks of 589,824 B, no available figure: the pool lay in
+    # [76,240 x 589,824, 76,241 x 589,824 - 1] = [44,968,181,760, 44,968,771,583] B (sidecar 02: 41.88 GiB)
+    p = predict_from_log(parse_log(read_bundled_log("02"))[0], OPT_125M, max_num_batched_tokens=1)
+    assert (p.implied_available_bytes_min, p.implied_available_bytes_max) == (44_968_181_760, 44_968_771_583)
