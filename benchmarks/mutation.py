@@ -21,6 +21,14 @@ kvlib``) are invisible to mutmut's per-test tracing, so they kill nothing
 here; the in-process CLI tests do. ``DESELECT`` lists the tests left out of
 mutation runs and why.
 
+Speed: each mutant runs the tests that reach it with ``-x``; the scratch
+conftest runs the mutated module's own test file first (``OWN_TESTS_FIRST``),
+so most kills end within its tests. Survivors pay for every reaching test, so
+closing gaps also speeds the next run. After adding tests, ``--keep
+--rerun-survivors`` checks only the survivors again (the test files are
+re-copied, mutmut traces only the new tests, every other verdict is kept);
+``--keep`` alone resumes a stopped run.
+
 The report (per module: killed, survived, no tests, timeout, score) is
 written into BENCHMARKS.md between the ``MUTATION_BEGIN`` / ``MUTATION_END``
 markers, with the date; ``benchmarks/run.py`` keeps that section when it
@@ -41,6 +49,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -70,6 +79,24 @@ DESELECT = {
         "fuzz test, 10 s per mutant; never-raises is a robustness property, not arithmetic",
 }
 
+# Appended to the scratch copy's tests/conftest.py (never to the checkout's): runs the mutated
+# module's own test file first, then its family's (tests/test_vllm*.py for kvlib/vllm/). Only the
+# order changes -- every test that covers the mutant still runs for a survivor -- but mutmut runs
+# each mutant's tests with ``-x``, so a mutant its own module's tests kill stops after them
+# instead of after the whole set of tests that reach it.
+OWN_TESTS_FIRST = '''
+
+def pytest_collection_modifyitems(session, config, items):  # added by benchmarks/mutation.py
+    import os
+    mutant = os.environ.get("MUTANT_UNDER_TEST", "")
+    if "__mutmut_" not in mutant:
+        return
+    module = mutant.split(".x_", 1)[0].split(".x\u01c1", 1)[0]        # kvlib.vllm.predict
+    own = "tests/test_" + "_".join(module.split(".")[1:]) + ".py"     # tests/test_vllm_predict.py
+    family = "tests/test_" + module.split(".")[1]                     # tests/test_vllm*.py, tests/test_config*.py
+    items.sort(key=lambda item: 0 if item.nodeid.startswith(own) else 1 if item.nodeid.startswith(family) else 2)
+'''
+
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped",
           36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout", None: "not checked"}
 
@@ -86,7 +113,9 @@ def _mutmut_config(only: list[str] | None, max_stack_depth: int) -> str:
              # leave out the fuzz test (DESELECT)
              "pytest_add_cli_args = " + json.dumps(["-p", "no:randomly", "-q"]
                                                      + [f"--deselect={t}" for t in DESELECT]),
-             "timeout_multiplier = 10.0",
+             # a timeout counts as a kill; mutmut allows (estimate + 1 s) x multiplier x 2 CPU seconds,
+             # and a mutant that loops spends all of it: 4 keeps a margin of 8x over the clean run.
+             "timeout_multiplier = 4.0",
              "use_git_change_detection = false",
              f"max_stack_depth = {max_stack_depth}"]
     if only:
@@ -94,13 +123,20 @@ def _mutmut_config(only: list[str] | None, max_stack_depth: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _copy_tests() -> None:
+    """The fast tests (as they are now) into the scratch folder; mutmut copies them on into mutants/."""
+    for name in ["conftest.py"] + [Path(t).name for t in _fast_tests()]:
+        shutil.copy2(ROOT / "tests" / name, WORK / "tests" / name)
+    with open(WORK / "tests" / "conftest.py", "a") as conftest:
+        conftest.write(OWN_TESTS_FIRST)
+
+
 def _prepare(only, max_stack_depth: int) -> None:
     if WORK.exists():
         shutil.rmtree(WORK)
     (WORK / "tests").mkdir(parents=True)
     shutil.copytree(ROOT / "kvlib", WORK / "kvlib", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ["conftest.py"] + [Path(t).name for t in _fast_tests()]:
-        shutil.copy2(ROOT / "tests" / name, WORK / "tests" / name)
+    _copy_tests()
     text = (ROOT / "pyproject.toml").read_text()
     # pytest's testpaths would collect tests/ and kvlib/; mutmut passes the test selection itself.
     (WORK / "pyproject.toml").write_text(text + _mutmut_config(only, max_stack_depth))
@@ -134,6 +170,12 @@ def survivors() -> dict:
     return out
 
 
+def _not_checked() -> list:
+    """Mutants generated but not yet run (a run stopped early)."""
+    return sorted(k for meta in _meta_files()
+                  for k, code in json.loads(meta.read_text()).get("exit_code_by_key", {}).items() if code is None)
+
+
 def equivalent_names() -> set:
     """Mutant names listed in mutation-equivalent.md (a line starting '- `name`')."""
     if not EQUIVALENT.is_file():
@@ -147,19 +189,21 @@ def _row(module: str, counts: Counter, equivalent: int) -> list:
     behaviour = killed + survived
     score = f"{100 * killed / behaviour:.1f}%" if behaviour else "-"
     return [module, counts["killed"], counts["survived"], equivalent, counts["no tests"], counts["timeout"],
-            sum(counts.values()) - counts["not checked"], score]
+            sum(counts.values()) - counts["not checked"], sum(counts.values()), score]
 
 
 def render(rows_by_module: dict, stamp: str, command: str) -> str:
     headers = ["module", "killed", "survived", "of which equivalent", "no tests", "timeout", "checked",
-               "score"]
+               "mutants", "score", "mutants/s"]
     lines = [BEGIN, "## Mutation score of kvlib (mutmut)", "",
              f"{stamp}. Command: `{command}`. mutmut mutates every function body of `kvlib/` and runs the fast "
              "kvlib tests that call it. Score = (killed + timeout) / (mutants that change behaviour), "
              "behaviour-changing = all checked mutants less the equivalent ones listed in "
              "`benchmarks/mutation-equivalent.md`; \"no tests\" counts mutants no in-process test reaches "
-             "(the CLI tests that spawn a subprocess are not traced). Rows carry the date of the run that "
-             "produced them.", "",
+             "(the CLI tests that spawn a subprocess are not traced). A row whose \"checked\" is below its "
+             "\"mutants\" is a partial run (the rest not yet run). mutants/s: mutants checked per second of "
+             "wall time in the run that checked them (2 mutmut children, under `nice` beside other work). "
+             "Rows carry the date of the run that produced them.", "",
              "| " + " | ".join(headers + ["run"]) + " |", "|" + "---|" * (len(headers) + 1)]
     for module in sorted(rows_by_module):
         lines.append("| " + " | ".join(str(c) for c in rows_by_module[module]) + " |")
@@ -174,7 +218,9 @@ def _old_rows(text: str) -> dict:
     rows = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 9 and cells[0].startswith("kvlib/"):
+        if len(cells) == 9 and cells[0].startswith("kvlib/"):   # before 'mutants' and 'mutants/s': complete runs
+            cells = cells[:7] + [cells[6], cells[7], "-", cells[8]]
+        if len(cells) == 11 and cells[0].startswith("kvlib/"):
             rows[cells[0]] = cells
     return rows
 
@@ -198,6 +244,9 @@ def main(argv=None) -> int:
     parser.add_argument("--no-write", action="store_true", help="print the table, leave BENCHMARKS.md alone")
     parser.add_argument("--keep", action="store_true", help="reuse .mutation/ (results so far) instead of "
                                                             "starting afresh")
+    parser.add_argument("--rerun-survivors", action="store_true",
+                        help="with --keep: run the surviving mutants again (after adding tests), and any not yet "
+                             "run")
     parser.add_argument("--workdir", default=str(WORK), help="scratch folder (default .mutation/)")
     parser.add_argument("--report-only", action="store_true", help="only read .mutation/'s results")
     args = parser.parse_args(argv)
@@ -207,29 +256,59 @@ def main(argv=None) -> int:
         print("mutation.py: mutmut is not installed; pip install -r benchmarks/requirements-mutation.txt",
               file=sys.stderr)
         return 2
+    rates = {}
     if not args.report_only:
         if not (args.keep and WORK.exists()):
             _prepare(args.only, args.max_stack_depth)
+        else:
+            # verdicts kept; tests added since are picked up (mutmut traces only the new tests), and
+            # functions edited since are mutated afresh (mutmut compares each function's hash)
+            shutil.copytree(ROOT / "kvlib", WORK / "kvlib", ignore=shutil.ignore_patterns("__pycache__"),
+                            dirs_exist_ok=True)
+            _copy_tests()
+        names = []
+        if args.rerun_survivors:   # the survivors so far (not the listed equivalents), against today's tests,
+            equivalent = equivalent_names()   # and the mutants a stopped run had not reached
+            names = sorted(n for mutants in survivors().values() for n, status in mutants.items()
+                           if status == "survived" and n not in equivalent) + _not_checked()
+            if not names:
+                print("mutation.py: no survivors to rerun")
         env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+        before = {m: sum(c.values()) - c["not checked"] for m, c in module_counts().items()}
+        started = time.monotonic()
         with open(WORK / "mutmut.log", "w") as log:   # mutmut's progress spinner: kept out of the terminal
-            proc = subprocess.run([str(mutmut), "run", "--max-children", str(args.max_children)], cwd=WORK,
-                                  env=env, stdout=log, stderr=subprocess.STDOUT)
+            proc = subprocess.run([str(mutmut), "run", "--max-children", str(args.max_children)] + names,
+                                  cwd=WORK, env=env, stdout=log, stderr=subprocess.STDOUT)
         if proc.returncode not in (0, 1):
             print(f"mutation.py: mutmut exited {proc.returncode}", file=sys.stderr)
             return proc.returncode
+        wall = time.monotonic() - started
+        for module, c in module_counts().items():
+            newly = sum(c.values()) - c["not checked"] - before.get(module, 0)
+            if newly > 0:
+                rates[module] = f"{newly / wall:.2f}"
+        if rates:   # kept beside the results, for --report-only and later reruns
+            saved = json.loads((WORK / "rates.json").read_text()) if (WORK / "rates.json").is_file() else {}
+            (WORK / "rates.json").write_text(json.dumps(saved | rates))
+    if (WORK / "rates.json").is_file():
+        rates = json.loads((WORK / "rates.json").read_text()) | rates
     counts = module_counts()
     equivalent = equivalent_names()
     rows = {}
     stamp = datetime.date.today().isoformat()
+    old_rows = _old_rows(BENCHMARKS.read_text()) if BENCHMARKS.is_file() else {}
     for module, c in counts.items():
+        if sum(c.values()) == c["not checked"]:
+            continue     # generated but not run yet: keep the last row
         n_eq = sum(1 for name, status in (survivors().get(module) or {}).items()
                    if name in equivalent and status == "survived")
-        rows[module] = _row(module, c, n_eq) + [stamp]
+        rate = rates.get(module) or (old_rows.get(module) or [""] * 11)[9] or "-"
+        rows[module] = _row(module, c, n_eq) + [rate, stamp]
     for module, mutants in survivors().items():
         for name, status in mutants.items():
             if name not in equivalent:
                 print(f"{status:10s} {name}")
-    section_rows = _old_rows(BENCHMARKS.read_text()) if BENCHMARKS.is_file() else {}
+    section_rows = dict(old_rows)
     section_rows.update(rows)
     only = f" --only {' '.join(args.only)}" if args.only else ""
     section = render(section_rows, f"Last run {stamp} on {os.cpu_count()} cores",

@@ -18,7 +18,7 @@ import json
 from importlib import resources
 from pathlib import Path
 
-from .spec import CHUNKED, FULL, NO_KV, SLIDING, ModelSpec, SpecError
+from .spec import CHUNKED, FULL, NO_KV, SLIDING, ModelSpec
 
 
 class ConfigError(ValueError):
@@ -214,10 +214,7 @@ def parse_config(data: dict, *, name: str = "<config>", source: str = "") -> Mod
         if not isinstance(text_config, dict):
             raise ConfigError(f"field text_config must be an object, got {type(text_config).__name__}")
         f = _Fields(text_config, "text_config.")
-    try:
-        return _parse(f, top, name, source)
-    except SpecError as exc:
-        raise ConfigError(f"{name}: {exc}") from None
+    return _parse(f, top, name, source)
 
 
 def _model_type(f: _Fields, top: _Fields) -> str:
@@ -334,7 +331,10 @@ def _moe_layers(f: _Fields, num_layers: int, num_experts: int) -> tuple:
         return ()
     first_dense = f.int("first_k_dense_replace", default=0, minimum=0)
     freq = f.int("moe_layer_freq", "decoder_sparse_step", default=1)
-    dense_only = set(f.data.get("mlp_only_layers") or ())
+    dense_only = f.data.get("mlp_only_layers") or ()
+    if not isinstance(dense_only, (list, tuple)) or not all(type(i) is int for i in dense_only):
+        raise ConfigError(f"field {f.where('mlp_only_layers')} must list layer indices, got {dense_only!r}")
+    dense_only = set(dense_only)
     return tuple(i for i in range(num_layers)
                  if i >= first_dense and i % freq == 0 and i not in dense_only)
 

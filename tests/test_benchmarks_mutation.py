@@ -28,6 +28,13 @@ def test_run_py_keeps_the_mutation_section(tmp_path):
 
 
 def test_old_rows_are_read_back():
-    rows = mutation._old_rows(mutation.render({"kvlib/units": ["kvlib/units", 50, 4, 1, 0, 0, 54, "94.3%",
-                                                                "2026-12-01"]}, "stamp", "cmd"))
-    assert rows == {"kvlib/units": ["kvlib/units", "50", "4", "1", "0", "0", "54", "94.3%", "2026-12-01"]}
+    rows = mutation._old_rows(mutation.render({"kvlib/units": ["kvlib/units", 50, 4, 1, 0, 0, 54, 60, "94.3%",
+                                                                "0.52", "2026-12-01"]}, "stamp", "cmd"))
+    assert rows == {"kvlib/units": ["kvlib/units", "50", "4", "1", "0", "0", "54", "60", "94.3%", "0.52",
+                                    "2026-12-01"]}
+
+
+def test_rows_from_before_the_rate_column_read_as_complete_runs():
+    old = (f"{mutation.BEGIN}\n| kvlib/units | 50 | 4 | 1 | 0 | 0 | 54 | 94.3% | 2026-12-01 |\n{mutation.END}")
+    assert mutation._old_rows(old) == {"kvlib/units": ["kvlib/units", "50", "4", "1", "0", "0", "54", "54",
+                                                       "94.3%", "-", "2026-12-01"]}

@@ -202,3 +202,436 @@ def test_hub_degrades_with_one_line(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_hub)
     with pytest.raises(ConfigError, match="huggingface_hub"):
         kv.load_model("someone/unbundled-model", hub=True)
+
+
+# --- gaps found by mutation testing (benchmarks/mutation.py, issue 16) -------------------------
+# Expected values below are written by hand from the inputs each test builds (the arithmetic
+# is in the comments); none is read back from kvlib.
+
+def test_short_name_without_org_is_case_insensitive():
+    # 'mistral-7b-v0.1' is no alias (ALIASES has 'mistral-7b'): only the name-after-the-slash
+    # match can resolve it, and the lookup lower-cases both sides.
+    from kvlib.config import resolve_model_id
+    assert resolve_model_id("MISTRAL-7B-v0.1") == "mistralai/Mistral-7B-v0.1"
+    assert resolve_model_id("  Mistral-7B-V0.1 ") == "mistralai/Mistral-7B-v0.1"
+    assert resolve_model_id("Mistral-7B") == "mistralai/Mistral-7B-v0.1"        # via the alias table
+    assert resolve_model_id("mistralai") is None
+
+
+def test_name_and_source_of_each_kind_of_input(tmp_path):
+    cfg = kv.bundled_config("llama-3.1-8b")
+    spec = kv.load_model(cfg)
+    assert (spec.name, spec.source) == ("<dict>", "dict")
+    assert kv.load_model(cfg, name="mine").name == "mine"
+    bundled = kv.load_model("llama-3.1-8b")
+    assert (bundled.name, bundled.source) == ("meta-llama/Llama-3.1-8B", "bundled:meta-llama/Llama-3.1-8B")
+    assert kv.load_model("llama-3.1-8b", name="x").name == "x"
+    folder = tmp_path / "my-llama"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(cfg))
+    from_folder = kv.load_model(folder)
+    assert (from_folder.name, from_folder.source) == ("my-llama", str(folder / "config.json"))
+    assert kv.load_model(folder, name="y").name == "y"
+    # a file named like the bundled ones: 'org__name.json' reads as 'org/name'
+    flat = tmp_path / "some-org__some-model.json"
+    flat.write_text(json.dumps(cfg))
+    from_file = kv.load_model(flat)
+    assert (from_file.name, from_file.source) == ("some-org/some-model", str(flat))
+
+
+def test_load_model_refuses_other_types_by_name():
+    with pytest.raises(ConfigError) as info:
+        kv.load_model(3.5)
+    assert str(info.value) == "load_model takes an id, a path or a dict, not float"
+
+
+def test_folder_without_config_json(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        kv.load_model(tmp_path)
+    assert str(info.value) == f"{tmp_path}: folder holds no config.json"
+
+
+def test_exact_file_errors(tmp_path):
+    from kvlib.config import _read_json
+    missing = tmp_path / "nope.json"
+    with pytest.raises(ConfigError) as info:
+        _read_json(missing)
+    assert str(info.value) == f"{missing}: cannot read (No such file or directory)"
+    listed = tmp_path / "list.json"
+    listed.write_text("[1, 2]")
+    with pytest.raises(ConfigError) as info:
+        _read_json(listed)
+    assert str(info.value) == f"{listed}: a config.json must hold a JSON object, not list"
+    broken = tmp_path / "broken.json"
+    broken.write_text('{\n  "a": \n')
+    with pytest.raises(ConfigError) as info:
+        _read_json(broken)
+    assert str(info.value) == f"{broken}: not valid JSON (line 3: Expecting value)"
+    with pytest.raises(ConfigError) as info:
+        kv.bundled_config("nobody/nothing")
+    assert str(info.value) == "unknown model 'nobody/nothing': not a bundled id (see 'kvlib models')"
+
+
+def test_unknown_model_message_offers_hub():
+    with pytest.raises(ConfigError) as info:
+        kv.load_model("nobody/nothing")
+    assert str(info.value) == ("unknown model 'nobody/nothing': not a bundled id (see 'kvlib models'), a config.json "
+                               "or a folder holding one; add --hub to fetch it from the Hugging Face Hub")
+
+
+class _FakeHub:
+    """Stands in for huggingface_hub (no network in tests): records the call, returns a file or raises."""
+
+    def __init__(self, path=None, error=None):
+        self.path, self.error, self.calls = path, error, []
+
+    def hf_hub_download(self, *args, **kwargs):
+        self.calls.append((args, kwargs))
+        if self.error is not None:
+            raise self.error
+        return str(self.path)
+
+
+def test_hub_fetch_reads_config_json(tmp_path, monkeypatch):
+    import sys
+    file = tmp_path / "downloaded.json"
+    file.write_text(json.dumps(kv.bundled_config("llama-3.1-8b")))
+    hub = _FakeHub(path=file)
+    monkeypatch.setitem(sys.modules, "huggingface_hub", hub)
+    spec = kv.load_model("someone/unbundled-model", hub=True)
+    assert hub.calls == [(("someone/unbundled-model", "config.json"), {})]
+    assert (spec.name, spec.source) == ("someone/unbundled-model", "hub:someone/unbundled-model")
+    assert spec.kv_bytes_per_token() == 131_072      # 2 x 32 x 8 x 128 x 2 B, Llama 3.1 8B
+    assert kv.load_model("someone/unbundled-model", hub=True, name="z").name == "z"
+
+
+@pytest.mark.parametrize("error,first", [
+    (OSError("offline\nsecond line of detail"), "offline"),
+    (OSError(""), "OSError"),
+])
+def test_hub_failure_is_one_line(monkeypatch, error, first):
+    import sys
+    monkeypatch.setitem(sys.modules, "huggingface_hub", _FakeHub(error=error))
+    with pytest.raises(ConfigError) as info:
+        kv.load_model("someone/gated", hub=True)
+    assert str(info.value) == ("could not fetch someone/gated/config.json from the Hugging Face Hub "
+                               f"(offline or gated?): {first}")
+
+
+def test_hub_missing_message(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)   # import then raises ImportError
+    with pytest.raises(ConfigError) as info:
+        kv.load_model("someone/unbundled-model", hub=True)
+    assert str(info.value) == ("fetching from the Hugging Face Hub needs huggingface_hub "
+                               "(pip install huggingface_hub)")
+
+
+def _moe(**over):
+    return _base(num_local_experts=8, num_experts_per_tok=2, **over)
+
+
+@pytest.mark.parametrize("over,layers", [
+    ({}, (0, 1, 2, 3)),                              # every layer of 4
+    ({"first_k_dense_replace": 0}, (0, 1, 2, 3)),    # 0 dense layers first is allowed
+    ({"first_k_dense_replace": 1}, (1, 2, 3)),       # DeepSeek's rule: layers >= 1
+    ({"moe_layer_freq": 2}, (0, 2)),                 # i % 2 == 0
+    ({"decoder_sparse_step": 2}, (0, 2)),            # Qwen2-MoE's name for it
+    ({"mlp_only_layers": [0, 3]}, (1, 2)),           # Qwen's dense-only list
+])
+def test_moe_layer_rules(over, layers):
+    assert parse_config(_moe(**over)).moe_layers == layers
+
+
+# Every error is one line naming the field; these are the exact texts a learner reads.
+EXACT_ERRORS = [
+    (_base(num_hidden_layers=...), "missing field num_hidden_layers / n_layer / num_layers / n_layers"),
+    (_base(num_hidden_layers="32"), "field num_hidden_layers must be an integer, got '32' (a string)"),
+    (_base(num_hidden_layers=32.5), "field num_hidden_layers must be an integer, got 32.5 (float)"),
+    (_base(num_attention_heads=0), "field num_attention_heads must be at least 1, got 0"),
+    (_base(attention_bias="yes"), "field attention_bias must be true or false, got 'yes'"),
+    (_base(hidden_size=500), "field hidden_size (500) is not divisible by num_attention_heads (8) and no head_dim "
+                             "is given"),
+    (_base(num_key_value_heads=3), "field num_key_value_heads (3) must divide num_attention_heads (8)"),
+    (_base(layer_types=["full_attention"] * 3), "field layer_types must list one type per layer (4)"),
+    (_base(layer_types="full_attention"), "field layer_types must list one type per layer (4)"),
+    (_base(layer_types=["full_attention", "weird"] * 2), "field layer_types[1] is 'weird', which kvlib cannot "
+                                                         "interpret"),
+    (_base(layer_types=["sliding_attention"] * 4), "field layer_types has sliding layers but sliding_window is not "
+                                                   "set"),
+    (_base(layer_types=["chunked_attention"] * 4), "field layer_types has chunked layers but attention_chunk_size "
+                                                   "is not set"),
+    (_base(text_config=[1]), "field text_config must be an object, got list"),
+    (_base(torch_dtype=16), "field torch_dtype must be a string, got 16"),
+    ({"text_config": {"num_hidden_layers": 2}},
+     "missing field text_config.num_attention_heads / text_config.n_head / text_config.num_heads"),
+    (_base(hidden_size=...), "missing field hidden_size / n_embd / d_model / model_dim"),
+    (_base(first_k_dense_replace=-1, num_local_experts=8, num_experts_per_tok=2),
+     "field first_k_dense_replace must be at least 0, got -1"),
+    # bug found while checking which errors the reader can raise (random configs): a non-list
+    # mlp_only_layers raised a bare TypeError (a traceback, not a one-line error)
+    (_base(num_experts=8, num_experts_per_tok=2, mlp_only_layers=True),
+     "field mlp_only_layers must list layer indices, got True"),
+    (_base(num_experts=8, num_experts_per_tok=2, mlp_only_layers=[[1]]),
+     "field mlp_only_layers must list layer indices, got [[1]]"),
+    (_base(intermediate_size=..., ffn_config={"ffn_hidden_size": "10752"}),      # DBRX's nesting
+     "field ffn_config.ffn_hidden_size must be an integer, got '10752' (a string)"),
+    ({"text_config": _base(intermediate_size=..., ffn_config={"ffn_hidden_size": 0})},
+     "field text_config.ffn_config.ffn_hidden_size must be at least 1, got 0"),
+]
+
+
+@pytest.mark.parametrize("cfg,message", EXACT_ERRORS)
+def test_exact_error_text(cfg, message):
+    with pytest.raises(ConfigError) as info:
+        parse_config(cfg)
+    assert str(info.value) == message
+
+
+def test_default_name_and_source_of_a_dict():
+    spec = parse_config(_base())
+    assert (spec.name, spec.source) == ("<config>", "")
+
+
+def test_non_object_config_names_the_model():
+    with pytest.raises(ConfigError) as info:
+        parse_config([1], name="m")
+    assert str(info.value) == "m: a config must be a JSON object, not list"
+
+
+def test_name_of_a_config_json_at_the_filesystem_root():
+    from pathlib import Path
+    from kvlib.config import _name_from_path
+    assert _name_from_path(Path("/config.json")) == "/config.json"     # no folder name to use
+    assert _name_from_path(Path("/models/tiny/config.json")) == "tiny"
+    assert _name_from_path(Path("/models/org__tiny.json")) == "org/tiny"
+
+
+def test_missing_parameter_fields_are_named():
+    spec = parse_config({"num_hidden_layers": 4, "num_attention_heads": 8, "hidden_size": 512,
+                         "num_local_experts": 8})
+    assert spec.missing_fields == (
+        ("vocab_size", "vocab_size / n_vocab / padded_vocab_size"),
+        ("intermediate_size", "intermediate_size / n_inner / ffn_dim / d_ff / ffn_hidden_size / inner_hidden_size"
+                              " / hidden_dim / ffn_config.ffn_hidden_size"),
+        ("num_experts_per_tok", "num_experts_per_tok / experts_per_token / num_experts_per_token"))
+
+
+def test_dtype_drops_the_torch_prefix():
+    assert parse_config(_base(torch_dtype="torch.float16")).dtype == "float16"
+    assert parse_config(_base(dtype="float32")).dtype == "float32"          # transformers >= 4.56 name
+    assert parse_config(_base()).dtype == "bfloat16"                        # neither given
+
+
+# --- which layers keep which cache: every branch of the layer-kind reader ---------------------
+# Sources: the transformers configuration docs of each family (quoted per case); the
+# expected layer lists are worked by hand from the rule quoted.
+F, S, Ch, N = "full", "sliding", "chunked", "none"
+
+
+@pytest.mark.parametrize("over,kinds", [
+    # Jamba: "attn_layer_period: once in this many layers, an attention layer";
+    # "attn_layer_offset: the index of the first attention layer" -> layers 1, 5 of 8
+    (dict(num_hidden_layers=8, attn_layer_period=4, attn_layer_offset=1), (N, F, N, N, N, F, N, N)),
+    (dict(num_hidden_layers=8, attn_layer_period=4), (F, N, N, N, F, N, N, N)),       # offset defaults to 0
+    (dict(num_hidden_layers=8, attn_layer_period=4, attn_layer_offset=0), (F, N, N, N, F, N, N, N)),
+    # Qwen3-Next: every full_attention_interval-th layer (the 4th, 8th) is full attention
+    (dict(num_hidden_layers=8, full_attention_interval=4), (N, N, N, F, N, N, N, F)),
+    # Gemma 3: every sliding_window_pattern-th layer is global (default 6)
+    (dict(model_type="gemma3_text", num_hidden_layers=6, sliding_window=512), (S, S, S, S, S, F)),
+    (dict(model_type="gemma3", num_hidden_layers=6, sliding_window=512, sliding_window_pattern=3),
+     (S, S, F, S, S, F)),
+    (dict(model_type="cohere2", num_hidden_layers=4, sliding_window=512, sliding_window_pattern=2), (S, F, S, F)),
+    # Gemma 2: alternating, local first
+    (dict(model_type="gemma2", num_hidden_layers=4, sliding_window=512), (S, F, S, F)),
+    # Qwen2: "the first max_window_layers layers use full attention, later ones SWA", only with
+    # use_sliding_window; max_window_layers defaults to all layers (no sliding)
+    (dict(model_type="qwen2", num_hidden_layers=4, sliding_window=512, use_sliding_window=True,
+          max_window_layers=1), (F, S, S, S)),
+    (dict(model_type="qwen3", num_hidden_layers=4, sliding_window=512, use_sliding_window=True), (F, F, F, F)),
+    (dict(model_type="qwen2_moe", num_hidden_layers=4, sliding_window=512), (F, F, F, F)),
+    (dict(model_type="qwen3_moe", num_hidden_layers=4, sliding_window=512, use_sliding_window=True,
+          max_window_layers=0), (S, S, S, S)),
+    (dict(model_type="qwen3_moe", num_hidden_layers=4, sliding_window=512, use_sliding_window=True,
+          max_window_layers=2), (F, F, S, S)),
+    (dict(model_type="qwen2_moe", num_hidden_layers=4, sliding_window=512, use_sliding_window=True,
+          max_window_layers=3), (F, F, F, S)),
+    (dict(model_type="qwen3", num_hidden_layers=4, sliding_window=512, use_sliding_window=True,
+          max_window_layers=1), (F, S, S, S)),
+    # Mistral-style: the window applies to every layer unless use_sliding_window is false
+    (dict(model_type="mistral", num_hidden_layers=4, sliding_window=512), (S, S, S, S)),
+    (dict(model_type="mistral", num_hidden_layers=4, sliding_window=512, use_sliding_window=False), (F, F, F, F)),
+    # Llama 4: no_rope_layers[i] = 1 -> RoPE layer (chunked), 0 -> NoPE (global); without the list,
+    # every no_rope_layer_interval-th layer (default 4) is global
+    (dict(num_hidden_layers=4, attention_chunk_size=8192, no_rope_layers=[0, 1, 1, 0]), (F, Ch, Ch, F)),
+    (dict(num_hidden_layers=4, attention_chunk_size=8192, no_rope_layers=[0, 1]), (Ch, Ch, Ch, F)),  # wrong length
+    (dict(num_hidden_layers=4, attention_chunk_size=8192, no_rope_layer_interval=2), (Ch, F, Ch, F)),
+    # layer_types, every name transformers uses
+    (dict(num_hidden_layers=4, sliding_window=64, layer_types=["attention", "global", "local", "sliding_attention"]),
+     (F, F, S, S)),
+    (dict(num_hidden_layers=4, layer_types=["mamba", "conv", "recurrent", "full_attention"]), (N, N, N, F)),
+    (dict(num_hidden_layers=2, attention_chunk_size=64, layer_types=["chunked_attention", "full_attention"]),
+     (Ch, F)),
+])
+def test_layer_kinds_by_family(over, kinds):
+    assert parse_config(_base(**over)).layer_kinds == kinds
+
+
+def test_window_and_chunk_kept_with_layer_types():
+    spec = parse_config(_base(num_hidden_layers=2, sliding_window=64, attention_chunk_size=32,
+                              layer_types=["sliding_attention", "chunked_attention"]))
+    assert (spec.sliding_window, spec.attention_chunk_size) == (64, 32)
+    gemma = parse_config(_base(model_type="gemma2", num_hidden_layers=2, sliding_window=512))
+    assert (gemma.sliding_window, gemma.attention_chunk_size) == (512, None)
+    hybrid = parse_config(_base(num_hidden_layers=4, sliding_window=512, full_attention_interval=2))
+    assert hybrid.sliding_window is None          # Qwen3-Next's linear layers: no window applies
+
+
+@pytest.mark.parametrize("over,kv_heads", [
+    # Falcon 7B (RW): multi_query defaults to true when absent -> 1 KV head
+    (dict(model_type="falcon"), 1),
+    (dict(model_type="RefinedWebModel", multi_query=True), 1),
+    (dict(model_type="RefinedWeb", multi_query=False), 8),
+    # Falcon 40B: new_decoder_architecture reads num_kv_heads / n_head_kv, ignores multi_query
+    (dict(model_type="falcon", new_decoder_architecture=True, multi_query=True, n_head_kv=2), 2),
+    (dict(model_type="falcon", new_decoder_architecture=True, num_key_value_heads=4), 4),
+    (dict(model_type="falcon", new_decoder_architecture=True), 8),       # none given: one per query head
+    # GPT-BigCode: multi_query true -> one KV head; false or absent -> MHA
+    (dict(model_type="gpt_bigcode", multi_query=True), 1),
+    (dict(model_type="gpt_bigcode", multi_query=False), 8),
+    # Falcon family: its own field num_kv_heads (legacy n_head_kv) is read, not num_key_value_heads
+    # (transformers' FalconConfig takes num_kv_heads only); the original RW 40B config gives n_head_kv
+    # without multi_query: only 'falcon' defaults multi_query to true
+    (dict(model_type="RefinedWeb", num_kv_heads=2, num_key_value_heads=4), 2),
+    (dict(model_type="RefinedWebModel", num_kv_heads=2, num_key_value_heads=4), 2),
+    (dict(model_type="RefinedWeb", n_head_kv=4), 4),
+    (dict(model_type="falcon", new_decoder_architecture=True, num_kv_heads=2, num_key_value_heads=4), 2),
+    (dict(model_type="x", new_decoder_architecture=True, num_kv_heads=2, num_key_value_heads=4), 2),
+    (dict(model_type="llama", num_kv_heads=2), 2),                       # other names of the field
+    (dict(model_type="llama", n_head_kv=4), 4),
+])
+def test_kv_heads_by_family(over, kv_heads):
+    assert parse_config(_base(**over)).num_kv_heads == kv_heads
+
+
+def test_ffn_config_without_a_width_leaves_the_count_unknown():
+    # DBRX nests the width as ffn_config.ffn_hidden_size; a nested object without it is no error:
+    # the KV figures stand and intermediate_size is listed as missing
+    cfg = _base(intermediate_size=..., ffn_config={"moe_top_k": 4})
+    spec = parse_config(cfg)
+    assert spec.intermediate_size is None and spec.kv_bytes_per_token() == 8_192   # 2 x 4 x 8 x 64 x 2 B
+    assert [name for name, _ in spec.missing_fields] == ["intermediate_size"]
+
+
+def test_model_type_from_text_config_first_then_the_wrapper():
+    assert parse_config(_base()).model_type == "unknown"                          # none given
+    inner = dict(_base(), model_type="llama")
+    assert parse_config({"model_type": "llava", "text_config": inner}).model_type == "llama"
+    assert parse_config({"model_type": "llava", "text_config": _base()}).model_type == "llava"
+    assert parse_config(_base(model_type=7)).model_type == "unknown"              # not a string: ignored
+
+
+def test_head_dim_given_makes_the_hidden_size_optional():
+    # D is read directly, so the KV figure stands without a hidden size: 2 x 4 layers x 8 x 64 x 2 B = 8,192;
+    # the hidden size then only lacks for the parameter count
+    spec = parse_config(_base(hidden_size=..., head_dim=64))
+    assert (spec.head_dim, spec.hidden_size, spec.kv_bytes_per_token()) == (64, None, 8_192)
+    assert spec.missing_fields == (("hidden_size", "hidden_size / n_embd / d_model / model_dim"),)
+
+
+def test_mla_needs_only_the_two_cache_widths():
+    # MLA caches kv_lora_rank + qk_rope_head_dim per token per layer, once (no K/V pair):
+    # 4 layers x (512 + 64) x 2 B = 4,608 B; the other MLA widths only matter for parameters
+    spec = parse_config(_base(kv_lora_rank=512, qk_rope_head_dim=64))
+    assert spec.kv_bytes_per_token() == 4_608
+    assert (spec.q_lora_rank, spec.qk_nope_head_dim, spec.v_head_dim) == (None, None, None)
+
+
+@pytest.mark.parametrize("over,experts", [
+    ({"num_local_experts": 8}, 8),        # Mixtral
+    ({"n_routed_experts": 8}, 8),         # DeepSeek
+    ({"num_experts": 8}, 8),              # Qwen-MoE, OLMoE
+    ({"num_experts": 0}, 0),              # some dense configs carry num_experts: 0 (no experts)
+])
+def test_expert_count_names(over, experts):
+    spec = parse_config(_base(num_experts_per_tok=2, **over))
+    assert spec.num_experts == experts
+
+
+def test_shared_experts_read():
+    # Qwen2-MoE names the shared expert's width; DeepSeek counts shared experts (0 allowed)
+    spec = parse_config(_base(num_experts=8, num_experts_per_tok=2, shared_expert_intermediate_size=5632,
+                              moe_intermediate_size=1408, n_shared_experts=0))
+    assert (spec.shared_expert_intermediate_size, spec.moe_intermediate_size, spec.num_shared_experts) == \
+        (5632, 1408, 0)
+    assert parse_config(_base(n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=1)).num_shared_experts == 1
+
+
+def test_dtype_and_tied_embeddings_of_a_wrapped_model():
+    # multimodal wrappers: the language model's own field wins, the wrapper's fills in when it has none
+    assert parse_config({"text_config": _base(torch_dtype="float16")}).dtype == "float16"
+    assert parse_config({"torch_dtype": "float32", "text_config": _base()}).dtype == "float32"
+    assert parse_config({"torch_dtype": "float32", "text_config": _base(torch_dtype="float16")}).dtype == "float16"
+    assert parse_config(_base(torch_dtype="float16", dtype="float32")).dtype == "float16"   # the older name first
+    assert parse_config({"text_config": _base(tie_word_embeddings=True)}).tie_word_embeddings is True
+    assert parse_config({"tie_word_embeddings": True, "text_config": _base()}).tie_word_embeddings is True
+    assert parse_config({"tie_word_embeddings": True,
+                         "text_config": _base(tie_word_embeddings=False)}).tie_word_embeddings is False
+    assert parse_config(_base()).tie_word_embeddings is False                  # Llama-style default
+    assert parse_config(_base(model_type="gemma2", sliding_window=8)).tie_word_embeddings is True   # Gemma ties
+
+
+# Architecture details that only feed the parameter count, by model type. Expected flags come from
+# each family's transformers modelling code: which projections carry a bias, tied embeddings, gated
+# MLP or not, LayerNorm (with bias) or RMSNorm, norms per layer, learned positions, attention sinks.
+ARCH = ("tie_word_embeddings", "qkv_bias", "o_bias", "mlp_gated", "mlp_bias", "layernorm_bias", "norms_per_layer",
+        "attention_sinks")
+
+
+@pytest.mark.parametrize("over,flags", [
+    ({"model_type": "llama"}, (False, False, False, True, False, False, 2, False)),
+    ({"model_type": "llama", "attention_bias": True}, (False, True, True, True, False, False, 2, False)),
+    # Qwen2: q/k/v carry a bias, o_proj never (attention_bias is not read)
+    ({"model_type": "qwen2"}, (False, True, False, True, False, False, 2, False)),
+    ({"model_type": "qwen2_moe", "attention_bias": True}, (False, True, False, True, False, False, 2, False)),
+    ({"model_type": "qwen2_moe"}, (False, True, False, True, False, False, 2, False)),
+    ({"model_type": "qwen2", "attention_bias": True}, (False, True, False, True, False, False, 2, False)),
+    # GPT-2: Conv1D with biases everywhere, tied, up -> GELU -> down, LayerNorm
+    ({"model_type": "gpt2"}, (True, True, True, False, True, True, 2, False)),
+    ({"model_type": "gemma"}, (True, False, False, True, False, False, 2, False)),
+    ({"model_type": "gemma2", "sliding_window": 8}, (True, False, False, True, False, False, 4, False)),
+    ({"model_type": "gemma3", "sliding_window": 8}, (True, False, False, True, False, False, 4, False)),
+    ({"model_type": "gemma3_text", "sliding_window": 8}, (True, False, False, True, False, False, 4, False)),
+    # Falcon: one `bias` flag for every linear layer of attention; classic MLP, LayerNorm
+    ({"model_type": "falcon", "bias": True}, (False, True, True, False, False, True, 2, False)),
+    ({"model_type": "RefinedWeb"}, (False, False, False, False, False, True, 2, False)),
+    ({"model_type": "RefinedWeb", "bias": True}, (False, True, True, False, False, True, 2, False)),
+    ({"model_type": "RefinedWebModel", "bias": True, "attention_bias": False},
+     (False, True, True, False, False, True, 2, False)),
+    # gpt-oss: MLP biases and a learned sink per head
+    ({"model_type": "gpt_oss"}, (False, False, False, True, True, False, 2, True)),
+])
+def test_parameter_details_by_family(over, flags):
+    spec = parse_config(_base(**over))
+    assert tuple(getattr(spec, name) for name in ARCH) == flags
+
+
+def test_positions_and_mtp_layers():
+    # GPT-2 learns n_positions position embeddings; others use RoPE (0 learned)
+    assert parse_config(_base(model_type="gpt2", n_positions=1024)).learned_positions == 1024
+    assert parse_config(_base(model_type="llama", n_positions=1024)).learned_positions == 0
+    assert parse_config(_base(model_type="gpt2")).learned_positions == 0
+    assert parse_config(_base(num_nextn_predict_layers=0)).mtp_layers == 0                  # Kimi K2 ships 0
+    # DeepSeek-V3: num_nextn_predict_layers = 1 multi-token-prediction layer (its config.json)
+    assert kv.load_model("deepseek-v3").mtp_layers == 1
+    assert parse_config(_base()).mtp_layers == 0
+    for name in ("max_position_embeddings", "n_positions", "seq_length"):
+        assert parse_config(_base(**{name: 4096})).max_position_embeddings == 4096
+    assert parse_config(_base()).max_position_embeddings is None
+
+
+@pytest.mark.parametrize("model_type", ["qwen2", "qwen2_moe", "qwen3", "qwen3_moe"])
+def test_qwen_window_unused_unless_asked(model_type):
+    # Qwen configs ship sliding_window but apply it only with use_sliding_window: true
+    spec = parse_config(_base(model_type=model_type, sliding_window=4096))
+    assert spec.sliding_window is None and set(spec.layer_kinds) == {"full"}
