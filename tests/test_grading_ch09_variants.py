@@ -8,7 +8,8 @@ scores are the contract's points (q1 2, each drill 1: 10 in all):
 * each one's own answers: 10; the other's answers: 2 (q1's formula still right, every drill wrong);
 * a notebook that claims the other id (``STUDENT_ID``, ``claim_student``, ``KV_COURSE_STUDENT``)
   with the other's answers: 2 (graded against its own id);
-* the solution-style notebook (answers computed from the question it draws): 10 for both.
+* the solution-style notebook (answers computed from the question it draws): 10 for both (the outside
+  check), and 10 for a third learner in the same class on the slow paths.
 
 Paths: the outside check (``autograder.verdict``, fast), ``python -m autograder grade`` and
 ``grade-class``, and plain ``nbgrader autograde`` with the course config (its kernel learns the
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,6 +35,7 @@ from autograder import sandbox
 from autograder import verdict as V
 
 ADA, ALAN = "ada", "alan"
+SOLVER = "grace"            # a third learner, who hands in the solution (answers computed from her questions)
 SWAPPED = D.POINTS[D.Q1]          # only q1 (the formula function) is right with the other's answers
 SOURCES = D.sources()
 NAMES = list(SOURCES)
@@ -176,12 +179,14 @@ def _class_scores(course: Path, out: Path, students: dict) -> dict:
 def test_grade_class_grades_each_against_their_own(name, tmp_path):
     nbs = notebooks(SOURCES[name])
     course = D.make_course(tmp_path / "course", name)
-    own = _class_scores(course, tmp_path / "out1", {ADA: nbs["ada_own"], ALAN: nbs["alan_own"]})
-    assert own == {ADA: D.FULL, ALAN: D.FULL}
+    # round 1: each their own answers, and a third learner the solution (computed from their own questions)
+    own = _class_scores(course, tmp_path / "out1", {ADA: nbs["ada_own"], ALAN: nbs["alan_own"],
+                                                    SOLVER: nbs["solution"]})
+    assert own == {ADA: D.FULL, ALAN: D.FULL, SOLVER: D.FULL}
+    shutil.rmtree(course / "submitted" / SOLVER)
+    # round 2: the answers swapped (ada's notebook also claims alan's id)
     swapped = _class_scores(course, tmp_path / "out2", {ADA: nbs["alan_as_ada"], ALAN: nbs["ada_own"]})
     assert swapped == {ADA: SWAPPED, ALAN: SWAPPED}
-    solution = _class_scores(course, tmp_path / "out3", {ADA: nbs["solution"], ALAN: nbs["solution"]})
-    assert solution == {ADA: D.FULL, ALAN: D.FULL}
     stored = json.loads((tmp_path / "out2" / "results" / D.ASSIGNMENT / f"{ADA}.json").read_text())
     tests = {t["grade_id"]: t for t in stored["tests"]}
     assert tests[D.Q1]["passed"] and drills_right({g: t["passed"] for g, t in tests.items()}) == []
@@ -208,12 +213,12 @@ def test_grade_one_notebook_takes_the_student_from_the_flag_or_the_folder(tmp_pa
 
 
 # --- plain nbgrader ----------------------------------------------------------------------------------------
-def _gradebook_scores(course: Path) -> dict:
+def _gradebook_scores(course: Path, students) -> dict:
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "kv-course") as gb:
         return {s: {g.name: g.score for g in gb.find_submission_notebook(D.ASSIGNMENT, D.ASSIGNMENT, s).grades}
-                for s in (ADA, ALAN)}
+                for s in students}
 
 
 @pytest.mark.slow
@@ -230,13 +235,12 @@ def test_plain_nbgrader_autograde_grades_each_against_their_own(name, tmp_path):
         run = _run([sys.executable, "-m", "nbgrader", "autograde", D.ASSIGNMENT, "--force"], cwd=course,
                    **PLAIN_ENV)
         assert run.returncode == 0, run.stderr[-3000:]
-        grades = _gradebook_scores(course)
+        grades = _gradebook_scores(course, students)
         return {s: sum(g.get(gid, 0) or 0 for gid in D.POINTS) for s, g in grades.items()}, grades
 
-    scores, _ = autograde({ADA: nbs["ada_own"], ALAN: nbs["alan_own"]})
-    assert scores == {ADA: D.FULL, ALAN: D.FULL}
+    scores, _ = autograde({ADA: nbs["ada_own"], ALAN: nbs["alan_own"], SOLVER: nbs["solution"]})
+    assert scores == {ADA: D.FULL, ALAN: D.FULL, SOLVER: D.FULL}
+    shutil.rmtree(course / "submitted" / SOLVER)
     scores, grades = autograde({ADA: nbs["alan_as_ada"], ALAN: nbs["ada_own"]})
     assert scores == {ADA: SWAPPED, ALAN: SWAPPED}
     assert grades[ADA][D.Q1] == D.POINTS[D.Q1] and all(grades[ADA][g] == 0 for g in D.DRILL_IDS.values())
-    scores, _ = autograde({ADA: nbs["solution"], ALAN: nbs["solution"]})
-    assert scores == {ADA: D.FULL, ALAN: D.FULL}
