@@ -570,3 +570,56 @@ def test_log_02_blocks_imply_a_pool_and_a_budget_of_one_is_allowed():
     # [76,240 x 589,824, 76,241 x 589,824 - 1] = [44,968,181,760, 44,968,771,583] B (sidecar 02: 41.88 GiB)
     p = predict_from_log(parse_log(read_bundled_log("02"))[0], OPT_125M, max_num_batched_tokens=1)
     assert (p.implied_available_bytes_min, p.implied_available_bytes_max) == (44_968_181_760, 44_968_771_583)
+
+
+@pytest.mark.parametrize("version,tokens", [
+    # the once/either boundary sits after every 0.20.x (notes section 4; figures as in the test above)
+    ("0.20.99", (344_505, 344_846)), ("0.20.100", (287_753, 344_846)),
+])
+def test_batch_budget_boundary_after_0_20(version, tokens):
+    log = ("Available KV cache memory: 10.00 GiB\nGPU KV cache size: 218,400 tokens\n"
+           "Maximum concurrency for 8,192 tokens per request: 1.00x\n")
+    p = predict_from_log(_start(log), load_model("gpt-oss-20b"), max_num_batched_tokens=2048, version=version)
+    assert (p.tokens_min, p.tokens_max) == tokens
+
+
+def test_unknown_version_counts_the_batch_budget_once_or_twice():
+    # A V1 config line without a release, the combined capacity line (0.20+ format: the concurrency formula only).
+    # gpt-oss-20b, 10.00 GiB, N in [27,293, 27,320], F = 2048 (worked in test_batch_budget_counted_once_or_twice):
+    # once [344,505, 344,846], twice [287,753, 288,037] -> either: [287,753, 344,846]. (Three times would give
+    # 512 + ceil(6271 / 16) + 1 = 905 blocks a request, int(27,293 / 905 x 8192) = 247,054 at the low end.)
+    log = ("Initializing a V1 LLM engine with config: model='openai/gpt-oss-20b', dtype=torch.bfloat16, "
+           "max_seq_len=8192, tensor_parallel_size=1, pipeline_parallel_size=1, kv_cache_dtype=auto\n"
+           "Available KV cache memory: 10.00 GiB\n" + COMBINED.format(tokens="218,400", conc="26.66"))
+    p = predict_from_log(_start(log), load_model("gpt-oss-20b"), max_num_batched_tokens=2048)
+    assert p.engine == "v1"
+    assert (p.tokens_min, p.tokens_max) == (287_753, 344_846)
+
+
+def test_v1_block_count_without_tokens_uses_the_block_formula():
+    # a V1 log printing '# GPU blocks: N' and no token figure: the count is compared as blocks, tokens N x bs
+    log = _v1_config().replace("GPU KV cache size: {tokens} tokens\n", "# GPU blocks: 5,120\n").format(gib="10.00")
+    p = predict_from_log(_start(log), LLAMA)
+    assert p.scenarios == ("V1, tokens = N x bs",)
+    # 2 MiB a block, N in [5,117, 5,122] (worked above): 5,120 inside
+    assert (p.blocks_min, p.blocks_max, p.agrees) == (5_117, 5_122, True)
+
+
+def test_v0_sizes_sliding_layers_as_full_attention():
+    # V0 has no hybrid manager: HYBRID_8_11's 19 layers are one group, 19 x 32,768 = 622,592 B a block.
+    # 10.00 GiB: floor(10,732,049,531 / 622,592) = 17,237 (17,237 x 622,592 = 10,731,618,304),
+    #            floor(10,742,786,949 / 622,592) = 17,254 (17,255 x 622,592 = 10,742,824,960 > hi)
+    p = predict_from_log(_start(V0_PROFILE.format(x="10.00", n=17_240)), HYBRID_8_11)
+    assert (p.engine, p.bytes_per_block, p.blocks_min, p.blocks_max) == ("v0", 622_592, 17_237, 17_254)
+
+
+def test_token_count_over_two_groups_implies_a_pool_from_the_lowest_block_count():
+    # gpt-oss-20b on V1 0.10.1 (pre-0.20: tokens = (N // 2 groups) x 16), no available figure, 218,400 tokens:
+    # N // 2 = 13,650 -> N in {27,300, 27,301}; B = 12 x 32,768 = 393,216 B. Pool in
+    # [27,300 x 393,216, 27,302 x 393,216 - 1] = [10,734,796,800, 10,735,583,231] B
+    # = 10.73 GB (10.00 GiB: 9.9976) to 10.74 GB (10.00 GiB: 9.9983)
+    log = _v1_config(model="openai/gpt-oss-20b").replace("Available KV cache memory: {gib} GiB\n", "")
+    p = predict_from_log(_start(log.format(tokens="218,400")), load_model("gpt-oss-20b"))
+    assert (p.implied_available_bytes_min, p.implied_available_bytes_max) == (10_734_796_800, 10_735_583_231)
+    assert p.reason == ("the log prints no available-KV-memory figure, so there is nothing to predict from; the logged "
+                        "count implies a pool of 10.73 GB (10.00 GiB) to 10.74 GB (10.00 GiB) per rank")
