@@ -623,3 +623,43 @@ def test_token_count_over_two_groups_implies_a_pool_from_the_lowest_block_count(
     assert (p.implied_available_bytes_min, p.implied_available_bytes_max) == (10_734_796_800, 10_735_583_231)
     assert p.reason == ("the log prints no available-KV-memory figure, so there is nothing to predict from; the logged "
                         "count implies a pool of 10.73 GB (10.00 GiB) to 10.74 GB (10.00 GiB) per rank")
+
+
+def test_a_block_size_fit_follows_the_stronger_causes():
+    # 10,240 blocks on V0 = twice the 2 MiB count: TP 2, PP 2, fp8 (priority order) and block_size 8 (1 MiB blocks,
+    # [10,234, 10,245]) all fit; the block size, the weakest reading, comes last
+    p = predict_from_log(_start(V0_PROFILE.format(x="10.00", n=10_240)), LLAMA)
+    assert p.cause.startswith("TP not accounted: with tensor_parallel_size=2")
+    assert p.alternatives[-1] == "a different block size: with block_size=8 the logged count fits (pass --block-size 8)"
+    # a block size given by the caller (32) is second-guessed too, 16 included: 5,120 blocks of 2 MiB fit at 16
+    q = predict_from_log(_start(V0_PROFILE.format(x="10.00", n=5_120)), LLAMA, block_size=32)
+    assert q.alternatives[-1] == ("a different block size: with block_size=16 the logged count fits "
+                                  "(pass --block-size 16)")
+
+
+@pytest.mark.parametrize("logged,block_size", [
+    # a quarter, an eighth, a sixteenth of the 2 MiB count: 10.00 GiB over 8, 16, 32 MiB blocks
+    # 10,732,049,531 // 8,388,608 = 1,279, 10,742,786,949 // 8,388,608 = 1,280
+    # // 16,777,216: [639, 640]; // 33,554,432: [319, 320]
+    (1_280, 64), (640, 128), (320, 256),
+])
+def test_larger_block_sizes_are_offered(logged, block_size):
+    p = predict_from_log(_start(V0_PROFILE.format(x="10.00", n=logged)), LLAMA)
+    assert p.alternatives == (f"a different block size: with block_size={block_size} the logged count fits "
+                              f"(pass --block-size {block_size})",)
+
+
+def test_mla_block_size_is_a_primary_cause():
+    # DeepSeek V3 on V0 0.6.6, 1.57 GiB = [1,680,405,955, 1,691,143,372] B; at block_size 32 a block is
+    # 2 x 1,124,352 = 2,248,704 B -> [747, 752]: 750 fits. For MLA a block size is not the weakest reading
+    # (priority 2, below the wrong-model text), so it is the cause
+    p = predict_from_log(_start(V0_PROFILE.format(x="1.57", n=750)), load_model("deepseek-v3"), version="0.6.6")
+    assert (p.cause, p.alternatives) == ("a different block size: with block_size=32 the logged count fits "
+                                         "(pass --block-size 32)", ())
+    # twice the count with the KV dtype given: block_size 8 (562,176 B, priority 2) comes before fp8 (562,176 B,
+    # priority 3 when the dtype was given)
+    q = predict_from_log(_start(V0_PROFILE.format(x="1.57", n=3_000)), load_model("deepseek-v3"), version="0.6.6",
+                         kv_cache_dtype="auto")
+    assert q.alternatives[-2:] == (
+        "a different block size: with block_size=8 the logged count fits (pass --block-size 8)",
+        "a different KV dtype: with kv_cache_dtype=fp8 the logged count fits (pass --kv-dtype fp8)")
