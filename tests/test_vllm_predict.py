@@ -663,3 +663,62 @@ def test_mla_block_size_is_a_primary_cause():
     assert q.alternatives[-2:] == (
         "a different block size: with block_size=8 the logged count fits (pass --block-size 8)",
         "a different KV dtype: with kv_cache_dtype=fp8 the logged count fits (pass --kv-dtype fp8)")
+
+
+def test_v0_mla_padding_not_applied_is_named():
+    # V0 0.7.3 pads MLA entries ([1,345, 1,353] blocks at 1.57 GiB, worked above); 1,500 blocks fit only the
+    # unpadded 576-element entry ([1,494, 1,504])
+    p = predict_from_log(_start(V0_PROFILE.format(x="1.57", n=1_500)), load_model("deepseek-v3"), version="0.7.3")
+    assert (p.cause, p.alternatives) == ("V0's 256-byte MLA entry padding not applied (576 -> 640 elements in "
+                                         "16-bit) makes the count fit", ())
+
+
+def test_a_printed_auto_dtype_is_not_a_given_one():
+    # 'kv_cache_dtype=auto' printed is the default, not a choice: fp8 keeps priority 1 and comes before
+    # block_size 8 (priority 2). DeepSeek V3 on V1, 1.57 GiB, '# GPU blocks: 3,000': fp8 (562,176 B a block)
+    # [2,989, 3,008] and block_size 8 (1,124,352 / 2 = 562,176 B) both fit; PP 2 is named first
+    log = _v1_config(model="deepseek-ai/DeepSeek-V3").replace("GPU KV cache size: {tokens} tokens\n",
+                                                              "# GPU blocks: 3,000\n").format(gib="1.57")
+    p = predict_from_log(_start(log), load_model("deepseek-v3"))
+    assert p.cause.startswith("PP not accounted: with pipeline_parallel_size=2")
+    assert p.alternatives == (
+        "a different KV dtype: with kv_cache_dtype=fp8 the logged count fits (pass --kv-dtype fp8)",
+        "a different block size: with block_size=8 the logged count fits (pass --block-size 8)")
+
+
+def test_hybrid_manager_disabled_comes_before_a_printed_dtype():
+    # gpt-oss-20b on V1 with fp8 printed: 12 x 16,384 = 196,608 B a block. '# GPU blocks: 27,300' is half that
+    # count: 16-bit (12 x 32,768 = 393,216 B) or the hybrid manager disabled (24 x 16,384 = 393,216 B) both give
+    # [27,293, 27,320] at 10.00 GiB. The printed dtype is a given (priority 3), the manager setting is not (2)
+    log = _v1_config(kv="fp8", model="openai/gpt-oss-20b").replace("GPU KV cache size: {tokens} tokens\n",
+                                                                   "# GPU blocks: 27,300\n").format(gib="10.00")
+    p = predict_from_log(_start(log), load_model("gpt-oss-20b"))
+    assert p.cause == ("the hybrid KV-cache manager disabled (sliding-window layers sized as full attention) makes "
+                       "the count fit")
+    assert p.alternatives[0] == ("a different KV dtype: with kv_cache_dtype=auto the logged count fits "
+                                 "(pass --kv-dtype auto)")
+
+
+def test_wrong_model_block_from_the_lowest_count_of_a_token_span():
+    # gpt-oss-20b, V1 0.10.1 (tokens = (N // 2) x 16), 10.00 GiB predicts [218,336, 218,560]; 655,200 tokens
+    # = 40,950 x 16 -> N in {81,900, 81,901}: the first, 81,900, is read. Window middle
+    # (10,732,049,531 + 10,742,786,949) / 2 = 10,737,418,240; / 81,900 = 131,104.01 -> 131,104 B, 0.33x 393,216
+    log = _v1_config(model="openai/gpt-oss-20b").format(gib="10.00", tokens="655,200")
+    p = predict_from_log(_start(log), load_model("gpt-oss-20b"))
+    assert p.cause.startswith("wrong model or dtype: the logged 655,200 tokens imply about 131,104 B per block, "
+                              "0.33x the 393,216 B this model gives at block size 16")
+
+
+def test_candidates_are_tried_with_the_batch_budget():
+    # gpt-oss-20b, 0.20.2, F = 2048, 10.00 GiB. PP 2 (12 layers a stage: 6 + 6), fp8 and TP 2 (4 KV heads a rank)
+    # each halve the block to 6 x 32,768 = 12 x 16,384 = 196,608 B: N in [54,586, 54,640]
+    # (196,608 x 54,641 = 10,742,857,728 > 10,742,786,949); with 649 blocks a request (512 + 137, worked in
+    # test_hybrid_manager_disabled_is_named) tokens int(N / 649 x 8192) in [689,011, 689,693]: 689,300 fits each.
+    # TP was printed (1), so it comes last
+    log = _v1_config(model="openai/gpt-oss-20b").replace("v0.10.1", "v0.20.2").format(gib="10.00", tokens="689,300")
+    p = predict_from_log(_start(log), load_model("gpt-oss-20b"), max_num_batched_tokens=2048)
+    assert p.cause == ("PP not accounted: with pipeline_parallel_size=2 (layers per stage [12, 12]) the logged count "
+                       "fits (pass --pp 2)")
+    assert p.alternatives == (
+        "a different KV dtype: with kv_cache_dtype=fp8 the logged count fits (pass --kv-dtype fp8)",
+        "TP not accounted: with tensor_parallel_size=2 (4 KV head(s) per rank) the logged count fits (pass --tp 2)")
