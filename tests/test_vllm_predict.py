@@ -722,3 +722,19 @@ def test_candidates_are_tried_with_the_batch_budget():
     assert p.alternatives == (
         "a different KV dtype: with kv_cache_dtype=fp8 the logged count fits (pass --kv-dtype fp8)",
         "TP not accounted: with tensor_parallel_size=2 (4 KV head(s) per rank) the logged count fits (pass --tp 2)")
+
+
+SLIDING_4 = parse_config({"num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 8, "head_dim": 64,
+                          "hidden_size": 512, "vocab_size": 1000, "intermediate_size": 1024, "sliding_window": 128,
+                          "layer_types": ["sliding_attention"] * 4})
+
+
+def test_a_model_of_one_attention_kind_is_never_blamed_on_the_hybrid_manager():
+    # vLLM only converts sliding layers to full attention when kinds are mixed (a uniform model has one spec), so
+    # the manager setting is not a candidate here. 4 sliding layers, 32,768 B a layer-block: B = 131,072 B,
+    # 10.00 GiB -> N in [81,879, 81,960] (131,072 x 81,961 = 10,742,792,192 > hi). 0.20.2, F = 2048: 137 blocks a
+    # request, tokens about N / 137 x 8192 = 4.9 M; 1,310,720 = 81,920 x 16 is what full-attention sizing
+    # (512 blocks a request, tokens N x 16) would give, which this model never uses
+    log = _v1_config(model="m").replace("v0.10.1", "v0.20.2").format(gib="10.00", tokens="1,310,720")
+    p = predict_from_log(_start(log), SLIDING_4, max_num_batched_tokens=2048)
+    assert p.cause.startswith("wrong model or dtype") and not any("hybrid" in a for a in p.alternatives)
