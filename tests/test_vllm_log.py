@@ -148,3 +148,25 @@ def test_rank_number():
     assert rank_number("rank=12") == 12
     assert rank_number("VllmWorkerProcess pid=7") is None
     assert rank_number(None) is None
+
+
+@pytest.mark.parametrize("version,engine,evidence", [
+    # vLLM 0.7.0 shipped the V1 engine (opt-in) beside V0, and 0.11.0 removed V0 (release notes): before 0.7.0 the
+    # version decides (V0); from 0.7.0 to 0.10.x the line formats decide; from 0.11.0 the version decides (V1)
+    ("0.6.9", "v0", "version 0.6.9 predates the V1 engine"),
+    ("0.7.0", "v0", "V0 line formats: "),
+    ("0.10.9", "v0", "V0 line formats: "),
+    ("0.11.0", "v1", "version 0.11.0 has no V0 engine"),
+])
+def test_engine_from_the_version_or_the_line_formats(version, engine, evidence):
+    log = (f"Initializing an LLM engine (v{version}) with config: model='x', dtype=torch.bfloat16, max_seq_len=4096\n"
+           "# GPU blocks: 100, # CPU blocks: 50\n")
+    start = parse_log(log)[0]
+    assert start.engine == engine and start.engine_evidence.startswith(evidence)
+
+
+def test_engine_evidence_lists_every_format_seen():
+    # two V1-only lines (the available figure and the token capacity): both named, '; ' between them
+    start = parse_log("Available KV cache memory: 1.00 GiB\nGPU KV cache size: 4,096 tokens\n")[0]
+    assert start.engine == "v1" and start.engine_evidence.startswith("V1 line formats: ")
+    assert start.engine_evidence.count("; ") == 1

@@ -570,3 +570,171 @@ def test_log_02_blocks_imply_a_pool_and_a_budget_of_one_is_allowed():
     # [76,240 x 589,824, 76,241 x 589,824 - 1] = [44,968,181,760, 44,968,771,583] B (sidecar 02: 41.88 GiB)
     p = predict_from_log(parse_log(read_bundled_log("02"))[0], OPT_125M, max_num_batched_tokens=1)
     assert (p.implied_available_bytes_min, p.implied_available_bytes_max) == (44_968_181_760, 44_968_771_583)
+
+
+@pytest.mark.parametrize("version,tokens", [
+    # the once/either boundary sits after every 0.20.x (notes section 4; figures as in the test above)
+    ("0.20.99", (344_505, 344_846)), ("0.20.100", (287_753, 344_846)),
+])
+def test_batch_budget_boundary_after_0_20(version, tokens):
+    log = ("Available KV cache memory: 10.00 GiB\nGPU KV cache size: 218,400 tokens\n"
+           "Maximum concurrency for 8,192 tokens per request: 1.00x\n")
+    p = predict_from_log(_start(log), load_model("gpt-oss-20b"), max_num_batched_tokens=2048, version=version)
+    assert (p.tokens_min, p.tokens_max) == tokens
+
+
+def test_unknown_version_counts_the_batch_budget_once_or_twice():
+    # A V1 config line without a release, the combined capacity line (0.20+ format: the concurrency formula only).
+    # gpt-oss-20b, 10.00 GiB, N in [27,293, 27,320], F = 2048 (worked in test_batch_budget_counted_once_or_twice):
+    # once [344,505, 344,846], twice [287,753, 288,037] -> either: [287,753, 344,846]. (Three times would give
+    # 512 + ceil(6271 / 16) + 1 = 905 blocks a request, int(27,293 / 905 x 8192) = 247,054 at the low end.)
+    log = ("Initializing a V1 LLM engine with config: model='openai/gpt-oss-20b', dtype=torch.bfloat16, "
+           "max_seq_len=8192, tensor_parallel_size=1, pipeline_parallel_size=1, kv_cache_dtype=auto\n"
+           "Available KV cache memory: 10.00 GiB\n" + COMBINED.format(tokens="218,400", conc="26.66"))
+    p = predict_from_log(_start(log), load_model("gpt-oss-20b"), max_num_batched_tokens=2048)
+    assert p.engine == "v1"
+    assert (p.tokens_min, p.tokens_max) == (287_753, 344_846)
+
+
+def test_v1_block_count_without_tokens_uses_the_block_formula():
+    # a V1 log printing '# GPU blocks: N' and no token figure: the count is compared as blocks, tokens N x bs
+    log = _v1_config().replace("GPU KV cache size: {tokens} tokens\n", "# GPU blocks: 5,120\n").format(gib="10.00")
+    p = predict_from_log(_start(log), LLAMA)
+    assert p.scenarios == ("V1, tokens = N x bs",)
+    # 2 MiB a block, N in [5,117, 5,122] (worked above): 5,120 inside
+    assert (p.blocks_min, p.blocks_max, p.agrees) == (5_117, 5_122, True)
+
+
+def test_v0_sizes_sliding_layers_as_full_attention():
+    # V0 has no hybrid manager: HYBRID_8_11's 19 layers are one group, 19 x 32,768 = 622,592 B a block.
+    # 10.00 GiB: floor(10,732,049,531 / 622,592) = 17,237 (17,237 x 622,592 = 10,731,618,304),
+    #            floor(10,742,786,949 / 622,592) = 17,254 (17,255 x 622,592 = 10,742,824,960 > hi)
+    p = predict_from_log(_start(V0_PROFILE.format(x="10.00", n=17_240)), HYBRID_8_11)
+    assert (p.engine, p.bytes_per_block, p.blocks_min, p.blocks_max) == ("v0", 622_592, 17_237, 17_254)
+
+
+def test_token_count_over_two_groups_implies_a_pool_from_the_lowest_block_count():
+    # gpt-oss-20b on V1 0.10.1 (pre-0.20: tokens = (N // 2 groups) x 16), no available figure, 218,400 tokens:
+    # N // 2 = 13,650 -> N in {27,300, 27,301}; B = 12 x 32,768 = 393,216 B. Pool in
+    # [27,300 x 393,216, 27,302 x 393,216 - 1] = [10,734,796,800, 10,735,583,231] B
+    # = 10.73 GB (10.00 GiB: 9.9976) to 10.74 GB (10.00 GiB: 9.9983)
+    log = _v1_config(model="openai/gpt-oss-20b").replace("Available KV cache memory: {gib} GiB\n", "")
+    p = predict_from_log(_start(log.format(tokens="218,400")), load_model("gpt-oss-20b"))
+    assert (p.implied_available_bytes_min, p.implied_available_bytes_max) == (10_734_796_800, 10_735_583_231)
+    assert p.reason == ("the log prints no available-KV-memory figure, so there is nothing to predict from; the logged "
+                        "count implies a pool of 10.73 GB (10.00 GiB) to 10.74 GB (10.00 GiB) per rank")
+
+
+def test_a_block_size_fit_follows_the_stronger_causes():
+    # 10,240 blocks on V0 = twice the 2 MiB count: TP 2, PP 2, fp8 (priority order) and block_size 8 (1 MiB blocks,
+    # [10,234, 10,245]) all fit; the block size, the weakest reading, comes last
+    p = predict_from_log(_start(V0_PROFILE.format(x="10.00", n=10_240)), LLAMA)
+    assert p.cause.startswith("TP not accounted: with tensor_parallel_size=2")
+    assert p.alternatives[-1] == "a different block size: with block_size=8 the logged count fits (pass --block-size 8)"
+    # a block size given by the caller (32) is second-guessed too, 16 included: 5,120 blocks of 2 MiB fit at 16
+    q = predict_from_log(_start(V0_PROFILE.format(x="10.00", n=5_120)), LLAMA, block_size=32)
+    assert q.alternatives[-1] == ("a different block size: with block_size=16 the logged count fits "
+                                  "(pass --block-size 16)")
+
+
+@pytest.mark.parametrize("logged,block_size", [
+    # a quarter, an eighth, a sixteenth of the 2 MiB count: 10.00 GiB over 8, 16, 32 MiB blocks
+    # 10,732,049,531 // 8,388,608 = 1,279, 10,742,786,949 // 8,388,608 = 1,280
+    # // 16,777,216: [639, 640]; // 33,554,432: [319, 320]
+    (1_280, 64), (640, 128), (320, 256),
+])
+def test_larger_block_sizes_are_offered(logged, block_size):
+    p = predict_from_log(_start(V0_PROFILE.format(x="10.00", n=logged)), LLAMA)
+    assert p.alternatives == (f"a different block size: with block_size={block_size} the logged count fits "
+                              f"(pass --block-size {block_size})",)
+
+
+def test_mla_block_size_is_a_primary_cause():
+    # DeepSeek V3 on V0 0.6.6, 1.57 GiB = [1,680,405,955, 1,691,143,372] B; at block_size 32 a block is
+    # 2 x 1,124,352 = 2,248,704 B -> [747, 752]: 750 fits. For MLA a block size is not the weakest reading
+    # (priority 2, below the wrong-model text), so it is the cause
+    p = predict_from_log(_start(V0_PROFILE.format(x="1.57", n=750)), load_model("deepseek-v3"), version="0.6.6")
+    assert (p.cause, p.alternatives) == ("a different block size: with block_size=32 the logged count fits "
+                                         "(pass --block-size 32)", ())
+    # twice the count with the KV dtype given: block_size 8 (562,176 B, priority 2) comes before fp8 (562,176 B,
+    # priority 3 when the dtype was given)
+    q = predict_from_log(_start(V0_PROFILE.format(x="1.57", n=3_000)), load_model("deepseek-v3"), version="0.6.6",
+                         kv_cache_dtype="auto")
+    assert q.alternatives[-2:] == (
+        "a different block size: with block_size=8 the logged count fits (pass --block-size 8)",
+        "a different KV dtype: with kv_cache_dtype=fp8 the logged count fits (pass --kv-dtype fp8)")
+
+
+def test_v0_mla_padding_not_applied_is_named():
+    # V0 0.7.3 pads MLA entries ([1,345, 1,353] blocks at 1.57 GiB, worked above); 1,500 blocks fit only the
+    # unpadded 576-element entry ([1,494, 1,504])
+    p = predict_from_log(_start(V0_PROFILE.format(x="1.57", n=1_500)), load_model("deepseek-v3"), version="0.7.3")
+    assert (p.cause, p.alternatives) == ("V0's 256-byte MLA entry padding not applied (576 -> 640 elements in "
+                                         "16-bit) makes the count fit", ())
+
+
+def test_a_printed_auto_dtype_is_not_a_given_one():
+    # 'kv_cache_dtype=auto' printed is the default, not a choice: fp8 keeps priority 1 and comes before
+    # block_size 8 (priority 2). DeepSeek V3 on V1, 1.57 GiB, '# GPU blocks: 3,000': fp8 (562,176 B a block)
+    # [2,989, 3,008] and block_size 8 (1,124,352 / 2 = 562,176 B) both fit; PP 2 is named first
+    log = _v1_config(model="deepseek-ai/DeepSeek-V3").replace("GPU KV cache size: {tokens} tokens\n",
+                                                              "# GPU blocks: 3,000\n").format(gib="1.57")
+    p = predict_from_log(_start(log), load_model("deepseek-v3"))
+    assert p.cause.startswith("PP not accounted: with pipeline_parallel_size=2")
+    assert p.alternatives == (
+        "a different KV dtype: with kv_cache_dtype=fp8 the logged count fits (pass --kv-dtype fp8)",
+        "a different block size: with block_size=8 the logged count fits (pass --block-size 8)")
+
+
+def test_hybrid_manager_disabled_comes_before_a_printed_dtype():
+    # gpt-oss-20b on V1 with fp8 printed: 12 x 16,384 = 196,608 B a block. '# GPU blocks: 27,300' is half that
+    # count: 16-bit (12 x 32,768 = 393,216 B) or the hybrid manager disabled (24 x 16,384 = 393,216 B) both give
+    # [27,293, 27,320] at 10.00 GiB. The printed dtype is a given (priority 3), the manager setting is not (2)
+    log = _v1_config(kv="fp8", model="openai/gpt-oss-20b").replace("GPU KV cache size: {tokens} tokens\n",
+                                                                   "# GPU blocks: 27,300\n").format(gib="10.00")
+    p = predict_from_log(_start(log), load_model("gpt-oss-20b"))
+    assert p.cause == ("the hybrid KV-cache manager disabled (sliding-window layers sized as full attention) makes "
+                       "the count fit")
+    assert p.alternatives[0] == ("a different KV dtype: with kv_cache_dtype=auto the logged count fits "
+                                 "(pass --kv-dtype auto)")
+
+
+def test_wrong_model_block_from_the_lowest_count_of_a_token_span():
+    # gpt-oss-20b, V1 0.10.1 (tokens = (N // 2) x 16), 10.00 GiB predicts [218,336, 218,560]; 655,200 tokens
+    # = 40,950 x 16 -> N in {81,900, 81,901}: the first, 81,900, is read. Window middle
+    # (10,732,049,531 + 10,742,786,949) / 2 = 10,737,418,240; / 81,900 = 131,104.01 -> 131,104 B, 0.33x 393,216
+    log = _v1_config(model="openai/gpt-oss-20b").format(gib="10.00", tokens="655,200")
+    p = predict_from_log(_start(log), load_model("gpt-oss-20b"))
+    assert p.cause.startswith("wrong model or dtype: the logged 655,200 tokens imply about 131,104 B per block, "
+                              "0.33x the 393,216 B this model gives at block size 16")
+
+
+def test_candidates_are_tried_with_the_batch_budget():
+    # gpt-oss-20b, 0.20.2, F = 2048, 10.00 GiB. PP 2 (12 layers a stage: 6 + 6), fp8 and TP 2 (4 KV heads a rank)
+    # each halve the block to 6 x 32,768 = 12 x 16,384 = 196,608 B: N in [54,586, 54,640]
+    # (196,608 x 54,641 = 10,742,857,728 > 10,742,786,949); with 649 blocks a request (512 + 137, worked in
+    # test_hybrid_manager_disabled_is_named) tokens int(N / 649 x 8192) in [689,011, 689,693]: 689,300 fits each.
+    # TP was printed (1), so it comes last
+    log = _v1_config(model="openai/gpt-oss-20b").replace("v0.10.1", "v0.20.2").format(gib="10.00", tokens="689,300")
+    p = predict_from_log(_start(log), load_model("gpt-oss-20b"), max_num_batched_tokens=2048)
+    assert p.cause == ("PP not accounted: with pipeline_parallel_size=2 (layers per stage [12, 12]) the logged count "
+                       "fits (pass --pp 2)")
+    assert p.alternatives == (
+        "a different KV dtype: with kv_cache_dtype=fp8 the logged count fits (pass --kv-dtype fp8)",
+        "TP not accounted: with tensor_parallel_size=2 (4 KV head(s) per rank) the logged count fits (pass --tp 2)")
+
+
+SLIDING_4 = parse_config({"num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 8, "head_dim": 64,
+                          "hidden_size": 512, "vocab_size": 1000, "intermediate_size": 1024, "sliding_window": 128,
+                          "layer_types": ["sliding_attention"] * 4})
+
+
+def test_a_model_of_one_attention_kind_is_never_blamed_on_the_hybrid_manager():
+    # vLLM only converts sliding layers to full attention when kinds are mixed (a uniform model has one spec), so
+    # the manager setting is not a candidate here. 4 sliding layers, 32,768 B a layer-block: B = 131,072 B,
+    # 10.00 GiB -> N in [81,879, 81,960] (131,072 x 81,961 = 10,742,792,192 > hi). 0.20.2, F = 2048: 137 blocks a
+    # request, tokens about N / 137 x 8192 = 4.9 M; 1,310,720 = 81,920 x 16 is what full-attention sizing
+    # (512 blocks a request, tokens N x 16) would give, which this model never uses
+    log = _v1_config(model="m").replace("v0.10.1", "v0.20.2").format(gib="10.00", tokens="1,310,720")
+    p = predict_from_log(_start(log), SLIDING_4, max_num_batched_tokens=2048)
+    assert p.cause.startswith("wrong model or dtype") and not any("hybrid" in a for a in p.alternatives)

@@ -203,7 +203,7 @@ def _check(s: Scenario, lo: int, hi: int, start: EngineStart) -> _Check | None:
     return _Check(err_t == 0, err_b, err_t)
 
 
-def _evaluate(start, spec, lo, hi, scenarios):
+def _evaluate(start, lo, hi, scenarios):
     checks = [(s, _check(s, lo, hi, start)) for s in scenarios]
     checks = [(s, c) for s, c in checks if c is not None]
     if not checks:
@@ -320,7 +320,7 @@ def predict_from_log(start: EngineStart, spec: ModelSpec, *, block_size: int | N
         compared, logged = "gpu_kv_cache_tokens", start.gpu_kv_cache_tokens
     else:
         compared, logged = None, None
-    result = _evaluate(start, spec, lo, hi, scenarios) if compared else None
+    result = _evaluate(start, lo, hi, scenarios) if compared else None
     window_text = (f"{start.available_kv_cache_text} GiB printed = {lo:,} to {hi:,} B "
                    f"({format_gb_gib(lo)} to {format_gb_gib(hi)})")
     if result is None:
@@ -400,7 +400,7 @@ def _explain(start, spec, lo, hi, best: _Check, ctx) -> tuple[str, tuple]:
         try:
             scenarios = _scenarios(start, spec, params["bs"], params["kv"], params["tp"], params["pp"], ctx["v"],
                                    ctx["f"], mla_pad=params["mla_pad"], hybrid=params["hybrid"])
-            result = _evaluate(start, spec, lo, hi, scenarios)
+            result = _evaluate(start, lo, hi, scenarios)
         except (VllmLogError, ValueError, ZeroDivisionError):
             return False
         return bool(result and result[0])
