@@ -33,6 +33,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, parse_qs
 
 import pytest
+from procs import run_in_group
 
 import hostile as H
 import pg_server as P
@@ -79,16 +80,8 @@ def _args(submitted: Path, out: Path, *extra) -> list:
 
 
 def _run(args, **env):
-    """Run in a process group of its own, all of which is killed if it runs past 600 s."""
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env=dict(os.environ, PYTHONPATH=str(REPO), **env))
-    try:
-        out, err = proc.communicate(timeout=600)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        pytest.fail(f"{' '.join(map(str, args[1:4]))} ran past 600 s:\n{err[-3000:]}")
-    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+    return run_in_group(args, timeout=600, label=" ".join(map(str, args[1:4])),
+                        env=dict(os.environ, PYTHONPATH=str(REPO), **env))
 
 
 def _new_database(url: str, name: str) -> str:

@@ -23,12 +23,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from procs import grading_env, run_in_group
 
 import ch09_drill_answers as D
 from autograder import sandbox
@@ -139,21 +139,7 @@ def test_grading_student_execute_starts_the_kernel_with_nbgraders_student(tmp_pa
 
 # --- the grading CLI ---------------------------------------------------------------------------------------
 def _run(args, *, cwd=None, timeout=600, **env):
-    """Run in a process group of its own, all killed past ``timeout`` (as tests/test_grading_paths.py)."""
-    environ = dict(os.environ, PYTHONPATH=str(D.REPO),
-                   PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    for var in ID_VARS + ("KV_COURSE_GRADING_SEED",):
-        environ.pop(var, None)
-    environ.update(env)
-    proc = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env=environ, cwd=cwd)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        pytest.fail(f"{' '.join(map(str, args[:4]))} ran past {timeout} s:\n{err[-3000:]}")
-    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+    return run_in_group(args, timeout=timeout, cwd=cwd, env=grading_env(drop=ID_VARS, **env))
 
 
 def _submit(course: Path, students: dict) -> Path:

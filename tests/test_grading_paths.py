@@ -25,13 +25,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import stat
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from procs import grading_env, run_in_group
 
 import hostile as H
 import pg_server as P
@@ -96,20 +95,7 @@ def _class(root: Path, students: dict, *, exchange_files: bool = True) -> Path:
 
 
 def _run(args, *, cwd=None, timeout=600, **env):
-    """Run in a process group of its own, all of which is killed if it runs past ``timeout``."""
-    environ = dict(os.environ, PYTHONPATH=str(REPO),
-                   PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    environ.pop("KV_COURSE_GRADING_SEED", None)
-    environ.update(env)
-    proc = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env=environ, cwd=cwd)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        pytest.fail(f"{' '.join(map(str, args[:4]))} ran past {timeout} s:\n{err[-3000:]}")
-    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+    return run_in_group(args, timeout=timeout, cwd=cwd, env=grading_env(**env))
 
 
 def _grade_class(submitted: Path, out: Path, *extra, course: Path = REPO / "course", **env):

@@ -33,12 +33,12 @@ import csv
 import hashlib
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from procs import run_in_group
 
 import hostile as H
 from autograder import sandbox as S
@@ -72,16 +72,7 @@ CONTROLS = ("honest", "honest_2", "blank")
 
 
 def run_group(args, *, timeout, **kw) -> subprocess.CompletedProcess:
-    """subprocess.run in a process group of its own, all of which is killed if it times out."""
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, **kw)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        pytest.fail(f"grade-class ran past {timeout} s:\n{err[-3000:]}")
-    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+    return run_in_group(args, timeout=timeout, label="grade-class", **kw)
 
 
 def _snapshot() -> dict:
