@@ -9,6 +9,7 @@ from kvlib.vllm.layout import (
     KV_CACHE_DTYPES,
     MLA_PACKED_BYTES,
     bytes_per_block,
+    kv_cache_groups,
     kv_element_bytes,
     layer_page_bytes,
     pp_layer_split,
@@ -114,3 +115,19 @@ def test_pp_layer_split_by_hand():
             pp_layer_split(32, bad)
     with pytest.raises(VllmLogError, match=r"^pipeline_parallel_size=5 exceeds the 4 layers$"):
         pp_layer_split(4, 5)
+
+
+def test_kv_cache_groups_at_the_threshold():
+    # notes/vllm-kv-accounting.md: group_size = the smallest bucket, or the largest if largest < 1.5 x smallest.
+    # 3 sliding + 2 full: 3 = 1.5 x 2, not below it -> the smallest, 2; full ceil(2 / 2) = 1 group,
+    # sliding ceil(3 / 2) = 2 groups (the second padded)
+    assert kv_cache_groups(["sliding"] * 3 + ["full"] * 2) == (2, ("full", "sliding", "sliding"))
+    # under 1.25 (0.11-0.14): 5 + 4, 5 = 1.25 x 4 -> the smallest, 4: full 1 group, sliding ceil(5 / 4) = 2
+    assert kv_cache_groups(["sliding"] * 5 + ["full"] * 4, "1.25") == (4, ("full", "sliding", "sliding"))
+    # just below: 4 + 3 under 1.25 gives 4 >= 3.75 -> 3; under 1.5, 4 < 4.5 -> the largest, 4: one group each
+    assert kv_cache_groups(["sliding"] * 4 + ["full"] * 3, "1.5") == (4, ("full", "sliding"))
+
+
+def test_kv_cache_groups_refuses_a_rank_without_kv_layers():
+    with pytest.raises(VllmLogError, match=r"^no layer keeps a KV cache$"):
+        kv_cache_groups([])
