@@ -131,3 +131,14 @@ def test_kv_cache_groups_at_the_threshold():
 def test_kv_cache_groups_refuses_a_rank_without_kv_layers():
     with pytest.raises(VllmLogError, match=r"^no layer keeps a KV cache$"):
         kv_cache_groups([])
+
+
+def test_pp_stages_take_consecutive_layers():
+    # 6 layers over pp = 3: 2 + 2 + 2 (6 // 3, no remainder). Kinds full, none, none, full, full, full: stage 1
+    # holds layers 0-1 (1 KV layer), stage 2 layers 2-3 (1), stage 3 layers 4-5 (2). V0 (which sizes
+    # layers without KV out, unlike V1's refusal of Mamba hybrids): the busiest stage's block is
+    # 2 layers x 16 x 8 x (64 + 64) x 2 B = 2 x 32,768 = 65,536 B
+    spec = ModelSpec(name="gaps", model_type="test", num_layers=6, num_heads=8, num_kv_heads=8, head_dim=64,
+                     hidden_size=None, vocab_size=None, intermediate_size=None,
+                     layer_kinds=("full", "none", "none", "full", "full", "full"))
+    assert bytes_per_block(spec, pp=3, engine="v0") == 65536

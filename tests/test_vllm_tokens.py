@@ -119,3 +119,12 @@ def test_blocks_for_tokens_searches_up_to_2_to_the_80_blocks():
     assert s.blocks_for_tokens(16 * 2**80) == (2**80, 2**80)
     assert s.blocks_for_tokens(16 * 2**81) is None
     assert s.blocks_for_tokens(16 * 2**80 + 16) is None
+
+
+def test_one_block_per_request():
+    # one full-attention group, mml = bs = 16: a request needs ceil(16 / 16) = 1 block, so N blocks serve N
+    # requests (concurrency 10 / 1 = 10) and print int(10 / 1 x 16) = 160 tokens
+    s = _scenario("concurrency", groups=("full",), mml=16)
+    assert s.bpr() == 1
+    assert s.tokens(10) == 160
+    assert s.concurrency(10) == 10
