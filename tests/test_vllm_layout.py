@@ -133,12 +133,37 @@ def test_kv_cache_groups_refuses_a_rank_without_kv_layers():
         kv_cache_groups([])
 
 
+def _spec(kinds, **extra):
+    return ModelSpec(name="pattern", model_type="test", num_layers=len(kinds), num_heads=8, num_kv_heads=8,
+                     head_dim=64, hidden_size=None, vocab_size=None, intermediate_size=None, layer_kinds=kinds,
+                     **extra)
+
+
 def test_pp_stages_take_consecutive_layers():
     # 6 layers over pp = 3: 2 + 2 + 2 (6 // 3, no remainder). Kinds full, none, none, full, full, full: stage 1
     # holds layers 0-1 (1 KV layer), stage 2 layers 2-3 (1), stage 3 layers 4-5 (2). V0 (which sizes
     # layers without KV out, unlike V1's refusal of Mamba hybrids): the busiest stage's block is
     # 2 layers x 16 x 8 x (64 + 64) x 2 B = 2 x 32,768 = 65,536 B
-    spec = ModelSpec(name="gaps", model_type="test", num_layers=6, num_heads=8, num_kv_heads=8, head_dim=64,
-                     hidden_size=None, vocab_size=None, intermediate_size=None,
-                     layer_kinds=("full", "none", "none", "full", "full", "full"))
-    assert bytes_per_block(spec, pp=3, engine="v0") == 65536
+    assert bytes_per_block(_spec(("full", "none", "none", "full", "full", "full")), pp=3, engine="v0") == 65536
+
+
+def test_block_size_one_and_mla_in_the_model_dtype():
+    # a block of one token is a valid block: 1 x 8 x (128 + 128) x 2 = 4,096 B
+    assert layer_page_bytes(LLAMA_8B, 1) == 4096
+    # 'auto' caches in the model's dtype for MLA too: 16 x (512 + 64) x 4 B = 36,864 in float32
+    assert layer_page_bytes(DEEPSEEK_V3, model_dtype="float32") == 36864
+
+
+def test_stage_layouts_refusals_name_the_case():
+    # pp = 2 over none, none, full, full: stage 1 (layers 0-1) keeps no KV cache
+    with pytest.raises(VllmLogError, match=r"^pipeline stage without a KV-cache layer \(pp=2\); not modelled$"):
+        bytes_per_block(_spec(("none", "none", "full", "full")), pp=2, engine="v0")
+    # V1 refuses any model with layers that keep no KV cache (Mamba / linear attention); V0 sizes the rest
+    with pytest.raises(VllmLogError, match=r"^pattern: Mamba / linear-attention hybrids \(block-size alignment "
+                                           r"to the state page\) are not modelled$"):
+        bytes_per_block(_spec(("full", "none")), engine="v1")
+    assert bytes_per_block(_spec(("full", "none")), engine="v0") == 32768        # 1 layer x 32,768 B
+    # pp = 2 over sliding, full | sliding, sliding: stage 1 has groups (full, sliding) of 1 layer, stage 2 one
+    # sliding group of 2 -- two different group sets
+    with pytest.raises(VllmLogError, match=r"^pipeline stages with different KV-cache groups are not modelled$"):
+        bytes_per_block(_spec(("sliding", "full", "sliding", "sliding"), sliding_window=128), pp=2)
