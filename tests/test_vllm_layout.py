@@ -59,6 +59,8 @@ def test_group_size_follows_the_release():
     ("auto", "fp8", 1),
     ("bfloat16", None, 2), ("float16", "float32", 2), ("fp8", None, 1), ("fp8_e4m3", None, 1),
     ("fp8_e5m2", None, 1), ("torch.fp8_inc", None, 1), ("fp8_ds_mla", None, 1), ("nvfp4_ds_mla", None, 1),
+    # the 'torch.' prefix is dropped for the packed MLA layouts too, which kvlib's dtype table does not know
+    ("torch.fp8_ds_mla", None, 1), ("Torch.NVFP4_DS_MLA", None, 1),
 ])
 def test_kv_element_bytes(kv, model, expected):
     assert kv_element_bytes(kv, model) == expected
