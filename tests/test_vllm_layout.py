@@ -169,3 +169,10 @@ def test_stage_layouts_refusals_name_the_case():
     # sliding group of 2 -- two different group sets
     with pytest.raises(VllmLogError, match=r"^pipeline stages with different KV-cache groups are not modelled$"):
         bytes_per_block(_spec(("sliding", "full", "sliding", "sliding"), sliding_window=128), pp=2)
+
+
+def test_mla_pad_256_rounds_up_to_the_next_256_bytes():
+    # latent 450 + rope 64 = 514 elements x 2 B = 1,028 B per token, 4 B past 4 x 256 = 1,024: padded to
+    # 5 x 256 = 1,280 B; a block of 16 tokens 20,480 B. An exact multiple stays: 448 + 64 = 512 x 2 = 1,024 B
+    assert layer_page_bytes(_spec(("full",), kv_lora_rank=450, qk_rope_head_dim=64), mla_pad_256=True) == 20480
+    assert layer_page_bytes(_spec(("full",), kv_lora_rank=448, qk_rope_head_dim=64), mla_pad_256=True) == 16384
