@@ -5,7 +5,7 @@ CUDA-reported totals: H100 79.18 GiB (seed 000 and vLLM logs), RTX 3090 23.58 Gi
 
 import pytest
 
-from kvlib.gpus import GPUS, GPUError, get_gpu
+from kvlib.gpus import GPUS, GPUError, _gib, get_gpu
 
 GB, T = 10**9, 10**12
 GiB = 2**30
@@ -41,6 +41,15 @@ def test_each_gpu_against_its_datasheet(name):
     assert gpu.memory_bytes == label
     assert abs(gpu.cuda_memory_bytes - cuda_gib * GiB) <= 0.5 and type(gpu.cuda_memory_bytes) is int
     assert gpu.bandwidth_bytes_per_s == round(bw) and gpu.bf16_flop_per_s == bf16 and gpu.fp8_flop_per_s == fp8
+
+
+def test_gib_to_whole_bytes():
+    # the helper the table is built with, called directly (it runs at import, before a mutation test can
+    # switch a mutant on): 1.5 x 2^30 = 1,610,612,736 B exactly; 79.18 x 1,073,741,824 = 85,018,877,624.32
+    # rounds to 85,018,877,624 B (seed 000's 85.02 GB); 0.0000000005 GiB = 0.54 B rounds to 1
+    assert _gib(1.5) == 1_610_612_736 and type(_gib(1.5)) is int
+    assert _gib(79.18) == 85_018_877_624
+    assert _gib(5e-10) == 1
 
 
 def test_h100_cuda_total_and_ridge():

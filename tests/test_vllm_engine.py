@@ -72,7 +72,15 @@ def test_budget_rounds_up_in_v1_from_0_14(engine, version, expected):
     ("0.11.0", "1.25"), ("0.14.1", "1.25"),
     ("0.15.0", "1.5"), ("0.20.0", "1.5"),
     ((0, 10, 9), "smallest"), ((0, 11, 0), "1.25"), ((0, 15, 0), "1.5"),
+    # a short tuple is the release's .0, as everywhere else (default_utilization((0, 20)) is 0.92):
+    # (0, 11) is 0.11.0, the first 1.25 release; (0, 15) is 0.15.0, the first 1.5 release
+    ((0, 11), "1.25"), ((0, 15), "1.5"), ((0, 10), "smallest"),
     (None, "1.5"),
 ])
 def test_kv_group_rule_by_release(version, expected):
     assert group_rule(version) == expected
+
+
+def test_kv_group_rule_refuses_what_is_not_a_version():
+    with pytest.raises(VllmLogError, match=r"not a vLLM version: \(0, '11'\)"):
+        group_rule((0, "11"))

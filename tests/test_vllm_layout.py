@@ -9,6 +9,7 @@ from kvlib.vllm.layout import (
     KV_CACHE_DTYPES,
     MLA_PACKED_BYTES,
     bytes_per_block,
+    kv_cache_groups,
     kv_element_bytes,
     layer_page_bytes,
     pp_layer_split,
@@ -58,6 +59,8 @@ def test_group_size_follows_the_release():
     ("auto", "fp8", 1),
     ("bfloat16", None, 2), ("float16", "float32", 2), ("fp8", None, 1), ("fp8_e4m3", None, 1),
     ("fp8_e5m2", None, 1), ("torch.fp8_inc", None, 1), ("fp8_ds_mla", None, 1), ("nvfp4_ds_mla", None, 1),
+    # the 'torch.' prefix is dropped for the packed MLA layouts too, which kvlib's dtype table does not know
+    ("torch.fp8_ds_mla", None, 1), ("Torch.NVFP4_DS_MLA", None, 1),
 ])
 def test_kv_element_bytes(kv, model, expected):
     assert kv_element_bytes(kv, model) == expected
@@ -114,3 +117,62 @@ def test_pp_layer_split_by_hand():
             pp_layer_split(32, bad)
     with pytest.raises(VllmLogError, match=r"^pipeline_parallel_size=5 exceeds the 4 layers$"):
         pp_layer_split(4, 5)
+
+
+def test_kv_cache_groups_at_the_threshold():
+    # notes/vllm-kv-accounting.md: group_size = the smallest bucket, or the largest if largest < 1.5 x smallest.
+    # 3 sliding + 2 full: 3 = 1.5 x 2, not below it -> the smallest, 2; full ceil(2 / 2) = 1 group,
+    # sliding ceil(3 / 2) = 2 groups (the second padded)
+    assert kv_cache_groups(["sliding"] * 3 + ["full"] * 2) == (2, ("full", "sliding", "sliding"))
+    # under 1.25 (0.11-0.14): 5 + 4, 5 = 1.25 x 4 -> the smallest, 4: full 1 group, sliding ceil(5 / 4) = 2
+    assert kv_cache_groups(["sliding"] * 5 + ["full"] * 4, "1.25") == (4, ("full", "sliding", "sliding"))
+    # just below: 4 + 3 under 1.25 gives 4 >= 3.75 -> 3; under 1.5, 4 < 4.5 -> the largest, 4: one group each
+    assert kv_cache_groups(["sliding"] * 4 + ["full"] * 3, "1.5") == (4, ("full", "sliding"))
+
+
+def test_kv_cache_groups_refuses_a_rank_without_kv_layers():
+    with pytest.raises(VllmLogError, match=r"^no layer keeps a KV cache$"):
+        kv_cache_groups([])
+
+
+def _spec(kinds, **extra):
+    return ModelSpec(name="pattern", model_type="test", num_layers=len(kinds), num_heads=8, num_kv_heads=8,
+                     head_dim=64, hidden_size=None, vocab_size=None, intermediate_size=None, layer_kinds=kinds,
+                     **extra)
+
+
+def test_pp_stages_take_consecutive_layers():
+    # 6 layers over pp = 3: 2 + 2 + 2 (6 // 3, no remainder). Kinds full, none, none, full, full, full: stage 1
+    # holds layers 0-1 (1 KV layer), stage 2 layers 2-3 (1), stage 3 layers 4-5 (2). V0 (which sizes
+    # layers without KV out, unlike V1's refusal of Mamba hybrids): the busiest stage's block is
+    # 2 layers x 16 x 8 x (64 + 64) x 2 B = 2 x 32,768 = 65,536 B
+    assert bytes_per_block(_spec(("full", "none", "none", "full", "full", "full")), pp=3, engine="v0") == 65536
+
+
+def test_block_size_one_and_mla_in_the_model_dtype():
+    # a block of one token is a valid block: 1 x 8 x (128 + 128) x 2 = 4,096 B
+    assert layer_page_bytes(LLAMA_8B, 1) == 4096
+    # 'auto' caches in the model's dtype for MLA too: 16 x (512 + 64) x 4 B = 36,864 in float32
+    assert layer_page_bytes(DEEPSEEK_V3, model_dtype="float32") == 36864
+
+
+def test_stage_layouts_refusals_name_the_case():
+    # pp = 2 over none, none, full, full: stage 1 (layers 0-1) keeps no KV cache
+    with pytest.raises(VllmLogError, match=r"^pipeline stage without a KV-cache layer \(pp=2\); not modelled$"):
+        bytes_per_block(_spec(("none", "none", "full", "full")), pp=2, engine="v0")
+    # V1 refuses any model with layers that keep no KV cache (Mamba / linear attention); V0 sizes the rest
+    with pytest.raises(VllmLogError, match=r"^pattern: Mamba / linear-attention hybrids \(block-size alignment "
+                                           r"to the state page\) are not modelled$"):
+        bytes_per_block(_spec(("full", "none")), engine="v1")
+    assert bytes_per_block(_spec(("full", "none")), engine="v0") == 32768        # 1 layer x 32,768 B
+    # pp = 2 over sliding, full | sliding, sliding: stage 1 has groups (full, sliding) of 1 layer, stage 2 one
+    # sliding group of 2 -- two different group sets
+    with pytest.raises(VllmLogError, match=r"^pipeline stages with different KV-cache groups are not modelled$"):
+        bytes_per_block(_spec(("sliding", "full", "sliding", "sliding"), sliding_window=128), pp=2)
+
+
+def test_mla_pad_256_rounds_up_to_the_next_256_bytes():
+    # latent 450 + rope 64 = 514 elements x 2 B = 1,028 B per token, 4 B past 4 x 256 = 1,024: padded to
+    # 5 x 256 = 1,280 B; a block of 16 tokens 20,480 B. An exact multiple stays: 448 + 64 = 512 x 2 = 1,024 B
+    assert layer_page_bytes(_spec(("full",), kv_lora_rank=450, qk_rope_head_dim=64), mla_pad_256=True) == 20480
+    assert layer_page_bytes(_spec(("full",), kv_lora_rank=448, qk_rope_head_dim=64), mla_pad_256=True) == 16384

@@ -101,3 +101,30 @@ def test_describe_and_fmt2():
     assert _scenario("concurrency", groups=("full",)).describe() == \
         "V1, tokens = int(N / blocks_per_request x max_model_len)"
     assert str(fmt2(4.8449)) == "4.84" and str(fmt2(2)) == "2.00" and str(fmt2(159.205)) == "159.21"
+
+
+def test_blocks_for_tokens_one_token_per_block():
+    # bs = 1, V0's N x bs: each block count prints its own figure, so 1,000 tokens is exactly N = 1,000
+    # (the upper end is the first N printing more, 1,001, less one)
+    s = _scenario("blocks", bs=1)
+    assert s.blocks_for_tokens(1000) == (1000, 1000)
+    assert s.blocks_for_tokens(1) == (1, 1)
+
+
+def test_blocks_for_tokens_searches_up_to_2_to_the_80_blocks():
+    # the search doubles N from 1 and gives up past 2^80 blocks. 16 x 2^80 tokens is N = 2^80 exactly, the
+    # last count it reaches: found, and, as no N within reach prints more, the range is that one N;
+    # 16 x 2^81 tokens would need N = 2^81, past the bound: no block count
+    s = _scenario("blocks")
+    assert s.blocks_for_tokens(16 * 2**80) == (2**80, 2**80)
+    assert s.blocks_for_tokens(16 * 2**81) is None
+    assert s.blocks_for_tokens(16 * 2**80 + 16) is None
+
+
+def test_one_block_per_request():
+    # one full-attention group, mml = bs = 16: a request needs ceil(16 / 16) = 1 block, so N blocks serve N
+    # requests (concurrency 10 / 1 = 10) and print int(10 / 1 x 16) = 160 tokens
+    s = _scenario("concurrency", groups=("full",), mml=16)
+    assert s.bpr() == 1
+    assert s.tokens(10) == 160
+    assert s.concurrency(10) == 10

@@ -86,7 +86,7 @@ def group_rule(version) -> str:
 
     'smallest' through 0.10, '1.25' in 0.11-0.14, '1.5' from 0.15 (and when unknown).
     """
-    v = as_version(version) if not isinstance(version, tuple) else version
+    v = as_version(version)
     if v is None:
         return "1.5"
     if v < (0, 11, 0):
