@@ -5,7 +5,7 @@
 #   ./dev.sh open     JupyterLab on workspace/ch00_orientation.ipynb (your copy of chapters/)
 #                     [--port P (8888)] [--no-browser] [--token T] [--ip IP (127.0.0.1)] [--root DIR]
 #   ./dev.sh test     every test: kvlib, doctests, build drift, notebooks, grading [pytest args]
-#   ./dev.sh quick    the edit loop (about 1 min on 2 idle cores): kvlib, kvdisplay, checks, build drift, doctests
+#   ./dev.sh quick    the edit loop (about 80 s on 2 idle cores): kvlib, kvdisplay, checks, build drift, doctests
 #                     [pytest args]; the same as ./dev.sh test --quick
 #   ./dev.sh build    regenerate chapters/ and solutions/ from course/source/ [--check]
 #   ./dev.sh engine   .venv-engine/ with vLLM's CPU build (tools/engine-requirements.txt), apart from .venv
@@ -186,7 +186,7 @@ cmd_open() {
 # still runs them all.
 SLOW_TESTS=(test_notebooks test_grading test_grading_paths test_chapters_graded test_class_gradebook
             test_hostile_class test_sandbox test_verdict test_pg_server test_dev_sh test_binder
-            test_jupyterhub_config test_feedback_sanitize)
+            test_jupyterhub_config test_feedback_sanitize test_grading_ch09_variants)
 
 cmd_quick() {
     setup
