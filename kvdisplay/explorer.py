@@ -141,7 +141,8 @@ def wire(controls, render):
     ``render`` reads the controls' values and returns the view's HTML (a call of a plain view
     function, which tests and benchmarks call without widgets). The box keeps the view as
     ``box.view``. The chapters' explorers (``mla_explorer``, ``pool_explorer``,
-    ``prefix_sharing_explorer``, ``fetch_recompute_explorer``, ``crossover_explorer``) are built with it.
+    ``prefix_sharing_explorer``, ``fetch_recompute_explorer``, ``crossover_explorer``,
+    ``planner_explorer``) are built with it.
     """
     import ipywidgets as widgets
 

@@ -13,6 +13,8 @@ import html
 
 import kvlib as kv
 
+from .explorer import wire
+
 SLIDER_WIDTH = "640px"
 LABEL_WIDTH = "190px"
 CONTEXTS = (1024, 2048, 4096, 6144, 8192, 16384, 32768, 65536, 131072)
@@ -104,25 +106,16 @@ def planner_explorer(models, *, gpus=("H100-SXM", "A100-80GB", "H200", "B200", "
     spike_w = widgets.FloatSlider(1.3, min=1.0, max=2.0, step=0.05, description="spike factor", style=style,
                                   layout=layout)
     spare_w = widgets.IntSlider(1, min=0, max=4, description="spare nodes (N+r)", style=style, layout=layout)
-    view = widgets.HTML()
-
-    def redraw(_=None):
+    def render() -> str:
         tp = tp_w.value
         if per_node_w.value % tp:
-            view.value = ("<div style='font-family:sans-serif;font-size:13px'>total KV cache: <b>—</b><br>"
-                          f"<b style='color:#c0392b'>no plan:</b> TP {tp} does not divide {per_node_w.value} "
-                          "GPUs per node</div>")
-            return
-        view.value = planner_view(model_w.value, gpu_w.value, per_node_w.value, tp, users_w.value, context_w.value,
-                                  itl_w.value, overhead_bytes_per_gpu=round(overhead_w.value * kv.GB),
-                                  efficiency=eff_w.value, tp_overhead=tpo_w.value, spike_factor=spike_w.value,
-                                  redundancy_nodes=spare_w.value)
+            return ("<div style='font-family:sans-serif;font-size:13px'>total KV cache: <b>—</b><br>"
+                    f"<b style='color:#c0392b'>no plan:</b> TP {tp} does not divide {per_node_w.value} "
+                    "GPUs per node</div>")
+        return planner_view(model_w.value, gpu_w.value, per_node_w.value, tp, users_w.value, context_w.value,
+                            itl_w.value, overhead_bytes_per_gpu=round(overhead_w.value * kv.GB),
+                            efficiency=eff_w.value, tp_overhead=tpo_w.value, spike_factor=spike_w.value,
+                            redundancy_nodes=spare_w.value)
 
-    controls = (model_w, gpu_w, per_node_w, tp_w, users_w, context_w, itl_w, overhead_w, eff_w, tpo_w, spike_w,
-                spare_w)
-    for control in controls:
-        control.observe(redraw, "value")
-    redraw()
-    box = widgets.VBox([*controls, view])
-    box.view = view
-    return box
+    return wire((model_w, gpu_w, per_node_w, tp_w, users_w, context_w, itl_w, overhead_w, eff_w, tpo_w, spike_w,
+                 spare_w), render)
