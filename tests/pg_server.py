@@ -176,6 +176,20 @@ def pg_server():
         server.stop()
 
 
+def new_database(url: str, name: str) -> str:
+    """A fresh database ``name`` on the throwaway server of ``url`` (a URL this module made); its URL."""
+    import psycopg2
+    from urllib.parse import parse_qs, urlsplit
+
+    query = parse_qs(urlsplit(url).query)
+    conn = psycopg2.connect(dbname="postgres", user="postgres", host=query["host"][0], port=query["port"][0])
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE {name}")
+    conn.close()
+    return url.replace(f"/{DB_NAME}?", f"/{name}?")
+
+
 def gradebook_roundtrip(url: str) -> dict:
     """nbgrader's Gradebook on ``url``: create the schema, add a student and an assignment, read back."""
     import sys

@@ -30,7 +30,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, parse_qs
 
 import pytest
 from procs import run_in_group
@@ -84,20 +83,6 @@ def _run(args, **env):
                         env=dict(os.environ, PYTHONPATH=str(REPO), **env))
 
 
-def _new_database(url: str, name: str) -> str:
-    """A fresh database on the throwaway server of ``url``; its URL."""
-    import psycopg2
-
-    parts = urlsplit(url)
-    query = parse_qs(parts.query)
-    conn = psycopg2.connect(dbname="postgres", user="postgres", host=query["host"][0], port=query["port"][0])
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        cur.execute(f"CREATE DATABASE {name}")
-    conn.close()
-    return url.replace(f"/{P.DB_NAME}?", f"/{name}?")
-
-
 def _book(url: str) -> dict:
     """``{student: (score, {grade_id: score})}`` read back with nbgrader's Gradebook API."""
     from nbgrader.api import Gradebook
@@ -114,7 +99,7 @@ def _book(url: str) -> dict:
 # PostgreSQL
 # ---------------------------------------------------------------------------
 def test_class_into_postgres(postgres_url, notebooks, tmp_path):  # noqa: F811
-    url = _new_database(postgres_url, "kv_class")
+    url = P.new_database(postgres_url, "kv_class")
     submitted = _class(tmp_path, {**notebooks, "honest_2": notebooks["honest"]})
     run = _run(_args(submitted, tmp_path / "out", "--db", url, "--jobs", "2", "--json"))
     assert run.returncode == 0, run.stderr[-3000:]
@@ -211,7 +196,7 @@ def test_killed_midway_sqlite(notebooks, tmp_path):
 
 
 def test_killed_midway_postgres(postgres_url, notebooks, tmp_path):  # noqa: F811
-    url = _new_database(postgres_url, "kv_killed")
+    url = P.new_database(postgres_url, "kv_killed")
     summary = _kill_midway_and_rerun(tmp_path, notebooks, ["--db", url])
     book = _book(url)
     assert len(book) == 6 and {s: score for s, (score, _) in book.items()} == \

@@ -362,7 +362,7 @@ def test_a_class_on_jupyterhub(scratch):
         pg = P.PgServer()
         url = pg.start()
         os.chmod(pg.dir, 0o711)             # the instructor reaches the server's socket, nothing else
-        db_url = _new_database(url, "kv_course_hub")
+        db_url = P.new_database(url, "kv_course_hub")
 
         course = instructor.home / COURSE
         shutil.copytree(REPO / "course" / "source" / ASSIGNMENT, course / "source" / ASSIGNMENT)
@@ -513,18 +513,6 @@ def test_a_class_on_jupyterhub(scratch):
     for account in accounts:
         with pytest.raises(KeyError):
             pwd.getpwnam(account.name)
-
-
-def _new_database(url: str, name: str) -> str:
-    import psycopg2
-
-    query = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
-    conn = psycopg2.connect(dbname="postgres", user="postgres", host=query["host"][0], port=query["port"][0])
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        cur.execute(f"CREATE DATABASE {name}")
-    conn.close()
-    return url.replace(f"/{P.DB_NAME}?", f"/{name}?")
 
 
 def _dump_and_restore(pg: P.PgServer, name: str, new_name: str) -> str:
