@@ -12,6 +12,7 @@ import copy
 import importlib.util
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -102,8 +103,12 @@ def test_committed_files_match_the_sources(generated):
 
 
 def test_build_is_deterministic(generated):
-    again = build_course.generate(COURSE, ASSIGNMENTS)
-    assert again == generated
+    # A second build in the same process, of two chapters (the graded one every grading test uses and the
+    # largest): the drift test above already compares every chapter with a build made in another process.
+    some = ["ch01_kv_formula", "ch09_interview_drills"]
+    again = build_course.generate(COURSE, some)
+    assert again == {rel: data for rel, data in generated.items() if rel.split("/")[1][:-len(".ipynb")] in some}
+    assert len(again) == 4
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
@@ -226,16 +231,22 @@ def test_check_source_names_each_problem(tmp_path):
 
 
 def test_check_mode_names_the_stale_files(tmp_path, generated):
+    # A course of two chapters (its config and two sources), so the whole-course check runs in seconds.
+    course, out = tmp_path / "course", tmp_path / "out"
+    kept = ["ch00_orientation", "ch01_kv_formula"]
+    shutil.copytree(COURSE, course, ignore=lambda folder, names: [
+        n for n in names if Path(folder) == COURSE / "source" and n not in kept])
     for rel, data in generated.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_bytes(data)
+        if rel.split("/")[1][:-len(".ipynb")] in kept:
+            (out / rel).parent.mkdir(parents=True, exist_ok=True)
+            (out / rel).write_bytes(data)
     stale = "solutions/ch01_kv_formula.ipynb"
-    nb = json.loads((tmp_path / stale).read_text())
+    nb = json.loads((out / stale).read_text())
     nb["cells"][0]["source"] = ["edited by hand\n"]
-    (tmp_path / stale).write_text(json.dumps(nb))
-    (tmp_path / "chapters" / "ch99_orphan.ipynb").write_text("{}")
-    run = subprocess.run([sys.executable, str(REPO / "tools" / "build_course.py"), "--check", "--out", str(tmp_path)],
-                         capture_output=True, text=True, timeout=300)
+    (out / stale).write_text(json.dumps(nb))
+    (out / "chapters" / "ch99_orphan.ipynb").write_text("{}")
+    run = subprocess.run([sys.executable, str(REPO / "tools" / "build_course.py"), "--check", "--course", str(course),
+                          "--out", str(out)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 1, run.stdout + run.stderr
     assert stale in run.stderr and "chapters/ch99_orphan.ipynb" in run.stderr
     assert "chapters/ch01_kv_formula.ipynb" not in run.stderr
