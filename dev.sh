@@ -4,9 +4,9 @@
 #   ./dev.sh setup    .venv/ with binder/requirements.txt, tests/requirements.txt and this repo
 #   ./dev.sh open     JupyterLab on workspace/ch00_orientation.ipynb (your copy of chapters/)
 #                     [--port P (8888)] [--no-browser] [--token T] [--ip IP (127.0.0.1)] [--root DIR]
-#   ./dev.sh test     every test: kvlib, doctests, build drift, notebooks, grading [pytest args]
-#   ./dev.sh quick    the edit loop (about 80 s on 2 idle cores): kvlib, kvdisplay, checks, build drift, doctests
-#                     [pytest args]; the same as ./dev.sh test --quick
+#   ./dev.sh test     every test: kvlib, doctests, build drift, notebooks, grading, browser [pytest args]
+#   ./dev.sh quick    the edit loop (two workers; under a minute on 2 idle cores): kvlib, kvdisplay, checks,
+#                     build drift, doctests [pytest args]; the same as ./dev.sh test --quick
 #   ./dev.sh build    regenerate chapters/ and solutions/ from course/source/ [--check]
 #   ./dev.sh engine   .venv-engine/ with vLLM's CPU build (tools/engine-requirements.txt), apart from .venv
 #   ./dev.sh mutation kvlib's mutation score (mutmut; slow, not CI) into BENCHMARKS.md [--only MODULE ...]
@@ -181,21 +181,28 @@ cmd_open() {
     exec "$VENV/bin/jupyter-lab" "${args[@]}"
 }
 
-# The quick tier leaves out what starts kernels, sandboxes, servers or browsers: every test file
-# but these (and tests/browser/), and the tests marked slow or kernel elsewhere. ./dev.sh test (CI)
-# still runs them all.
-SLOW_TESTS=(test_notebooks test_grading test_grading_paths test_chapters_graded test_class_gradebook
-            test_hostile_class test_sandbox test_verdict test_pg_server test_dev_sh test_binder
-            test_jupyterhub_config test_feedback_sanitize test_grading_ch09_variants)
+# Heavy tests (tests/heavy_tests.txt: kernels, sandboxes, servers, browsers, the engine): the quick tier
+# leaves them out, with the tests marked slow or kernel elsewhere. ./dev.sh test (CI) runs everything on
+# two pytest-xdist workers, a file at a time, the serial heavy tests as one unit on one worker
+# (tests/conftest.py); collection order (tests/browser first, no reordering by size) hands that unit out
+# first, so the other worker takes the rest.
+WORKERS=(-n 2)
+
+heavy_args() {
+    local kind path
+    while read -r kind path; do
+        [[ -z "$kind" || "$kind" == \#* ]] && continue
+        if [[ "$path" == *::* ]]; then echo "--deselect=$path"; else echo "--ignore=$path"; fi
+    done < "$ROOT/tests/heavy_tests.txt"
+}
 
 cmd_quick() {
     setup
     cd "$ROOT"
-    local ignores=(--ignore=tests/browser) name
-    for name in "${SLOW_TESTS[@]}"; do
-        ignores+=(--ignore="tests/$name.py")
-    done
-    exec "$PY" -m pytest tests kvlib kvdisplay autograder/checks "${ignores[@]}" -m "not slow and not kernel" "$@"
+    local skip
+    mapfile -t skip < <(heavy_args)
+    exec "$PY" -m pytest tests kvlib kvdisplay autograder/checks "${skip[@]}" -m "not slow and not kernel" \
+        "${WORKERS[@]}" "$@"
 }
 
 cmd_test() {
@@ -205,14 +212,14 @@ cmd_test() {
     fi
     setup
     cd "$ROOT"
-    local paths=()
-    # Default paths when none is given: tests/ plus the packages' doctests.
+    local paths=() workers=()
+    # Default paths when none is given: tests/ plus the packages' doctests, on two workers.
     local arg has_path=0
     for arg in "$@"; do
         [[ "$arg" == -* ]] || [[ ! -e "${arg%%::*}" ]] || has_path=1
     done
-    [[ $has_path -eq 1 ]] || paths=(tests kvlib kvdisplay autograder)
-    exec "$PY" -m pytest "${paths[@]}" "$@"
+    [[ $has_path -eq 1 ]] || { paths=(tests kvlib kvdisplay autograder); workers=("${WORKERS[@]}" --dist loadfile --no-loadscope-reorder); }
+    exec "$PY" -m pytest "${paths[@]}" "${workers[@]}" "$@"
 }
 
 cmd_build() {

@@ -1,4 +1,39 @@
-"""Shared pytest configuration for tests/: markers."""
+"""Shared pytest configuration for tests/: markers, the heavy tests' one worker, the browser steps' table."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+HEAVY_LIST = Path(__file__).with_name("heavy_tests.txt")
+BROWSER_TIMINGS = REPO / "artefacts" / "browser" / "timings.txt"   # written by tests/browser/conftest.py
+_STARTED = time.time()
+
+
+def heavy_entries(kind: str | None = None) -> list[str]:
+    """What tests/heavy_tests.txt names (of one kind, or all): files, folders or single tests, as node ids.
+
+    (The list is absent in benchmarks/mutation.py's scratch copy, which runs only in-process kvlib tests.)
+    """
+    if not HEAVY_LIST.exists():
+        return []
+    entries = []
+    for number, line in enumerate(HEAVY_LIST.read_text().splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        fields = line.split()
+        if len(fields) != 2 or fields[0] not in ("serial", "kernels"):
+            raise ValueError(f"{HEAVY_LIST.name}:{number}: expected 'serial PATH' or 'kernels PATH', got {line!r}")
+        if kind in (None, fields[0]):
+            entries.append(fields[1])
+    return entries
+
+
+def is_heavy(nodeid: str, entries: list[str]) -> bool:
+    return any(nodeid == e or nodeid.startswith((e + "/", e + "::", e + "[")) for e in entries)
 
 
 def pytest_configure(config):
@@ -10,3 +45,36 @@ def pytest_configure(config):
         "markers",
         "kernel: starts a Jupyter kernel or the sandboxed grader (seconds each); ./dev.sh quick leaves it "
         "out, ./dev.sh test and CI run it")
+
+
+@pytest.hookimpl(optionalhook=True)   # pytest-xdist's hook: unknown where xdist is absent or disabled
+def pytest_xdist_make_scheduler(config, log):
+    """With ``-n N --dist loadfile`` (./dev.sh test): the serial heavy tests are one unit of work.
+
+    So they run one after another on one worker, in their usual order and never beside each
+    other (their timeouts were set for a serial run), while the other worker takes the in-process test
+    files one by one. (pytest-xdist's own ``xdist_group`` marks cannot do it under pytest 9: its suffix
+    on the node id no longer takes.)
+    """
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    entries = heavy_entries("serial")
+
+    class HeavyTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "heavy tests" if is_heavy(nodeid, entries) else super()._split_scope(nodeid)
+
+    return HeavyTogether(config, log)
+
+
+def pytest_terminal_summary(terminalreporter):
+    # The browser tests record their steps' times in a file (they may run on an xdist worker, whose own
+    # terminal summary is never shown); print that table if this run wrote it.
+    if not BROWSER_TIMINGS.exists() or BROWSER_TIMINGS.stat().st_mtime < _STARTED:
+        return
+    terminalreporter.section("browser steps (seconds)")
+    for line in BROWSER_TIMINGS.read_text().splitlines():
+        seconds, chapter, step = line.split("\t", 2)
+        terminalreporter.write_line(f"{float(seconds):6.1f}  {chapter}  {step}")

@@ -36,7 +36,7 @@ REQUIRE = os.environ.get("REQUIRE_BROWSER") == "1"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 SERVER_START_S = 300   # dev.sh open runs ./dev.sh setup first: pip, if the pins changed
-TIMINGS: list[tuple[str, str, float]] = []   # (chapter, step, seconds), printed at the end
+TIMINGS: list[tuple[str, str, float]] = []   # (chapter, step, seconds), written at the end
 
 
 def missing_parts() -> list[str]:
@@ -63,12 +63,10 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def pytest_terminal_summary(terminalreporter):
+def pytest_sessionfinish(session):
+    # tests/conftest.py prints this table in the terminal summary (also when these tests ran on a worker).
     if not TIMINGS:
         return
-    terminalreporter.section("browser steps (seconds)")
-    for chapter, step, seconds in TIMINGS:
-        terminalreporter.write_line(f"{seconds:6.1f}  {chapter}  {step}")
     ARTEFACTS.mkdir(parents=True, exist_ok=True)
     (ARTEFACTS / "timings.txt").write_text(
         "".join(f"{seconds:.1f}\t{chapter}\t{step}\n" for chapter, step, seconds in TIMINGS))
