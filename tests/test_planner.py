@@ -258,6 +258,9 @@ def test_plan_uses_the_step_functions():
     (dict(users=True), "users must be an integer, got True"),             # a bool is not a count
     (dict(users=10.0), "users must be an integer, got 10.0"),
     (dict(context=-5), "context must be at least 1, got -5"),
+    (dict(context=4096.0), "context must be an integer, got 4096.0"),
+    (dict(gpus_per_node=8.0), "gpus_per_node must be an integer, got 8.0"),
+    (dict(tp=8.0), "tp must be an integer, got 8.0"),
     (dict(itl_ms=0), "itl_ms must be greater than 0, got 0"),
     (dict(itl_ms="60"), "itl_ms must be a number, got '60'"),
     (dict(itl_ms=float("nan")), "itl_ms must be a number, got nan"),      # NaN compares false to every bound
@@ -423,6 +426,21 @@ def test_headroom_defaults_and_symbols():
 def test_nodes_needed_for_symbols_and_floats():
     # 2,000 / 241 = 8.3 -> 9; a float count of sequences goes through the same ceiling
     assert nodes_needed(2000, 241.0) == 9 and nodes_needed(2000.0, 250) == 8
+    assert type(nodes_needed(2000, 241.0)) is int and type(nodes_needed(2000.0, 250)) is int   # whole nodes
     sp = pytest.importorskip("sympy")
     u = sp.Symbol("u", positive=True, integer=True)
     assert nodes_needed(u, 241).subs(u, 2000) == 9
+
+
+def test_headroom_guard_ignores_only_what_is_below_a_billionth():
+    # The guard rounds to 9 decimals before the ceiling: 1 x (1 + 2e-10) = 1.0000000002 is float noise
+    # around 1 node (-> 1); 1 x (1 + 2e-9) = 1.000000002 is a real excess (-> 2)
+    assert nodes_with_headroom(1, 1 + 2e-10, 0) == 1
+    assert nodes_with_headroom(1, 1 + 2e-9, 0) == 2
+
+
+def test_an_unknown_model_is_not_fetched_unless_asked():
+    # offline by default: an id that is not bundled is refused, with the hint to pass hub=True (--hub)
+    from kvlib.config import ConfigError
+    with pytest.raises(ConfigError, match=r"^unknown model 'no-such-model': .* add --hub to fetch it"):
+        plan_capacity("no-such-model", users=10, context=4096, itl_ms=60)
