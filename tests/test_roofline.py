@@ -174,6 +174,8 @@ def test_attention_flops_stop_growing_in_windowed_layers_and_split_over_tp():
     (dict(batch=True), "batch must be a positive integer, got True"),      # a bool is not a batch
     (dict(batch=2.0), "batch must be a positive integer, got 2.0"),
     (dict(context=0), "context must be a positive integer, got 0"),
+    (dict(context=10.0), "context must be a positive integer, got 10.0"),
+    (dict(tp=2.0), "tp must be a positive integer, got 2.0"),
     (dict(efficiency=0), "efficiency must be a positive number, got 0"),
     (dict(efficiency="1"), "efficiency must be a positive number, got '1'"),
     (dict(efficiency=1.5), "efficiency must be at most 1, got 1.5"),
