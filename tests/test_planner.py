@@ -400,6 +400,8 @@ def test_kv_dtype_and_bandwidth_overrides():
                       **dict(SEED_003_S8, itl_ms=1000))
     assert (p.kv_dtype_bytes, p.kv_bytes_per_token, p.kv_bytes_per_token_per_gpu) == (1, 163_840, 20_480)
     assert p.sequences_per_replica_by_memory == 482
+    # 163,840 x 6,000 = 983,040,000 B per sequence; x 10 users = 9,830,400,000
+    assert (p.kv_bytes_per_sequence, p.total_kv_bytes) == (983_040_000, 9_830_400_000)
     assert p.bandwidth_bytes_per_s == 2e12
     assert p.step_s_bound == pytest.approx((17.65e9 + 482 * 122_880_000) / 2e12)
 
@@ -444,3 +446,29 @@ def test_an_unknown_model_is_not_fetched_unless_asked():
     from kvlib.config import ConfigError
     with pytest.raises(ConfigError, match=r"^unknown model 'no-such-model': .* add --hub to fetch it"):
         plan_capacity("no-such-model", users=10, context=4096, itl_ms=60)
+
+
+def test_a_pool_of_exactly_one_sequence_plans_one_per_replica():
+    # Seed 003 s8's assumptions with 20,895,760,000 B per GPU: 20,895,760,000 - 17.65e9 - 3e9 = 245,760,000 B,
+    # exactly one sequence of 6,000 x 40,960 B. It fits: 3 users need 3 nodes.
+    p = plan_capacity("llama-3-70b", users=3, **dict(SEED_003_S8, gpu_memory_bytes=20_895_760_000))
+    assert p.kv_pool_bytes_per_gpu == p.kv_bytes_per_sequence_per_gpu == 245_760_000
+    assert (p.sequences_per_replica, p.nodes) == (1, 3)
+
+
+def test_efficiency_enters_the_plan():
+    # Seed 003 s8 at 50% efficiency: 76,878,160,000 B / 3.35e12 = 22.9487 ms x 1.3 / 0.5 = 59.67 ms, still
+    # under 60 ms: the node keeps its 241 sequences
+    p = plan_capacity("llama-3-70b", **dict(SEED_8, efficiency=0.5))
+    assert round(p.itl_s * 1e3, 2) == 59.67 and p.sequences_per_node == 241
+
+
+def test_missed_target_on_a_slow_gpu():
+    # 1e12 B/s: (17.65e9 + 245.76e6) / 1e12 = 17.896 ms x 1.3 / 0.7 = 33.23 ms for one sequence > 30 ms
+    with pytest.raises(PlanError, match=r"and one sequence already takes 33\.2 ms per step$"):
+        plan_capacity("llama-3-70b", users=10, **dict(SEED_003_S8, itl_ms=30, bandwidth_bytes_per_s=1e12))
+
+
+def test_sequences_under_itl_at_the_bandwidth_bound():
+    # no slowdown given: (0.06 x 3.35e12 - 17.65e9) / 245.76e6 = 183.35e9 / 245.76e6 = 746.06 -> 746
+    assert sequences_under_itl(0.06, 17.65e9, 245_760_000, 3.35e12) == 746
