@@ -137,3 +137,29 @@ def test_unknown_width_reports_no_parameters_and_no_pool():
         None, None, None, None)
     assert r["gpu"] == "H100-SXM" and r["utilization"] == 0.92 and r["overhead_bytes"] == 3_000_000_000
     assert r["assumptions"] == f"no pool: the weights are unknown ({message})"
+
+
+def test_kv_dtype_carries_into_every_per_sequence_and_per_gpu_figure():
+    # fp8 (1 B): 65,536 B per token; x 8,192 = 2^29 B per sequence; over tp = 2: 32,768 B and 2^28 B per GPU
+    r = info_report("llama-3.1-8b", kv_dtype="fp8", context=8192, tp=2)
+    assert (r["kv_bytes_per_token"], r["kv_bytes_per_token_per_gpu"]) == (65_536, 32_768)
+    assert (r["kv_bytes_per_sequence"], r["kv_bytes_per_sequence_per_gpu"]) == (2**29, 2**28)
+
+
+def test_an_unknown_model_is_not_fetched_unless_asked():
+    # offline by default: an id that is not bundled is refused with the hint to pass --hub
+    from kvlib.config import ConfigError
+    with pytest.raises(ConfigError, match=r"^unknown model 'no-such-model': .* add --hub to fetch it"):
+        info_report("no-such-model")
+
+
+def test_hub_is_asked_only_when_hub_is_true(monkeypatch):
+    # The Hub fetch replaced by a stand-in that hands back Qwen2.5-7B's config (offline): with hub=True an id that
+    # is not bundled is fetched (57,344 B per token, above), without it it is refused.
+    import kvlib.config
+    monkeypatch.setattr(kvlib.config, "_fetch_from_hub",
+                        lambda repo_id: (kvlib.bundled_config("qwen2.5-7b"), f"hub:{repo_id}"))
+    r = info_report("someone/qwen-copy", hub=True)
+    assert (r["model"], r["source"], r["kv_bytes_per_token"]) == ("someone/qwen-copy", "hub:someone/qwen-copy", 57_344)
+    with pytest.raises(kvlib.config.ConfigError, match="add --hub"):
+        info_report("someone/qwen-copy")

@@ -472,3 +472,13 @@ def test_missed_target_on_a_slow_gpu():
 def test_sequences_under_itl_at_the_bandwidth_bound():
     # no slowdown given: (0.06 x 3.35e12 - 17.65e9) / 245.76e6 = 183.35e9 / 245.76e6 = 746.06 -> 746
     assert sequences_under_itl(0.06, 17.65e9, 245_760_000, 3.35e12) == 746
+
+
+def test_hub_is_asked_only_when_hub_is_true(monkeypatch):
+    # The Hub fetch replaced by a stand-in that hands back Llama 3.1 8B's config (offline): hub=True plans it
+    # (131,072 B per token, 16,384 per GPU under tp 8)
+    import kvlib.config
+    monkeypatch.setattr(kvlib.config, "_fetch_from_hub",
+                        lambda repo_id: (kvlib.bundled_config("llama-3.1-8b"), f"hub:{repo_id}"))
+    p = plan_capacity("someone/llama-copy", users=10, context=4096, itl_ms=60, hub=True)
+    assert (p.model, p.kv_bytes_per_token, p.kv_bytes_per_token_per_gpu) == ("someone/llama-copy", 131_072, 16_384)
