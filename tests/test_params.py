@@ -203,3 +203,49 @@ def test_a_missing_width_is_named():
     del config["vocab_size"]
     with pytest.raises(kv.ParamsError, match="^missing field vocab_size"):
         kv.load_model(config, name="no-vocab").num_params_active()
+
+
+def test_mtp_layer_is_like_the_last_layer():
+    # DeepSeek V3 with only its last layer MoE (first_k_dense_replace 60): the MTP module still holds one MoE
+    # layer, 3 norms 21,504 + 2 x 7,168^2 = 102,760,448 + 11,507,286,016 (above) = 11,610,067,968.
+    config = dict(kv.bundled_config("deepseek-v3"), first_k_dense_replace=60)
+    assert kv.load_model(config, name="v3-last-moe").num_params_mtp() == 11_610_067_968
+    # all 61 layers dense: the MTP layer is dense too, 21,504 + 102,760,448 + 583,483,392 = 686,265,344
+    config = dict(kv.bundled_config("deepseek-v3"), first_k_dense_replace=61)
+    assert kv.load_model(config, name="v3-dense").num_params_mtp() == 686_265_344
+
+
+def test_shared_experts_by_count_and_by_width_add_up():
+    # Qwen1.5-MoE-A2.7B (above) given one DeepSeek-style shared expert as well (n_shared_experts 1): each of the
+    # 24 layers gains one more expert of 3 x 2,048 x 1,408 = 8,650,752, 207,618,048 in all, on top of the
+    # Qwen-style shared expert: 14,315,784,192 + 207,618,048 = 14,523,402,240.
+    spec = kv.load_model(dict(QWEN_MOE, n_shared_experts=1), name="qwen-moe-plus-one")
+    assert spec.num_params() == 14_523_402_240
+
+
+def test_ungated_mlp_without_biases():
+    # Falcon-7B's MLP (its config.json: bias false; modelling_falcon: dense_h_to_4h 4,544 -> 18,176 and
+    # dense_4h_to_h back, GELU, no gate): 2 x 4,544 x 18,176 = 165,183,488 per layer.
+    from kvlib.params import _mlp_params
+    falcon = kv.load_model({"model_type": "falcon", "architectures": ["FalconForCausalLM"], "hidden_size": 4544,
+                            "n_head": 71, "n_layer": 32, "vocab_size": 65024, "multi_query": True,
+                            "parallel_attn": True, "bias": False}, name="falcon-7b")
+    assert (falcon.mlp_gated, falcon.mlp_bias, falcon.intermediate_size) == (False, False, 18_176)
+    assert _mlp_params(falcon, falcon.intermediate_size) == 165_183_488
+
+
+def test_embedding_count():
+    # Llama 3.1 8B: 128,256 x 4,096 = 525,336,576 (the head is apart); GPT-2 large: token table 50,257 x 1,280
+    # = 64,328,960 + 1,024 learned positions x 1,280 = 1,310,720 -> 65,639,680
+    from kvlib.params import count_params
+    assert count_params(kv.load_model("llama-3.1-8b")).embedding == 525_336_576
+    assert count_params(kv.load_model("gpt2-large")).embedding == 65_639_680
+
+
+def test_a_spec_built_by_hand_names_the_missing_width():
+    # a ModelSpec made directly (no config reader, so no list of config names): the spec field is named
+    spec = kv.ModelSpec(name="bare", model_type="llama", num_layers=2, num_heads=4, num_kv_heads=4, head_dim=64,
+                        hidden_size=256, vocab_size=None, intermediate_size=512)
+    with pytest.raises(kv.ParamsError) as info:
+        spec.num_params()
+    assert str(info.value) == "missing field vocab_size: the parameter count needs it"
