@@ -249,3 +249,12 @@ def test_a_spec_built_by_hand_names_the_missing_width():
     with pytest.raises(kv.ParamsError) as info:
         spec.num_params()
     assert str(info.value) == "missing field vocab_size: the parameter count needs it"
+
+
+def test_a_dense_spec_needs_no_top_k():
+    # no experts, top-k unknown: the count does not ask for it. 2 layers of d 256, 4 heads of 64, FFN 512,
+    # vocabulary 100, untied: 2 x 100 x 256 = 51,200 + 2 x (4 x 256^2 + 3 x 256 x 512 + 2 x 256) + 256
+    # = 51,200 + 2 x 655,872 + 256 = 1,363,200
+    spec = kv.ModelSpec(name="bare", model_type="llama", num_layers=2, num_heads=4, num_kv_heads=4, head_dim=64,
+                        hidden_size=256, vocab_size=100, intermediate_size=512, num_experts_per_tok=None)
+    assert spec.num_params() == spec.num_params_active() == 1_363_200
