@@ -163,3 +163,25 @@ def test_hub_is_asked_only_when_hub_is_true(monkeypatch):
     assert (r["model"], r["source"], r["kv_bytes_per_token"]) == ("someone/qwen-copy", "hub:someone/qwen-copy", 57_344)
     with pytest.raises(kvlib.config.ConfigError, match="add --hub"):
         info_report("someone/qwen-copy")
+
+
+def test_pool_in_a_kv_dtype():
+    # the pool above (67,187,106,167 B per GPU, tp 2) in fp8: 32,768 B per token per GPU -> 2,050,387.8
+    # -> 2,050,387 tokens; 2^28 B per sequence per GPU -> 250.3 -> 250 sequences
+    r = info_report("llama-3.1-8b", kv_dtype="fp8", context=8192, gpu="H100-SXM", tp=2)
+    assert r["kv_pool_bytes"] == 67_187_106_167
+    assert (r["kv_pool_tokens"], r["max_concurrency"]) == (2_050_387, 250)
+
+
+def test_a_pool_of_one_byte_holds_one_token_of_one_byte():
+    # The smallest cache there is: 1 layer, 1 KV head of 1 dim, fp4: 2 x 1 x 1 x 1 x 0.5 = 1 B per token.
+    # Its 30 parameters (embedding + head 2 x 10 x 1, q/k/v/o 4, gated MLP 3, 2 norms, final norm 1) are 60 B in
+    # bf16. Overhead set so that ceil(85,018,877,624 x 0.5) = 42,509,438,812 - 60 - overhead leaves 1 byte:
+    # one token, one sequence of 1 token.
+    tiny = kvlib.load_model({"model_type": "llama", "num_hidden_layers": 1, "num_attention_heads": 1,
+                             "num_key_value_heads": 1, "hidden_size": 1, "head_dim": 1, "vocab_size": 10,
+                             "intermediate_size": 1}, name="tiny")
+    r = info_report(tiny, kv_dtype="fp4", context=1, gpu="H100-SXM", utilization=0.5,
+                    overhead_bytes=42_509_438_812 - 60 - 1)
+    assert (r["num_params"], r["kv_bytes_per_token"], r["kv_pool_bytes"]) == (30, 1, 1)
+    assert (r["kv_pool_tokens"], r["max_concurrency"]) == (1, 1)
