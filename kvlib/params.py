@@ -14,6 +14,10 @@ from dataclasses import dataclass
 
 from .spec import ParamsError
 
+# Families whose attention normalizes each query and key head (an RMSNorm weight of head_dim for q and for k,
+# shared by the heads): transformers' Qwen3Attention and Gemma3Attention (q_norm, k_norm).
+_QK_NORM_PER_HEAD = {"qwen3", "qwen3_moe", "gemma3", "gemma3_text"}
+
 
 def _need(s, name: str):
     """The spec's ``name``, or ParamsError naming the config fields that were looked for."""
@@ -50,6 +54,8 @@ def _attention_params(s) -> int:
         params += d
     if s.attention_sinks:
         params += h
+    if s.model_type in _QK_NORM_PER_HEAD:
+        params += 2 * s.head_dim
     return params
 
 

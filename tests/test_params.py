@@ -258,3 +258,12 @@ def test_a_dense_spec_needs_no_top_k():
     spec = kv.ModelSpec(name="bare", model_type="llama", num_layers=2, num_heads=4, num_kv_heads=4, head_dim=64,
                         hidden_size=256, vocab_size=100, intermediate_size=512, num_experts_per_tok=None)
     assert spec.num_params() == spec.num_params_active() == 1_363_200
+
+
+def test_qwen3_counts_its_query_and_key_norms():
+    # Qwen3-0.6B (its config.json): d 1,024, 28 layers, 16 heads / 8 KV of 128, FFN 3,072, vocabulary 151,936,
+    # tied. transformers' Qwen3Attention adds q_norm and k_norm, one RMSNorm weight of head_dim (128) each.
+    # embed 151,936 x 1,024 = 155,582,464. Per layer: q, o 2 x 1,024 x 2,048 = 4,194,304; k, v 2 x 1,024 x 1,024
+    # = 2,097,152; q/k norms 256; MLP 3 x 1,024 x 3,072 = 9,437,184; norms 2,048: 15,730,944, x 28 = 440,466,432.
+    # Final norm 1,024. Total 596,049,920 (the card: 0.6B, 0.44B without the embedding: 440,467,456).
+    assert kv.load_model("qwen3-0.6b").num_params() == 596_049_920
