@@ -14,6 +14,10 @@ from dataclasses import dataclass
 
 from .spec import ParamsError
 
+# Families whose attention normalizes each query and key head (an RMSNorm weight of head_dim for q and for k,
+# shared by the heads): transformers' Qwen3Attention and Gemma3Attention (q_norm, k_norm).
+_QK_NORM_PER_HEAD = {"qwen3", "qwen3_moe", "gemma3", "gemma3_text"}
+
 
 def _need(s, name: str):
     """The spec's ``name``, or ParamsError naming the config fields that were looked for."""
@@ -50,6 +54,8 @@ def _attention_params(s) -> int:
         params += d
     if s.attention_sinks:
         params += h
+    if s.model_type in _QK_NORM_PER_HEAD:
+        params += 2 * s.head_dim
     return params
 
 
@@ -95,9 +101,9 @@ def count_params(s) -> ParamCount:
     active = outer + sum(_layer_params(s, i, top_k) for i in range(s.num_layers))
     mtp = 0
     if s.mtp_layers:
-        # DeepSeek V3's MTP module: two norms, a 2d->d projection, one MoE
-        # decoder layer and a final norm; it shares the embedding and head.
-        last_moe = s.num_layers - 1 if s.num_layers - 1 in s.moe_layers else -1
-        layer = _layer_params(s, last_moe, None)
+        # DeepSeek V3's MTP module: two norms, a 2d->d projection, one decoder
+        # layer like the model's last (MoE in V3) and a final norm; it shares
+        # the embedding and head.
+        layer = _layer_params(s, s.num_layers - 1, None)
         mtp = s.mtp_layers * (3 * _norm_params(s) + 2 * d * d + layer)
     return ParamCount(total=total, active=active, mtp=mtp, embedding=embedding)

@@ -70,3 +70,200 @@ def test_weight_bytes_by_precision():
     assert spec.weight_bytes(2) == 2 * n
     assert spec.weight_bytes(1) == n
     assert spec.weight_bytes(0.5) == (n + 1) // 2
+
+
+# --- exact counts, worked by hand from each config.json; each total is also the count Hugging Face publishes
+# for the checkpoint (safetensors metadata), so the hand arithmetic and the published figure agree to the unit.
+def test_gpt2_large_biases_learned_positions_and_a_tied_head():
+    # d 1,280, 36 layers, 20 heads of 64, FFN 5,120 (ungated, GELU), vocabulary 50,257, 1,024 positions, tied.
+    # wte 50,257 x 1,280 = 64,328,960 + wpe 1,024 x 1,280 = 1,310,720 = 65,639,680.
+    # Per layer: c_attn 1,280 x 3,840 + 3,840 = 4,919,040; attn c_proj 1,280^2 + 1,280 = 1,639,680;
+    # c_fc 1,280 x 5,120 + 5,120 = 6,558,720; mlp c_proj 5,120 x 1,280 + 1,280 = 6,554,880;
+    # ln_1, ln_2 with biases 4 x 1,280 = 5,120: 19,677,440, x 36 = 708,387,840. ln_f 2,560.
+    # 65,639,680 + 708,387,840 + 2,560 = 774,030,080 (GPT-2 large: 774M).
+    spec = kv.load_model("gpt2-large")
+    assert spec.num_params() == 774_030_080 == spec.num_params_active()
+
+
+def test_qwen2_5_7b_qkv_biases():
+    # d 3,584, 28 layers, 28 heads / 4 KV of 128, FFN 18,944, vocabulary 152,064, untied.
+    # embed + head 2 x 152,064 x 3,584 = 1,089,994,752. Per layer: q, o 2 x 3,584^2 = 25,690,112;
+    # k, v 2 x 3,584 x 512 = 3,670,016; q/k/v biases 3,584 + 1,024 = 4,608; MLP 3 x 3,584 x 18,944
+    # = 203,685,888; norms 7,168: 233,057,792, x 28 = 6,525,618,176. Final norm 3,584.
+    assert kv.load_model("qwen2.5-7b").num_params() == 1_089_994_752 + 6_525_618_176 + 3_584 == 7_615_616_512
+
+
+def test_gemma_2_four_norms_per_layer_and_a_tied_head():
+    # d 3,584, 42 layers, 16 heads / 8 KV of 256, FFN 14,336, vocabulary 256,000, tied.
+    # embed 256,000 x 3,584 = 917,504,000. Per layer: q, o 2 x 3,584 x 4,096 = 29,360,128; k, v
+    # 2 x 3,584 x 2,048 = 14,680,064; MLP 3 x 3,584 x 14,336 = 154,140,672; four norms 14,336:
+    # 198,195,200, x 42 = 8,324,198,400. Final norm 3,584. Total 9,241,705,984.
+    assert kv.load_model("gemma-2-9b").num_params() == 9_241_705_984
+
+
+def test_gpt_oss_20b_sinks_biases_and_experts():
+    # d 2,880, 24 layers, 64 heads / 8 KV of 64, 32 experts (FFN 2,880, gated, biased), top 4,
+    # vocabulary 201,088, untied. embed + head 2 x 201,088 x 2,880 = 1,158,266,880.
+    # Attention: q, o 2 x 2,880 x 4,096 = 23,592,960; k, v 2 x 2,880 x 512 = 2,949,120; q/k/v biases
+    # 4,096 + 1,024 = 5,120; o bias 2,880; one sink per head 64: 26,550,144.
+    # Expert 3 x 2,880^2 + biases 2 x 2,880 + 2,880 = 24,891,840; router 2,880 x 32 + 32 = 92,192; norms 5,760.
+    # All 32 experts: 26,550,144 + 796,538,880 + 92,192 + 5,760 = 823,186,976 per layer, x 24 = 19,756,487,424;
+    # + 1,158,266,880 + final norm 2,880 = 20,914,757,184.
+    # Top 4: 26,550,144 + 99,567,360 + 92,192 + 5,760 = 126,215,456, x 24 = 3,029,170,944; + 1,158,269,760
+    # = 4,187,440,704 (the card's 3.61B active leaves out the 579,133,440 embedding: 3,608,307,264).
+    spec = kv.load_model("gpt-oss-20b")
+    assert spec.num_params() == 20_914_757_184
+    assert spec.num_params_active() == 4_187_440_704
+
+
+def test_mixtral_all_experts_and_two_active():
+    # d 4,096, 32 layers, 32 heads / 8 KV of 128, 8 experts of FFN 14,336, top 2, vocabulary 32,000, untied.
+    # Attention 4,096 x 10,240 = 41,943,040; expert 3 x 4,096 x 14,336 = 176,160,768; router 4,096 x 8 = 32,768;
+    # norms 8,192. All: 1,451,270,144 x 32 = 46,440,644,608 + embed/head 262,144,000 + 4,096 = 46,702,792,704.
+    # Two: 394,305,536 x 32 = 12,617,777,152 + 262,148,096 = 12,879,925,248 (the paper: 13B active).
+    spec = kv.load_model("mixtral-8x7b")
+    assert (spec.num_params(), spec.num_params_active()) == (46_702_792_704, 12_879_925_248)
+
+
+def test_deepseek_v3_mla_shared_expert_dense_layers_and_mtp():
+    # d 7,168, 61 layers (first 3 dense, FFN 18,432; 58 MoE: 256 routed + 1 shared expert of 2,048, top 8),
+    # 128 heads, q_lora 1,536, kv_lora 512, nope 128, rope 64, v 128, vocabulary 129,280, untied.
+    # embed + head 2 x 129,280 x 7,168 = 1,853,358,080; final norm 7,168.
+    # Attention: q 7,168 x 1,536 + norm 1,536 + 1,536 x 128 x 192 = 48,760,320; kv 7,168 x 576 + norm 512
+    # + 512 x 128 x 256 = 20,906,496; o 128 x 128 x 7,168 = 117,440,512: 187,107,328. Norms 14,336.
+    # Dense layer: + 3 x 7,168 x 18,432 = 396,361,728: 583,483,392.
+    # Expert 3 x 7,168 x 2,048 = 44,040,192; router 7,168 x 256 = 1,835,008.
+    # MoE layer, all: 187,107,328 + 257 x 44,040,192 + 1,835,008 + 14,336 = 11,507,286,016.
+    # Total 1,853,365,248 + 3 x 583,483,392 + 58 x 11,507,286,016 = 671,026,404,352 (the report: 671B).
+    # Active: 187,107,328 + 9 x 44,040,192 + 1,835,008 + 14,336 = 585,318,400 per MoE layer:
+    # 1,853,365,248 + 1,750,450,176 + 58 x 585,318,400 = 37,552,282,624 (the report: 37B).
+    # MTP: 3 norms 21,504 + projection 2 x 7,168^2 = 102,760,448 + one MoE layer = 11,610,067,968.
+    # (Hugging Face lists 671,026,419,200 for the main model: 14,848 more, the 256 e_score_correction_bias
+    # of each of the 58 routers, which kvlib does not count -- 2e-8 of the total.)
+    spec = kv.load_model("deepseek-v3")
+    assert spec.num_params() == 671_026_404_352
+    assert spec.num_params_active() == 37_552_282_624
+    assert spec.num_params_mtp() == 11_610_067_968
+
+
+# DeepSeek-V2-Lite's config.json (deepseek-ai/DeepSeek-V2-Lite): MLA without a query LoRA.
+V2_LITE = dict(architectures=["DeepseekV2ForCausalLM"], model_type="deepseek_v2", hidden_size=2048,
+               intermediate_size=10944, moe_intermediate_size=1408, n_routed_experts=64, n_shared_experts=2,
+               num_experts_per_tok=6, first_k_dense_replace=1, moe_layer_freq=1, num_attention_heads=16,
+               num_key_value_heads=16, num_hidden_layers=27, vocab_size=102400, kv_lora_rank=512, q_lora_rank=None,
+               qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128, tie_word_embeddings=False,
+               max_position_embeddings=163840, torch_dtype="bfloat16")
+
+
+def test_deepseek_v2_lite_mla_without_query_lora():
+    # embed + head 2 x 102,400 x 2,048 = 419,430,400; final norm 2,048.
+    # Attention: q 2,048 x 16 x 192 = 6,291,456; kv 2,048 x 576 + 512 + 512 x 16 x 256 = 3,277,312;
+    # o 16 x 128 x 2,048 = 4,194,304: 13,763,072. Norms 4,096.
+    # Layer 0 dense: + 3 x 2,048 x 10,944 = 67,239,936: 81,007,104.
+    # Expert 3 x 2,048 x 1,408 = 8,650,752; router 2,048 x 64 = 131,072.
+    # MoE layer: 13,763,072 + 66 x 8,650,752 + 131,072 + 4,096 = 584,847,872, x 26 = 15,206,044,672.
+    # Total 15,706,484,224 (the model card: 15.7B). Active: 8 experts (6 routed + 2 shared)
+    # 13,763,072 + 69,206,016 + 131,072 + 4,096 = 83,104,256, x 26 = 2,160,710,656 + 81,007,104 + 419,432,448
+    # = 2,661,150,208 (the card's 2.4B leaves out the 209,715,200 embedding: 2,451,435,008).
+    spec = kv.load_model(V2_LITE, name="deepseek-v2-lite")
+    assert (spec.num_params(), spec.num_params_active()) == (15_706_484_224, 2_661_150_208)
+    assert spec.num_params_mtp() == 0
+
+
+# Qwen1.5-MoE-A2.7B's config.json (Qwen/Qwen1.5-MoE-A2.7B): a shared expert of its own width, with a gate.
+QWEN_MOE = dict(architectures=["Qwen2MoeForCausalLM"], model_type="qwen2_moe", hidden_size=2048,
+                intermediate_size=5632, moe_intermediate_size=1408, shared_expert_intermediate_size=5632,
+                num_experts=60, num_experts_per_tok=4, num_attention_heads=16, num_key_value_heads=16,
+                num_hidden_layers=24, vocab_size=151936, tie_word_embeddings=False, decoder_sparse_step=1,
+                mlp_only_layers=[], max_position_embeddings=8192, use_sliding_window=False, torch_dtype="bfloat16")
+
+
+def test_qwen_moe_shared_expert_with_its_own_width():
+    # embed + head 2 x 151,936 x 2,048 = 622,329,856; final norm 2,048.
+    # Attention 4 x 2,048^2 = 16,777,216 + q/k/v biases 3 x 2,048 = 16,783,360; norms 4,096.
+    # Expert 3 x 2,048 x 1,408 = 8,650,752; shared 3 x 2,048 x 5,632 = 34,603,008 + its gate 2,048;
+    # router 2,048 x 60 = 122,880. All 60: 519,045,120 + 34,605,056 + 122,880 = 553,773,056;
+    # layer 570,560,512, x 24 = 13,693,452,288. Total 14,315,784,192 (the card: 14.3B).
+    # Top 4: 34,603,008 + 34,605,056 + 122,880 + 16,783,360 + 4,096 = 86,118,400, x 24 = 2,066,841,600
+    # + 622,331,904 = 2,689,173,504 (the card: A2.7B).
+    spec = kv.load_model(QWEN_MOE, name="qwen1.5-moe-a2.7b")
+    assert (spec.num_params(), spec.num_params_active()) == (14_315_784_192, 2_689_173_504)
+
+
+def test_a_missing_width_is_named():
+    # Llama 3.1 8B without intermediate_size: the MLP cannot be counted, and the error says which field
+    config = dict(kv.bundled_config("llama-3.1-8b"))
+    del config["intermediate_size"]
+    spec = kv.load_model(config, name="no-ffn")
+    with pytest.raises(kv.ParamsError) as info:
+        spec.num_params()
+    assert str(info.value).startswith("missing field intermediate_size")
+    assert str(info.value).endswith(": the parameter count needs it")
+    config = dict(kv.bundled_config("llama-3.1-8b"))
+    del config["vocab_size"]
+    with pytest.raises(kv.ParamsError, match="^missing field vocab_size"):
+        kv.load_model(config, name="no-vocab").num_params_active()
+
+
+def test_mtp_layer_is_like_the_last_layer():
+    # DeepSeek V3 with only its last layer MoE (first_k_dense_replace 60): the MTP module still holds one MoE
+    # layer, 3 norms 21,504 + 2 x 7,168^2 = 102,760,448 + 11,507,286,016 (above) = 11,610,067,968.
+    config = dict(kv.bundled_config("deepseek-v3"), first_k_dense_replace=60)
+    assert kv.load_model(config, name="v3-last-moe").num_params_mtp() == 11_610_067_968
+    # all 61 layers dense: the MTP layer is dense too, 21,504 + 102,760,448 + 583,483,392 = 686,265,344
+    config = dict(kv.bundled_config("deepseek-v3"), first_k_dense_replace=61)
+    assert kv.load_model(config, name="v3-dense").num_params_mtp() == 686_265_344
+
+
+def test_shared_experts_by_count_and_by_width_add_up():
+    # Qwen1.5-MoE-A2.7B (above) given one DeepSeek-style shared expert as well (n_shared_experts 1): each of the
+    # 24 layers gains one more expert of 3 x 2,048 x 1,408 = 8,650,752, 207,618,048 in all, on top of the
+    # Qwen-style shared expert: 14,315,784,192 + 207,618,048 = 14,523,402,240.
+    spec = kv.load_model(dict(QWEN_MOE, n_shared_experts=1), name="qwen-moe-plus-one")
+    assert spec.num_params() == 14_523_402_240
+
+
+def test_ungated_mlp_without_biases():
+    # Falcon-7B's MLP (its config.json: bias false; modelling_falcon: dense_h_to_4h 4,544 -> 18,176 and
+    # dense_4h_to_h back, GELU, no gate): 2 x 4,544 x 18,176 = 165,183,488 per layer.
+    from kvlib.params import _mlp_params
+    falcon = kv.load_model({"model_type": "falcon", "architectures": ["FalconForCausalLM"], "hidden_size": 4544,
+                            "n_head": 71, "n_layer": 32, "vocab_size": 65024, "multi_query": True,
+                            "parallel_attn": True, "bias": False}, name="falcon-7b")
+    assert (falcon.mlp_gated, falcon.mlp_bias, falcon.intermediate_size) == (False, False, 18_176)
+    assert _mlp_params(falcon, falcon.intermediate_size) == 165_183_488
+
+
+def test_embedding_count():
+    # Llama 3.1 8B: 128,256 x 4,096 = 525,336,576 (the head is apart); GPT-2 large: token table 50,257 x 1,280
+    # = 64,328,960 + 1,024 learned positions x 1,280 = 1,310,720 -> 65,639,680
+    from kvlib.params import count_params
+    assert count_params(kv.load_model("llama-3.1-8b")).embedding == 525_336_576
+    assert count_params(kv.load_model("gpt2-large")).embedding == 65_639_680
+
+
+def test_a_spec_built_by_hand_names_the_missing_width():
+    # a ModelSpec made directly (no config reader, so no list of config names): the spec field is named
+    spec = kv.ModelSpec(name="bare", model_type="llama", num_layers=2, num_heads=4, num_kv_heads=4, head_dim=64,
+                        hidden_size=256, vocab_size=None, intermediate_size=512)
+    with pytest.raises(kv.ParamsError) as info:
+        spec.num_params()
+    assert str(info.value) == "missing field vocab_size: the parameter count needs it"
+
+
+def test_a_dense_spec_needs_no_top_k():
+    # no experts, top-k unknown: the count does not ask for it. 2 layers of d 256, 4 heads of 64, FFN 512,
+    # vocabulary 100, untied: 2 x 100 x 256 = 51,200 + 2 x (4 x 256^2 + 3 x 256 x 512 + 2 x 256) + 256
+    # = 51,200 + 2 x 655,872 + 256 = 1,363,200
+    spec = kv.ModelSpec(name="bare", model_type="llama", num_layers=2, num_heads=4, num_kv_heads=4, head_dim=64,
+                        hidden_size=256, vocab_size=100, intermediate_size=512, num_experts_per_tok=None)
+    assert spec.num_params() == spec.num_params_active() == 1_363_200
+
+
+def test_qwen3_counts_its_query_and_key_norms():
+    # Qwen3-0.6B (its config.json): d 1,024, 28 layers, 16 heads / 8 KV of 128, FFN 3,072, vocabulary 151,936,
+    # tied. transformers' Qwen3Attention adds q_norm and k_norm, one RMSNorm weight of head_dim (128) each.
+    # embed 151,936 x 1,024 = 155,582,464. Per layer: q, o 2 x 1,024 x 2,048 = 4,194,304; k, v 2 x 1,024 x 1,024
+    # = 2,097,152; q/k norms 256; MLP 3 x 1,024 x 3,072 = 9,437,184; norms 2,048: 15,730,944, x 28 = 440,466,432.
+    # Final norm 1,024. Total 596,049,920 (the card: 0.6B, 0.44B without the embedding: 440,467,456).
+    assert kv.load_model("qwen3-0.6b").num_params() == 596_049_920

@@ -250,3 +250,235 @@ def test_plan_uses_the_step_functions():
                                                                      p.bandwidth_bytes_per_s, slow)
     assert p.nodes == nodes_needed(500, p.sequences_per_node)
     assert p.nodes_with_headroom == nodes_with_headroom(p.nodes, 1.3, 1)
+
+
+# --- every input's bound, and the exact one-line message naming it ------------------------------------------------
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(users=0), "users must be at least 1, got 0"),
+    (dict(users=True), "users must be an integer, got True"),             # a bool is not a count
+    (dict(users=10.0), "users must be an integer, got 10.0"),
+    (dict(context=-5), "context must be at least 1, got -5"),
+    (dict(context=4096.0), "context must be an integer, got 4096.0"),
+    (dict(gpus_per_node=8.0), "gpus_per_node must be an integer, got 8.0"),
+    (dict(tp=8.0), "tp must be an integer, got 8.0"),
+    (dict(itl_ms=0), "itl_ms must be greater than 0, got 0"),
+    (dict(itl_ms="60"), "itl_ms must be a number, got '60'"),
+    (dict(itl_ms=float("nan")), "itl_ms must be a number, got nan"),      # NaN compares false to every bound
+    (dict(gpus_per_node=0), "gpus_per_node must be at least 1, got 0"),
+    (dict(tp=0), "tp must be at least 1, got 0"),
+    (dict(gpus_per_node=4, tp=8), "tp (8) must divide gpus_per_node (4)"),
+    (dict(gpu_memory_bytes=0), "gpu_memory_bytes must be greater than 0, got 0"),
+    (dict(utilization=0), "utilization must be greater than 0, got 0"),
+    (dict(utilization=1.5), "utilization must be at most 1, got 1.5"),
+    (dict(overhead_bytes_per_gpu=-1), "overhead_bytes_per_gpu must be at least 0, got -1"),
+    (dict(efficiency=0), "efficiency must be greater than 0, got 0"),
+    (dict(efficiency=1.01), "efficiency must be at most 1, got 1.01"),
+    (dict(tp_overhead=-0.1), "tp_overhead must be at least 0, got -0.1"),
+    (dict(spike_factor=0.5), "spike_factor must be at least 1, got 0.5"),
+    (dict(redundancy_nodes=-1), "redundancy_nodes must be at least 0, got -1"),
+    (dict(redundancy_nodes=1.0), "redundancy_nodes must be an integer, got 1.0"),
+    (dict(num_params=0), "num_params must be greater than 0, got 0"),
+    (dict(weight_dtype_bytes=0), "weight_dtype_bytes must be greater than 0, got 0"),
+    (dict(weight_bytes=0), "weight_bytes must be greater than 0, got 0"),
+    (dict(bandwidth_bytes_per_s=0), "bandwidth_bytes_per_s must be greater than 0, got 0"),
+    (dict(kv_dtype_bytes=0), "kv_dtype_bytes must be greater than 0, got 0"),
+])
+def test_bad_input_exact_message(kwargs, message):
+    args = dict(users=100, context=4096, itl_ms=60, gpu="H100-SXM")
+    args.update(kwargs)
+    with pytest.raises(PlanError) as info:
+        plan_capacity("llama-3-70b", **args)
+    assert str(info.value) == message
+
+
+def test_bounds_themselves_are_accepted():
+    # 1 user, 1 token of context, efficiency 1 (the bandwidth bound itself), no overhead, no all-reduce cost
+    p = plan_capacity("llama-3-70b", users=1, context=1, efficiency=1, overhead_bytes_per_gpu=0, tp_overhead=0,
+                      **{k: v for k, v in SEED_003_S8.items() if k not in ("context", "overhead_bytes_per_gpu")})
+    assert (p.users, p.context, p.efficiency, p.overhead_bytes_per_gpu, p.tp_overhead) == (1, 1, 1, 0, 0)
+    # one GPU per node, one GPU per replica: Llama 3.1 8B (8 KV heads) fits tp = 1
+    q = plan_capacity("llama-3.1-8b", users=1, context=4096, itl_ms=60, gpus_per_node=1, tp=1)
+    assert (q.gpus_per_node, q.tp, q.replicas_per_node) == (1, 1, 1)
+
+
+def test_one_sequence_that_does_not_fit_says_what_is_left():
+    # Llama 3 70B, 10^7 tokens: 327,680 / 8 = 40,960 B per token per GPU x 10^7 = 409.6e9 B (409.6e9 / 2^30
+    # = 381.47 GiB); the pool is 80e9 - 17.65e9 - 3e9 = 59.35e9 B (55.27 GiB); weights 17.65e9 B (16.44 GiB)
+    with pytest.raises(PlanError) as info:
+        plan_capacity("llama-3-70b", users=10, **dict(SEED_003_S8, context=10**7))
+    assert str(info.value) == (
+        "gpu: one sequence of 10,000,000 tokens needs 409.60 GB (381.47 GiB) per GPU but only "
+        "59.35 GB (55.27 GiB) is left after weights (17.65 GB (16.44 GiB)) and overhead; "
+        "use more GPUs per replica (tp) or a bigger GPU")
+
+
+def test_weights_bigger_than_the_gpu_leave_nothing_not_a_negative_figure():
+    # 8 x 79e9 B of weights: 79e9 per GPU; 80e9 - 79e9 - 3e9 = -2e9 B, shown as nothing left
+    with pytest.raises(PlanError, match=r"but only 0\.00 GB \(0\.00 GiB\) is left after weights "
+                                        r"\(79\.00 GB \(73\.57 GiB\)\)"):
+        plan_capacity("llama-3-70b", users=10, **dict(SEED_003_S8, weight_bytes=8 * 79 * 10**9))
+
+
+def test_missed_target_says_how_long_one_sequence_takes():
+    # weights 17.65e9 + one sequence 6,000 x 40,960 = 245.76e6 B = 17.89576e9 B / 3.35e12 B/s = 5.342 ms,
+    # x 1.3 / 0.7 = 9.92 ms > 1 ms
+    with pytest.raises(PlanError) as info:
+        plan_capacity("llama-3-70b", users=10, **dict(SEED_003_S8, itl_ms=1))
+    assert str(info.value) == ("itl_ms: 1 ms cannot be met: reading the weights (17.65 GB (16.44 GiB) per GPU) "
+                               "and one sequence already takes 9.9 ms per step")
+
+
+def test_a_target_that_admits_exactly_one_sequence():
+    # One sequence: 9.921 ms (above); two: (17.65e9 + 2 x 245.76e6) / 3.35e12 x 1.3 / 0.7 = 10.057 ms.
+    # A 10 ms target admits exactly one per replica ((0.010 x 0.7 / 1.3 x 3.35e12 - 17.65e9) / 245.76e6 = 1.58),
+    # so 5 users need 5 nodes; headroom ceil(5 x 1.3) + 1 = ceil(6.5) + 1 = 8
+    p = plan_capacity("llama-3-70b", users=5, **dict(SEED_003_S8, itl_ms=10))
+    assert (p.sequences_per_replica_by_latency, p.sequences_per_replica, p.sequences_per_node) == (1, 1, 1)
+    assert (p.nodes, p.nodes_with_headroom) == (5, 8)
+    assert round(p.itl_s * 1e3, 2) == 9.92
+
+
+def test_every_figure_of_seed_003_section_8():
+    # The figures the step-by-step test leaves out, same hand arithmetic (seed 003 s8's assumptions):
+    p = plan_capacity("llama-3-70b", **SEED_8)
+    assert (p.model, p.gpu, p.users, p.context, p.itl_target_s) == ("meta-llama/Llama-3.3-70B-Instruct",
+                                                                     "H100-SXM", 2000, 6000, 0.060)
+    assert (p.gpus_per_node, p.tp, p.gpu_memory_bytes, p.utilization) == (8, 8, 80 * 10**9, 1.0)
+    assert (p.overhead_bytes_per_gpu, p.weight_bytes, p.kv_dtype_bytes) == (3 * 10**9, 141_200_000_000, 2)
+    assert (p.bandwidth_bytes_per_s, p.efficiency, p.tp_overhead) == (3.35e12, 0.7, 0.3)
+    assert (p.spike_factor, p.redundancy_nodes) == (1.3, 1)
+    assert p.kv_bytes_per_sequence_per_gpu == 6000 * 40_960 == 245_760_000
+    # ceil(80e9 x 1.0) = 80e9 budget; pool 80e9 - 17.65e9 - 3e9 = 59.35e9 per GPU, 474.8e9 per node
+    assert (p.budget_bytes_per_gpu, p.kv_pool_bytes_per_gpu) == (80 * 10**9, 59_350_000_000)
+    assert (p.replicas_per_node, p.sequences_per_replica_by_memory, p.sequences_per_replica) == (1, 241, 241)
+    # memory-limited: the ITL at the memory limit is the ITL, 76,878,160,000 B / 3.35e12 x 1.3 / 0.7 = 42.62 ms
+    assert p.itl_s_at_memory_limit == pytest.approx(76_878_160_000 / 3.35e12 * 1.3 / 0.7)
+    assert p.step_bytes_per_gpu == 76_878_160_000
+    # 368 by latency (0.06 x 0.7 / 1.3 x 3.35e12 - 17.65e9) / 245.76e6 = 368.57), 241 by memory
+    assert p.sequences_per_replica_by_latency == 368
+    assert p.sequences_per_node == 241
+    # one user gets a token every 42.62 ms: 23.46 tok/s
+    assert round(p.tokens_per_s_per_user, 2) == 23.46
+
+
+def test_plan_to_dict_adds_the_derived_figures():
+    d = plan_capacity("llama-3-70b", **SEED_8).to_dict()
+    # 241 x 1 replica; 42.6 ms <= 60 ms; 241 / 42.62 ms = 5,655 tok/s, x 9 = 50,893; 1 / 42.62 ms = 23.46;
+    # 13 nodes x 8 GPUs = 104
+    assert (d["sequences_per_node_by_memory"], d["meets_itl_at_memory_limit"], d["limited_by"]) == (241, True, "memory")
+    assert (round(d["tokens_per_s_per_node"]), round(d["tokens_per_s"])) == (5655, 50893)
+    assert (round(d["tokens_per_s_per_user"], 2), d["gpus"]) == (23.46, 104)
+    assert (d["nodes"], d["nodes_with_headroom"], d["sequences_per_node"]) == (9, 13, 241)
+
+
+def test_defaults_are_kvlibs_assumptions():
+    # No gpu and no assumption given: H100-SXM (3.35 TB/s, 79.18 GiB as CUDA reports it = 85,018,877,624 B),
+    # 8 GPUs, tp 8, vLLM's 0.92, 3 GB overhead, 70% efficiency, 30% all-reduce, 1.3x spike, N+1, bf16 KV.
+    # Budget ceil(85,018,877,624 x 0.92) = ceil(78,217,367,414.08) = 78,217,367,415 (vLLM rounds up);
+    # pool 78,217,367,415 - 141.2e9 / 8 - 3e9 = 57,567,367,415 B; / 245.76e6 = 234.2 -> 234 sequences;
+    # 2,000 / 234 = 8.5 -> 9 nodes, ceil(9 x 1.3) + 1 = 13.
+    p = plan_capacity("llama-3-70b", users=2000, context=6000, itl_ms=60, weight_bytes=141.2e9)
+    assert (p.gpu, p.gpus_per_node, p.tp, p.gpu_memory_bytes) == ("H100-SXM", 8, 8, 85_018_877_624)
+    assert (p.utilization, p.overhead_bytes_per_gpu, p.efficiency, p.tp_overhead) == (0.92, 3 * 10**9, 0.7, 0.3)
+    assert (p.spike_factor, p.redundancy_nodes, p.kv_dtype_bytes, p.bandwidth_bytes_per_s) == (1.3, 1, 2, 3.35e12)
+    assert p.weight_bytes == 141_200_000_000 and isinstance(p.weight_bytes, int)
+    assert (p.budget_bytes_per_gpu, p.kv_pool_bytes_per_gpu) == (78_217_367_415, 57_567_367_415)
+    assert (p.sequences_per_node, p.nodes, p.nodes_with_headroom) == (234, 9, 13)
+
+
+def test_weights_from_a_parameter_count_and_a_dtype():
+    # 70.6e9 parameters at 1 B (fp8 weights): 70.6e9 B, 8.825e9 per GPU
+    p = plan_capacity("llama-3-70b", users=10, num_params=70.6e9, weight_dtype_bytes=1,
+                      **{k: v for k, v in SEED_003_S8.items() if k != "weight_bytes"})
+    assert (p.weight_bytes, p.weight_bytes_per_gpu) == (70_600_000_000, 8_825_000_000)
+
+
+def test_kv_dtype_and_bandwidth_overrides():
+    # fp8 KV: 163,840 B per token, 20,480 per GPU; 6,000 tokens = 122.88e6 B per GPU; pool 59.35e9 / 122.88e6
+    # = 482.99 -> 482 sequences. At 2e12 B/s one sequence's step is (17.65e9 + 122.88e6) / 2e12 = 8.886 ms.
+    p = plan_capacity("llama-3-70b", users=10, kv_dtype_bytes=1, bandwidth_bytes_per_s=2e12,
+                      **dict(SEED_003_S8, itl_ms=1000))
+    assert (p.kv_dtype_bytes, p.kv_bytes_per_token, p.kv_bytes_per_token_per_gpu) == (1, 163_840, 20_480)
+    assert p.sequences_per_replica_by_memory == 482
+    # 163,840 x 6,000 = 983,040,000 B per sequence; x 10 users = 9,830,400,000
+    assert (p.kv_bytes_per_sequence, p.total_kv_bytes) == (983_040_000, 9_830_400_000)
+    assert p.bandwidth_bytes_per_s == 2e12
+    assert p.step_s_bound == pytest.approx((17.65e9 + 482 * 122_880_000) / 2e12)
+
+
+def test_two_gpus_pay_the_all_reduce():
+    # tp = 2 already reduces across GPUs: (1 + 0.3) / 0.7 = 1.857, the same as tp = 8
+    assert step_slowdown(2, 0.3, 0.7) == pytest.approx(1.3 / 0.7)
+    # the defaults are seed 003 s8's: 30% all-reduce, 70% efficiency
+    assert step_slowdown(8) == pytest.approx(1.3 / 0.7) and step_slowdown(1) == pytest.approx(1 / 0.7)
+
+
+def test_headroom_defaults_and_symbols():
+    # defaults 1.3x and N+1: ceil(9 x 1.3) + 1 = 13; ceil(2 x 1.3) + 1 = ceil(2.6) + 1 = 4
+    assert nodes_with_headroom(9) == 13 and nodes_with_headroom(2) == 4
+    # 3 x 1.1 = 3.3000000000000003 in floats: the guard keeps it 3.3, ceil 4 (a guard rounding to whole
+    # numbers would give 3); 7 x 1.1 = 7.700000000000001 -> 8, + 2 = 10
+    assert nodes_with_headroom(3, 1.1, 0) == 4 and nodes_with_headroom(7, 1.1, 2) == 10
+    sp = pytest.importorskip("sympy")
+    n = sp.Symbol("n", positive=True, integer=True)
+    expr = nodes_with_headroom(n, sp.Rational(13, 10), 1)
+    assert expr.subs(n, 9) == 13 and expr.subs(n, 10) == 14
+
+
+def test_nodes_needed_for_symbols_and_floats():
+    # 2,000 / 241 = 8.3 -> 9; a float count of sequences goes through the same ceiling
+    assert nodes_needed(2000, 241.0) == 9 and nodes_needed(2000.0, 250) == 8
+    assert type(nodes_needed(2000, 241.0)) is int and type(nodes_needed(2000.0, 250)) is int   # whole nodes
+    sp = pytest.importorskip("sympy")
+    u = sp.Symbol("u", positive=True, integer=True)
+    assert nodes_needed(u, 241).subs(u, 2000) == 9
+
+
+def test_headroom_guard_ignores_only_what_is_below_a_billionth():
+    # The guard rounds to 9 decimals before the ceiling: 1 x (1 + 2e-10) = 1.0000000002 is float noise
+    # around 1 node (-> 1); 1 x (1 + 2e-9) = 1.000000002 is a real excess (-> 2)
+    assert nodes_with_headroom(1, 1 + 2e-10, 0) == 1
+    assert nodes_with_headroom(1, 1 + 2e-9, 0) == 2
+
+
+def test_an_unknown_model_is_not_fetched_unless_asked():
+    # offline by default: an id that is not bundled is refused, with the hint to pass hub=True (--hub)
+    from kvlib.config import ConfigError
+    with pytest.raises(ConfigError, match=r"^unknown model 'no-such-model': .* add --hub to fetch it"):
+        plan_capacity("no-such-model", users=10, context=4096, itl_ms=60)
+
+
+def test_a_pool_of_exactly_one_sequence_plans_one_per_replica():
+    # Seed 003 s8's assumptions with 20,895,760,000 B per GPU: 20,895,760,000 - 17.65e9 - 3e9 = 245,760,000 B,
+    # exactly one sequence of 6,000 x 40,960 B. It fits: 3 users need 3 nodes.
+    p = plan_capacity("llama-3-70b", users=3, **dict(SEED_003_S8, gpu_memory_bytes=20_895_760_000))
+    assert p.kv_pool_bytes_per_gpu == p.kv_bytes_per_sequence_per_gpu == 245_760_000
+    assert (p.sequences_per_replica, p.nodes) == (1, 3)
+
+
+def test_efficiency_enters_the_plan():
+    # Seed 003 s8 at 50% efficiency: 76,878,160,000 B / 3.35e12 = 22.9487 ms x 1.3 / 0.5 = 59.67 ms, still
+    # under 60 ms: the node keeps its 241 sequences
+    p = plan_capacity("llama-3-70b", **dict(SEED_8, efficiency=0.5))
+    assert round(p.itl_s * 1e3, 2) == 59.67 and p.sequences_per_node == 241
+
+
+def test_missed_target_on_a_slow_gpu():
+    # 1e12 B/s: (17.65e9 + 245.76e6) / 1e12 = 17.896 ms x 1.3 / 0.7 = 33.23 ms for one sequence > 30 ms
+    with pytest.raises(PlanError, match=r"and one sequence already takes 33\.2 ms per step$"):
+        plan_capacity("llama-3-70b", users=10, **dict(SEED_003_S8, itl_ms=30, bandwidth_bytes_per_s=1e12))
+
+
+def test_sequences_under_itl_at_the_bandwidth_bound():
+    # no slowdown given: (0.06 x 3.35e12 - 17.65e9) / 245.76e6 = 183.35e9 / 245.76e6 = 746.06 -> 746
+    assert sequences_under_itl(0.06, 17.65e9, 245_760_000, 3.35e12) == 746
+
+
+def test_hub_is_asked_only_when_hub_is_true(monkeypatch):
+    # The Hub fetch replaced by a stand-in that hands back Llama 3.1 8B's config (offline): hub=True plans it
+    # (131,072 B per token, 16,384 per GPU under tp 8)
+    import kvlib.config
+    monkeypatch.setattr(kvlib.config, "_fetch_from_hub",
+                        lambda repo_id: (kvlib.bundled_config("llama-3.1-8b"), f"hub:{repo_id}"))
+    p = plan_capacity("someone/llama-copy", users=10, context=4096, itl_ms=60, hub=True)
+    assert (p.model, p.kv_bytes_per_token, p.kv_bytes_per_token_per_gpu) == ("someone/llama-copy", 131_072, 16_384)

@@ -166,3 +166,107 @@ def test_attention_flops_stop_growing_in_windowed_layers_and_split_over_tp():
     a = decode_step("gpt-oss-20b", batch=1, context=1000, tp=2)
     b = decode_step("gpt-oss-20b", batch=1, context=2000, tp=2)
     assert b.flops - a.flops == 196_608 * 1000 / 2
+
+
+# --- every input's bound, with the exact one-line message -----------------------------------------------------
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(batch=0), "batch must be a positive integer, got 0"),
+    (dict(batch=True), "batch must be a positive integer, got True"),      # a bool is not a batch
+    (dict(batch=2.0), "batch must be a positive integer, got 2.0"),
+    (dict(context=0), "context must be a positive integer, got 0"),
+    (dict(context=10.0), "context must be a positive integer, got 10.0"),
+    (dict(tp=2.0), "tp must be a positive integer, got 2.0"),
+    (dict(efficiency=0), "efficiency must be a positive number, got 0"),
+    (dict(efficiency="1"), "efficiency must be a positive number, got '1'"),
+    (dict(efficiency=1.5), "efficiency must be at most 1, got 1.5"),
+    (dict(tp=0), "tp must be a positive integer, got 0"),
+    (dict(weight_bytes=-1), "weight_bytes must be a positive number, got -1"),
+    (dict(num_params=0), "num_params must be a positive number, got 0"),
+    (dict(bandwidth_bytes_per_s=0), "bandwidth_bytes_per_s must be a positive number, got 0"),
+    (dict(peak_flop_per_s=-1.0), "peak_flop_per_s must be a positive number, got -1.0"),
+])
+def test_bad_input_exact_message(kwargs, message):
+    args = dict(batch=1, context=10)
+    args.update(kwargs)
+    with pytest.raises(RooflineError) as info:
+        decode_step("llama-3-8b", **args)
+    assert str(info.value) == message
+
+
+def test_every_figure_of_a_step_with_kvlibs_defaults():
+    # Llama 3.1 8B, batch 2 at 1,000 tokens, no option given: an H100-SXM (3.35e12 B/s, 989e12 FLOP/s bf16
+    # dense, its datasheet), tp 1, efficiency 1, bf16 weights of the counted 8,030,261,248 parameters.
+    # Weights 2 x 8,030,261,248 = 16,060,522,496 B; KV 131,072 x 1,000 x 2 = 262,144,000 B; 16,322,666,496 B in all.
+    # FLOPs: 2 x 8,030,261,248 x 2 = 32,121,044,992 linear + 2 x 32 heads x (128 + 128) x 32 layers
+    # = 524,288 per cached token x 1,000 x 2 = 1,048,576,000 attention: 33,169,620,992.
+    s = decode_step("llama-3.1-8b", batch=2, context=1000)
+    assert (s.model, s.gpu, s.batch, s.context, s.tp, s.efficiency) == ("meta-llama/Llama-3.1-8B", "H100-SXM",
+                                                                         2, 1000, 1, 1.0)
+    assert (s.weight_bytes, s.kv_bytes, s.bytes_per_step) == (16_060_522_496, 262_144_000, 16_322_666_496)
+    assert (s.bandwidth_bytes_per_s, s.peak_flop_per_s) == (3.35e12, 989e12)
+    assert s.flops == 33_169_620_992
+    # 16,322,666,496 / 3.35e12 = 4.8724 ms; 33,169,620,992 / 989e12 = 33.54 us; ridge 989 / 3.35 = 295.2
+    assert s.bandwidth_s == pytest.approx(4.872437760e-3) and s.compute_s == pytest.approx(3.353854e-5)
+    assert s.ridge_flop_per_byte == pytest.approx(295.2239)
+    # 33,169,620,992 / 16,322,666,496 = 2.0321 FLOP/B; 2 / 4.8724 ms = 410.47 tok/s
+    assert s.arithmetic_intensity == pytest.approx(2.032122, rel=1e-6)
+    assert s.step_s_bound == s.bandwidth_s and round(s.tokens_per_s_bound, 2) == 410.47
+    assert s.limit == "bandwidth" and s.regime == WEIGHT_DOMINATED
+
+
+def test_efficiency_slows_the_step_not_the_bound():
+    # at 50% of peak bandwidth the step takes twice the bound: 2 x 4.8724 ms, 205.24 tok/s against 410.47
+    s = decode_step("llama-3.1-8b", batch=2, context=1000, efficiency=0.5)
+    assert s.step_s == pytest.approx(2 * 4.872437760e-3) and s.itl_s == s.step_s
+    assert round(s.tokens_per_s, 2) == 205.24 and round(s.tokens_per_s_bound, 2) == 410.47
+
+
+def test_a_parameter_count_sets_the_weights_and_the_linear_flops():
+    # 7e9 parameters: 14e9 B of bf16 weights, 2 x 7e9 = 14e9 linear FLOPs + 524,288 x 1,000 attention
+    s = decode_step("llama-3.1-8b", batch=1, context=1000, num_params=7e9)
+    assert s.weight_bytes == 14_000_000_000
+    assert s.flops == 14e9 + 524_288_000
+
+
+def test_moe_flops_use_the_active_parameters_and_the_weights_all():
+    # Mixtral 8x7B (its config.json): d 4,096, 32 layers, 32 heads / 8 KV of 128, 8 experts of FFN 14,336,
+    # top 2, vocabulary 32,000 untied. Per layer: attention 4,096 x 10,240 = 41,943,040, one expert
+    # 3 x 4,096 x 14,336 = 176,160,768, router 4,096 x 8 = 32,768, norms 8,192. Active (2 experts):
+    # 394,305,536 x 32 = 12,617,777,152 + embeddings 2 x 32,000 x 4,096 = 262,144,000 + 4,096
+    # = 12,879,925,248 (the paper: 12.9B). All 8: 1,451,270,144 x 32 + 262,148,096 = 46,702,792,704.
+    s = decode_step("mixtral-8x7b", batch=1, context=1)
+    assert s.weight_bytes == 2 * 46_702_792_704
+    # one cached token: 2 x 32 x 256 x 32 layers = 524,288 attention FLOPs
+    assert s.flops == 2 * 12_879_925_248 + 524_288
+
+
+def test_bandwidth_and_peak_overrides():
+    # 2e12 B/s and 100e12 FLOP/s: ridge 50 FLOP/B; 16,322,666,496 B / 2e12 = 8.161 ms
+    s = decode_step("llama-3.1-8b", batch=2, context=1000, bandwidth_bytes_per_s=2e12, peak_flop_per_s=100e12)
+    assert (s.bandwidth_bytes_per_s, s.peak_flop_per_s, s.ridge_flop_per_byte) == (2e12, 100e12, 50.0)
+    assert s.bandwidth_s == pytest.approx(16_322_666_496 / 2e12)
+    assert s.compute_s == pytest.approx(33_169_620_992 / 100e12)
+
+
+def test_at_the_ridge_point_the_step_is_compute_bound():
+    # A GPU whose peak equals this step's FLOPs per second and whose bandwidth equals its bytes per second:
+    # both times are 1 s and the intensity equals the ridge -- the roofline's corner counts as compute-bound
+    # ('bandwidth' only strictly below the ridge).
+    flops, nbytes = 33_169_620_992, 16_322_666_496
+    s = decode_step("llama-3.1-8b", batch=2, context=1000, bandwidth_bytes_per_s=nbytes, peak_flop_per_s=flops)
+    assert s.bandwidth_s == s.compute_s == 1 and s.arithmetic_intensity == s.ridge_flop_per_byte
+    assert s.limit == "compute"
+
+
+def test_regime_at_equal_reads():
+    # weights read = KV read: not yet cache-dominated (the KV must exceed the weights, seed 003 example 4)
+    assert regime(100, 100) == WEIGHT_DOMINATED and regime(100, 101) == CACHE_DOMINATED
+
+
+def test_decode_flops_with_a_distinct_value_head_dim():
+    # MLA-style heads: d_qk 192, d_v 128. 2 x 1e9 x 2 = 4e9 linear + 2 x 4 layers x 8 heads x (192 + 128)
+    # x 100 tokens x 2 = 4,096,000; without d_v it defaults to d_qk: 2 x 4 x 8 x 384 x 100 x 2 = 4,915,200
+    from kvlib.roofline import decode_flops
+    assert decode_flops(1e9, 2, 4, 8, 192, 100, v_head_dim=128) == 4_004_096_000
+    assert decode_flops(1e9, 2, 4, 8, 192, 100) == 4_004_915_200
+

@@ -1,0 +1,187 @@
+"""kvlib.info: the ``kvlib info --json`` report, in-process, every figure worked by hand."""
+
+import pytest
+
+import kvlib
+from kvlib.info import InfoError, info_report
+
+# Llama 3.1 8B (its config.json): 32 layers, d = 4,096, 32 query heads, 8 KV heads of 128, FFN 14,336,
+# vocabulary 128,256, untied head. Parameters: embedding + head 2 x 128,256 x 4,096 = 1,050,673,152;
+# per layer attention 4,096 x (4,096 + 1,024 + 1,024 + 4,096) = 41,943,040, MLP 3 x 4,096 x 14,336 = 176,160,768,
+# two norms 8,192: 218,112,000, x 32 = 6,979,584,000; final norm 4,096. Total 8,030,261,248 (the card: 8.03B).
+LLAMA_8B_PARAMS = 8_030_261_248
+# KV per token: 2 (K and V) x 32 layers x 8 heads x 128 x 2 B = 131,072 B
+LLAMA_8B_KV_PER_TOKEN = 131_072
+# An H100 SXM as CUDA reports it: 79.18 GiB = 79 x 2^30 + 0.18 x 2^30 = 84,825,604,096 + 193,273,528.32
+H100_CUDA_BYTES = 85_018_877_624
+
+
+def test_geometry_and_parameters_of_a_dense_model():
+    # bf16 2 B per parameter, fp8 1 B, int4 half a byte (8,030,261,248 is even: exactly 4,015,130,624)
+    assert info_report("llama-3.1-8b") == {
+        "model": "meta-llama/Llama-3.1-8B",
+        "source": "bundled:meta-llama/Llama-3.1-8B",
+        "attention": "gqa",
+        "num_layers": 32,
+        "num_kv_heads": 8,
+        "head_dim": 128,
+        "num_attention_heads": 32,
+        "layer_kinds": {"full": 32},
+        "sliding_window": None,
+        "attention_chunk_size": None,
+        "num_params": LLAMA_8B_PARAMS,
+        "num_params_active": LLAMA_8B_PARAMS,
+        "num_params_mtp": 0,
+        "num_params_error": None,
+        "weight_bytes": {"bf16": 16_060_522_496, "fp8": 8_030_261_248, "int4": 4_015_130_624},
+        "kv_dtype": "auto (16-bit)",
+        "kv_dtype_bytes": 2,
+        "kv_bytes_per_token": LLAMA_8B_KV_PER_TOKEN,
+    }
+
+
+def test_layer_kinds_are_counted_per_kind():
+    # gpt-oss-20b (its config.json): 24 layers alternating a 128-token sliding window and full attention
+    r = info_report("gpt-oss-20b")
+    assert r["layer_kinds"] == {"full": 12, "sliding": 12} and r["sliding_window"] == 128
+
+
+def test_kv_dtype_named_and_its_bytes_used():
+    # fp8: 1 B per element, 131,072 / 2 = 65,536 B per token
+    r = info_report("llama-3.1-8b", kv_dtype="fp8")
+    assert (r["kv_dtype"], r["kv_dtype_bytes"], r["kv_bytes_per_token"]) == ("fp8", 1, 65_536)
+
+
+def test_context_adds_the_sequence_and_tp_the_per_gpu_figures():
+    # 131,072 B x 8,192 tokens = 2^30 B; over tp = 2 GPUs (4 KV heads each) 65,536 B per token, 2^29 per sequence
+    one = info_report("llama-3.1-8b", context=8192)
+    assert one["context"] == 8192 and one["kv_bytes_per_sequence"] == 2**30
+    assert "tp" not in one and "kv_bytes_per_token_per_gpu" not in one
+    assert "kv_bytes_per_sequence_per_gpu" not in one
+    two = info_report("llama-3.1-8b", context=8192, tp=2)
+    assert (two["tp"], two["kv_bytes_per_token_per_gpu"]) == (2, 65_536)
+    assert two["kv_bytes_per_sequence"] == 2**30 and two["kv_bytes_per_sequence_per_gpu"] == 2**29
+    no_context = info_report("llama-3.1-8b", tp=2)
+    assert no_context["kv_bytes_per_token_per_gpu"] == 65_536
+    assert "context" not in no_context and "kv_bytes_per_sequence_per_gpu" not in no_context
+    assert "gpu" not in two and "kv_pool_bytes" not in two
+
+
+def test_tp_must_fit_the_kv_heads():
+    # 8 KV heads do not split over 3 GPUs
+    with pytest.raises(ValueError, match="tp"):
+        info_report("llama-3.1-8b", tp=3)
+
+
+def test_pool_on_one_gpu_with_tensor_parallel_weights():
+    # Llama 3.1 8B at 8K on H100s, tp = 2, vLLM's 0.92 and 3 GB of overhead:
+    # budget ceil(85,018,877,624 x 0.92) = ceil(78,217,367,414.08) = 78,217,367,415;
+    # weights per GPU 16,060,522,496 / 2 = 8,030,261,248; pool 78,217,367,415 - 8,030,261,248 - 3,000,000,000
+    # = 67,187,106,167 B; / 65,536 B per token per GPU = 1,025,193.9 -> 1,025,193 tokens;
+    # / 2^29 B per sequence per GPU = 125.1 -> 125 sequences.
+    r = info_report("llama-3.1-8b", context=8192, gpu="H100-SXM", tp=2)
+    assert (r["gpu"], r["gpu_cuda_memory_bytes"], r["utilization"], r["overhead_bytes"]) == (
+        "H100-SXM", H100_CUDA_BYTES, 0.92, 3_000_000_000)
+    assert r["weight_bytes_per_gpu"] == 8_030_261_248
+    assert r["kv_pool_bytes"] == 67_187_106_167
+    assert r["kv_pool_tokens"] == 1_025_193
+    assert r["max_concurrency"] == 125
+    # 3e9 B = 3.00 GB = 2.79 GiB (3e9 / 2^30 = 2.794)
+    assert r["assumptions"] == ("pool = ceil(CUDA-reported memory x utilization) - bf16 weights / tp - "
+                                "3.00 GB (2.79 GiB) for activations and other allocations")
+
+
+def test_pool_follows_utilization_and_overhead():
+    # utilization 0.5 and no overhead, tp = 1: ceil(85,018,877,624 x 0.5) = 42,509,438,812 - 16,060,522,496
+    # = 26,448,916,316 B; / 131,072 = 201,789.8 -> 201,789 tokens; / 2^30 = 24.6 -> 24 sequences of 8K
+    r = info_report("llama-3.1-8b", context=8192, gpu="H100-SXM", utilization=0.5, overhead_bytes=0)
+    assert (r["utilization"], r["overhead_bytes"]) == (0.5, 0)
+    assert r["weight_bytes_per_gpu"] == 16_060_522_496
+    assert r["kv_pool_bytes"] == 26_448_916_316
+    assert (r["kv_pool_tokens"], r["max_concurrency"]) == (201_789, 24)
+    assert "0.00 GB (0.00 GiB) for activations" in r["assumptions"]
+
+
+def test_no_pool_left_is_zero_sequences_not_a_negative_count():
+    # Llama 3.1 8B's 16.06 GB of bf16 weights on an L4 (22.03 GiB as CUDA reports it = 23,654,532,383 B):
+    # ceil(23,654,532,383 x 0.1) = 2,365,453,239 - 16,060,522,496 - 3e9 < 0: nothing fits
+    r = info_report("llama-3.1-8b", context=8192, gpu="L4", utilization=0.1)
+    assert r["kv_pool_bytes"] == 2_365_453_239 - 16_060_522_496 - 3_000_000_000
+    assert r["kv_pool_tokens"] == 0 and r["max_concurrency"] == 0
+
+
+def test_gpu_needs_a_context():
+    with pytest.raises(InfoError) as info:
+        info_report("llama-3.1-8b", gpu="H100-SXM")
+    assert str(info.value) == "--gpu needs --context (concurrency is per context length)"
+
+
+def _qwen_7b_without(field):
+    config = dict(kvlib.bundled_config("qwen2.5-7b"))
+    del config[field]
+    return kvlib.load_model(config, name="qwen-no-" + field)
+
+
+def test_unknown_width_reports_no_parameters_and_no_pool():
+    # Qwen2.5-7B without vocab_size: the KV geometry stands (2 x 28 layers x 4 heads x 128 x 2 B = 57,344 B
+    # per token), the parameter count and therefore the weights and the pool do not
+    spec = _qwen_7b_without("vocab_size")
+    r = info_report(spec, context=4096, gpu="H100-SXM")
+    # the reader looked for the vocabulary under each name configs use for it
+    message = "missing field vocab_size / n_vocab / padded_vocab_size: the parameter count needs it"
+    assert r["kv_bytes_per_token"] == 57_344 and r["kv_bytes_per_sequence"] == 57_344 * 4096
+    assert (r["num_params"], r["num_params_active"], r["num_params_mtp"]) == (None, None, None)
+    assert r["num_params_error"] == message
+    assert r["weight_bytes"] == {"bf16": None, "fp8": None, "int4": None}
+    assert (r["weight_bytes_per_gpu"], r["kv_pool_bytes"], r["kv_pool_tokens"], r["max_concurrency"]) == (
+        None, None, None, None)
+    assert r["gpu"] == "H100-SXM" and r["utilization"] == 0.92 and r["overhead_bytes"] == 3_000_000_000
+    assert r["assumptions"] == f"no pool: the weights are unknown ({message})"
+
+
+def test_kv_dtype_carries_into_every_per_sequence_and_per_gpu_figure():
+    # fp8 (1 B): 65,536 B per token; x 8,192 = 2^29 B per sequence; over tp = 2: 32,768 B and 2^28 B per GPU
+    r = info_report("llama-3.1-8b", kv_dtype="fp8", context=8192, tp=2)
+    assert (r["kv_bytes_per_token"], r["kv_bytes_per_token_per_gpu"]) == (65_536, 32_768)
+    assert (r["kv_bytes_per_sequence"], r["kv_bytes_per_sequence_per_gpu"]) == (2**29, 2**28)
+
+
+def test_an_unknown_model_is_not_fetched_unless_asked():
+    # offline by default: an id that is not bundled is refused with the hint to pass --hub
+    from kvlib.config import ConfigError
+    with pytest.raises(ConfigError, match=r"^unknown model 'no-such-model': .* add --hub to fetch it"):
+        info_report("no-such-model")
+
+
+def test_hub_is_asked_only_when_hub_is_true(monkeypatch):
+    # The Hub fetch replaced by a stand-in that hands back Qwen2.5-7B's config (offline): with hub=True an id that
+    # is not bundled is fetched (57,344 B per token, above), without it it is refused.
+    import kvlib.config
+    monkeypatch.setattr(kvlib.config, "_fetch_from_hub",
+                        lambda repo_id: (kvlib.bundled_config("qwen2.5-7b"), f"hub:{repo_id}"))
+    r = info_report("someone/qwen-copy", hub=True)
+    assert (r["model"], r["source"], r["kv_bytes_per_token"]) == ("someone/qwen-copy", "hub:someone/qwen-copy", 57_344)
+    with pytest.raises(kvlib.config.ConfigError, match="add --hub"):
+        info_report("someone/qwen-copy")
+
+
+def test_pool_in_a_kv_dtype():
+    # the pool above (67,187,106,167 B per GPU, tp 2) in fp8: 32,768 B per token per GPU -> 2,050,387.8
+    # -> 2,050,387 tokens; 2^28 B per sequence per GPU -> 250.3 -> 250 sequences
+    r = info_report("llama-3.1-8b", kv_dtype="fp8", context=8192, gpu="H100-SXM", tp=2)
+    assert r["kv_pool_bytes"] == 67_187_106_167
+    assert (r["kv_pool_tokens"], r["max_concurrency"]) == (2_050_387, 250)
+
+
+def test_a_pool_of_one_byte_holds_one_token_of_one_byte():
+    # The smallest cache there is: 1 layer, 1 KV head of 1 dim, fp4: 2 x 1 x 1 x 1 x 0.5 = 1 B per token.
+    # Its 30 parameters (embedding + head 2 x 10 x 1, q/k/v/o 4, gated MLP 3, 2 norms, final norm 1) are 60 B in
+    # bf16. Overhead set so that ceil(85,018,877,624 x 0.5) = 42,509,438,812 - 60 - overhead leaves 1 byte:
+    # one token, one sequence of 1 token.
+    tiny = kvlib.load_model({"model_type": "llama", "num_hidden_layers": 1, "num_attention_heads": 1,
+                             "num_key_value_heads": 1, "hidden_size": 1, "head_dim": 1, "vocab_size": 10,
+                             "intermediate_size": 1}, name="tiny")
+    r = info_report(tiny, kv_dtype="fp4", context=1, gpu="H100-SXM", utilization=0.5,
+                    overhead_bytes=42_509_438_812 - 60 - 1)
+    assert (r["num_params"], r["kv_bytes_per_token"], r["kv_pool_bytes"]) == (30, 1, 1)
+    assert (r["kv_pool_tokens"], r["max_concurrency"]) == (1, 1)
