@@ -215,6 +215,15 @@ def test_engine_evidence_lists_every_format_seen():
     # one V0 format and one V1 format: no verdict; both named
     (["Available KV cache memory: 1.00 GiB", "# GPU blocks: 100, # CPU blocks: 10"],
      None, "conflicting formats: V0 '# GPU blocks: N, # CPU blocks: M' / V1 'Available KV cache memory'"),
+    # two formats of one engine, in the order printed, '; ' between (log 12: the summary, then the block line)
+    (["the current vLLM instance can use total_gpu_memory (79.19GiB) x gpu_memory_utilization (0.90) = 71.27GiB",
+      "# cuda blocks: 7191, # CPU blocks: 512"],
+     "v0", "V0 line formats: V0 memory-profiling summary; '# cuda blocks: N, # CPU blocks: M'"),
+    (["Estimated CUDA graph memory: 0.52 GiB", "Available KV cache memory: 1.00 GiB",
+      "the current vLLM instance can use total_gpu_memory (79.19GiB) x gpu_memory_utilization (0.90) = 71.27GiB",
+      "# GPU blocks: 100, # CPU blocks: 10"],
+     None, "conflicting formats: V0 V0 memory-profiling summary; '# GPU blocks: N, # CPU blocks: M' / "
+           "V1 CUDA-graph memory estimate; 'Available KV cache memory'"),
 ])
 def test_engine_evidence_names_each_line_format(lines, engine, evidence):
     start = _one("\n".join(HEADER + line for line in lines))
@@ -436,6 +445,13 @@ def test_block_size_line_is_kept_as_printed():
     assert (start.block_size, start.block_size_line) == (32, "engine config")
 
 
+def test_the_cpu_kv_space_line_alone_says_cpu():
+    # the gemma2 CPU start's line 44; no capacity line after it here
+    start = _one("(Worker pid=1447) INFO 12-01 11:01:47 [cpu_worker.py:260] Explicitly set (1.0/16.84) GiB for KV "
+                 "cache on node 0.")
+    assert (start.device, start.available_kv_cache_text) == ("cpu", "1.0")
+
+
 def test_device_from_the_engine_config():
     # log 02's config prints device_config=cuda; a CPU build prints device_config=cpu, with no other CPU line here
     start = _one("Initializing an LLM engine with config: model='x', device_config=cpu\n# GPU blocks: 7")
@@ -482,15 +498,15 @@ def test_a_wrapped_engine_config_line_is_read_whole():
     assert start.block_size == 16
 
 
-@pytest.mark.parametrize("between", [
+@pytest.mark.parametrize("before", [
     "",                                                  # right after a line that is not the engine config
     "\n",                                                # after a blank line
-    f"\n{CONFIG_02_HEAD}\n{HEADER}Using model weights format ['*.bin']\n",   # a logged line is not a tail
+    f"{HEADER}Using model weights format ['*.bin']\n",   # after a logged line without a keyword
+    f"{CONFIG_02_HEAD}\n{HEADER}Using model weights format ['*.bin']\n",   # two lines after the config
 ])
-def test_only_the_line_after_the_engine_config_is_its_tail(between):
-    start = parse_log(f"# GPU blocks: 100, # CPU blocks: 10\n{between}{HEADER}Using model weights format ['*.bin']"
-                      "\nkv_cache_dtype=fp8_e5m2, block_size=32")[0]
-    assert (start.kv_cache_dtype, start.block_size) == (None, None)
+def test_only_the_line_after_the_engine_config_is_its_tail(before):
+    starts = parse_log(f"# GPU blocks: 100, # CPU blocks: 10\n{before}kv_cache_dtype=fp8_e5m2, block_size=32")
+    assert [(s.kv_cache_dtype, s.block_size) for s in starts] == [(None, None)] * len(starts)
 
 
 def test_a_header_line_after_the_engine_config_is_not_its_tail():
