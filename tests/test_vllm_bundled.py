@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import kvlib
 from kvlib.vllm import VllmLogError
 from kvlib.vllm.bundled import bundled_cpu_start, bundled_cpu_starts, bundled_logs, read_bundled_log, read_log_file
 
@@ -60,3 +61,23 @@ def test_read_log_file_says_why_it_cannot(tmp_path):
     with pytest.raises(VllmLogError) as err:
         read_log_file(tmp_path)
     assert str(err.value) == f"cannot read {tmp_path}: Is a directory"
+
+
+def test_an_os_error_without_a_reason_is_named_by_its_type(tmp_path, monkeypatch):
+    def refuse(self):
+        raise PermissionError()          # no errno, no strerror
+    monkeypatch.setattr(Path, "read_bytes", refuse)
+    with pytest.raises(VllmLogError) as err:
+        read_log_file(tmp_path / "vllm.log")
+    assert str(err.value) == f"cannot read {tmp_path / 'vllm.log'}: PermissionError"
+
+
+def test_the_shipped_logs_and_cpu_starts_are_ascii():
+    # What bundled.py and cpu_runs.py read (every .log of vllm_logs, every file of vllm_cpu) is plain ASCII, so
+    # it reads the same under any locale's encoding (benchmarks/mutation-equivalent.md relies on this).
+    data = Path(kvlib.__file__).parent / "data"
+    files = sorted((data / "vllm_logs").glob("*.log")) + sorted(p for p in (data / "vllm_cpu").rglob("*")
+                                                                 if p.is_file())
+    assert len(files) > 10
+    for path in files:
+        assert path.read_bytes().isascii(), path
