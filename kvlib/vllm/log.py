@@ -112,8 +112,9 @@ def gib_window(text: str) -> tuple[int, int]:
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _COMPOSE = re.compile(r"^[A-Za-z0-9][\w.-]{0,80}\s+\|\s?")           # docker compose 'qwen3-1  | '
 _QUOTE = re.compile(r"^>+\s?")                                          # '>> ' pasted marker
-_PROC = re.compile(r"^\(([^()]{0,120}?\bpid=\d{1,12}[^()]{0,120})\)\s*")  # '(VllmWorker rank=1 pid=7)'
-_RANK = re.compile(r"^\[rank(\d{1,6})\]:\s*")                           # torchrun '[rank1]: '
+# _PROC and _RANK are used with .match(line, pos): anchored at pos, so no '^'.
+_PROC = re.compile(r"\(([^()]{0,120}?\bpid=\d{1,12}[^()]{0,120})\)\s*")  # '(VllmWorker rank=1 pid=7)'
+_RANK = re.compile(r"\[rank(\d{1,6})\]:\s*")                           # torchrun '[rank1]: '
 _HEADER = re.compile(r"\b(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s{1,4}\d\d-\d\d\s{1,4}\d\d:\d\d:\d\d")
 
 
@@ -131,13 +132,14 @@ def _clean(raw: str):
     line = strip_ansi(raw).strip()
     line = _COMPOSE.sub("", line, count=1)
     line = _QUOTE.sub("", line, count=1).lstrip()
-    tag = None
+    tag, pos = None, 0
     while True:     # nested tags ('[rank1]: (VllmWorker rank=1 pid=7) '): the innermost is the printer
-        match = _PROC.match(line) or _RANK.match(line)
+        match = _PROC.match(line, pos) or _RANK.match(line, pos)
         if not match:
             break
         tag = " ".join(match.group(1).split()) if match.re is _PROC else f"rank={match.group(1)}"
-        line = line[match.end():]
+        pos = match.end()     # a position, not a slice per tag: a line of many tags stays linear
+    line = line[pos:]
     return line, tag, bool(_HEADER.search(line))
 
 
