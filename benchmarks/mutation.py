@@ -70,6 +70,7 @@ FAST_TESTS = [
     "tests/test_vllm.py", "tests/test_vllm_log.py", "tests/test_vllm_engine.py", "tests/test_vllm_layout.py",
     "tests/test_vllm_tokens.py", "tests/test_vllm_predict.py", "tests/test_vllm_pool.py",
     "tests/test_vllm_report.py", "tests/test_vllm_cli.py", "tests/test_vllm_pp.py",
+    "tests/test_vllm_bundled.py", "tests/test_vllm_cpu_runs.py",
 ]
 # Left out of mutation runs (still in the quick tier):
 DESELECT = {

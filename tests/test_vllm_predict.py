@@ -738,3 +738,26 @@ def test_a_model_of_one_attention_kind_is_never_blamed_on_the_hybrid_manager():
     log = _v1_config(model="m").replace("v0.10.1", "v0.20.2").format(gib="10.00", tokens="1,310,720")
     p = predict_from_log(_start(log), SLIDING_4, max_num_batched_tokens=2048)
     assert p.cause.startswith("wrong model or dtype") and not any("hybrid" in a for a in p.alternatives)
+
+
+def test_tp_named_for_an_mla_model_keeps_one_latent_a_rank():
+    # DeepSeek V3 (MLA, 61 layers) under PP 2, TP not printed (assumed 1). An MLA latent is whole on every rank, so
+    # TP changes only which stage a tagged rank belongs to (rank // tp), and the cause says "1 KV head(s) per rank".
+    # Per token and layer (512 + 64) x 2 B = 1,152 B; a block of 16: 18,432 B a layer. vLLM's split of 61 layers
+    # in 2 stages: [31, 30] -> 571,392 B and 552,960 B a block.
+    # TP 1: rank 0 = stage 0 (2.00 GiB), rank 1 = stage 1 (1.00 GiB); stage 1 binds:
+    #   [ceil(0.995 x 2^30) // 552,960, (ceil(1.005 x 2^30) - 1) // 552,960] = [1,068,373,115 // 552,960,
+    #   1,079,110,533 // 552,960] = [1,932, 1,951].
+    # TP 2: ranks 0 and 1 both in stage 0, stage 1 printed nothing: the range covers every split from the smallest
+    #   figure, 1.00 GiB: [1,068,373,115 // 571,392, 1,951] = [1,869, 1,951].
+    # Logged 30,080 tokens = 1,880 blocks x 16: 52 blocks under 1,932 (not rounding), inside TP 2's range.
+    lines = ["INFO 04-29 00:57:52 [core.py:58] Initializing a V1 LLM engine (v0.8.5) with config: "
+             "model='deepseek-ai/DeepSeek-V3', dtype=torch.bfloat16, max_seq_len=8192, pipeline_parallel_size=2, "
+             "kv_cache_dtype=auto, enforce_eager=False"]
+    lines += [f"(VllmWorker rank={r} pid={105 + r}) INFO 04-29 01:09:40 [gpu_worker.py:187] Available KV cache "
+              f"memory: {x} GiB" for r, x in enumerate(["2.00", "1.00"])]
+    lines.append("INFO 04-29 01:09:49 [kv_cache_utils.py:634] GPU KV cache size: 30,080 tokens")
+    p = predict_from_log(parse_log("\n".join(lines))[0], load_model("deepseek-v3"))
+    assert (p.agrees, p.blocks_min, p.blocks_max) == (False, 1_932, 1_951)
+    assert p.cause == ("TP not accounted: with tensor_parallel_size=2 (1 KV head(s) per rank) the logged count fits "
+                       "(pass --tp 2)")

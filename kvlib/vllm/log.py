@@ -112,8 +112,9 @@ def gib_window(text: str) -> tuple[int, int]:
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _COMPOSE = re.compile(r"^[A-Za-z0-9][\w.-]{0,80}\s+\|\s?")           # docker compose 'qwen3-1  | '
 _QUOTE = re.compile(r"^>+\s?")                                          # '>> ' pasted marker
-_PROC = re.compile(r"^\(([^()]{0,120}?\bpid=\d{1,12}[^()]{0,120})\)\s*")  # '(VllmWorker rank=1 pid=7)'
-_RANK = re.compile(r"^\[rank(\d{1,6})\]:\s*")                           # torchrun '[rank1]: '
+# _PROC and _RANK are used with .match(line, pos): anchored at pos, so no '^'.
+_PROC = re.compile(r"\(([^()]{0,120}?\bpid=\d{1,12}[^()]{0,120})\)\s*")  # '(VllmWorker rank=1 pid=7)'
+_RANK = re.compile(r"\[rank(\d{1,6})\]:\s*")                           # torchrun '[rank1]: '
 _HEADER = re.compile(r"\b(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s{1,4}\d\d-\d\d\s{1,4}\d\d:\d\d:\d\d")
 
 
@@ -131,13 +132,14 @@ def _clean(raw: str):
     line = strip_ansi(raw).strip()
     line = _COMPOSE.sub("", line, count=1)
     line = _QUOTE.sub("", line, count=1).lstrip()
-    tag = None
-    for _ in range(3):
-        match = _PROC.match(line) or _RANK.match(line)
+    tag, pos = None, 0
+    while True:     # nested tags ('[rank1]: (VllmWorker rank=1 pid=7) '): the innermost is the printer
+        match = _PROC.match(line, pos) or _RANK.match(line, pos)
         if not match:
             break
         tag = " ".join(match.group(1).split()) if match.re is _PROC else f"rank={match.group(1)}"
-        line = line[match.end():]
+        pos = match.end()     # a position, not a slice per tag: a line of many tags stays linear
+    line = line[pos:]
     return line, tag, bool(_HEADER.search(line))
 
 
@@ -146,7 +148,7 @@ _CONFIG = re.compile(r"Initializing an? (?:(V[01]) )?LLM engine(?: \(v([^()\s]{1
 _VERSION = re.compile(r"\bvLLM (?:API server )?version:? v?(\d{1,4}\.\d{1,4}[\w.+-]{0,60})")
 _V0_BLOCKS = re.compile(r"\b([A-Za-z]{2,10}) blocks: " + _INT + r", #\s?CPU blocks: " + _INT)
 _V1_BLOCKS = re.compile(r"#\s?GPU blocks: " + _INT + r"\s*$")
-_TOKENS = re.compile(r"[GC]PU KV cache size: " + _INT + r" tokens")
+_TOKENS = re.compile(r"\b([GC]PU) KV cache size: " + _INT + r" tokens")
 _CONCURRENCY = re.compile(r"Maximum concurrency for " + _INT + r" tokens per request: " + _FLT + r"x")
 _AVAILABLE = re.compile(r"Available KV cache memory: " + _FLT + r" ?GiB")
 _RESERVED = re.compile(r"reserved " + _FLT + r" ?GiB memory for KV Cache as specified by kv_cache_memory_bytes")
@@ -167,7 +169,6 @@ _OVERRIDE = re.compile(r"Overriding num_gpu_blocks=" + _INT + r" with num_gpu_bl
 _BLOCK_SIZE_SET = re.compile(r"(?:[Ff]orcing kv cache block size to|[Ss]etting attention block size to) "
                              r"(\d{1,6})(?!\d)")
 _CUDAGRAPH = re.compile(r"Estimated CUDA graph memory: " + _FLT + r" ?GiB")
-_TOKENS_DEVICE = re.compile(r"\b(GPU|CPU) KV cache size: ")
 _CPU_SPACE = re.compile(r"Explicitly set \(" + _FLT + r"/" + _FLT + r"\) ?GiB for KV cache")
 _GROUP_BLOCK_SIZES = re.compile(r"kv cache group sizes \((\d{1,6}(?:, ?\d{1,6}){0,200})\)")
 _BACKEND = re.compile(r"(?:^|\] )Using (\w{1,60}) backend\.?$")
@@ -184,7 +185,8 @@ _CONFIG_FIELDS = {
     "enforce_eager": re.compile(r"(?:^|[\s,(])enforce_eager=(True|False)"),
     "device_config": re.compile(r"(?:^|[\s,(])device_config=(\w{1,20})"),
 }
-_KEYWORDS = ("blocks", "tokens", "GiB", "GB", "MB", "engine", "version", "profiling", "KV", "block size",
+# A line holding none of these words and no '=' can match no pattern above: skipped unread (speed only).
+_KEYWORDS = ("blocks", "tokens", "GiB", "GB", "MB", "MiB", "engine", "version", "profiling", "KV", "block size",
              "max seq len", "backend", "kv cache group")
 
 
@@ -355,7 +357,7 @@ class _Builder:
         graph = self._max_rank("cudagraph")
         conc = min(self.concurrency, key=lambda c: Fraction(c[1])) if self.concurrency else None
         if self.tokens:
-            tokens, tokens_source = min(self.tokens), f"{(self.device or 'gpu').upper()} KV cache size line"
+            tokens, tokens_source = min(self.tokens), f"{self.device.upper()} KV cache size line"
         elif self.capacity_error is not None:
             tokens, tokens_source = self.capacity_error, "max seq len error"
         else:
@@ -486,8 +488,6 @@ def parse_log(text: str) -> list[EngineStart]:
 # False when the match does not count (then the entry's next pattern is
 # tried), anything else when it does. Entries run in order on every line.
 def _on_version(p: _Parser, m, rank):
-    if not parse_version(m.group(1)):
-        return False
     cur = p.cur
     b = p.start(cur is not None and (cur.has_figures() or cur.version is not None))
     b.version = m.group(1)
@@ -511,10 +511,9 @@ def _on_tokens(p: _Parser, m, rank):
     new = cur is not None and (cur.blocks is not None or cur.capacity_error is not None
                                or len(cur.tokens) >= cur.world_size())
     b = p.start(new)
-    b.tokens.append(_int(m.group(1)))
-    device = _TOKENS_DEVICE.search(m.string)
-    b.device = device.group(1).lower() if device else b.device
-    b.vote(V1, f"'{b.device.upper() if b.device else 'GPU'} KV cache size: N tokens'")
+    b.tokens.append(_int(m.group(2)))
+    b.device = m.group(1).lower()
+    b.vote(V1, f"'{m.group(1)} KV cache size: N tokens'")
     if _CONCURRENCY.search(m.string):
         b.combined = True
 
@@ -611,7 +610,7 @@ def _on_cpu_space(p: _Parser, m, rank):
 
 def _on_group_block_sizes(p: _Parser, m, rank):
     b = p.start(False)
-    b.group_block_sizes = tuple(int(x) for x in m.group(1).replace(" ", "").split(","))
+    b.group_block_sizes = tuple(int(x) for x in m.group(1).split(","))   # int() drops the spaces
 
 
 # Settings printed before the pool is sized: a new start when the current one is already sized.
@@ -674,6 +673,8 @@ def _on_config_tail(p: _Parser, line: str):
     fields = _config_fields(line)
     for key, value in fields.items():
         p.cur.config.setdefault(key, value)
+    if "max_seq_len" in fields:
+        p.cur.mml.setdefault("engine config", p.cur.config["max_seq_len"])
     if "block_size" in fields and p.cur.block_size is None:
         p.cur.block_size, p.cur.block_size_line = fields["block_size"], "engine config"
 
