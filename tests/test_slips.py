@@ -2,7 +2,7 @@
 
 import pytest
 
-from kvlib.slips import QUANTITIES, diagnose, expected_value, matching
+from kvlib.slips import QUANTITIES, agent_requests, allocator_waste, diagnose, expected_value, matching
 
 LLAMA8B = dict(layers=32, kv_heads=8, head_dim=128, dtype_bytes=2, num_heads=32, hidden_size=4096)
 GEMMA = dict(layers=42, kv_heads=8, head_dim=256, dtype_bytes=2, num_heads=16, hidden_size=3584)
@@ -338,3 +338,350 @@ def test_nodes_for_memory_catalogue():
         ("total_not_per_gpu", 10), ("missing_kv_factor", 2), ("fp32_bytes", 10), ("wrong_16bit_vs_fp8", 2),
         ("hidden_over_heads", 10), ("missing_layers", 2), ("ignored_dtype_bytes", 2), ("ignored_dtype_bytes", 10),
         ("floor_nodes", 3), ("gb_for_gib", 5)])
+
+
+def test_max_concurrency_per_gpu_catalogue():
+    # tp 2, M = 2,260 B as CUDA reports it, W = 600 B (300 per GPU), reserve 100, 10-token sequences.
+    # budget 2260 - 300 - 100 = 1,860 B; one KV head per GPU: 32 B per token, 320 B per sequence -> 5.
+    # whole W: 2260 - 600 - 100 = 1,560 -> 4; whole-model 64 B per token: floor(1860 / 640) = 2, both: 2;
+    # query heads split: 8 / 2 = 4 per GPU, 2 x 2 x 4 x 4 x 2 = 128 B -> floor(1860 / 1280) = 1;
+    # per-GPU token slips: 16 B -> 11, 256 B -> 0, 64 B -> 2; ceil/round of 5.8125: 6, 6;
+    # tokens: floor(1860 / 32) = 58; GB as GiB: floor(1997.16 / 320) = 6, the other way floor(1732.3 / 320) = 5
+    # (right, dropped)
+    case = dict(G, tp=2, seq_len=10, cuda_memory_bytes=2260, weight_bytes=600, reserve_bytes=100)
+    assert_catalogue("max_concurrency_per_gpu", case, 5, [
+        ("weights_not_split", 4), ("total_not_per_gpu", 2), ("weights_not_split+total_not_per_gpu", 2),
+        ("query_heads", 1), ("missing_kv_factor", 11), ("bits_not_bytes", 0), ("fp32_bytes", 2),
+        ("wrong_16bit_vs_fp8", 11), ("missing_layers", 11), ("ignored_dtype_bytes", 11), ("ignored_dtype_bytes", 2),
+        ("ceil_not_floor", 6), ("ceil_not_floor", 6), ("tokens_not_sequences", 58), ("gb_for_gib", 6)])
+    # tp 4 > K = 2: W / 4 = 150, budget 2260 - 150 - 100 = 2,010; splitting the replicated heads:
+    # 64 / 4 = 16 B per token -> floor(2010 / 160) = 12
+    got = dict(QUANTITIES["max_concurrency_per_gpu"](dict(case, tp=4))[1])
+    assert got["split_replicated"] == 12
+    # tp 1: no TP slips at all
+    got = [key for key, _ in QUANTITIES["max_concurrency_per_gpu"](dict(case, tp=1))[1]]
+    assert not {"weights_not_split", "total_not_per_gpu", "split_replicated"} & set(got)
+
+
+# An MLA geometry: L = 2, latent r = 8, rope 4, b = 2: L (r + rope) b = 2 x 12 x 2 = 48 B per token.
+MLA = dict(layers=2, latent_dim=8, rope_dim=4, dtype_bytes=2)
+MLA_BASE = [("extra_factor_2", 96),                  # 2 x 48
+            ("missing_rope", 32),                    # 2 x 8 x 2
+            ("missing_rope+extra_factor_2", 64),     # 2 x 32
+            ("bits_not_bytes", 384),                 # 2 x 12 x 16
+            ("missing_layers", 24)]                  # 1 x 12 x 2
+MLA_DTYPES = [("ignored_dtype_bytes", 24), ("ignored_dtype_bytes", 96)]   # 2 x 12 x 1, 2 x 12 x 4
+
+
+def test_mla_config_catalogue():
+    # a config with every field: nope 6 (not the rope 4): 2 x (8 + 6) x 2 = 56; q_lora_rank 12:
+    # 2 x (12 + 4) x 2 = 64; as ordinary attention 2 x 2 x h x w x 2 = 8 h w for h in {K = 1, H = 4} and
+    # w in {rope 4, v_head_dim 6, hidden / H = 32 / 4 = 8, nope + rope 10, head_dim 16}
+    full = dict(MLA, qk_nope_head_dim=6, q_lora_rank=12, kv_heads=1, num_heads=4, v_head_dim=6, hidden_size=32,
+                head_dim_field=16)
+    mha = [("mla_as_mha", 8 * h * w) for h in (1, 4) for w in (4, 6, 8, 10, 16)]
+    assert_catalogue("mla_config_bytes_per_token", full, 48,
+                     MLA_BASE + [("nope_for_rope", 56), ("query_latent", 64)] + mha + MLA_DTYPES + units(48))
+    # only H = 4: the one width is the rope key's 4 (no nope: 0 + 4) -> 8 x 4 x 4 = 128
+    assert_catalogue("mla_config_bytes_per_token", dict(MLA, num_heads=4), 48,
+                     MLA_BASE + [("mla_as_mha", 128)] + MLA_DTYPES + units(48))
+    # nope = rope and q_lora_rank = kv_lora_rank: neither slip changes the figure, so none is offered;
+    # no heads: no ordinary-attention figure
+    assert_catalogue("mla_config_bytes_per_token", dict(MLA, qk_nope_head_dim=4, q_lora_rank=8), 48,
+                     MLA_BASE + MLA_DTYPES + units(48))
+    # hidden 30 is no whole multiple of 4 heads: no width from it (only the rope's 4)
+    assert_catalogue("mla_config_bytes_per_token", dict(MLA, num_heads=4, hidden_size=30), 48,
+                     MLA_BASE + [("mla_as_mha", 128)] + MLA_DTYPES + units(48))
+
+
+def test_config_kv_bytes_per_token_per_gpu_catalogue():
+    # no latent: the GQA rule (as kv_bytes_per_token_per_gpu, tp 2: 32 B)
+    assert QUANTITIES["config_kv_bytes_per_token_per_gpu"](dict(G, tp=2)) == \
+        QUANTITIES["kv_bytes_per_token_per_gpu"](dict(G, tp=2))
+    assert expected_value("config_kv_bytes_per_token_per_gpu", **G, tp=2) == 32
+    # MLA on tp 2: 48 B on every rank; split 48 / 2 = 24.0; the config slips but ordinary attention;
+    # ordinary attention (H = 4, width 4: 128) split over the ranks 64.0, or not 128; the two slips
+    # that can also be split: 96 / 2 = 48.0 and 32 / 2 = 16.0
+    assert_catalogue("config_kv_bytes_per_token_per_gpu", dict(MLA, num_heads=4, tp=2), 48,
+                     [("mla_split_by_tp", 24.0)] + MLA_BASE + MLA_DTYPES
+                     + [("mla_as_mha", 64.0), ("mla_as_mha", 128),
+                        ("extra_factor_2+mla_split_by_tp", 48.0), ("missing_rope+mla_split_by_tp", 16.0)] + units(48))
+    # tp 1: nothing to split
+    assert_catalogue("config_kv_bytes_per_token_per_gpu", dict(MLA, num_heads=4, tp=1), 48,
+                     MLA_BASE + MLA_DTYPES + [("mla_as_mha", 128.0), ("mla_as_mha", 128)] + units(48))
+
+
+def test_pool_tokens_reported_catalogue():
+    # as test_kv_pool_tokens_catalogue: 3,450 B -> 34 tokens; label 44; 10^9 / 2^30 -> 31; the other way
+    # 10,000 x 1.073741824 x 0.5 = 5368.7 - 1550 -> 3818 B -> 38; no utilization: 10000 - 1550 = 8450 -> 84;
+    # nothing else subtracted: 5000 - 1000 = 4000 -> 40; ceil(34.5) = 35
+    pool = dict(gpu_bytes=10_000, utilization=0.5, weight_bytes=1000, other_bytes=550, bytes_per_token=100)
+    tail = [("gb_for_gib", 31), ("gb_for_gib", 38), ("ignored_utilization", 84), ("ignored_other_bytes", 40),
+            ("ceil_not_floor", 35)]
+    assert_catalogue("pool_tokens_reported", dict(pool, label_bytes=12_000), 34, [("label_memory", 44)] + tail)
+    assert_catalogue("pool_tokens_reported", pool, 34, tail)
+
+
+def test_hybrid_kv_bytes_per_sequence_catalogue():
+    # 1 full + 3 sliding layers, K = 2, D = 4, b = 2: 32 B per layer and token; 100 tokens, window 10:
+    # 32 x (1 x 100 + 3 x 10) = 4,160 B. Windowed at full length: 32 x 400 = 12,800; sliding dropped:
+    # 32 x 100 = 3,200; all windowed: 32 x 40 = 1,280; no factor 2: 2,080; H = 8: 128 x 130 = 16,640;
+    # 1 byte: 16 x 130 = 2,080; 4 bytes: 64 x 130 = 8,320
+    case = dict(full_layers=1, sliding_layers=3, kv_heads=2, head_dim=4, dtype_bytes=2, seq_len=100,
+                sliding_window=10, num_heads=8)
+    assert_catalogue("hybrid_kv_bytes_per_sequence", case, 4160, [
+        ("windowed_as_full", 12800), ("sliding_layers_dropped", 3200), ("all_layers_windowed", 1280),
+        ("missing_kv_factor", 2080), ("query_heads", 16640), ("ignored_dtype_bytes", 2080),
+        ("ignored_dtype_bytes", 8320)] + units(4160))
+    # a sequence shorter than the window (5 tokens, H = K): every layer holds all 5, 32 x 4 x 5 = 640; counting
+    # the window layers at full length or capping every layer gives the same 640 (no slip); dropping the
+    # sliding layers: 32 x 5 = 160
+    short = dict(case, seq_len=5, num_heads=2)
+    assert_catalogue("hybrid_kv_bytes_per_sequence", short, 640, [
+        ("sliding_layers_dropped", 160), ("missing_kv_factor", 320), ("ignored_dtype_bytes", 320),
+        ("ignored_dtype_bytes", 1280)] + units(640))
+
+
+def test_fp8_pool_tokens_catalogue():
+    # fp8, L = 2, K = 2, D = 4: 32 B per token, blocks of 4 tokens: 128 B; 1,080 B: 8 blocks -> 32 tokens.
+    # 2 bytes: 256 B blocks -> 4 -> 16; tokens not blocks: floor(1080 / 32) = 33; blocks: 8;
+    # no factor 2: 64 B blocks -> 16 -> 64; one layer: the same 64; GB as GiB: 1080 / 1.0737 = 1005.8 B ->
+    # 7 blocks -> 28, 1080 x 1.0737 = 1159.6 B -> 9 -> 36; H = 8: 512 B blocks -> 2 -> 8
+    case = dict(available_bytes=1080, block_size=4, layers=2, kv_heads=2, head_dim=4, num_heads=8)
+    assert_catalogue("fp8_pool_tokens", case, 32, [
+        ("wrong_16bit_vs_fp8", 16), ("tokens_not_blocks", 33), ("answer_in_blocks", 8), ("missing_kv_factor", 64),
+        ("missing_layers", 64), ("gb_for_gib", 28), ("gb_for_gib", 36), ("query_heads", 8)])
+
+
+def test_allocator_waste_catalogue():
+    # requests (11 prompt, 6 out) and (5, 3), blocks of 4, max_seq_len 20; at admission they hold 12 and 6.
+    reqs = [(11, 6), (5, 3)]
+    # max reservation: (20 - 12) + (20 - 6) = 22; tokens held 18; allocated 22 + 18 = 40; prompt alone:
+    # (20 - 11) + (20 - 5) = 24; reservation not counted: (20 - 17) + (20 - 8) = 15
+    assert_catalogue("allocator_waste", dict(requests=reqs, policy="max_reservation", block_size=4, max_seq_len=20),
+                     22, [("tokens_not_waste", 18), ("allocated_not_waste", 40), ("prompt_without_first_token", 24),
+                          ("reservation_ignored", 15)])
+    # oracle: (17 - 12) + (8 - 6) = 7; allocated 25; prompt alone (17 - 11) + (8 - 5) = 9; no reservation: 0
+    assert_catalogue("allocator_waste", dict(requests=reqs, policy="oracle", block_size=4, max_seq_len=20),
+                     7, [("tokens_not_waste", 18), ("allocated_not_waste", 25), ("prompt_without_first_token", 9),
+                         ("reservation_ignored", 0)])
+    # paged: 12 is 3 whole blocks (0 empty), 6 needs 2 blocks (2 empty): 2; allocated 20; prompt alone:
+    # 11 -> 1 empty, 5 -> 3 empty: 4; a whole empty block for the full one: 4 + 2 = 6
+    assert_catalogue("allocator_waste", dict(requests=reqs, policy="paged", block_size=4, max_seq_len=20),
+                     2, [("tokens_not_waste", 18), ("allocated_not_waste", 20), ("prompt_without_first_token", 4),
+                         ("paged_whole_last_block", 6)])
+    assert allocator_waste(reqs, "paged", 4, 20, held_extra=0) == 4
+    assert allocator_waste(reqs, "max_reservation", 4, 20, count_reservation=False) == 15
+
+
+def test_crossover_context_tokens_catalogue():
+    # W = 6,400 B, batch 3, 64 B per token: 6400 / 192 = 33.3 -> the first whole context is 34.
+    # token slips ceil(6400 / (3 v)): 256 -> 8.3 -> 9, 32 -> 66.7 -> 67, 512 -> 4.2 -> 5, 128 -> 16.7 -> 17,
+    # 96 -> 22.2 -> 23; floor and round of 33.3: 33, 33; not divided: 100.0; multiplied: 300.0
+    assert_catalogue("crossover_context_tokens", dict(G, weight_bytes=6400, batch_size=3), 34, [
+        ("query_heads", 9), ("missing_kv_factor", 67), ("bits_not_bytes", 5), ("fp32_bytes", 17),
+        ("wrong_16bit_vs_fp8", 67), ("hidden_over_heads", 23), ("missing_layers", 67), ("ignored_dtype_bytes", 67),
+        ("ignored_dtype_bytes", 17), ("query_heads+missing_kv_factor", 17), ("crossover_rounded_down", 33),
+        ("crossover_rounded_down", 33), ("crossover_not_divided", 100.0), ("batch_multiplied", 300.0)])
+
+
+def test_decode_tokens_per_s_catalogue():
+    # the decode step of test_decode_step_ms_catalogue (7.68 s), efficiency 0.5, batch 2:
+    # 2 x 0.5 / 7.68 tokens/s; token slips 1 / ((6400 + 20 v) / 1000); no efficiency 2 / 7.68;
+    # inverted 2 / (7.68 x 0.5); one sequence 0.5 / 7.68; KV only 1 / 1.28; weights only 1 / 6.4;
+    # no seq_len 1 / 6.528
+    case = dict(G, weight_bytes=6400, seq_len=10, batch_size=2, bandwidth_bytes_per_s=1000, efficiency=0.5)
+    assert_catalogue("decode_tokens_per_s", case, 1 / 7.68, [
+        ("query_heads", 1 / 11.52), ("missing_kv_factor", 1 / 7.04), ("bits_not_bytes", 1 / 16.64),
+        ("fp32_bytes", 1 / 8.96), ("wrong_16bit_vs_fp8", 1 / 7.04), ("hidden_over_heads", 1 / 8.32),
+        ("missing_layers", 1 / 7.04), ("ignored_dtype_bytes", 1 / 7.04), ("ignored_dtype_bytes", 1 / 8.96),
+        ("query_heads+missing_kv_factor", 1 / 8.96), ("ignored_efficiency", 2 / 7.68), ("efficiency_inverted", 2 / 3.84),
+        ("per_sequence_rate", 0.5 / 7.68), ("kv_only_step", 1 / 1.28), ("weights_only_step", 1 / 6.4),
+        ("missing_seq_len", 1 / 6.528)])
+
+
+def test_kv_bytes_per_sequence_per_gpu_catalogue():
+    # tp 2, 10 tokens: 32 B per token per GPU -> 320 B; the per-token slips of tp 2 x 10 (units left out),
+    # no seq_len -> 32, then the units of 320
+    per_token = [("total_not_per_gpu", 64), ("missing_kv_factor", 16), ("bits_not_bytes", 256), ("fp32_bytes", 64),
+                 ("wrong_16bit_vs_fp8", 16), ("hidden_over_heads", 96), ("missing_layers", 16),
+                 ("ignored_dtype_bytes", 16), ("ignored_dtype_bytes", 64)]
+    assert_catalogue("kv_bytes_per_sequence_per_gpu", dict(G, tp=2, seq_len=10), 320,
+                     scaled(per_token, 10) + [("missing_seq_len", 32)] + units(320))
+
+
+def test_sequences_per_gpu_by_memory_catalogue():
+    # M = 10,001 B, u = 0.5: ceil(5000.5) = 5,001; W = 1,001 over tp 2: ceil(500.5) = 501; O = 500;
+    # 300 B per sequence per GPU: (5001 - 501 - 500) / 300 = 13.3 -> 13.
+    # whole W: 3500 / 300 -> 11; u = 1: 9000 / 300 = 30; no O: 4500 / 300 = 15; ceil 14 (round 13: dropped);
+    # M x 10^9 / 2^30 = 9314.16 x 0.5 -> 4658 - 1001 = 3657 -> 12; M x 2^30 / 10^9 = 10738.49 x 0.5 -> 5370
+    # - 1001 = 4369 -> 14; the label 12,000: 6000 - 1001 = 4999 -> 16; the whole model's KV (x tp = 2 for
+    # K = 2 split over 2): 4000 / 600 -> 6
+    case = dict(gpu_bytes=10_001, utilization=0.5, weight_bytes=1001, other_bytes=500, tp=2,
+                kv_bytes_per_sequence_per_gpu=300, kv_heads=2)
+    assert_catalogue("sequences_per_gpu_by_memory", dict(case, label_bytes=12_000), 13, [
+        ("weights_not_split", 11), ("no_utilization", 30), ("missing_overhead", 15), ("ceil_not_floor", 14),
+        ("gb_for_gib", 12), ("gb_for_gib", 14), ("label_memory", 16), ("total_not_per_gpu", 6)])
+    # tp 4 > K = 2: each GPU holds one of the 2 heads, so the model's KV is 2 (not 4) x the GPU's:
+    # W / 4 = ceil(250.25) = 251: (5001 - 251 - 500) / 600 = 7.08 -> 7
+    got = dict(QUANTITIES["sequences_per_gpu_by_memory"](dict(case, tp=4))[1])
+    assert got["total_not_per_gpu"] == 7
+    # no kv_heads given: the split is tp itself: 4250 / (300 x 4) = 3.5 -> 3
+    no_k = {k: v for k, v in case.items() if k != "kv_heads"}
+    assert dict(QUANTITIES["sequences_per_gpu_by_memory"](dict(no_k, tp=4))[1])["total_not_per_gpu"] == 3
+    # tp 1: whole W is the right W (dropped), no TP slip
+    got = [key for key, _ in QUANTITIES["sequences_per_gpu_by_memory"](dict(case, tp=1))[1]]
+    assert "weights_not_split" not in got and "total_not_per_gpu" not in got
+
+
+ITL = dict(weight_bytes=1000, tp=2, tp_overhead=0.25, efficiency=0.5, kv_bytes_per_sequence_per_gpu=100,
+           bandwidth_bytes_per_s=1000)
+
+
+def test_itl_ms_catalogue():
+    # W / tp = 500 B, 3 sequences of 100 B, BW 1,000 B/s, slowdown (1 + 0.25) / 0.5 = 2.5:
+    # (500 + 300) / 1000 x 2.5 x 1000 = 2,000 ms. Whole W: 1300 x 2.5 = 3,250; bound only: 800;
+    # no efficiency (x 1.25): 1,000; efficiency multiplied (x 0.625): 500; model's KV (K = tp = 2 by default):
+    # (500 + 600) x 2.5 = 2,750; no TP overhead (x 2): 1,600; KV only 300 x 2.5 = 750; weights only 1,250;
+    # seconds 2.0
+    assert_catalogue("itl_ms", dict(ITL, sequences=3), 2000.0, [
+        ("weights_not_split", 3250.0), ("bound_only", 800.0), ("no_efficiency", 1000.0),
+        ("efficiency_multiplied", 500.0), ("total_not_per_gpu", 2750.0), ("no_tp_overhead", 1600.0),
+        ("kv_only_step", 750.0), ("weights_only_step", 1250.0), ("seconds_for_ms", 2.0)])
+    # tp 1: W = 1000, slowdown 1 / 0.5 = 2: 2,600 ms; whole W is the same 2,600; the overhead added at tp 1
+    # (x 2.5): 3,250; KV only 600; weights only 2,000
+    assert_catalogue("itl_ms", dict(ITL, sequences=3, tp=1), 2600.0, [
+        ("weights_not_split", 2600.0), ("bound_only", 1300.0), ("no_efficiency", 1300.0),
+        ("efficiency_multiplied", 650.0), ("tp_overhead_at_tp1", 3250.0),
+        ("kv_only_step", 600.0), ("weights_only_step", 2000.0), ("seconds_for_ms", 2.6)])
+
+
+def test_sequences_by_itl_catalogue():
+    # target 2.2 s at slowdown 2.5: 2.2 / 2.5 x 1000 = 880 B a step; less W / tp = 500: 380 / 100 -> 3.
+    # whole W: (880 - 1000) / 100 = -1.2 -> -2; bound only: (2200 - 500) / 100 = 17; no efficiency
+    # (slowdown 1.25): (1760 - 500) / 100 = 12.6 -> 12; multiplied (0.625): (3520 - 500) / 100 = 30.2 -> 30;
+    # model's KV (200 B): 380 / 200 -> 1; no overhead (slowdown 2): (1100 - 500) / 100 = 6; ceil/round of 3.8: 4, 4
+    assert_catalogue("sequences_by_itl", dict(ITL, itl_target_ms=2200), 3, [
+        ("weights_not_split", -2), ("bound_only", 17), ("no_efficiency", 12), ("efficiency_multiplied", 30),
+        ("total_not_per_gpu", 1), ("no_tp_overhead", 6), ("ceil_not_floor", 4), ("ceil_not_floor", 4)])
+
+
+def test_nodes_with_headroom_catalogue():
+    # 100 users, nodes of 8 GPUs at tp 2 = 4 replicas, min(5 by memory, 3 by ITL) = 3 per replica:
+    # 12 per node -> ceil(100 / 12) = 9 nodes; spike 1.25: ceil(11.25) = 12, + 4 spares = 16.
+    # the larger limit 5: 20 per node -> 5 -> ceil(6.25) + 4 = 11; no headroom: 9; floor: 100 // 12 = 8 ->
+    # 10 + 4 = 14; spike rounded / floored: 11 + 4 = 15, 15; spares scaled: ceil(13 x 1.25 = 16.25) = 17;
+    # GPUs: 16 x 8 = 128; one replica a node: 3 per node -> 34 -> ceil(42.5) + 4 = 47
+    case = dict(users=100, gpus_per_node=8, tp=2, sequences_by_memory=5, sequences_by_itl=3, spike_factor=1.25,
+                redundancy_nodes=4)
+    assert_catalogue("nodes_with_headroom", case, 16, [
+        ("non_binding_constraint", 11), ("no_headroom", 9), ("floor_nodes", 14), ("spike_not_rounded_up", 15),
+        ("spike_not_rounded_up", 15), ("spares_scaled", 17), ("gpus_not_nodes", 128), ("missing_replicas", 47)])
+    # float noise: 600 users -> 50 nodes; 50 x 1.1 is 55.00000000000001 in binary floating point, and the
+    # spike must still give 55 nodes (no spares). The larger limit: 30 nodes -> 33; GPUs 440;
+    # one replica a node: 200 nodes x 1.1 (220.00000000000003) -> 220
+    noisy = dict(case, users=600, spike_factor=1.1, redundancy_nodes=0)
+    assert_catalogue("nodes_with_headroom", noisy, 55, [
+        ("non_binding_constraint", 33), ("no_headroom", 50), ("gpus_not_nodes", 440), ("missing_replicas", 220)])
+    # one replica per node (tp = gpus_per_node): no replica slip
+    got = [key for key, _ in QUANTITIES["nodes_with_headroom"](dict(case, tp=8))[1]]
+    assert "missing_replicas" not in got
+
+
+def test_prefix_sharing_catalogue():
+    # a 10-token prompt shared by 3 requests, blocks of 4: 2 full blocks (8 tokens) shared, 2 recomputed.
+    # saved: 3 x 10 - (10 + 2 x 2) = 16 = (3 - 1) x 8. Partial block shared too: 2 x 10 = 20; every copy
+    # saved: 3 x 8 = 24; both: 30; blocks: 2 x 2 = 4
+    case = dict(prompt_tokens=10, num_requests=3, block_size=4)
+    saved = [("partial_block_shared", 20), ("every_copy_saved", 24), ("partial_block_shared+every_copy_saved", 30),
+             ("blocks_not_tokens", 4)]
+    assert_catalogue("prefill_tokens_saved", case, 16, saved)
+    # bytes at 100 B per token: 1,600; each slip x 100; the token count 16; units of 1,600
+    assert_catalogue("prefix_bytes_saved", dict(case, bytes_per_token=100), 1600,
+                     scaled(saved, 100) + [("tokens_not_bytes", 16)] + units(1600))
+
+
+def test_agent_prefill_catalogue():
+    # system 4, observation 3, action 2, 3 steps: prompts of 7, 12 and 17 tokens; blocks of 4.
+    # with the cache (actions cached too): 7, then 8 of 12 hit -> 4, then 12 of 17 hit -> 5: 16 tokens.
+    # no cache: 7 + 12 + 17 = 36; actions not cached: 7, 4 hit -> 8, 12 hit -> 5 = 20; block size 1 (partial
+    # blocks shared): 7, 9 hit -> 3, 14 hit -> 3 = 13; both: 7, 7 hit -> 5, 12 hit -> 5 = 17
+    assert [len(r.prompt) for r in agent_requests(4, 3, 2, 3)] == [7, 12, 17]
+    case = dict(system_tokens=4, observation_tokens=3, action_tokens=2, steps=3, block_size=4)
+    assert_catalogue("agent_prefill_with_cache", case, 16, [
+        ("no_cache", 36), ("output_not_cached", 20), ("partial_block_shared", 13),
+        ("output_not_cached+partial_block_shared", 17)])
+
+
+def test_agent_requests_are_the_loop():
+    # step 1: system 0-3, observation 4-6, action 7-8; step 2 re-sends all that, observation 9-11, action 12-13
+    first, second = agent_requests(4, 3, 2, 2)
+    assert first.prompt == (0, 1, 2, 3, 4, 5, 6) and tuple(first.output) == (7, 8)
+    assert second.prompt == tuple(range(12)) and tuple(second.output) == (12, 13)
+
+
+def test_log_figure_catalogue():
+    # the figure as printed is right; each wrong figure that differs is its slip
+    assert_catalogue("log_figure", dict(printed=7191, wrong={"largest_rank": 7300, "weights_figure": 7191}), 7191,
+                     [("largest_rank", 7300)])
+    assert_catalogue("log_figure", dict(printed=7191), 7191, [])
+    # the wrong figure is named in the message
+    d = diagnose("log_figure", 7300, printed=7191, wrong={"largest_rank": 7300})
+    assert "(7300)" in d.message and d.slip.key == "largest_rank"
+
+
+def test_block_range_catalogue():
+    # "1.00" GiB: whole bytes [ceil(0.995 x 2^30), ceil(1.005 x 2^30) - 1] = [1,068,373,115, 1,079,110,533];
+    # L = 1, K = 1, D = 128, b = 2, blocks of 16: 2 x 128 x 2 x 16 = 8,192 B a block (2^30 / 8192 = 131,072
+    # blocks a GiB): 130416.6 -> 130,416, 131727.4 -> 131,727.
+    # one point: 131,072 (twice, both ways); +/-0.01: 0.99 x 131072 = 129761.3, 1.01 x 131072 = 132382.7;
+    # GB: 0.995e9 / 8192 = 121459.96, 1.005e9 / 8192 = 122680.7; tokens: x 16; half blocks (4,096 B):
+    # 260833.3, 263454.7
+    case = dict(available_gib="1.00", layers=1, kv_heads=1, head_dim=128, dtype_bytes=2, block_size=16)
+    assert_catalogue("block_range", case, (130416, 131727), [
+        ("point_not_range", (131072, 131072)), ("point_not_range", (131072, 131072)),
+        ("window_full_unit", (129761, 132382)), ("gb_for_gib", (121459, 122680)),
+        ("tokens_for_blocks", (130416 * 16, 131727 * 16)), ("missing_kv_factor", (260833, 263454))])
+    # K = 2 over tp 2: one head a rank, the same 8,192 B; counted whole (16,384 B): 65208.3, 65863.7
+    got = QUANTITIES["block_range"](dict(case, kv_heads=2, tp=2))
+    assert got[0] == (130416, 131727) and ("total_not_per_gpu", (65208, 65863)) in got[1]
+
+
+def test_sequences_on_gpu_catalogue():
+    # M = 10,000 B, u = 0.5, 500 parameters x 2 B = 1,000 B of weights, O = 550, 10 B per token x 10 tokens:
+    # floor(5000 - 1000 - 550) = 3,450 B -> 34 sequences.
+    # label 12,000: 6000 - 1550 = 4450 -> 44; label read as GiB: 12,000 x 1.073741824 x 0.5 = 6442.45 - 1550
+    # -> 48; M x 10^9 / 2^30 x 0.5 = 4656.6 - 1550 -> 31; u = 1: 8450 -> 84; utilization after the weights:
+    # floor((10000 - 1550) x 0.5) = 4225 -> 42; no O: 4000 -> 40; no weights: 4450 -> 44; 1 B per parameter:
+    # 3950 -> 39; 4 B: 2450 -> 24; tokens: 3450 / 10 = 345; ceil(34.5) = 35 (round(34.5) = 34: dropped)
+    case = dict(gpu_bytes=10_000, utilization=0.5, other_bytes=550, bytes_per_token=10, seq_len=10,
+                num_params=500, weight_dtype_bytes=2)
+    assert_catalogue("sequences_on_gpu", dict(case, label_bytes=12_000), 34, [
+        ("label_memory", 44), ("label_memory+gb_for_gib", 48), ("gb_for_gib", 31), ("ignored_utilization", 84),
+        ("utilization_after_weights", 42), ("ignored_other_bytes", 40), ("weights_missing", 44),
+        ("weight_dtype_ignored", 39), ("weight_dtype_ignored", 24), ("tokens_not_sequences", 345),
+        ("ceil_not_floor", 35)])
+    # 3,000 parameters (6,000 B): 5000 - 6550 = -1,550 B: floor(-15.5) = -16, so 0 fit. Only the slips that
+    # leave room remain: u = 1: 3450 -> 34; after the weights: (10000 - 6550) x 0.5 = 1725 -> 17; no weights
+    # 44; 1 B per parameter: 5000 - 3550 = 1450 -> 14; and the negative count -16 itself
+    assert_catalogue("sequences_on_gpu", dict(case, num_params=3000), 0, [
+        ("ignored_utilization", 34), ("utilization_after_weights", 17), ("weights_missing", 44),
+        ("weight_dtype_ignored", 14), ("negative_count", -16)])
+
+
+def test_kv_head_sharing_catalogue():
+    # L = 2, H = 8, K = 2, D = 4, b = 2: H / K = 4 query heads per KV head; counting H: 256 B, K: 64 B,
+    # the slip adds 192. Inverted: 2 / 8 = 0.25 (or 2 // 8 = 0); the field read as MQA: 256 - 32 = 224 with
+    # ratio 8; the inflated 256 or the real 64 as the second figure; each token slip made in both counts:
+    # no factor 2 (128 - 32 = 96), bits (2048 - 512 = 1536), fp32 (512 - 128 = 384), fp8 (96), one layer (96),
+    # 1 byte (96), 4 bytes (384)
+    case = dict(layers=2, num_heads=8, kv_heads=2, head_dim=4, dtype_bytes=2)
+    both = [("missing_kv_factor", (4, 96)), ("bits_not_bytes", (4, 1536)), ("fp32_bytes", (4, 384)),
+            ("wrong_16bit_vs_fp8", (4, 96)), ("missing_layers", (4, 96)), ("ignored_dtype_bytes", (4, 96)),
+            ("ignored_dtype_bytes", (4, 384))]
+    assert_catalogue("kv_head_sharing", dict(case, kv_field_absent=True), (4, 192), [
+        ("inverted_ratio", (0.25, 192)), ("inverted_ratio", (0, 192)), ("absent_as_mqa", (8, 224)),
+        ("inflated_not_extra", (4, 256)), ("real_not_extra", (4, 64))] + both)
+    assert_catalogue("kv_head_sharing", case, (4, 192), [
+        ("inverted_ratio", (0.25, 192)), ("inverted_ratio", (0, 192)),
+        ("inflated_not_extra", (4, 256)), ("real_not_extra", (4, 64))] + both)
