@@ -292,12 +292,18 @@ def _message(key: str, inputs: dict) -> str:
         values.setdefault("label_gb", f"{inputs['label_bytes'] / GB:.2f}")
         values.setdefault("cuda_gb", f"{inputs['gpu_bytes'] / GB:.2f}")
     values.setdefault("rope_dim", 64)
+    if inputs.get("num_requests"):
+        values.setdefault("others", inputs["num_requests"] - 1)
+    if inputs.get("gpus_per_node") and inputs.get("tp"):
+        values.setdefault("replicas", inputs["gpus_per_node"] // inputs["tp"])
     if isinstance(inputs.get("wrong"), dict) and key in inputs["wrong"]:     # log_figure: the figure taken
         values.setdefault("wrong_value", inputs["wrong"][key])
     try:
         return SLIPS[key].format(**values)
     except (KeyError, IndexError):
-        return SLIPS[key].split(" (")[0] + "."
+        words = SLIPS[key].split(" (")[0]
+        # a figure the case lacks sits outside any parenthesis: the general words, never a raw "{field}"
+        return GENERAL[key] if "{" in words else words + "."
 
 
 def message(key: str, **inputs) -> str:

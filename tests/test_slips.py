@@ -2,7 +2,8 @@
 
 import pytest
 
-from kvlib.slips import QUANTITIES, agent_requests, allocator_waste, diagnose, expected_value, matching
+from kvlib.slips import (GENERAL, QUANTITIES, SLIPS, Slip, agent_requests, allocator_waste, diagnose, expected_value,
+                         general, matching, message, ratio_text)
 
 LLAMA8B = dict(layers=32, kv_heads=8, head_dim=128, dtype_bytes=2, num_heads=32, hidden_size=4096)
 GEMMA = dict(layers=42, kv_heads=8, head_dim=256, dtype_bytes=2, num_heads=16, hidden_size=3584)
@@ -151,6 +152,9 @@ def assert_catalogue(quantity, inputs, expected, slips):
         assert type(value) is type(want), key
     assert expected_value(quantity, **inputs) == pytest.approx(expected, rel=1e-12)
     assert diagnose(quantity, expected, **inputs).correct
+    for key, _ in slips:   # the words a learner reads for each slip: every figure filled in
+        words = message(key, **inputs)
+        assert "{" not in words and "}" not in words and not words.endswith(".."), (key, words)
 
 
 def test_query_heads_slip_is_h_over_k_times_the_right_figure():
@@ -685,3 +689,186 @@ def test_kv_head_sharing_catalogue():
     assert_catalogue("kv_head_sharing", case, (4, 192), [
         ("inverted_ratio", (0.25, 192)), ("inverted_ratio", (0, 192)),
         ("inflated_not_extra", (4, 256)), ("real_not_extra", (4, 64))] + both)
+
+
+# --- how an answer is compared and the slip put into words ----------------------------------------------
+@pytest.mark.parametrize("answer,expected,text", [
+    (4, 1, "4x too large"), (1, 4, "4x too small"),
+    (2.005, 1, "2x too large"),                 # within 0.01 of a whole ratio: said as one
+    (2.02, 1, "2.02x too large"),               # not within 0.01
+    (1.074, 1, "7.4% too large"),               # under 1.5x: a percentage (GB read as GiB)
+    (1, 1.074, "6.9% too small"),               # 1.074 / 1 = 1.074, |1/1.074 - 1| = 6.9%
+    (1.004, 1, "0.4% too large"),               # rounds to 1: a percentage, never "1x"
+    (1.49, 1, "49.0% too large"), (1.5, 1, "1.50x too large"), (2.5, 1, "2.50x too large"),
+    (0, 5, "wrong sign or zero"), (-1, 5, "wrong sign or zero"), (5, 0, "wrong"), ("5", 1, "wrong"),
+    # a range is judged by the last element that differs: 40 / 20, then 30 / 10 is not used
+    ((30, 40), (10, 20), "2x too large"), ((30, 20), (10, 20), "3x too large"),
+    # lengths differ: the last elements, 5 / 20
+    ((10, 40, 5), (10, 20), "4x too small"),
+])
+def test_ratio_text(answer, expected, text):
+    assert ratio_text(answer, expected) == text
+
+
+def test_integers_compare_exactly_floats_within_the_tolerance():
+    # 3 x 2^30 x 1000 B is 3.2e12: one byte more is within a relative 1e-6, but a whole-byte answer is exact
+    case = dict(LLAMA8B, seq_len=8192, batch_size=3000)
+    right = 131_072 * 8192 * 3000
+    assert diagnose("kv_bytes_total", right, **case).correct
+    assert not diagnose("kv_bytes_total", right + 1, **case).correct
+    assert diagnose("kv_bytes_total", float(right + 1), **case).correct      # a float within 1e-6
+    assert not diagnose("kv_bytes_total", right * 1.01, **case).correct
+    assert diagnose("kv_bytes_total", right * 1.005, rel_tol=0.01, **case).correct
+    # zero is compared with an absolute 1e-12: 1e-13 is zero, 1e-11 is not
+    none_fit = dict(gpu_bytes=10_000, utilization=0.5, other_bytes=550, bytes_per_token=10, seq_len=10,
+                    num_params=3000, weight_dtype_bytes=2)
+    assert diagnose("sequences_on_gpu", 1e-13, **none_fit).correct
+    assert not diagnose("sequences_on_gpu", 1e-11, **none_fit).correct
+    # ranges compare element by element, and only with ranges of the same length
+    block = dict(available_gib="1.00", layers=1, kv_heads=1, head_dim=128, dtype_bytes=2, block_size=16)
+    assert diagnose("block_range", (130416, 131727), **block).correct
+    assert diagnose("block_range", (130416.0, 131727.0), **block).correct
+    assert not diagnose("block_range", (130416, 131727, 5), **block).correct
+    assert not diagnose("block_range", (130416,), **block).correct
+    assert not diagnose("block_range", (130416, 131728), **block).correct
+    assert not diagnose("block_range", 130416, **block).correct
+    assert not diagnose("block_range", (), **block).correct
+    assert not diagnose("block_range", (130416, "131727"), **block).correct
+    assert not diagnose("block_range", [130416, 131727], **block).correct   # a list is not a range
+
+
+def test_int_answer_matches_a_slip_it_truncates():
+    # 3 x 2^30 B = 3,221,225,472 B: read in GB it is 3.221225472; int() of it, 3 (or ceil 4), is that slip.
+    # In GiB it is exactly 3.0, so 3 is that slip as well
+    case = dict(LLAMA8B, seq_len=8192, batch_size=3)
+    assert matching("kv_bytes_total", 3, **case) == ("answer_in_gib", "answer_in_gb")
+    assert matching("kv_bytes_total", 4, **case) == ("answer_in_gb",)
+    assert matching("kv_bytes_total", 2, **case) == ()
+    assert matching("kv_bytes_total", 4.0, **case) == ()          # a float answer must be the value itself
+    # a slipped value under 1 is never matched by truncation: 640 B in KB is 0.64, in KiB 0.625
+    assert matching("kv_bytes_per_sequence", 0, **G, seq_len=10) == ()
+    assert matching("kv_bytes_per_sequence", 1, **G, seq_len=10) == ()
+    assert matching("kv_bytes_per_sequence", 0.64, **G, seq_len=10) == ("answer_in_kb",)
+    # a whole-number slip is matched only by that number: the GiB figure 3.0, not 2
+    assert "answer_in_gib" not in matching("kv_bytes_total", 2, **case)
+
+
+def test_a_slip_that_gives_the_right_figure_is_never_named():
+    # at tp 1, "weights not split" is the right figure (2,600 ms, test_itl_ms_catalogue)
+    assert matching("itl_ms", 2600.0, **dict(ITL, sequences=3, tp=1)) == ()
+    assert diagnose("itl_ms", 2600.0, **dict(ITL, sequences=3, tp=1)).correct
+
+
+def test_matching_lists_each_slip_once_in_catalogue_order():
+    # test_max_concurrency_catalogue: ceil and round both give 11, and so does GB read as GiB
+    case = dict(G, seq_len=10, budget_bytes=7000)
+    assert matching("max_concurrency", 11, **case) == ("ceil_not_floor", "gb_for_gib")
+    # 21: four slips at once, in catalogue order
+    assert matching("max_concurrency", 21, **case) == ("missing_kv_factor", "wrong_16bit_vs_fp8", "missing_layers",
+                                                       "ignored_dtype_bytes")
+    assert matching("max_concurrency", 21, rel_tol=1e-6, **case)[0] == "missing_kv_factor"
+    # 256 x 1.005 is the query-head slip only within a 1% tolerance
+    assert matching("kv_bytes_per_token", 256 * 1.005, **G) == ()
+    assert matching("kv_bytes_per_token", 256 * 1.005, rel_tol=0.01, **G) == ("query_heads",)
+    # not a number: nothing matches
+    assert matching("kv_bytes_per_token", True, **G) == ()
+    assert matching("kv_bytes_per_token", "256", **G) == ()
+    assert matching("kv_bytes_per_token", None, **G) == ()
+
+
+def test_unknown_quantity_is_a_key_error_naming_it():
+    for call in (lambda: diagnose("no_such", 1), lambda: matching("no_such", 1), lambda: expected_value("no_such")):
+        with pytest.raises(KeyError, match="unknown quantity 'no_such' \\(known: kv_bytes_per_token, "):
+            call()
+
+
+def test_diagnose_names_the_lead_slip_first_and_the_next_one_after():
+    # 65,536 B on Llama 3 8B: half of 131,072 -- no factor 2, fp8's 1 byte, or another element size (1 B)
+    d = diagnose("kv_bytes_per_token", 65_536, **LLAMA8B)
+    assert d.slip == Slip("missing_kv_factor", "the factor 2 for K and V is missing: every token stores a key and "
+                                               "a value.")
+    assert d.message == ("2x too small: the factor 2 for K and V is missing: every token stores a key and a value. "
+                         "Or: the element size is off: fp8 is 1 byte, fp16/bf16 are 2 bytes (you used 1).")
+    d = diagnose("kv_bytes_per_token", 65_536, lead="ignored_dtype_bytes", **LLAMA8B)
+    assert d.slip.key == "ignored_dtype_bytes"
+    assert d.message.startswith("2x too small: the answer does not follow the argument dtype_bytes (2 bytes per "
+                                "element)")
+    assert d.message.endswith(" Or: the factor 2 for K and V is missing: every token stores a key and a value.")
+    # a lead that is not among the matches changes nothing
+    assert diagnose("kv_bytes_per_token", 65_536, lead="query_heads", **LLAMA8B).slip.key == "missing_kv_factor"
+    # one match: no "Or:"
+    d = diagnose("kv_bytes_per_token", 4 * 131_072, **LLAMA8B)
+    assert " Or: " not in d.message
+    assert (d.quantity, d.correct, d.expected, d.answer) == ("kv_bytes_per_token", False, 131_072, 4 * 131_072)
+    assert d.inputs == LLAMA8B
+
+
+def test_diagnose_without_a_match_or_a_number():
+    # 123,456 / 131,072 = 0.9419: 5.8% too small
+    d = diagnose("kv_bytes_per_token", 123_456, **LLAMA8B)
+    assert d.slip is None and d.expected == 131_072
+    assert d.message == "5.8% too small, and it matches no known slip: recheck each factor."
+    d = diagnose("kv_bytes_per_token", True, **LLAMA8B)
+    assert (d.correct, d.slip, d.expected, d.answer) == (False, None, 131_072, True)
+    assert d.message == "expected a number, got bool True."
+    assert diagnose("kv_bytes_per_token", None, **LLAMA8B).message == "expected a number, got NoneType None."
+    d = diagnose("kv_bytes_per_token", 131_072, **LLAMA8B)
+    assert (d.correct, d.message, d.slip, d.inputs) == (True, "correct.", None, LLAMA8B)
+
+
+@pytest.mark.parametrize("key,inputs,text", [
+    # the figures of the case go into the words
+    ("bits_not_bytes", dict(dtype_bytes=1), "you used bits per element (8) instead of bytes (1)."),
+    ("bits_not_bytes", dict(dtype_bytes=2), "you used bits per element (16) instead of bytes (2)."),
+    # fp8 case: 2 bytes used; a 16-bit case (or none given: 16-bit assumed): 1 byte used
+    ("wrong_16bit_vs_fp8", dict(dtype_bytes=1),
+     "the element size is off: fp8 is 1 byte, fp16/bf16 are 2 bytes (you used 2)."),
+    ("wrong_16bit_vs_fp8", {}, "the element size is off: fp8 is 1 byte, fp16/bf16 are 2 bytes (you used 1)."),
+    # Gemma 2 9B: hidden 3584 / 16 heads = 224, the config's head_dim is 256
+    ("hidden_over_heads", dict(hidden_size=3584, num_heads=16, head_dim=256),
+     "you derived head_dim as hidden_size / num_attention_heads = 224; this config gives head_dim = 256 explicitly."),
+    # the label 80 GB, CUDA 85.02 GB, two decimals
+    ("label_memory", dict(label_bytes=80_000_000_000, gpu_bytes=85_020_000_000),
+     "you started from the memory on the label (80.00 GB) instead of what CUDA reports (85.02 GB)."),
+    # the rope width is DeepSeek's 64 unless given
+    ("missing_rope", dict(latent_dim=512),
+     "the 64-wide decoupled RoPE key is missing: MLA caches latent (512) + rope (64) per layer."),
+    ("missing_rope", dict(latent_dim=512, rope_dim=32),
+     "the 32-wide decoupled RoPE key is missing: MLA caches latent (512) + rope (32) per layer."),
+    # a log figure: the wrong figure the learner took
+    ("largest_rank", dict(wrong={"largest_rank": 7300}),
+     "several ranks printed their own figure and you took a larger one (7300); vLLM sizes the pool from the "
+     "smallest rank."),
+    # a figure the words need is missing: the words up to the first parenthesis
+    ("largest_rank", dict(wrong={"weights_figure": 7300}),
+     "several ranks printed their own figure and you took a larger one."),
+    ("largest_rank", dict(wrong=7300), "several ranks printed their own figure and you took a larger one."),
+    ("query_heads", {}, "you multiplied by the query heads."),
+    ("label_memory", dict(gpu_bytes=85_020_000_000), "you started from the memory on the label."),
+    # no num_heads: no derived width to show, and that figure is outside any parenthesis: the general words
+    ("hidden_over_heads", dict(hidden_size=3584, head_dim=256),
+     "you derived head_dim as hidden_size / num_attention_heads where the config gives head_dim explicitly."),
+    # words the catalogue fills in from the case: num_requests - 1 = 3 - 1 = 2; 8 GPUs / tp 2 = 4 replicas
+    ("every_copy_saved", dict(num_requests=3),
+     "one copy of the shared blocks is still computed and held: the saving is over num_requests - 1 = 2 requests, "
+     "not all 3."),
+    ("missing_replicas", dict(gpus_per_node=8, tp=2),
+     "a node of 8 GPUs runs 4 replicas of tp = 2: multiply the sequences per replica by them."),
+    ("missing_replicas", dict(gpus_per_node=8), "a node may run several replicas: multiply by them."),
+    ("every_copy_saved", {}, "one copy is still computed and held: the saving is over num_requests - 1 requests."),
+    # two slips at once
+    ("query_heads+missing_kv_factor", dict(num_heads=32, kv_heads=8),
+     "two slips at once: you multiplied by the query heads (num_attention_heads = 32) instead of the KV heads "
+     "(num_key_value_heads = 8). And the factor 2 for K and V is missing: every token stores a key and a value."),
+])
+def test_message_fills_in_the_case(key, inputs, text):
+    assert message(key, **inputs) == text
+
+
+def test_general_words_carry_no_figures():
+    assert general("query_heads") == "you multiplied by the query heads (num_attention_heads) instead of the KV heads."
+    assert general("missing_layers+bits_not_bytes") == ("two slips at once: the number of layers is missing. And you "
+                                                        "used bits per element instead of bytes.")
+    assert general("no_such_slip") == "a known slip."
+    # every slip of the catalogue has general words (hidden cases never fall back to the vague default)
+    assert all(key in GENERAL for key in SLIPS)
