@@ -69,7 +69,7 @@ FAST_TESTS = [
     "tests/test_cli.py", "tests/test_argtypes.py", "tests/test_properties.py",
     "tests/test_vllm.py", "tests/test_vllm_log.py", "tests/test_vllm_engine.py", "tests/test_vllm_layout.py",
     "tests/test_vllm_tokens.py", "tests/test_vllm_predict.py", "tests/test_vllm_pool.py",
-    "tests/test_vllm_report.py", "tests/test_vllm_cli.py", "tests/test_vllm_pp.py",
+    "tests/test_vllm_report.py", "tests/test_vllm_mismatch.py", "tests/test_vllm_cli.py", "tests/test_vllm_pp.py",
 ]
 # Left out of mutation runs (still in the quick tier):
 DESELECT = {
