@@ -103,8 +103,8 @@ def test_block_size_and_its_source():
     assert cpu["kv_cache_group_block_sizes"] is None
     assert cpu["derived_num_gpu_blocks"] == 640            # 81,920 / 128
     # a GPU start with nothing printed: vLLM's default 16
-    assert (report(replace(START, device=None))["block_size"], report(replace(START, device=None))["block_size_source"]) \
-        == (16, "default")
+    unknown = report(replace(START, device=None))
+    assert (unknown["block_size"], unknown["block_size_source"]) == (16, "default")
     assert report(replace(START, kv_cache_group_block_sizes=()))["kv_cache_group_block_sizes"] is None
 
 
