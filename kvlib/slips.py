@@ -1167,8 +1167,7 @@ def _q_sequences_on_gpu(i):
     slips += [("tokens_not_sequences", max(0, formulas.max_concurrency(pool, bpt))),
               ("ceil_not_floor", max(0, math.ceil(pool / per_seq))),
               ("ceil_not_floor", max(0, round(pool / per_seq)))]
-    if raw < 0:
-        slips.append(("negative_count", raw))
+    slips.append(("negative_count", raw))     # the right count itself (dropped below) unless it is negative
     return expected, [(k, v) for k, v in slips if v != expected]
 
 

@@ -338,6 +338,11 @@ def test_nodes_for_memory_catalogue():
     # pool 1,000 B: still 3 per node, 4 nodes; 1000 / 160 = 6 -> 2; 1000 / 960 = 1 -> 10; ceil(3200 / 1000) = 4
     # (right, dropped); GB as GiB floor(1073.7 / 320) = 3 -> 4 (dropped); the other way floor(931.3 / 320) = 2
     # -> 5 nodes
+    # tp 16 > H = 8: one query head per GPU all the same (8 // 16 = 0 -> 1), so the head_dim slip reads
+    # hidden 48 / 1 = 48 wide: 2 x 2 x 1 x 48 x 2 = 384 B, 3,840 per sequence; pool 5,000: floor(5000 / 320)
+    # = 15 per node -> 1 node right, floor(5000 / 3840) = 1 -> 10 nodes with the slip
+    wide = QUANTITIES["nodes_for_memory"](dict(case, tp=16, pool_bytes_per_gpu=5000))
+    assert wide[0] == 1 and dict(wide[1])["hidden_over_heads"] == 10
     assert_catalogue("nodes_for_memory", dict(case, pool_bytes_per_gpu=1000), 4, [
         ("total_not_per_gpu", 10), ("missing_kv_factor", 2), ("fp32_bytes", 10), ("wrong_16bit_vs_fp8", 2),
         ("hidden_over_heads", 10), ("missing_layers", 2), ("ignored_dtype_bytes", 2), ("ignored_dtype_bytes", 10),
@@ -588,6 +593,11 @@ def test_nodes_with_headroom_catalogue():
     noisy = dict(case, users=600, spike_factor=1.1, redundancy_nodes=0)
     assert_catalogue("nodes_with_headroom", noisy, 55, [
         ("non_binding_constraint", 33), ("no_headroom", 50), ("gpus_not_nodes", 440), ("missing_replicas", 220)])
+    # the guard against float noise rounds nodes x spike to 9 decimals: a spike of 1 + 1e-9 on 1 node is
+    # real and asks for a second node, 1 + 1e-10 is noise (1 node). 12 users fill one node of 4 x 3.
+    tiny = dict(case, users=12, redundancy_nodes=0)
+    assert expected_value("nodes_with_headroom", **dict(tiny, spike_factor=1.000000001)) == 2
+    assert expected_value("nodes_with_headroom", **dict(tiny, spike_factor=1.0000000001)) == 1
     # one replica per node (tp = gpus_per_node): no replica slip
     got = [key for key, _ in QUANTITIES["nodes_with_headroom"](dict(case, tp=8))[1]]
     assert "missing_replicas" not in got
@@ -637,18 +647,18 @@ def test_log_figure_catalogue():
 
 def test_block_range_catalogue():
     # "1.00" GiB: whole bytes [ceil(0.995 x 2^30), ceil(1.005 x 2^30) - 1] = [1,068,373,115, 1,079,110,533];
-    # L = 1, K = 1, D = 128, b = 2, blocks of 16: 2 x 128 x 2 x 16 = 8,192 B a block (2^30 / 8192 = 131,072
-    # blocks a GiB): 130416.6 -> 130,416, 131727.4 -> 131,727.
+    # L = 1, K = 2, D = 64, b = 2, blocks of 16: 2 x 2 x 64 x 2 x 16 = 8,192 B a block (2^30 / 8192 = 131,072
+    # blocks a GiB): 130416.6 -> 130,416, 131727.4 -> 131,727 (no tp given: one GPU holds both heads).
     # one point: 131,072 (twice, both ways); +/-0.01: 0.99 x 131072 = 129761.3, 1.01 x 131072 = 132382.7;
     # GB: 0.995e9 / 8192 = 121459.96, 1.005e9 / 8192 = 122680.7; tokens: x 16; half blocks (4,096 B):
     # 260833.3, 263454.7
-    case = dict(available_gib="1.00", layers=1, kv_heads=1, head_dim=128, dtype_bytes=2, block_size=16)
+    case = dict(available_gib="1.00", layers=1, kv_heads=2, head_dim=64, dtype_bytes=2, block_size=16)
     assert_catalogue("block_range", case, (130416, 131727), [
         ("point_not_range", (131072, 131072)), ("point_not_range", (131072, 131072)),
         ("window_full_unit", (129761, 132382)), ("gb_for_gib", (121459, 122680)),
         ("tokens_for_blocks", (130416 * 16, 131727 * 16)), ("missing_kv_factor", (260833, 263454))])
-    # K = 2 over tp 2: one head a rank, the same 8,192 B; counted whole (16,384 B): 65208.3, 65863.7
-    got = QUANTITIES["block_range"](dict(case, kv_heads=2, tp=2))
+    # K = 4 over tp 2: two heads a rank, the same 8,192 B; counted whole (16,384 B): 65208.3, 65863.7
+    got = QUANTITIES["block_range"](dict(case, kv_heads=4, tp=2))
     assert got[0] == (130416, 131727) and ("total_not_per_gpu", (65208, 65863)) in got[1]
 
 
