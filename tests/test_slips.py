@@ -232,6 +232,9 @@ def test_mla_bytes_per_token_catalogue():
     assert_catalogue("mla_bytes_per_token", mla, 48, base + units(48))
     assert_catalogue("mla_bytes_per_token", dict(mla, num_heads=4, qk_head_dim=6), 48,
                      base + [("mla_as_mha", 192)] + units(48))
+    # the heads without their width (or the width alone): no ordinary-attention figure
+    assert_catalogue("mla_bytes_per_token", dict(mla, num_heads=4), 48, base + units(48))
+    assert_catalogue("mla_bytes_per_token", dict(mla, qk_head_dim=6), 48, base + units(48))
 
 
 def test_kv_bytes_per_token_per_gpu_catalogue():
@@ -250,6 +253,10 @@ def test_kv_bytes_per_token_per_gpu_catalogue():
     assert_catalogue("kv_bytes_per_token_per_gpu", dict(G, tp=4), 32,
                      [("total_not_per_gpu", 64), ("split_replicated", 16.0)] + per_gpu
                      + [("hidden_over_heads", 192)] + tail + units(32))
+    # no query heads or hidden size given: the slips that need them are not offered
+    bare = dict(layers=2, kv_heads=2, head_dim=4, dtype_bytes=2, tp=2)
+    assert_catalogue("kv_bytes_per_token_per_gpu", bare, 32,
+                     [("total_not_per_gpu", 64)] + per_gpu + tail + units(32))
     # tp 1: the whole 64 B; no TP slip and no query-head slip, the rest as for one GPU
     one = [s for s in G_TOKEN_SLIPS if not s[0].startswith("query_heads")]
     assert_catalogue("kv_bytes_per_token_per_gpu", dict(G, tp=1), 64, one + units(64))
@@ -343,6 +350,10 @@ def test_nodes_for_memory_catalogue():
     # = 15 per node -> 1 node right, floor(5000 / 3840) = 1 -> 10 nodes with the slip
     wide = QUANTITIES["nodes_for_memory"](dict(case, tp=16, pool_bytes_per_gpu=5000))
     assert wide[0] == 1 and dict(wide[1])["hidden_over_heads"] == 10
+    # no query heads given: no head_dim slip (it needs them), the rest as in the first case
+    bare = {k: v for k, v in case.items() if k != "num_heads"}
+    got = QUANTITIES["nodes_for_memory"](bare)
+    assert got[0] == 4 and "hidden_over_heads" not in dict(got[1]) and dict(got[1])["missing_kv_factor"] == 2
     assert_catalogue("nodes_for_memory", dict(case, pool_bytes_per_gpu=1000), 4, [
         ("total_not_per_gpu", 10), ("missing_kv_factor", 2), ("fp32_bytes", 10), ("wrong_16bit_vs_fp8", 2),
         ("hidden_over_heads", 10), ("missing_layers", 2), ("ignored_dtype_bytes", 2), ("ignored_dtype_bytes", 10),
@@ -367,6 +378,10 @@ def test_max_concurrency_per_gpu_catalogue():
     # 64 / 4 = 16 B per token -> floor(2010 / 160) = 12
     got = dict(QUANTITIES["max_concurrency_per_gpu"](dict(case, tp=4))[1])
     assert got["split_replicated"] == 12
+    # no query heads given, or as many as KV heads: no query-head slip
+    for heads in (dict(num_heads=None), dict(num_heads=2)):
+        got = [key for key, _ in QUANTITIES["max_concurrency_per_gpu"](dict(case, **heads))[1]]
+        assert "query_heads" not in got and "weights_not_split" in got
     # tp 1: no TP slips at all
     got = [key for key, _ in QUANTITIES["max_concurrency_per_gpu"](dict(case, tp=1))[1]]
     assert not {"weights_not_split", "total_not_per_gpu", "split_replicated"} & set(got)
@@ -398,6 +413,9 @@ def test_mla_config_catalogue():
     # no heads: no ordinary-attention figure
     assert_catalogue("mla_config_bytes_per_token", dict(MLA, qk_nope_head_dim=4, q_lora_rank=8), 48,
                      MLA_BASE + MLA_DTYPES + units(48))
+    # a hidden size without a head count gives no width: K = 1 head of the rope's 4 -> 8 x 1 x 4 = 32
+    assert_catalogue("mla_config_bytes_per_token", dict(MLA, kv_heads=1, hidden_size=32), 48,
+                     MLA_BASE + [("mla_as_mha", 32)] + MLA_DTYPES + units(48))
     # hidden 30 is no whole multiple of 4 heads: no width from it (only the rope's 4)
     assert_catalogue("mla_config_bytes_per_token", dict(MLA, num_heads=4, hidden_size=30), 48,
                      MLA_BASE + [("mla_as_mha", 128)] + MLA_DTYPES + units(48))
@@ -716,6 +734,8 @@ def test_kv_head_sharing_catalogue():
     ((30, 40), (10, 20), "2x too large"), ((30, 20), (10, 20), "3x too large"),
     # lengths differ: the last elements, 5 / 20
     ((10, 40, 5), (10, 20), "4x too small"),
+    # a range against a number (or the other way): no ratio
+    ((1, 2), 2, "wrong"), (2, (1, 2), "wrong"),
 ])
 def test_ratio_text(answer, expected, text):
     assert ratio_text(answer, expected) == text
