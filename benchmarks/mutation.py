@@ -25,8 +25,9 @@ Speed: each mutant runs the tests that reach it with ``-x``; the scratch
 conftest runs the mutated module's own test file first (``OWN_TESTS_FIRST``),
 so most kills end within its tests. Survivors pay for every reaching test, so
 closing gaps also speeds the next run. After adding tests, ``--keep
---rerun-survivors`` checks only the survivors again (the test files are
-re-copied, mutmut traces only the new tests, every other verdict is kept);
+--rerun-survivors`` checks only the survivors and the mutants no test reached
+again (the test files are re-copied, mutmut traces only the new tests, every
+other verdict is kept);
 ``--keep`` alone resumes a stopped run.
 
 The report (per module: killed, survived, no tests, timeout, score) is
@@ -245,8 +246,8 @@ def main(argv=None) -> int:
     parser.add_argument("--keep", action="store_true", help="reuse .mutation/ (results so far) instead of "
                                                             "starting afresh")
     parser.add_argument("--rerun-survivors", action="store_true",
-                        help="with --keep: run the surviving mutants again (after adding tests), and any not yet "
-                             "run")
+                        help="with --keep: run the surviving mutants and those no test reached again (after adding "
+                             "tests), and any not yet run")
     parser.add_argument("--workdir", default=str(WORK), help="scratch folder (default .mutation/)")
     parser.add_argument("--report-only", action="store_true", help="only read .mutation/'s results")
     args = parser.parse_args(argv)
@@ -267,10 +268,10 @@ def main(argv=None) -> int:
                             dirs_exist_ok=True)
             _copy_tests()
         names = []
-        if args.rerun_survivors:   # the survivors so far (not the listed equivalents), against today's tests,
-            equivalent = equivalent_names()   # and the mutants a stopped run had not reached
+        if args.rerun_survivors:   # the survivors so far (not the listed equivalents) and the mutants no test
+            equivalent = equivalent_names()   # reached, against today's tests, and those a stopped run had not reached
             names = sorted(n for mutants in survivors().values() for n, status in mutants.items()
-                           if status == "survived" and n not in equivalent) + _not_checked()
+                           if status in ("survived", "no tests") and n not in equivalent) + _not_checked()
             if not names:
                 print("mutation.py: no survivors to rerun")
         env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")

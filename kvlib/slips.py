@@ -670,8 +670,8 @@ def _q_fp8_pool_tokens(i):
     a, bs = i["available_bytes"], i["block_size"]
     L, K, D = i["layers"], i["kv_heads"], i["head_dim"]
 
-    def tokens(per_token, avail=a):
-        return int(avail // (bs * per_token)) * bs
+    def tokens(per_token, avail=a):     # whole bytes (a GB/GiB slip gives a float), whole blocks, then tokens
+        return int(avail) // (bs * per_token) * bs
 
     fp8 = formulas.kv_bytes_per_token(L, K, D, 1)
     expected = tokens(fp8)

@@ -478,6 +478,10 @@ def test_fp8_pool_tokens_catalogue():
     assert_catalogue("fp8_pool_tokens", case, 32, [
         ("wrong_16bit_vs_fp8", 16), ("tokens_not_blocks", 33), ("answer_in_blocks", 8), ("missing_kv_factor", 64),
         ("missing_layers", 64), ("gb_for_gib", 28), ("gb_for_gib", 36), ("query_heads", 8)])
+    # no query heads given (or as many as KV heads): no query-head slip
+    for heads in (dict(num_heads=None), dict(num_heads=2)):
+        got = QUANTITIES["fp8_pool_tokens"](dict(case, **heads))
+        assert got[0] == 32 and "query_heads" not in dict(got[1])
 
 
 def test_allocator_waste_catalogue():
