@@ -284,8 +284,9 @@ def _message(key: str, inputs: dict) -> str:
     if COMBINED in key:
         return "two slips at once: " + " And ".join(_message(k, inputs) for k in key.split(COMBINED))
     values = dict(inputs)
-    values.setdefault("bits", 8 * inputs.get("dtype_bytes", 2))
-    values.setdefault("wrong_bytes", 3 - inputs.get("dtype_bytes", 2))
+    element = inputs.get("dtype_bytes", 2)      # a 16-bit cache unless the case says otherwise
+    values.setdefault("bits", 8 * element)
+    values.setdefault("wrong_bytes", 3 - element)
     if inputs.get("hidden_size") and inputs.get("num_heads"):
         values.setdefault("derived_head_dim", inputs["hidden_size"] // inputs["num_heads"])
     if inputs.get("label_bytes"):
