@@ -1014,7 +1014,7 @@ def _q_nodes_with_headroom(i):
     slips = [("non_binding_constraint", deploy(per_replica=max(mem, lat))), ("no_headroom", nodes),
              ("floor_nodes", deploy(up=False)), ("spike_not_rounded_up", round(nodes * f) + r),
              ("spike_not_rounded_up", math.floor(nodes * f) + r),
-             ("spares_scaled", math.ceil(round((nodes + r) * f, 9))), ("gpus_not_nodes", expected * g)]
+             ("spares_scaled", spike(nodes + r)), ("gpus_not_nodes", expected * g)]
     if replicas > 1:
         slips.append(("missing_replicas", deploy(reps=1)))
     return expected, [(k, v) for k, v in slips if v != expected]
