@@ -499,14 +499,13 @@ def _q_max_concurrency_per_gpu(i):
         return formulas.max_concurrency(budget_bytes, bytes_per_token * t)
 
     expected = seqs(budget, bpt)
-    slips = [("weights_not_split", seqs(memory - weights - reserve, bpt))] if tp > 1 else []
-    if tp > 1:
-        slips.append(("total_not_per_gpu", seqs(budget, total)))
-        slips.append(("weights_not_split+total_not_per_gpu", seqs(memory - weights - reserve, total)))
+    # at tp 1 the TP slips give the right count, and a query-head count equal to K the right bytes: all dropped
+    slips = [("weights_not_split", seqs(memory - weights - reserve, bpt)), ("total_not_per_gpu", seqs(budget, total)),
+             ("weights_not_split+total_not_per_gpu", seqs(memory - weights - reserve, total))]
     if tp > k:
         slips.append(("split_replicated", seqs(budget, total / tp)))
     h = i.get("num_heads")
-    if h and h != k:
+    if h:
         wrong = formulas.kv_bytes_per_token(geometry[0], formulas.kv_heads_per_gpu(h, tp), *geometry[1:])
         slips.append(("query_heads", seqs(budget, wrong)))
     slips += [(key, seqs(budget, wrong)) for key, wrong in _token_slips(dict(per_gpu, num_heads=None)) if wrong]
@@ -658,7 +657,7 @@ def _q_hybrid_kv_bytes_per_sequence(i):
              ("all_layers_windowed", _hybrid_bytes(0, f + s, K, D, b, t, win)),
              ("missing_kv_factor", expected // 2)]
     H = i.get("num_heads")
-    if H and H != K:
+    if H:       # H = K gives the right figure, dropped below
         slips.append(("query_heads", _hybrid_bytes(f, s, H, D, b, t, win)))
     for other in (1, 2, 4):
         if other != b:
@@ -683,7 +682,7 @@ def _q_fp8_pool_tokens(i):
              ("missing_layers", tokens(formulas.kv_bytes_per_token(1, K, D, 1))),
              ("gb_for_gib", tokens(fp8, a * GB / GiB)), ("gb_for_gib", tokens(fp8, a * GiB / GB))]
     H = i.get("num_heads")
-    if H and H != K:
+    if H:       # H = K gives the right figure, dropped below
         slips.append(("query_heads", tokens(formulas.kv_bytes_per_token(L, H, D, 1))))
     return expected, [(k, v) for k, v in slips if v != expected]
 
@@ -937,8 +936,7 @@ def _q_sequences_per_gpu_by_memory(i):
              ("gb_for_gib", fit(memory=m * GiB / GB))]
     if i.get("label_bytes"):
         slips.append(("label_memory", fit(memory=i["label_bytes"])))
-    if tp > 1:
-        slips.append(("total_not_per_gpu", fit(per_seq=s * _split(i))))
+    slips.append(("total_not_per_gpu", fit(per_seq=s * _split(i))))    # the right count (dropped) at tp 1
     return expected, [(k, v) for k, v in slips if v != expected]
 
 
@@ -1005,18 +1003,17 @@ def _q_nodes_with_headroom(i):
     def spike(nodes):
         return math.ceil(round(nodes * f, 9))
 
-    def deploy(per_replica=min(mem, lat), reps=replicas, up=True):
-        nodes = -(-users // (reps * per_replica)) if up else users // (reps * per_replica)
-        return spike(nodes) + r
+    def deploy(per_replica=min(mem, lat), reps=replicas):
+        return spike(-(-users // (reps * per_replica))) + r
 
     nodes = -(-users // (replicas * min(mem, lat)))
     expected = deploy()
     slips = [("non_binding_constraint", deploy(per_replica=max(mem, lat))), ("no_headroom", nodes),
-             ("floor_nodes", deploy(up=False)), ("spike_not_rounded_up", round(nodes * f) + r),
+             ("floor_nodes", spike(users // (replicas * min(mem, lat))) + r),
+             ("spike_not_rounded_up", round(nodes * f) + r),
              ("spike_not_rounded_up", math.floor(nodes * f) + r),
-             ("spares_scaled", spike(nodes + r)), ("gpus_not_nodes", expected * g)]
-    if replicas > 1:
-        slips.append(("missing_replicas", deploy(reps=1)))
+             ("spares_scaled", spike(nodes + r)), ("gpus_not_nodes", expected * g),
+             ("missing_replicas", deploy(reps=1))]      # the right count (dropped) when a node is one replica
     return expected, [(k, v) for k, v in slips if v != expected]
 
 
@@ -1075,9 +1072,8 @@ def _q_block_range(i):
              ("window_full_unit", (int((x - 0.01) * GiB) // b, int((x + 0.01) * GiB) // b)),
              ("gb_for_gib", (int((x - 0.005) * GB) // b, int((x + 0.005) * GB) // b)),
              ("tokens_for_blocks", (expected[0] * bs, expected[1] * bs))]
-    if tp > 1:
-        whole = block_bytes(*geometry, bs, 1)
-        slips.append(("total_not_per_gpu", (lo // whole, hi // whole)))
+    whole = block_bytes(*geometry, bs, 1)        # the same as b at tp 1 (dropped below)
+    slips.append(("total_not_per_gpu", (lo // whole, hi // whole)))
     slips.append(("missing_kv_factor", (lo // (b // 2), hi // (b // 2))))
     return expected, [(k, v) for k, v in slips if v != expected]
 

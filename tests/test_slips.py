@@ -464,6 +464,8 @@ def test_hybrid_kv_bytes_per_sequence_catalogue():
     # the window layers at full length or capping every layer gives the same 640 (no slip); dropping the
     # sliding layers: 32 x 5 = 160
     short = dict(case, seq_len=5, num_heads=2)
+    no_h = {k: v for k, v in case.items() if k != "num_heads"}
+    assert "query_heads" not in dict(QUANTITIES["hybrid_kv_bytes_per_sequence"](no_h)[1])
     assert_catalogue("hybrid_kv_bytes_per_sequence", short, 640, [
         ("sliding_layers_dropped", 160), ("missing_kv_factor", 320), ("ignored_dtype_bytes", 320),
         ("ignored_dtype_bytes", 1280)] + units(640))
@@ -554,6 +556,14 @@ def test_sequences_per_gpu_by_memory_catalogue():
     assert_catalogue("sequences_per_gpu_by_memory", dict(case, label_bytes=12_000), 13, [
         ("weights_not_split", 11), ("no_utilization", 30), ("missing_overhead", 15), ("ceil_not_floor", 14),
         ("gb_for_gib", 12), ("gb_for_gib", 14), ("label_memory", 16), ("total_not_per_gpu", 6)])
+    # the ceiling of a pool that is one byte past 13 sequences: M = 9,803 B, ceil(4901.5) = 4,902 - 501 - 500
+    # = 3,901 B = 13 x 300 + 1 -> 13 fit, ceil 14 (round 13: dropped); had the budget been floored
+    # (4,901 B: 3,900 = 13 x 300) the ceiling would be the right 13
+    got = QUANTITIES["sequences_per_gpu_by_memory"](dict(case, gpu_bytes=9803))
+    assert got[0] == 13 and [v for k, v in got[1] if k == "ceil_not_floor"] == [14]
+    # O = 350: 4,150 / 300 = 13.83 -> 13; ceil and round both 14
+    got = QUANTITIES["sequences_per_gpu_by_memory"](dict(case, other_bytes=350))
+    assert got[0] == 13 and [v for k, v in got[1] if k == "ceil_not_floor"] == [14, 14]
     # tp 4 > K = 2: each GPU holds one of the 2 heads, so the model's KV is 2 (not 4) x the GPU's:
     # W / 4 = ceil(250.25) = 251: (5001 - 251 - 500) / 600 = 7.08 -> 7
     got = dict(QUANTITIES["sequences_per_gpu_by_memory"](dict(case, tp=4))[1])
@@ -623,6 +633,10 @@ def test_nodes_with_headroom_catalogue():
     # one replica per node (tp = gpus_per_node): no replica slip
     got = [key for key, _ in QUANTITIES["nodes_with_headroom"](dict(case, tp=8))[1]]
     assert "missing_replicas" not in got
+    # two replicas a node (4 GPUs at tp 2): 6 per node -> 17 nodes -> ceil(21.25) + 4 = 26; one replica:
+    # 3 per node -> 34 -> 47
+    two = QUANTITIES["nodes_with_headroom"](dict(case, gpus_per_node=4))
+    assert two[0] == 26 and dict(two[1])["missing_replicas"] == 47
 
 
 def test_prefix_sharing_catalogue():
