@@ -752,10 +752,10 @@ GENERAL.update({
 })
 
 
-def _sharing(i):
+def _sharing(i, bytes_per_token=1):
+    """prefix_sharing_savings of the case (its token counts do not depend on bytes_per_token)."""
     from .prefix_cache import prefix_sharing_savings
-    return prefix_sharing_savings(i["prompt_tokens"], i["num_requests"], i.get("bytes_per_token", 1),
-                                  i["block_size"])
+    return prefix_sharing_savings(i["prompt_tokens"], i["num_requests"], bytes_per_token, i["block_size"])
 
 
 def _q_prefill_tokens_saved(i):
@@ -770,7 +770,7 @@ def _q_prefill_tokens_saved(i):
 
 def _q_prefix_bytes_saved(i):
     """Bytes a shared prompt saves: unshared - shared = (N - 1) floor(P / bs) bs x bytes_per_token."""
-    s = _sharing(i)
+    s = _sharing(i, i["bytes_per_token"])
     expected = s.saved_bytes
     tokens, bpt = _q_prefill_tokens_saved(i)
     slips = [(k, v * s.bytes_per_token) for k, v in bpt]
