@@ -916,20 +916,16 @@ def _q_kv_bytes_per_sequence_per_gpu(i):
     return expected, scaled + _unit_slips(expected)
 
 
-def _ceil_div(a, b):
-    return -(-a // b) if isinstance(a, int) and isinstance(b, int) else math.ceil(a / b)
-
-
 def _q_sequences_per_gpu_by_memory(i):
     """floor((ceil(M u) - ceil(W / tp) - O) / S_g): sequences one GPU's pool holds (M as CUDA reports it)."""
     m, u, w, o, tp, s = (i["gpu_bytes"], i["utilization"], i["weight_bytes"], i["other_bytes"], i["tp"],
                          i["kv_bytes_per_sequence_per_gpu"])
 
-    def fit(memory=m, util=u, weights=_ceil_div(w, tp), other=o, per_seq=s):
+    def fit(memory=m, util=u, weights=formulas.weight_bytes_per_gpu(w, tp), other=o, per_seq=s):
         return math.floor(formulas.kv_pool_bytes(memory, util, weights, other, round_budget_up=True) / per_seq)
 
     expected = fit()
-    pool = formulas.kv_pool_bytes(m, u, _ceil_div(w, tp), o, round_budget_up=True)
+    pool = formulas.kv_pool_bytes(m, u, formulas.weight_bytes_per_gpu(w, tp), o, round_budget_up=True)
     slips = [("weights_not_split", fit(weights=w)), ("no_utilization", fit(util=1)),
              ("missing_overhead", fit(other=0)), ("ceil_not_floor", math.ceil(pool / s)),
              ("ceil_not_floor", round(pool / s)), ("gb_for_gib", fit(memory=m * GB / GiB)),
@@ -943,7 +939,7 @@ def _q_sequences_per_gpu_by_memory(i):
 def _split(i):
     """How many times one GPU's KV heads go into the model's: tp, or K once tp exceeds K (replicated heads)."""
     k = i.get("kv_heads", i["tp"])
-    return k // formulas.kv_heads_per_gpu(k, i["tp"])
+    return k / formulas.kv_heads_per_gpu(k, i["tp"])
 
 
 def _slowdown(tp, tp_overhead, efficiency):
@@ -953,7 +949,7 @@ def _slowdown(tp, tp_overhead, efficiency):
 def _itl_variants(i, measure):
     """(expected, slips) of ``measure(w_gpu, s_gpu, slowdown)`` with each ITL slip applied."""
     w, tp, o, e, s = i["weight_bytes"], i["tp"], i["tp_overhead"], i["efficiency"], i["kv_bytes_per_sequence_per_gpu"]
-    w_gpu, slow = _ceil_div(w, tp), _slowdown(tp, o, e)
+    w_gpu, slow = formulas.weight_bytes_per_gpu(w, tp), _slowdown(tp, o, e)
     expected = measure(w_gpu, s, slow)
     slips = [("weights_not_split", measure(w, s, slow)), ("bound_only", measure(w_gpu, s, 1)),
              ("no_efficiency", measure(w_gpu, s, slow * e)),
@@ -974,7 +970,8 @@ def _q_itl_ms(i):
         return (w_gpu + n * s_gpu) / bw * slow * 1e3
 
     expected, slips = _itl_variants(i, ms)
-    w_gpu, slow = _ceil_div(i["weight_bytes"], i["tp"]), _slowdown(i["tp"], i["tp_overhead"], i["efficiency"])
+    w_gpu = formulas.weight_bytes_per_gpu(i["weight_bytes"], i["tp"])
+    slow = _slowdown(i["tp"], i["tp_overhead"], i["efficiency"])
     slips += [("kv_only_step", n * i["kv_bytes_per_sequence_per_gpu"] / bw * slow * 1e3),
               ("weights_only_step", w_gpu / bw * slow * 1e3), ("seconds_for_ms", expected / 1e3)]
     return expected, slips
@@ -989,7 +986,7 @@ def _q_sequences_by_itl(i):
 
     expected, slips = _itl_variants(i, fit)
     exact = (tau / _slowdown(i["tp"], i["tp_overhead"], i["efficiency"]) * bw
-             - _ceil_div(i["weight_bytes"], i["tp"])) / i["kv_bytes_per_sequence_per_gpu"]
+             - formulas.weight_bytes_per_gpu(i["weight_bytes"], i["tp"])) / i["kv_bytes_per_sequence_per_gpu"]
     slips += [("ceil_not_floor", math.ceil(exact)), ("ceil_not_floor", round(exact))]
     return expected, [(k, v) for k, v in slips if v != expected]
 
@@ -1183,7 +1180,7 @@ def _q_kv_head_sharing(i):
         slips.append(("absent_as_mqa", (H, with_h - formulas.kv_bytes_per_token(L, 1, D, b))))
     slips += [("inflated_not_extra", (group, with_h)), ("real_not_extra", (group, with_k))]
     # the slips of bytes per token, made in both counts alike
-    on_h = [(k, v) for k, v in _token_slips(dict(i, kv_heads=H)) if not k.startswith("query_heads")]
+    on_h = _token_slips(dict(i, kv_heads=H))     # H heads both ways: no query-head slip in it
     on_k = [(k, v) for k, v in _token_slips(i) if not k.startswith("query_heads")]
     for (key, wrong_h), (_, wrong_k) in zip(on_h, on_k):
         slips.append((key, (group, wrong_h - wrong_k)))

@@ -150,6 +150,8 @@ def assert_catalogue(quantity, inputs, expected, slips):
     for (key, value), (_, want) in zip(got, slips):
         assert value == pytest.approx(want, rel=1e-12), key
         assert type(value) is type(want), key
+        if type(want) is tuple:
+            assert [type(x) for x in value] == [type(x) for x in want], key
     assert expected_value(quantity, **inputs) == pytest.approx(expected, rel=1e-12)
     assert diagnose(quantity, expected, **inputs).correct
     for key, _ in slips:   # the words a learner reads for each slip: every figure filled in
@@ -374,6 +376,13 @@ def test_max_concurrency_per_gpu_catalogue():
         ("query_heads", 1), ("missing_kv_factor", 11), ("bits_not_bytes", 0), ("fp32_bytes", 2),
         ("wrong_16bit_vs_fp8", 11), ("missing_layers", 11), ("ignored_dtype_bytes", 11), ("ignored_dtype_bytes", 2),
         ("ceil_not_floor", 6), ("ceil_not_floor", 6), ("tokens_not_sequences", 58), ("gb_for_gib", 6)])
+    # M = 2,100: budget 1,700 -> 5; GB read the other way: 1700 / 1.0737 = 1583.3 / 320 -> 4 (the first way
+    # 1825.4 / 320 -> 5, right, dropped)
+    got = QUANTITIES["max_concurrency_per_gpu"](dict(case, cuda_memory_bytes=2100))
+    assert got[0] == 5 and [v for k, v in got[1] if k == "gb_for_gib"] == [4]
+    # M = 2,500: budget 2,100 -> 6; whole W and the whole model's KV: (2500 - 600 - 100) / 640 = 2.8 -> 2
+    got = QUANTITIES["max_concurrency_per_gpu"](dict(case, cuda_memory_bytes=2500))
+    assert got[0] == 6 and dict(got[1])["weights_not_split+total_not_per_gpu"] == 2
     # tp 4 > K = 2: W / 4 = 150, budget 2260 - 150 - 100 = 2,010; splitting the replicated heads:
     # 64 / 4 = 16 B per token -> floor(2010 / 160) = 12
     got = dict(QUANTITIES["max_concurrency_per_gpu"](dict(case, tp=4))[1])
@@ -571,6 +580,10 @@ def test_sequences_per_gpu_by_memory_catalogue():
     # no kv_heads given: the split is tp itself: 4250 / (300 x 4) = 3.5 -> 3
     no_k = {k: v for k, v in case.items() if k != "kv_heads"}
     assert dict(QUANTITIES["sequences_per_gpu_by_memory"](dict(no_k, tp=4))[1])["total_not_per_gpu"] == 3
+    # an uneven split (9 KV heads over tp 2: 4 a GPU as kv_heads_per_gpu counts them): the whole model's cache is
+    # 9 / 4 of one GPU's: 400 B x 2.25 = 900 B -> 4000 / 900 = 4.4 -> 4 (4000 / 400 = 10 right)
+    got = QUANTITIES["sequences_per_gpu_by_memory"](dict(case, kv_heads=9, kv_bytes_per_sequence_per_gpu=400))
+    assert got[0] == 10 and dict(got[1])["total_not_per_gpu"] == 4
     # tp 1: whole W is the right W (dropped), no TP slip
     got = [key for key, _ in QUANTITIES["sequences_per_gpu_by_memory"](dict(case, tp=1))[1]]
     assert "weights_not_split" not in got and "total_not_per_gpu" not in got
@@ -590,6 +603,8 @@ def test_itl_ms_catalogue():
         ("weights_not_split", 3250.0), ("bound_only", 800.0), ("no_efficiency", 1000.0),
         ("efficiency_multiplied", 500.0), ("total_not_per_gpu", 2750.0), ("no_tp_overhead", 1600.0),
         ("kv_only_step", 750.0), ("weights_only_step", 1250.0), ("seconds_for_ms", 2.0)])
+    # W = 1,001 B over tp 2: the busier GPU holds ceil(500.5) = 501: (501 + 300) x 2.5 = 2,002.5 ms
+    assert expected_value("itl_ms", **dict(ITL, weight_bytes=1001, sequences=3)) == pytest.approx(2002.5)
     # tp 1: W = 1000, slowdown 1 / 0.5 = 2: 2,600 ms; whole W is the same 2,600; the overhead added at tp 1
     # (x 2.5): 3,250; KV only 600; weights only 2,000
     assert_catalogue("itl_ms", dict(ITL, sequences=3, tp=1), 2600.0, [
