@@ -267,6 +267,13 @@ def main(argv=None) -> int:
             shutil.copytree(ROOT / "kvlib", WORK / "kvlib", ignore=shutil.ignore_patterns("__pycache__"),
                             dirs_exist_ok=True)
             _copy_tests()
+            # mutmut's test selection is fixed when the folder is prepared (changing it resets every verdict):
+            # a test file created since is copied but never run
+            selection = (WORK / "pyproject.toml").read_text()
+            unselected = [t for t in _fast_tests() if json.dumps(t) not in selection]
+            if unselected:
+                print(f"mutation.py: {', '.join(unselected)} created since {WORK.name}/ was prepared: mutmut will "
+                      "not run them (start afresh, without --keep, to include them)", file=sys.stderr)
         names = []
         if args.rerun_survivors:   # the survivors so far (not the listed equivalents) and the mutants no test
             equivalent = equivalent_names()   # reached, against today's tests, and those a stopped run had not reached
