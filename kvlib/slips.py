@@ -1069,7 +1069,7 @@ def _q_block_range(i):
              ("window_full_unit", (int((x - 0.01) * GiB) // b, int((x + 0.01) * GiB) // b)),
              ("gb_for_gib", (int((x - 0.005) * GB) // b, int((x + 0.005) * GB) // b)),
              ("tokens_for_blocks", (expected[0] * bs, expected[1] * bs))]
-    whole = block_bytes(*geometry, bs, 1)        # the same as b at tp 1 (dropped below)
+    whole = block_bytes(*geometry, bs)           # one GPU holding every head: b itself at tp 1 (dropped below)
     slips.append(("total_not_per_gpu", (lo // whole, hi // whole)))
     slips.append(("missing_kv_factor", (lo // (b // 2), hi // (b // 2))))
     return expected, [(k, v) for k, v in slips if v != expected]

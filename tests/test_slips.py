@@ -222,6 +222,9 @@ def test_max_concurrency_catalogue():
         ("ignored_dtype_bytes", 5), ("query_heads+missing_kv_factor", 5), ("ceil_not_floor", 11),
         ("ceil_not_floor", 11), ("gb_for_gib", 11), ("gb_for_gib", 10.9375 * 1.073741824),
         ("tokens_not_sequences", 109)])
+    # budget 6,500: floor(10.16) = 10; GB read the other way: 6500 / 1.073741824 = 6053.6 / 640 -> 9
+    got = QUANTITIES["max_concurrency"](dict(G, seq_len=10, budget_bytes=6500))
+    assert got[0] == 10 and 9 in [v for k, v in got[1] if k == "gb_for_gib"]
 
 
 def test_mla_bytes_per_token_catalogue():
@@ -352,6 +355,10 @@ def test_nodes_for_memory_catalogue():
     # = 15 per node -> 1 node right, floor(5000 / 3840) = 1 -> 10 nodes with the slip
     wide = QUANTITIES["nodes_for_memory"](dict(case, tp=16, pool_bytes_per_gpu=5000))
     assert wide[0] == 1 and dict(wide[1])["hidden_over_heads"] == 10
+    # H = 10 over tp 4: 10 // 4 = 2 whole query heads a GPU, so hidden 48 / 2 = 24 wide: 2 x 2 x 1 x 24 x 2 =
+    # 192 B, 1,920 per sequence -> floor(5000 / 1920) = 2 per node -> 5 nodes
+    odd = QUANTITIES["nodes_for_memory"](dict(case, num_heads=10, tp=4, pool_bytes_per_gpu=5000))
+    assert odd[0] == 1 and dict(odd[1])["hidden_over_heads"] == 5
     # no query heads given: no head_dim slip (it needs them), the rest as in the first case
     bare = {k: v for k, v in case.items() if k != "num_heads"}
     got = QUANTITIES["nodes_for_memory"](bare)
@@ -708,9 +715,13 @@ def test_block_range_catalogue():
         ("point_not_range", (131072, 131072)), ("point_not_range", (131072, 131072)),
         ("window_full_unit", (129761, 132382)), ("gb_for_gib", (121459, 122680)),
         ("tokens_for_blocks", (130416 * 16, 131727 * 16)), ("missing_kv_factor", (260833, 263454))])
-    # K = 4 over tp 2: two heads a rank, the same 8,192 B; counted whole (16,384 B): 65208.3, 65863.7
-    got = QUANTITIES["block_range"](dict(case, kv_heads=4, tp=2))
-    assert got[0] == (130416, 131727) and ("total_not_per_gpu", (65208, 65863)) in got[1]
+    # K = 4 over tp 2: two heads a rank, the same 8,192 B and the same slips; counted whole (16,384 B):
+    # 65208.3, 65863.7
+    assert_catalogue("block_range", dict(case, kv_heads=4, tp=2), (130416, 131727), [
+        ("point_not_range", (131072, 131072)), ("point_not_range", (131072, 131072)),
+        ("window_full_unit", (129761, 132382)), ("gb_for_gib", (121459, 122680)),
+        ("tokens_for_blocks", (130416 * 16, 131727 * 16)), ("total_not_per_gpu", (65208, 65863)),
+        ("missing_kv_factor", (260833, 263454))])
 
 
 def test_sequences_on_gpu_catalogue():
@@ -730,6 +741,14 @@ def test_sequences_on_gpu_catalogue():
     # 3,000 parameters (6,000 B): 5000 - 6550 = -1,550 B: floor(-15.5) = -16, so 0 fit. Only the slips that
     # leave room remain: u = 1: 3450 -> 34; after the weights: (10000 - 6550) x 0.5 = 1725 -> 17; no weights
     # 44; 1 B per parameter: 5000 - 3550 = 1450 -> 14; and the negative count -16 itself
+    # O = 500: 5000 - 1000 - 500 = 3,500 -> 35; no weights: 4,500 B -> 45 (a byte less would give 44)
+    assert dict(QUANTITIES["sequences_on_gpu"](dict(case, other_bytes=500))[1])["weights_missing"] == 45
+    # O = 520: 3,480 / 100 = 34.8 -> 34; ceil and round both 35
+    got = QUANTITIES["sequences_on_gpu"](dict(case, other_bytes=520))
+    assert got[0] == 34 and [v for k, v in got[1] if k == "ceil_not_floor"] == [35, 35]
+    # 6,000 parameters (12,000 B) weigh more than the whole GPU: even the utilization applied after them leaves
+    # nothing, (10000 - 12550) x 0.5 < 0: no count, so no slip
+    assert "utilization_after_weights" not in dict(QUANTITIES["sequences_on_gpu"](dict(case, num_params=6000))[1])
     assert_catalogue("sequences_on_gpu", dict(case, num_params=3000), 0, [
         ("ignored_utilization", 34), ("utilization_after_weights", 17), ("weights_missing", 44),
         ("weight_dtype_ignored", 14), ("negative_count", -16)])
