@@ -788,6 +788,8 @@ def test_kv_head_sharing_catalogue():
     ((10, 40, 5), (10, 20), "4x too small"),
     # a range against a number (or the other way): no ratio
     ((1, 2), 2, "wrong"), (2, (1, 2), "wrong"),
+    # equal figures (never asked for: an equal answer is correct) read as no change, "too small"
+    (5, 5, "0.0% too small"),
 ])
 def test_ratio_text(answer, expected, text):
     assert ratio_text(answer, expected) == text
@@ -834,6 +836,13 @@ def test_int_answer_matches_a_slip_it_truncates():
     assert matching("kv_bytes_per_sequence", 0.64, **G, seq_len=10) == ("answer_in_kb",)
     # a whole-number slip is matched only by that number: the GiB figure 3.0, not 2
     assert "answer_in_gib" not in matching("kv_bytes_total", 2, **case)
+    # between 1 and 2: 1,920 B is 1.875 KiB and 1.92 KB; 1 and 2 are both slips
+    assert matching("kv_bytes_total", 1, **G, seq_len=10, batch_size=3) == ("answer_in_kib", "answer_in_kb")
+    assert matching("kv_bytes_total", 2, **G, seq_len=10, batch_size=3) == ("answer_in_kib", "answer_in_kb")
+    # a truncated slip that is also the right figure is no slip: 3 x 10^9 B is 3.0 GB (right) and
+    # 2.79 GiB (the slip): int 2 is the slip, 3 (its ceiling) is the right answer
+    assert matching("bytes_to_gb", 2, n_bytes=3 * 10**9) == ("gb_for_gib",)
+    assert matching("bytes_to_gb", 3, n_bytes=3 * 10**9) == ()
 
 
 def test_a_slip_that_gives_the_right_figure_is_never_named():
