@@ -820,6 +820,8 @@ def test_integers_compare_exactly_floats_within_the_tolerance():
     assert diagnose("block_range", (), **block).message == "expected a number, got tuple ()."
     assert not diagnose("block_range", (130416, "131727"), **block).correct
     assert not diagnose("block_range", [130416, 131727], **block).correct   # a list is not a range
+    # a range answer is matched against the slips' ranges: one point (131,072 twice) is the point slip
+    assert matching("block_range", (131072, 131072), **block) == ("point_not_range",)
 
 
 def test_int_answer_matches_a_slip_it_truncates():
