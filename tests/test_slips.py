@@ -900,14 +900,29 @@ def test_diagnose_names_the_lead_slip_first_and_the_next_one_after():
 def test_diagnose_without_a_match_or_a_number():
     # 123,456 / 131,072 = 0.9419: 5.8% too small
     d = diagnose("kv_bytes_per_token", 123_456, **LLAMA8B)
-    assert d.slip is None and d.expected == 131_072
+    assert (d.quantity, d.correct, d.slip, d.expected, d.answer, d.inputs) == \
+        ("kv_bytes_per_token", False, None, 131_072, 123_456, LLAMA8B)
     assert d.message == "5.8% too small, and it matches no known slip: recheck each factor."
     d = diagnose("kv_bytes_per_token", True, **LLAMA8B)
-    assert (d.correct, d.slip, d.expected, d.answer) == (False, None, 131_072, True)
+    assert (d.quantity, d.correct, d.slip, d.expected, d.answer, d.inputs) == \
+        ("kv_bytes_per_token", False, None, 131_072, True, LLAMA8B)
     assert d.message == "expected a number, got bool True."
     assert diagnose("kv_bytes_per_token", None, **LLAMA8B).message == "expected a number, got NoneType None."
     d = diagnose("kv_bytes_per_token", 131_072, **LLAMA8B)
-    assert (d.correct, d.message, d.slip, d.inputs) == (True, "correct.", None, LLAMA8B)
+    assert (d.quantity, d.correct, d.expected, d.answer, d.message, d.slip, d.inputs) == \
+        ("kv_bytes_per_token", True, 131_072, 131_072, "correct.", None, LLAMA8B)
+
+
+def test_diagnose_with_two_matches_and_a_tolerance():
+    # Llama 3 8B without its head counts: 262,144 B = 2 x 131,072 is fp32's 4 bytes, and "another element size"
+    # (4 bytes): exactly two slips, both named
+    d = diagnose("kv_bytes_per_token", 262_144, layers=32, kv_heads=8, head_dim=128, dtype_bytes=2)
+    assert d.message == ("2x too large: you used 4 bytes per element (fp32); the cache is stored in 16 bits (2 bytes). "
+                         "Or: the answer does not follow the argument dtype_bytes (2 bytes per element): it uses "
+                         "another element size (a fixed one, or one read from the config).")
+    # the tolerance applies to the slips too: 256 x 1.005 is the query-head slip within 1% (test geometry G)
+    assert diagnose("kv_bytes_per_token", 256 * 1.005, **G).slip is None
+    assert diagnose("kv_bytes_per_token", 256 * 1.005, rel_tol=0.01, **G).slip.key == "query_heads"
 
 
 @pytest.mark.parametrize("key,inputs,text", [
