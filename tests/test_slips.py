@@ -814,7 +814,11 @@ def test_integers_compare_exactly_floats_within_the_tolerance():
     assert diagnose("block_range", (130416, 131727), **block).correct
     assert diagnose("block_range", (130416.0, 131727.0), **block).correct
     assert not diagnose("block_range", (130416, 131727, 5), **block).correct
-    assert not diagnose("block_range", (130416,), **block).correct
+    d = diagnose("block_range", (130416,), **block)        # a range of one: still a range, of the wrong length
+    assert not d.correct and not d.message.startswith("expected a number")
+    # a range where a single number is expected: compared, no slip, no ratio
+    d = diagnose("kv_bytes_per_token", (131_072, 131_072), **LLAMA8B)
+    assert (d.correct, d.message) == (False, "wrong, and it matches no known slip: recheck each factor.")
     assert not diagnose("block_range", (130416, 131728), **block).correct
     assert not diagnose("block_range", 130416, **block).correct
     assert diagnose("block_range", (), **block).message == "expected a number, got tuple ()."
