@@ -25,8 +25,9 @@ Speed: each mutant runs the tests that reach it with ``-x``; the scratch
 conftest runs the mutated module's own test file first (``OWN_TESTS_FIRST``),
 so most kills end within its tests. Survivors pay for every reaching test, so
 closing gaps also speeds the next run. After adding tests, ``--keep
---rerun-survivors`` checks only the survivors again (the test files are
-re-copied, mutmut traces only the new tests, every other verdict is kept);
+--rerun-survivors`` checks only the survivors and the mutants no test reached
+again (the test files are re-copied, mutmut traces only the new tests, every
+other verdict is kept);
 ``--keep`` alone resumes a stopped run.
 
 The report (per module: killed, survived, no tests, timeout, score) is
@@ -69,7 +70,7 @@ FAST_TESTS = [
     "tests/test_cli.py", "tests/test_argtypes.py", "tests/test_properties.py",
     "tests/test_vllm.py", "tests/test_vllm_log.py", "tests/test_vllm_engine.py", "tests/test_vllm_layout.py",
     "tests/test_vllm_tokens.py", "tests/test_vllm_predict.py", "tests/test_vllm_pool.py",
-    "tests/test_vllm_report.py", "tests/test_vllm_cli.py", "tests/test_vllm_pp.py",
+    "tests/test_vllm_report.py", "tests/test_vllm_mismatch.py", "tests/test_vllm_cli.py", "tests/test_vllm_pp.py",
     "tests/test_vllm_bundled.py", "tests/test_vllm_cpu_runs.py",
 ]
 # Left out of mutation runs (still in the quick tier):
@@ -246,8 +247,8 @@ def main(argv=None) -> int:
     parser.add_argument("--keep", action="store_true", help="reuse .mutation/ (results so far) instead of "
                                                             "starting afresh")
     parser.add_argument("--rerun-survivors", action="store_true",
-                        help="with --keep: run the surviving mutants again (after adding tests), and any not yet "
-                             "run")
+                        help="with --keep: run the surviving mutants and those no test reached again (after adding "
+                             "tests), and any not yet run")
     parser.add_argument("--workdir", default=str(WORK), help="scratch folder (default .mutation/)")
     parser.add_argument("--report-only", action="store_true", help="only read .mutation/'s results")
     args = parser.parse_args(argv)
@@ -267,11 +268,18 @@ def main(argv=None) -> int:
             shutil.copytree(ROOT / "kvlib", WORK / "kvlib", ignore=shutil.ignore_patterns("__pycache__"),
                             dirs_exist_ok=True)
             _copy_tests()
+            # mutmut's test selection is fixed when the folder is prepared (changing it resets every verdict):
+            # a test file created since is copied but never run
+            selection = (WORK / "pyproject.toml").read_text()
+            unselected = [t for t in _fast_tests() if json.dumps(t) not in selection]
+            if unselected:
+                print(f"mutation.py: {', '.join(unselected)} created since {WORK.name}/ was prepared: mutmut will "
+                      "not run them (start afresh, without --keep, to include them)", file=sys.stderr)
         names = []
-        if args.rerun_survivors:   # the survivors so far (not the listed equivalents), against today's tests,
-            equivalent = equivalent_names()   # and the mutants a stopped run had not reached
+        if args.rerun_survivors:   # the survivors so far (not the listed equivalents) and the mutants no test
+            equivalent = equivalent_names()   # reached, against today's tests, and those a stopped run had not reached
             names = sorted(n for mutants in survivors().values() for n, status in mutants.items()
-                           if status == "survived" and n not in equivalent) + _not_checked()
+                           if status in ("survived", "no tests") and n not in equivalent) + _not_checked()
             if not names:
                 print("mutation.py: no survivors to rerun")
         env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")

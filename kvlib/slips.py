@@ -284,20 +284,27 @@ def _message(key: str, inputs: dict) -> str:
     if COMBINED in key:
         return "two slips at once: " + " And ".join(_message(k, inputs) for k in key.split(COMBINED))
     values = dict(inputs)
-    values.setdefault("bits", 8 * inputs.get("dtype_bytes", 2))
-    values.setdefault("wrong_bytes", 3 - inputs.get("dtype_bytes", 2))
+    element = inputs.get("dtype_bytes", 2)      # a 16-bit cache unless the case says otherwise
+    values.setdefault("bits", 8 * element)
+    values.setdefault("wrong_bytes", 3 - element)
     if inputs.get("hidden_size") and inputs.get("num_heads"):
         values.setdefault("derived_head_dim", inputs["hidden_size"] // inputs["num_heads"])
     if inputs.get("label_bytes"):
         values.setdefault("label_gb", f"{inputs['label_bytes'] / GB:.2f}")
         values.setdefault("cuda_gb", f"{inputs['gpu_bytes'] / GB:.2f}")
     values.setdefault("rope_dim", 64)
+    if inputs.get("num_requests"):
+        values.setdefault("others", inputs["num_requests"] - 1)
+    if inputs.get("gpus_per_node") and inputs.get("tp"):
+        values.setdefault("replicas", inputs["gpus_per_node"] // inputs["tp"])
     if isinstance(inputs.get("wrong"), dict) and key in inputs["wrong"]:     # log_figure: the figure taken
         values.setdefault("wrong_value", inputs["wrong"][key])
     try:
         return SLIPS[key].format(**values)
     except (KeyError, IndexError):
-        return SLIPS[key].split(" (")[0] + "."
+        words = SLIPS[key].split(" (")[0]
+        # a figure the case lacks sits outside any parenthesis: the general words, never a raw "{field}"
+        return GENERAL[key] if "{" in words else words + "."
 
 
 def message(key: str, **inputs) -> str:
@@ -492,14 +499,13 @@ def _q_max_concurrency_per_gpu(i):
         return formulas.max_concurrency(budget_bytes, bytes_per_token * t)
 
     expected = seqs(budget, bpt)
-    slips = [("weights_not_split", seqs(memory - weights - reserve, bpt))] if tp > 1 else []
-    if tp > 1:
-        slips.append(("total_not_per_gpu", seqs(budget, total)))
-        slips.append(("weights_not_split+total_not_per_gpu", seqs(memory - weights - reserve, total)))
+    # at tp 1 the TP slips give the right count, and a query-head count equal to K the right bytes: all dropped
+    slips = [("weights_not_split", seqs(memory - weights - reserve, bpt)), ("total_not_per_gpu", seqs(budget, total)),
+             ("weights_not_split+total_not_per_gpu", seqs(memory - weights - reserve, total))]
     if tp > k:
         slips.append(("split_replicated", seqs(budget, total / tp)))
     h = i.get("num_heads")
-    if h and h != k:
+    if h:
         wrong = formulas.kv_bytes_per_token(geometry[0], formulas.kv_heads_per_gpu(h, tp), *geometry[1:])
         slips.append(("query_heads", seqs(budget, wrong)))
     slips += [(key, seqs(budget, wrong)) for key, wrong in _token_slips(dict(per_gpu, num_heads=None)) if wrong]
@@ -651,7 +657,7 @@ def _q_hybrid_kv_bytes_per_sequence(i):
              ("all_layers_windowed", _hybrid_bytes(0, f + s, K, D, b, t, win)),
              ("missing_kv_factor", expected // 2)]
     H = i.get("num_heads")
-    if H and H != K:
+    if H:       # H = K gives the right figure, dropped below
         slips.append(("query_heads", _hybrid_bytes(f, s, H, D, b, t, win)))
     for other in (1, 2, 4):
         if other != b:
@@ -664,8 +670,8 @@ def _q_fp8_pool_tokens(i):
     a, bs = i["available_bytes"], i["block_size"]
     L, K, D = i["layers"], i["kv_heads"], i["head_dim"]
 
-    def tokens(per_token, avail=a):
-        return int(avail // (bs * per_token)) * bs
+    def tokens(per_token, avail=a):     # whole bytes (a GB/GiB slip gives a float), whole blocks, then tokens
+        return int(avail) // (bs * per_token) * bs
 
     fp8 = formulas.kv_bytes_per_token(L, K, D, 1)
     expected = tokens(fp8)
@@ -676,7 +682,7 @@ def _q_fp8_pool_tokens(i):
              ("missing_layers", tokens(formulas.kv_bytes_per_token(1, K, D, 1))),
              ("gb_for_gib", tokens(fp8, a * GB / GiB)), ("gb_for_gib", tokens(fp8, a * GiB / GB))]
     H = i.get("num_heads")
-    if H and H != K:
+    if H:       # H = K gives the right figure, dropped below
         slips.append(("query_heads", tokens(formulas.kv_bytes_per_token(L, H, D, 1))))
     return expected, [(k, v) for k, v in slips if v != expected]
 
@@ -746,10 +752,10 @@ GENERAL.update({
 })
 
 
-def _sharing(i):
+def _sharing(i, bytes_per_token=1):
+    """prefix_sharing_savings of the case (its token counts do not depend on bytes_per_token)."""
     from .prefix_cache import prefix_sharing_savings
-    return prefix_sharing_savings(i["prompt_tokens"], i["num_requests"], i.get("bytes_per_token", 1),
-                                  i["block_size"])
+    return prefix_sharing_savings(i["prompt_tokens"], i["num_requests"], bytes_per_token, i["block_size"])
 
 
 def _q_prefill_tokens_saved(i):
@@ -764,7 +770,7 @@ def _q_prefill_tokens_saved(i):
 
 def _q_prefix_bytes_saved(i):
     """Bytes a shared prompt saves: unshared - shared = (N - 1) floor(P / bs) bs x bytes_per_token."""
-    s = _sharing(i)
+    s = _sharing(i, i["bytes_per_token"])
     expected = s.saved_bytes
     tokens, bpt = _q_prefill_tokens_saved(i)
     slips = [(k, v * s.bytes_per_token) for k, v in bpt]
@@ -916,35 +922,30 @@ def _q_kv_bytes_per_sequence_per_gpu(i):
     return expected, scaled + _unit_slips(expected)
 
 
-def _ceil_div(a, b):
-    return -(-a // b) if isinstance(a, int) and isinstance(b, int) else math.ceil(a / b)
-
-
 def _q_sequences_per_gpu_by_memory(i):
     """floor((ceil(M u) - ceil(W / tp) - O) / S_g): sequences one GPU's pool holds (M as CUDA reports it)."""
     m, u, w, o, tp, s = (i["gpu_bytes"], i["utilization"], i["weight_bytes"], i["other_bytes"], i["tp"],
                          i["kv_bytes_per_sequence_per_gpu"])
 
-    def fit(memory=m, util=u, weights=_ceil_div(w, tp), other=o, per_seq=s):
+    def fit(memory=m, util=u, weights=formulas.weight_bytes_per_gpu(w, tp), other=o, per_seq=s):
         return math.floor(formulas.kv_pool_bytes(memory, util, weights, other, round_budget_up=True) / per_seq)
 
     expected = fit()
-    pool = formulas.kv_pool_bytes(m, u, _ceil_div(w, tp), o, round_budget_up=True)
+    pool = formulas.kv_pool_bytes(m, u, formulas.weight_bytes_per_gpu(w, tp), o, round_budget_up=True)
     slips = [("weights_not_split", fit(weights=w)), ("no_utilization", fit(util=1)),
              ("missing_overhead", fit(other=0)), ("ceil_not_floor", math.ceil(pool / s)),
              ("ceil_not_floor", round(pool / s)), ("gb_for_gib", fit(memory=m * GB / GiB)),
              ("gb_for_gib", fit(memory=m * GiB / GB))]
     if i.get("label_bytes"):
         slips.append(("label_memory", fit(memory=i["label_bytes"])))
-    if tp > 1:
-        slips.append(("total_not_per_gpu", fit(per_seq=s * _split(i))))
+    slips.append(("total_not_per_gpu", fit(per_seq=s * _split(i))))    # the right count (dropped) at tp 1
     return expected, [(k, v) for k, v in slips if v != expected]
 
 
 def _split(i):
     """How many times one GPU's KV heads go into the model's: tp, or K once tp exceeds K (replicated heads)."""
     k = i.get("kv_heads", i["tp"])
-    return k // formulas.kv_heads_per_gpu(k, i["tp"])
+    return k / formulas.kv_heads_per_gpu(k, i["tp"])
 
 
 def _slowdown(tp, tp_overhead, efficiency):
@@ -954,7 +955,7 @@ def _slowdown(tp, tp_overhead, efficiency):
 def _itl_variants(i, measure):
     """(expected, slips) of ``measure(w_gpu, s_gpu, slowdown)`` with each ITL slip applied."""
     w, tp, o, e, s = i["weight_bytes"], i["tp"], i["tp_overhead"], i["efficiency"], i["kv_bytes_per_sequence_per_gpu"]
-    w_gpu, slow = _ceil_div(w, tp), _slowdown(tp, o, e)
+    w_gpu, slow = formulas.weight_bytes_per_gpu(w, tp), _slowdown(tp, o, e)
     expected = measure(w_gpu, s, slow)
     slips = [("weights_not_split", measure(w, s, slow)), ("bound_only", measure(w_gpu, s, 1)),
              ("no_efficiency", measure(w_gpu, s, slow * e)),
@@ -975,7 +976,8 @@ def _q_itl_ms(i):
         return (w_gpu + n * s_gpu) / bw * slow * 1e3
 
     expected, slips = _itl_variants(i, ms)
-    w_gpu, slow = _ceil_div(i["weight_bytes"], i["tp"]), _slowdown(i["tp"], i["tp_overhead"], i["efficiency"])
+    w_gpu = formulas.weight_bytes_per_gpu(i["weight_bytes"], i["tp"])
+    slow = _slowdown(i["tp"], i["tp_overhead"], i["efficiency"])
     slips += [("kv_only_step", n * i["kv_bytes_per_sequence_per_gpu"] / bw * slow * 1e3),
               ("weights_only_step", w_gpu / bw * slow * 1e3), ("seconds_for_ms", expected / 1e3)]
     return expected, slips
@@ -990,7 +992,7 @@ def _q_sequences_by_itl(i):
 
     expected, slips = _itl_variants(i, fit)
     exact = (tau / _slowdown(i["tp"], i["tp_overhead"], i["efficiency"]) * bw
-             - _ceil_div(i["weight_bytes"], i["tp"])) / i["kv_bytes_per_sequence_per_gpu"]
+             - formulas.weight_bytes_per_gpu(i["weight_bytes"], i["tp"])) / i["kv_bytes_per_sequence_per_gpu"]
     slips += [("ceil_not_floor", math.ceil(exact)), ("ceil_not_floor", round(exact))]
     return expected, [(k, v) for k, v in slips if v != expected]
 
@@ -1004,18 +1006,17 @@ def _q_nodes_with_headroom(i):
     def spike(nodes):
         return math.ceil(round(nodes * f, 9))
 
-    def deploy(per_replica=min(mem, lat), reps=replicas, up=True):
-        nodes = -(-users // (reps * per_replica)) if up else users // (reps * per_replica)
-        return spike(nodes) + r
+    def deploy(per_replica=min(mem, lat), reps=replicas):
+        return spike(-(-users // (reps * per_replica))) + r
 
     nodes = -(-users // (replicas * min(mem, lat)))
     expected = deploy()
     slips = [("non_binding_constraint", deploy(per_replica=max(mem, lat))), ("no_headroom", nodes),
-             ("floor_nodes", deploy(up=False)), ("spike_not_rounded_up", round(nodes * f) + r),
+             ("floor_nodes", spike(users // (replicas * min(mem, lat))) + r),
+             ("spike_not_rounded_up", round(nodes * f) + r),
              ("spike_not_rounded_up", math.floor(nodes * f) + r),
-             ("spares_scaled", math.ceil(round((nodes + r) * f, 9))), ("gpus_not_nodes", expected * g)]
-    if replicas > 1:
-        slips.append(("missing_replicas", deploy(reps=1)))
+             ("spares_scaled", spike(nodes + r)), ("gpus_not_nodes", expected * g),
+             ("missing_replicas", deploy(reps=1))]      # the right count (dropped) when a node is one replica
     return expected, [(k, v) for k, v in slips if v != expected]
 
 
@@ -1074,9 +1075,8 @@ def _q_block_range(i):
              ("window_full_unit", (int((x - 0.01) * GiB) // b, int((x + 0.01) * GiB) // b)),
              ("gb_for_gib", (int((x - 0.005) * GB) // b, int((x + 0.005) * GB) // b)),
              ("tokens_for_blocks", (expected[0] * bs, expected[1] * bs))]
-    if tp > 1:
-        whole = block_bytes(*geometry, bs, 1)
-        slips.append(("total_not_per_gpu", (lo // whole, hi // whole)))
+    whole = block_bytes(*geometry, bs)           # one GPU holding every head: b itself at tp 1 (dropped below)
+    slips.append(("total_not_per_gpu", (lo // whole, hi // whole)))
     slips.append(("missing_kv_factor", (lo // (b // 2), hi // (b // 2))))
     return expected, [(k, v) for k, v in slips if v != expected]
 
@@ -1167,8 +1167,7 @@ def _q_sequences_on_gpu(i):
     slips += [("tokens_not_sequences", max(0, formulas.max_concurrency(pool, bpt))),
               ("ceil_not_floor", max(0, math.ceil(pool / per_seq))),
               ("ceil_not_floor", max(0, round(pool / per_seq)))]
-    if raw < 0:
-        slips.append(("negative_count", raw))
+    slips.append(("negative_count", raw))     # the right count itself (dropped below) unless it is negative
     return expected, [(k, v) for k, v in slips if v != expected]
 
 
@@ -1187,7 +1186,7 @@ def _q_kv_head_sharing(i):
         slips.append(("absent_as_mqa", (H, with_h - formulas.kv_bytes_per_token(L, 1, D, b))))
     slips += [("inflated_not_extra", (group, with_h)), ("real_not_extra", (group, with_k))]
     # the slips of bytes per token, made in both counts alike
-    on_h = [(k, v) for k, v in _token_slips(dict(i, kv_heads=H)) if not k.startswith("query_heads")]
+    on_h = _token_slips(dict(i, kv_heads=H))     # H heads both ways: no query-head slip in it
     on_k = [(k, v) for k, v in _token_slips(i) if not k.startswith("query_heads")]
     for (key, wrong_h), (_, wrong_k) in zip(on_h, on_k):
         slips.append((key, (group, wrong_h - wrong_k)))

@@ -105,7 +105,8 @@ def classify_block_mismatch(available_gib: str, logged_blocks: int, layers: int,
         return "agrees"
     if _inside(logged_blocks, base, ROUNDING_SLACK_BLOCKS):
         return "rounding"
-    if gpus > 1 and _inside(logged_blocks, block_range(available_gib, *geometry, dtype_bytes, block_size, gpus)):
+    # (at gpus = 1 this is the range just tried)
+    if _inside(logged_blocks, block_range(available_gib, *geometry, dtype_bytes, block_size, gpus)):
         return "tensor_parallel"
     if dtype_bytes == 2 and _inside(logged_blocks, block_range(available_gib, *geometry, 1, block_size)):
         return "kv_cache_dtype"
