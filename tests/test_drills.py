@@ -1,14 +1,16 @@
 """kvlib.drills: answers recomputed here, named slips, determinism, and ``kvlib drill``."""
 
 import hashlib
+import io
 import math
 import os
 import subprocess
 import sys
+from types import MappingProxyType
 
 import pytest
 
-from kvlib.drills import TOPICS, DrillError, Problem, generate, problem_set, seed_for_student
+from kvlib.drills import TOPICS, DrillError, Problem, Question, generate, problem_set, run_drill, seed_for_student
 from kvlib.slips import diagnose
 
 SEEDS = range(25)
@@ -301,3 +303,118 @@ def test_cli_drill_student_bad_input_exits_2_with_one_line(args):
     code, out, err = drill(*args)
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+# --- problems built by hand (Llama 3.1 8B's geometry), for the checker and the drill loop -------------------------
+LLAMA_8B = dict(layers=32, kv_heads=8, head_dim=128, dtype_bytes=2, num_heads=32, hidden_size=4096)
+
+
+def _hand_problem(quantity, answer, units, tolerance=0.0, topic="kv_per_token", **inputs):
+    return Problem(topic=topic, seed=0, question="Q?", answer=answer, units=units, tolerance=tolerance,
+                   quantity=quantity, params=MappingProxyType({"model": "Llama 3.1 8B"}),
+                   inputs=MappingProxyType(inputs))
+
+
+# 2 x 32 layers x 8 KV heads x 128 x 2 B = 131,072 B per token
+PER_TOKEN = _hand_problem("kv_bytes_per_token", 131072, "bytes", **LLAMA_8B)
+
+
+def test_public_keeps_the_question_and_drops_the_answer():
+    q = PER_TOKEN.public()
+    assert isinstance(q, Question) and not hasattr(q, "answer")
+    assert (q.topic, q.question, q.units, q.tolerance) == ("kv_per_token", "Q?", "bytes", 0.0)
+    assert isinstance(q.params, MappingProxyType) and dict(q.params) == {"model": "Llama 3.1 8B"}
+    # the step-time drill is asked to 0.5% (its question says so): 0.005 x 100 = 0.5
+    step = generate("step_time", 0).public()
+    assert (step.topic, step.units, step.tolerance, step.tolerance_text()) == ("step_time", "ms", 0.005,
+                                                                             "within 0.5%")
+    assert q.tolerance_text() == "exact"
+    assert Question("t", "Q?", "ms", 0.01, MappingProxyType({})).tolerance_text() == "within 1%"
+
+
+def test_feedback_shows_the_answer_with_its_precision():
+    # whole numbers with thousands separators; floats from 100 up to one decimal; below 100, four figures
+    assert PER_TOKEN.check(131072) == (True, "correct: 131,072 bytes.")
+    assert PER_TOKEN.check(131072, reveal=False) == (True, "correct.")
+    # Llama 3 8B, 16.06 GB of weights, batch 64: 16.06e9 / (131,072 x 64) = 1,914.50 tokens
+    cross = _hand_problem("crossover_context", 16.06e9 / (131072 * 64), "tokens", 0.005, weight_bytes=16.06e9,
+                          batch_size=64, **LLAMA_8B)
+    assert cross.check(1914.5) == (True, "correct: 1,914.5 tokens.")
+    # 13,107,200 B of weights at batch 1: 13,107,200 / 131,072 = 100.0 exactly, shown as '100.0'
+    hundred = _hand_problem("crossover_context", 100.0, "tokens", 0.005, weight_bytes=13_107_200.0, batch_size=1,
+                            **LLAMA_8B)
+    assert hundred.check(100)[1] == "correct: 100.0 tokens."
+    # seed 003 example 5: (16.06e9 + 131,072 x 4,096 x 32) / 3.35e12 s = 9.922 ms
+    step = _hand_problem("decode_step_ms", (16.06e9 + 131072 * 4096 * 32) / 3.35e12 * 1e3, "ms", 0.005,
+                         weight_bytes=16.06e9, seq_len=4096, batch_size=32, bandwidth_bytes_per_s=3.35e12, **LLAMA_8B)
+    assert step.check("9.92 ms") == (True, "correct: 9.922 ms.")
+
+
+def test_hidden_feedback_names_the_slip_and_the_tolerance_only():
+    ok, feedback = PER_TOKEN.check("65536", reveal=False)
+    assert not ok and feedback == ("not quite [missing_kv_factor] (exact): the factor 2 for K and V is missing: "
+                                   "every token stores a key and a value.")
+    step = generate("step_time", 0)
+    ok, feedback = step.check(step.answer * 1.5, reveal=False)   # 50% off, no slip of the catalogue
+    assert not ok and feedback == "not quite (within 0.5%): it matches no known slip: recheck each step."
+    assert PER_TOKEN.check("", reveal=False) == (False, "no answer.")
+    assert PER_TOKEN.check("", reveal=True) == (False, "no answer. The answer is 131,072 bytes.")
+
+
+def test_the_gb_gib_swap_is_named_by_check_and_slip_key():
+    # 131,072 B is 128 KiB exactly; '128 KB' is 128,000 B -- the KiB figure labelled KB
+    ok, feedback = PER_TOKEN.check("128 KB")
+    assert not ok and feedback.startswith("not quite [gb_for_gib]: ") and feedback.endswith(
+        "The answer is 131,072 bytes.")
+    assert PER_TOKEN.slip_key("128 KB") == "gb_for_gib"
+    assert PER_TOKEN.slip_key("128 KiB") is None and PER_TOKEN.check("128 KiB")[0]   # right: no slip
+    assert PER_TOKEN.slip_key("65536") == "missing_kv_factor"
+    assert PER_TOKEN.slip_key("5 parsecs") is None and PER_TOKEN.slip_key("12345") is None
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_run_drill_transcript_when_piped():
+    # piped input: each answer is echoed after its prompt, so the transcript reads like a session
+    out = io.StringIO()
+    result = run_drill([PER_TOKEN] * 3, stdin=io.StringIO("131072\n 65536 \nnonsense\n"), stdout=out)
+    assert result == (1, 3)
+    lines = out.getvalue().split("\n")
+    assert lines[:5] == ["", "Question 1/3 [kv_per_token]", "Q?", "answer (bytes)> 131072",
+                         "correct: 131,072 bytes."]
+    assert lines[5:9] == ["", "Question 2/3 [kv_per_token]", "Q?", "answer (bytes)> 65536"]
+    assert lines[9].startswith("not quite [missing_kv_factor]: 2x too small") and lines[9].endswith(
+        "The answer is 131,072 bytes.")
+    assert lines[10:] == ["", "Question 3/3 [kv_per_token]", "Q?", "answer (bytes)> nonsense",
+                          "expected a number, got 'nonsense'. The answer is 131,072 bytes.", "", "score 1/3",
+                          "slips: missing_kv_factor x1", ""]
+
+
+def test_run_drill_at_a_terminal_with_timings_and_hidden_answers():
+    # a terminal echoes the answer itself; times from a fake clock: started 0.0, question 1 asked at 1.0 and
+    # answered at 3.5 (2.5 s), question 2 asked 4.0 answered 4.5 (0.5 s), question 3 asked 5.0 answered 7.0
+    # (2.0 s), question 4 asked at 8.0 meets the end of input; the whole drill read at 10.0 s
+    clock = iter([0.0, 1.0, 3.5, 4.0, 4.5, 5.0, 7.0, 8.0, 10.0]).__next__
+    out = io.StringIO()
+    result = run_drill([PER_TOKEN] * 4, stdin=_Terminal("65536\n524288\n65536\n"), stdout=out, timings=True,
+                       clock=clock, reveal=False)
+    assert result == (0, 3)
+    text = out.getvalue()
+    missing = "not quite [missing_kv_factor] (exact): the factor 2 for K and V is missing: every token stores a key " \
+              "and a value."
+    assert text.split("\n")[:5] == ["", "Question 1/4 [kv_per_token]", "Q?", "answer (bytes)> " + missing,
+                                    "(answered in 2.5 s)"]
+    assert "(answered in 0.5 s)" in text and "(answered in 2.0 s)" in text
+    assert "The answer is" not in text and "65536" not in text
+    assert text.endswith("Question 4/4 [kv_per_token]\nQ?\nanswer (bytes)> \n(end of input)\n\n"
+                         "score 0/3 (1 not answered)\nslips: missing_kv_factor x2, query_heads x1\ntime 10.0 s\n")
+
+
+def test_run_drill_reads_and_writes_the_console_by_default(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("131072\n"))
+    assert run_drill([PER_TOKEN]) == (1, 1)
+    out = capsys.readouterr().out
+    assert out == "\nQuestion 1/1 [kv_per_token]\nQ?\nanswer (bytes)> 131072\ncorrect: 131,072 bytes.\n\nscore 1/1\n"

@@ -220,3 +220,107 @@ def test_cache_salt_enters_only_the_first_block_key():
     lora = block_hashes(tokens, 4, extra_keys=("lora", "a"), cache_salt="s")
     assert lora[0] == hash_block(NONE_HASH, tokens[0:4], ("lora", "a", ("cache_salt", "s")))
     assert lora[1] == hash_block(lora[0], tokens[4:8], ("lora", "a"))
+
+
+# --- the encoding, byte for byte (the module docstring: type-tagged and length-prefixed, so keys are stable
+# across Python versions and machines; a change of encoding changes every key a course figure shows) ---------
+def _len4(body: bytes) -> bytes:
+    return len(body).to_bytes(4, "big")
+
+
+def test_a_block_key_is_sha256_of_the_documented_encoding():
+    # (parent, tokens, extra keys) is a tuple of 3 -> b"t" + 3; the parent is 32 bytes -> b"b" + 32 + the bytes;
+    # token ids are one run of decimals -> b"I" + 5 + b"1,2,3"; no extra keys -> b"N"
+    expected = (b"t" + (3).to_bytes(4, "big") + b"b" + (32).to_bytes(4, "big") + NONE_HASH
+                + b"I" + (5).to_bytes(4, "big") + b"1,2,3" + b"N")
+    assert hash_block(NONE_HASH, [1, 2, 3]) == hashlib.sha256(expected).digest()
+    assert block_hashes([1, 2, 3], 3) == (hashlib.sha256(expected).digest(),)
+
+
+def test_every_kind_of_extra_key_has_its_own_tag():
+    extra = (None, True, False, 7, -12, "é", b"\x00\x01", (), (1, "x"), [4, 5])
+    # each element written out by hand: None N, True T, False F, int i + decimal digits, str s + its UTF-8 bytes
+    # ("é" is 2 bytes, so the length is of the bytes, not the characters), bytes b, an empty tuple and a list of
+    # ints I (a run of decimals), a mixed tuple t + its elements
+    parts = [b"N", b"T", b"F", b"i" + _len4(b"7") + b"7", b"i" + _len4(b"-12") + b"-12",
+             b"s" + (2).to_bytes(4, "big") + b"\xc3\xa9", b"b" + _len4(b"\x00\x01") + b"\x00\x01",
+             b"I" + (0).to_bytes(4, "big"),
+             b"t" + (2).to_bytes(4, "big") + b"i" + _len4(b"1") + b"1" + b"s" + _len4(b"x") + b"x",
+             b"I" + _len4(b"4,5") + b"4,5"]
+    encoded_extra = b"t" + (10).to_bytes(4, "big") + b"".join(parts)
+    expected = (b"t" + (3).to_bytes(4, "big") + b"b" + (32).to_bytes(4, "big") + NONE_HASH
+                + b"I" + _len4(b"9,8") + b"9,8" + encoded_extra)
+    assert hash_block(NONE_HASH, [9, 8], extra) == hashlib.sha256(expected).digest()
+
+
+def test_an_extra_key_of_another_type_is_refused_with_its_type():
+    with pytest.raises(PrefixCacheError) as info:
+        hash_block(NONE_HASH, [1], (1.5,))
+    assert str(info.value) == "extra keys must be None, bool, int, str, bytes or tuples of them, got float"
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: RadixCache(block_size=1.5), "block_size must be an integer, got 1.5"),
+    (lambda: RadixCache(block_size=True), "block_size must be an integer, got True"),
+    (lambda: ChainedHashCache(block_size=0), "block_size must be at least 1, got 0"),
+    (lambda: RadixCache(capacity_blocks=-1), "capacity_blocks must be at least 0, got -1"),
+    (lambda: make_workload("agent", vocab_size=1), "vocab_size must be at least 2, got 1"),
+    (lambda: make_workload("few_shot", steps=3), "few_shot: _few_shot() got an unexpected keyword argument 'steps'"),
+    (lambda: make_workload("nope"), "workload must be one of shared_system_prompt, few_shot, document_qa, agent, "
+                                    "multi_turn_chat, got 'nope'"),
+    (lambda: run_cache([], capacity_bytes=10**9), "capacity_bytes needs bytes_per_token and excludes capacity_blocks"),
+    (lambda: run_cache([], capacity_bytes=10**9, bytes_per_token=2, capacity_blocks=4),
+     "capacity_bytes needs bytes_per_token and excludes capacity_blocks"),
+    (lambda: run_cache([], bytes_per_token=0), "bytes_per_token must be at least 1, got 0"),
+    (lambda: run_cache([], capacity_bytes=-1, bytes_per_token=2), "capacity_bytes must be at least 0, got -1"),
+    (lambda: prefix_sharing_savings(10, 0, 2), "num_requests must be at least 1, got 0"),
+    (lambda: prefix_sharing_savings(10, 1, 0), "bytes_per_token must be at least 1, got 0"),
+    (lambda: prefix_sharing_savings(10, 1, 2, block_size=0), "block_size must be at least 1, got 0"),
+])
+def test_bad_input_messages_in_full(call, message):
+    with pytest.raises(PrefixCacheError) as info:
+        call()
+    assert str(info.value) == message
+
+
+def test_smallest_legal_inputs_are_accepted():
+    # the lower bounds themselves are legal: 1-token blocks, an empty budget, a two-token vocabulary, 0 bytes
+    assert RadixCache(block_size=1, capacity_blocks=0).insert([1, 2]) == 0   # nothing fits an empty budget
+    assert set(t for r in make_workload("agent", steps=2, vocab_size=2) for t in r.prompt) <= {0, 1}
+    assert run_cache([Request((1, 2))], capacity_bytes=0, bytes_per_token=1).capacity_blocks == 0
+    assert prefix_sharing_savings(1, 1, 1, block_size=1).shared_blocks == 1
+
+
+def test_a_report_summary_line():
+    # the run_cache example: turn 1 caches 2 blocks (40 tokens), turn 2 (50 tokens) hits 2 and adds 1: 3 held.
+    # At 2^30 / 16 B per token one 16-token block is 1 GiB: 3 blocks = 3 x 2^30 = 3,221,225,472 B = 3.22 GB.
+    turn1 = Request(tuple(range(30)), tuple(range(100, 110)))
+    turn2 = Request(turn1.prompt + turn1.output + tuple(range(200, 210)))
+    r = run_cache([turn1, turn2], bytes_per_token=2**30 // 16, workload="chat")
+    assert r.bytes_held == 3 * 2**30
+    # hit rate 32 / 80 = 40.0%; prefill 80 - 32 = 48 tokens
+    assert r.summary() == ("chat                   hit rate  40.0%  prefill 48 of 80 tokens  "
+                           "held 3 blocks = 3.22 GB (3.00 GiB)  evicted 0 blocks")
+    plain = run_cache([turn1, turn2])
+    assert plain.bytes_held is None
+    assert plain.summary() == ("requests               hit rate  40.0%  prefill 48 of 80 tokens  "
+                               "held 3 blocks  evicted 0 blocks")
+
+
+def test_an_empty_run_has_a_zero_hit_rate():
+    r = run_cache([])
+    assert (r.requests, r.prompt_tokens, r.hit_rate, r.peak_blocks) == (0, 0, 0.0, 0)
+
+
+def test_saved_bytes_of_the_shared_prompt():
+    # seed 000: 26,214,400,000 B unshared - 262,144,000 B shared = 25,952,256,000 B saved
+    assert prefix_sharing_savings(2000, 100, 131072).saved_bytes == 25_952_256_000
+
+
+def test_peak_blocks_is_the_largest_count_held():
+    # block size 1, budget 3: [1, 2, 3] holds 3; [4] evicts one block (3 held); the peak is 3, never 4
+    r = run_cache([Request((1, 2, 3)), Request((4,))], block_size=1, capacity_blocks=3)
+    assert (r.peak_blocks, r.blocks_held, r.evicted_blocks, r.capacity_blocks) == (3, 3, 1, 3)
+    # unbounded, block size 2: [1..6] is 3 blocks, then [7, 8] adds 1: the peak is the final 4
+    r = run_cache([Request((1, 2, 3, 4, 5, 6)), Request((7, 8))], block_size=2)
+    assert (r.peak_blocks, r.blocks_held, r.hit_blocks) == (4, 4, (0, 0))
