@@ -418,3 +418,102 @@ def test_run_drill_reads_and_writes_the_console_by_default(monkeypatch, capsys):
     assert run_drill([PER_TOKEN]) == (1, 1)
     out = capsys.readouterr().out
     assert out == "\nQuestion 1/1 [kv_per_token]\nQ?\nanswer (bytes)> 131072\ncorrect: 131,072 bytes.\n\nscore 1/1\n"
+
+
+# --- what each generator draws from (the choices its question may state), over 60 seeds -----------------------------
+DRAW_SEEDS = range(60)
+# what each question asks for, read from its wording; the two "(to 0.5%)" questions carry a 0.005 tolerance
+UNITS = {"kv_per_token": "bytes", "per_sequence": "bytes", "concurrency": "sequences", "pool": "tokens",
+         "block_waste": "token slots", "mla_vs_gqa": "bytes", "tp_per_gpu": "bytes", "crossover": "tokens",
+         "step_time": "ms", "fp8": "tokens", "plan_step": "nodes"}
+CONTEXTS = {1024, 2048, 4096, 8192, 16384, 32768}
+
+
+def _drawn(topic):
+    return [generate(topic, s) for s in DRAW_SEEDS]
+
+
+@pytest.mark.parametrize("topic", sorted(TOPICS))
+def test_units_tolerance_and_model_of_every_question(topic):
+    for p in _drawn(topic):
+        assert p.units == UNITS[topic]
+        assert p.tolerance == (0.005 if topic in ("crossover", "step_time") else 0.0)
+        assert ("(to 0.5%)" in p.question) == bool(p.tolerance)
+        if topic != "block_waste":       # the only question about no model
+            assert p.params["model"] in p.question and p.params["model"] in {
+                "Qwen/Qwen2.5-32B", "Qwen/Qwen2.5-7B", "Qwen/Qwen3-0.6B", "meta-llama/Llama-2-70b-chat-hf",
+                "meta-llama/Llama-2-7b-hf", "meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.3-70B-Instruct",
+                "mistralai/Mixtral-8x7B-v0.1", "openai-community/gpt2-large", "deepseek-ai/DeepSeek-V3"}
+
+
+def test_block_waste_draws():
+    problems = _drawn("block_waste")
+    # 50 to 500 sequences in steps of 10; block sizes the powers of two from 8 to 256
+    assert all(p.params["num_seqs"] % 10 == 0 and 50 <= p.params["num_seqs"] <= 500 for p in problems)
+    assert {p.params["block_size"] for p in problems} == {8, 16, 32, 64, 128, 256}
+    for p in problems:
+        assert p.question.startswith(f"{p.params['num_seqs']} sequences run with KV blocks of "
+                                     f"{p.params['block_size']} tokens")
+
+
+def test_mla_draws():
+    # DeepSeek V3's config.json: 61 layers, qk_nope_head_dim 128 + qk_rope_head_dim 64 = a q/k head dim of 192
+    problems = _drawn("mla_vs_gqa")
+    assert {p.params["dtype_bytes"] for p in problems} == {1, 2}
+    assert {p.params["layers"] for p in problems} == {61, 27, 60}
+    for p in problems:
+        assert p.params["qk_head_dim"] == 192 and "a query/key head dim of 192" in p.question
+        layers = p.params["layers"]
+        if layers == 61:
+            assert p.question.startswith("deepseek-ai/DeepSeek-V3 uses multi-head latent attention")
+        else:
+            assert p.question.startswith(f"A model shaped like deepseek-ai/DeepSeek-V3 but with {layers} layers uses")
+
+
+def test_tp_draws_a_degree_that_divides_or_replicates_the_kv_heads():
+    problems = _drawn("tp_per_gpu")
+    for p in problems:
+        kv, tp = p.params["kv_heads"], p.params["tp"]
+        assert kv % tp == 0 or tp % kv == 0
+        assert f"served with tensor parallelism over {tp} GPUs" in p.question
+    # the 8-KV-head models take every degree: 2 and 4 split the heads, 8 gives one each, 16 replicates
+    assert {p.params["tp"] for p in problems if p.params["kv_heads"] == 8} == {2, 4, 8, 16}
+
+
+def test_context_batch_and_user_draws():
+    assert {p.params["seq_len"] for p in _drawn("per_sequence")} == CONTEXTS
+    assert {p.params["seq_len"] for p in _drawn("concurrency")} == CONTEXTS
+    step = _drawn("step_time")
+    assert {p.params["seq_len"] for p in step} == CONTEXTS
+    assert {p.params["batch_size"] for p in step} == {1, 8, 16, 32, 64}
+    assert {p.params["batch_size"] for p in _drawn("crossover")} == {8, 16, 32, 64, 128}
+    plan = _drawn("plan_step")
+    assert {p.params["users"] for p in plan} == {200, 500, 1000, 2000, 5000}
+    assert {p.params["seq_len"] for p in plan} == {2048, 4096, 6000, 8192, 16384}
+    assert {p.params["tp"] for p in plan} == {8}
+
+
+def test_budgets_are_stated_to_the_hundredth_of_a_gb():
+    # a budget is a whole number of 0.01 GB (10^7 B), in the range its question allows, and stated in GB
+    for topic, key, low, high in [("concurrency", "budget_bytes", 10e9, 70e9), ("fp8", "budget_bytes", 10e9, 70e9),
+                                  ("plan_step", "pool_bytes_per_gpu", 40e9, 70e9)]:
+        for p in _drawn(topic):
+            budget = p.params[key]
+            assert budget % 10**7 == 0 and low <= budget <= high
+            assert f"{budget / 1e9:,.2f} GB (10^9 bytes)" in p.question
+
+
+def test_pool_draws():
+    problems = _drawn("pool")
+    # vLLM's default gpu_memory_utilization: 0.9 before 0.20, 0.92 from 0.20; 2 or 3 GB of other allocations
+    assert {p.params["utilization"] for p in problems} == {0.9, 0.92}
+    assert {p.params["other_bytes"] for p in problems} == {2 * 10**9, 3 * 10**9}
+    # every bundled GPU of 40 GB or more (the 24 GB and 16 GB cards hold too few of the bundled models)
+    big = {"A100-40GB", "A100-80GB", "B200", "H100-PCIe", "H100-SXM", "H200", "L40S", "MI300X"}
+    assert {p.params["gpu"] for p in problems} == big
+    assert {p.params["gpu"] for p in _drawn("step_time")} == big
+    for p in problems:
+        # the weights are stated to 0.01 GB, and the model leaves room: weights under 60% of what CUDA reports
+        assert p.params["weight_bytes"] % 10**7 == 0
+        assert p.params["weight_bytes"] < 0.6 * p.params["gpu_bytes"] + 10**7
+        assert f"CUDA reports {p.params['gpu_bytes'] / 2**30:.2f} GiB" in p.question

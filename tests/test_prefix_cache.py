@@ -324,3 +324,12 @@ def test_peak_blocks_is_the_largest_count_held():
     # unbounded, block size 2: [1..6] is 3 blocks, then [7, 8] adds 1: the peak is the final 4
     r = run_cache([Request((1, 2, 3, 4, 5, 6)), Request((7, 8))], block_size=2)
     assert (r.peak_blocks, r.blocks_held, r.hit_blocks) == (4, 4, (0, 0))
+
+
+def test_an_empty_tree_holds_no_sequence():
+    # the root is no sequence: an empty cache, and one emptied by eviction, list nothing and count 0 blocks
+    c = RadixCache(block_size=2, capacity_blocks=2)
+    assert c.cached_sequences() == [] and c.count_blocks() == 0
+    c.insert([1, 2, 3, 4])
+    assert c.cached_sequences() == [(1, 2, 3, 4)]
+    assert c.evict(5) == 2 and c.cached_sequences() == [] and c.num_blocks == 0
