@@ -265,7 +265,6 @@ def test_an_extra_key_of_another_type_is_refused_with_its_type():
     (lambda: ChainedHashCache(block_size=0), "block_size must be at least 1, got 0"),
     (lambda: RadixCache(capacity_blocks=-1), "capacity_blocks must be at least 0, got -1"),
     (lambda: make_workload("agent", vocab_size=1), "vocab_size must be at least 2, got 1"),
-    (lambda: make_workload("few_shot", steps=3), "few_shot: _few_shot() got an unexpected keyword argument 'steps'"),
     (lambda: make_workload("nope"), "workload must be one of shared_system_prompt, few_shot, document_qa, agent, "
                                     "multi_turn_chat, got 'nope'"),
     (lambda: run_cache([], capacity_bytes=10**9), "capacity_bytes needs bytes_per_token and excludes capacity_blocks"),
@@ -273,6 +272,7 @@ def test_an_extra_key_of_another_type_is_refused_with_its_type():
      "capacity_bytes needs bytes_per_token and excludes capacity_blocks"),
     (lambda: run_cache([], bytes_per_token=0), "bytes_per_token must be at least 1, got 0"),
     (lambda: run_cache([], capacity_bytes=-1, bytes_per_token=2), "capacity_bytes must be at least 0, got -1"),
+    (lambda: prefix_sharing_savings(0, 1, 2), "prompt_tokens must be at least 1, got 0"),
     (lambda: prefix_sharing_savings(10, 0, 2), "num_requests must be at least 1, got 0"),
     (lambda: prefix_sharing_savings(10, 1, 0), "bytes_per_token must be at least 1, got 0"),
     (lambda: prefix_sharing_savings(10, 1, 2, block_size=0), "block_size must be at least 1, got 0"),
@@ -281,6 +281,14 @@ def test_bad_input_messages_in_full(call, message):
     with pytest.raises(PrefixCacheError) as info:
         call()
     assert str(info.value) == message
+
+
+def test_an_unknown_workload_parameter_is_named_with_its_workload():
+    # the message is "<workload>: <Python's TypeError>", which names the generator function and the keyword
+    with pytest.raises(PrefixCacheError) as info:
+        make_workload("few_shot", steps=3)
+    assert str(info.value).startswith("few_shot: ") and str(info.value).endswith(
+        "got an unexpected keyword argument 'steps'")
 
 
 def test_smallest_legal_inputs_are_accepted():
@@ -314,7 +322,9 @@ def test_an_empty_run_has_a_zero_hit_rate():
 
 def test_saved_bytes_of_the_shared_prompt():
     # seed 000: 26,214,400,000 B unshared - 262,144,000 B shared = 25,952,256,000 B saved
-    assert prefix_sharing_savings(2000, 100, 131072).saved_bytes == 25_952_256_000
+    s = prefix_sharing_savings(2000, 100, 131072)
+    assert s.saved_bytes == 25_952_256_000
+    assert (s.prompt_tokens, s.num_requests, s.block_size, s.bytes_per_token) == (2000, 100, 16, 131072)
 
 
 def test_peak_blocks_is_the_largest_count_held():
