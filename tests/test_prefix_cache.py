@@ -343,3 +343,58 @@ def test_an_empty_tree_holds_no_sequence():
     c.insert([1, 2, 3, 4])
     assert c.cached_sequences() == [(1, 2, 3, 4)]
     assert c.evict(5) == 2 and c.cached_sequences() == [] and c.num_blocks == 0
+
+
+# --- the workloads have the shapes their descriptions give --------------------------------------------------------
+def _common_prefix(seqs):
+    first = seqs[0]
+    n = min(len(s) for s in seqs)
+    return next((i for i in range(n) if any(s[i] != first[i] for s in seqs)), n)
+
+
+def test_few_shot_templates_are_100_plus_5_by_300_tokens():
+    # "100 requests over 4 few-shot templates of 5 x 300-token examples" (after a 100-token header): 1,600 tokens
+    requests = make_workload("few_shot", seed=2)
+    groups = {}
+    for r in requests:
+        groups.setdefault(r.prompt[:1600], []).append(r.prompt)
+    assert len(groups) == 4 and len(requests) == 100
+    # the requests of one template share exactly its 1,600 tokens, then each asks its own question (20-80 tokens)
+    assert all(_common_prefix(prompts) == 1600 for prompts in groups.values() if len(prompts) > 1)
+    assert all(1600 + 20 <= len(r.prompt) <= 1600 + 80 and 10 <= len(r.output) <= 60 for r in requests)
+
+
+def test_document_qa_asks_about_documents_by_popularity_one_over_rank():
+    # 10 documents of 200 + 4,000 tokens; document k (k = 1..10) is asked with probability (1/k) / H_10,
+    # H_10 = 1 + 1/2 + ... + 1/10 = 2.929: 34.1%, 17.1%, 11.4% ... 3.4%. Over 1,500 questions each share is
+    # within 3 points (the largest standard error, of the first, is 1.2 points).
+    requests = make_workload("document_qa", seed=4, num_requests=1500)
+    groups = {}
+    for r in requests:
+        groups.setdefault(r.prompt[:8], []).append(r.prompt)   # 8 random tokens tell the documents apart
+    assert len(groups) == 10
+    assert all(_common_prefix(prompts[:5]) == 4200 for prompts in groups.values())
+    h10 = sum(1 / k for k in range(1, 11))
+    shares = sorted((len(prompts) / 1500 for prompts in groups.values()), reverse=True)
+    assert shares == pytest.approx([1 / k / h10 for k in range(1, 11)], abs=0.03)
+
+
+def test_multi_turn_chat_interleaves_turns_and_resends_each_history():
+    # 20 conversations x 6 turns: request 20 t + c is turn t of conversation c; its prompt starts with the
+    # previous turn's prompt and reply, and every conversation starts with one 500-token system prompt
+    requests = make_workload("multi_turn_chat", seed=1)
+    assert len(requests) == 120
+    assert _common_prefix([requests[c].prompt for c in range(20)]) == 500
+    for t in range(1, 6):
+        for c in range(20):
+            prev, cur = requests[20 * (t - 1) + c], requests[20 * t + c]
+            assert cur.prompt[:len(prev.prompt) + len(prev.output)] == prev.prompt + prev.output
+            assert 20 <= len(cur.prompt) - len(prev.prompt) - len(prev.output) <= 150
+
+
+def test_tokens_are_drawn_from_the_whole_vocabulary():
+    tokens = {t for r in make_workload("shared_system_prompt", num_requests=2, vocab_size=3) for t in r.prompt}
+    assert tokens == {0, 1, 2}
+    requests = make_workload("shared_system_prompt", seed=3)
+    assert len(requests) == 100 and _common_prefix([r.prompt for r in requests]) == 2000
+    assert all(2000 + 20 <= len(r.prompt) <= 2000 + 200 and 50 <= len(r.output) <= 300 for r in requests)
