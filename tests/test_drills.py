@@ -10,7 +10,17 @@ from types import MappingProxyType
 
 import pytest
 
-from kvlib.drills import TOPICS, DrillError, Problem, Question, generate, problem_set, run_drill, seed_for_student
+from kvlib.drills import (
+    TOPICS,
+    DrillError,
+    Problem,
+    Question,
+    generate,
+    problem_set,
+    run_drill,
+    seed_for_student,
+    student_problem,
+)
 from kvlib.slips import diagnose
 
 SEEDS = range(25)
@@ -213,6 +223,20 @@ def test_seed_for_student():
         seed_for_student("")
 
 
+@pytest.mark.parametrize("call, message", [
+    (lambda: student_problem("ada", "nope"), "unknown topic 'nope' (known: kv_per_token, per_sequence, concurrency, "
+                                             "pool, block_waste, mla_vs_gqa, tp_per_gpu, crossover, step_time, fp8, "
+                                             "plan_step)"),
+    (lambda: student_problem(" ", "pool"), "student_id must be a non-empty string, got ' '"),
+    (lambda: student_problem(7, "pool"), "student_id must be a non-empty string, got 7"),
+    (lambda: seed_for_student(7), "student_id must be a non-empty string, got 7"),
+])
+def test_student_input_messages_in_full(call, message):
+    with pytest.raises(DrillError) as info:
+        call()
+    assert str(info.value) == message
+
+
 @pytest.mark.parametrize("call, name", [
     (lambda: generate("nope", 1), "topic"),
     (lambda: generate("fp8", "x"), "seed"),
@@ -394,10 +418,10 @@ def test_run_drill_transcript_when_piped():
 
 
 def test_run_drill_at_a_terminal_with_timings_and_hidden_answers():
-    # a terminal echoes the answer itself; times from a fake clock: started 0.0, question 1 asked at 1.0 and
-    # answered at 3.5 (2.5 s), question 2 asked 4.0 answered 4.5 (0.5 s), question 3 asked 5.0 answered 7.0
-    # (2.0 s), question 4 asked at 8.0 meets the end of input; the whole drill read at 10.0 s
-    clock = iter([0.0, 1.0, 3.5, 4.0, 4.5, 5.0, 7.0, 8.0, 10.0]).__next__
+    # a terminal echoes the answer itself; times from a fake clock: started at 100.0, question 1 asked at 101.0
+    # and answered at 103.5 (2.5 s), question 2 asked 104.0 answered 104.5 (0.5 s), question 3 asked 105.0
+    # answered 107.0 (2.0 s), question 4 asked at 108.0 meets the end of input; the whole drill: 110 - 100 = 10.0 s
+    clock = iter([100.0, 101.0, 103.5, 104.0, 104.5, 105.0, 107.0, 108.0, 110.0]).__next__
     out = io.StringIO()
     result = run_drill([PER_TOKEN] * 4, stdin=_Terminal("65536\n524288\n65536\n"), stdout=out, timings=True,
                        clock=clock, reveal=False)
@@ -463,6 +487,11 @@ def test_mla_draws():
     assert {p.params["layers"] for p in problems} == {61, 27, 60}
     for p in problems:
         assert p.params["qk_head_dim"] == 192 and "a query/key head dim of 192" in p.question
+        assert p.params["num_heads"] == 128 and "128 heads" in p.question
+        # read as multi-head attention: 2 x L x 128 heads x 192 x b, the slip the catalogue names mla_as_mha
+        assert p.slip_key(2 * p.params["layers"] * 128 * 192 * p.params["dtype_bytes"]) == "mla_as_mha"
+        dtype = {2: "KV cache in bf16 (2 byte(s) per element)", 1: "KV cache in fp8 (1 byte(s) per element)"}
+        assert dtype[p.params["dtype_bytes"]] in p.question
         layers = p.params["layers"]
         if layers == 61:
             assert p.question.startswith("deepseek-ai/DeepSeek-V3 uses multi-head latent attention")
@@ -494,13 +523,17 @@ def test_context_batch_and_user_draws():
 
 
 def test_budgets_are_stated_to_the_hundredth_of_a_gb():
-    # a budget is a whole number of 0.01 GB (10^7 B), in the range its question allows, and stated in GB
+    # a budget is a whole number of 0.01 GB (10^7 B), in the range its question allows, and stated in GB;
+    # over 200 seeds the draws reach within 1 GB of both ends of the range
     for topic, key, low, high in [("concurrency", "budget_bytes", 10e9, 70e9), ("fp8", "budget_bytes", 10e9, 70e9),
                                   ("plan_step", "pool_bytes_per_gpu", 40e9, 70e9)]:
-        for p in _drawn(topic):
+        budgets = []
+        for p in (generate(topic, s) for s in range(200)):
             budget = p.params[key]
             assert budget % 10**7 == 0 and low <= budget <= high
             assert f"{budget / 1e9:,.2f} GB (10^9 bytes)" in p.question
+            budgets.append(budget)
+        assert min(budgets) < low + 1e9 and max(budgets) > high - 1e9, topic
 
 
 def test_pool_draws():
@@ -517,3 +550,27 @@ def test_pool_draws():
         assert p.params["weight_bytes"] % 10**7 == 0
         assert p.params["weight_bytes"] < 0.6 * p.params["gpu_bytes"] + 10**7
         assert f"CUDA reports {p.params['gpu_bytes'] / 2**30:.2f} GiB" in p.question
+
+
+class _FlushRecorder(io.StringIO):
+    flushed = 0
+
+    def flush(self):
+        self.flushed = len(self.getvalue())
+
+
+class _Keyboard(_Terminal):
+    """A terminal whose reader checks that the prompt was flushed to the screen before it waits."""
+
+    def __init__(self, text, screen):
+        super().__init__(text)
+        self.screen = screen
+
+    def readline(self, *args):
+        assert self.screen.flushed == len(self.screen.getvalue()), "the prompt is not on the screen yet"
+        return super().readline(*args)
+
+
+def test_run_drill_shows_the_prompt_before_waiting_for_the_answer():
+    screen = _FlushRecorder()
+    assert run_drill([PER_TOKEN] * 2, stdin=_Keyboard("131072\n131072\n", screen), stdout=screen) == (2, 2)
