@@ -534,6 +534,8 @@ def test_budgets_are_stated_to_the_hundredth_of_a_gb():
             assert f"{budget / 1e9:,.2f} GB (10^9 bytes)" in p.question
             budgets.append(budget)
         assert min(budgets) < low + 1e9 and max(budgets) > high - 1e9, topic
+        if topic == "plan_step":   # 200 draws over 3,000 values: the lowest is within 1% (0.4 GB) of 40 GB
+            assert min(budgets) < 1.01 * low
 
 
 def test_pool_draws():
@@ -574,3 +576,70 @@ class _Keyboard(_Terminal):
 def test_run_drill_shows_the_prompt_before_waiting_for_the_answer():
     screen = _FlushRecorder()
     assert run_drill([PER_TOKEN] * 2, stdin=_Keyboard("131072\n131072\n", screen), stdout=screen) == (2, 2)
+
+
+# --- reading typed answers (the parser's corners), on Qwen3-0.6B at 2,048 tokens: 2^28 = 268,435,456 B ----------
+def test_typed_figures_read_to_the_precision_typed():
+    p = generate("per_sequence", 2)
+    assert p.answer == 2**28
+    # '268 MB' means 268 +- 0.5 MB (0.19%): 268,435,456 is 0.16% above 268e6, so right
+    assert p.check("268 MB")[0]
+    # '2.684e2 MB' has four significant figures like '268.4 MB': half a unit is 0.05 / 268.4 = 0.019%, and
+    # 268.4e6 is 0.013% off; the exponent does not count as digits
+    assert p.check("2.684e2 MB")[0] and p.check("2.684E2 MB")[0]
+    # digit groups: commas and underscores are dropped before reading, in byte units too
+    assert p.check("268_435_456")[0] and p.check("262_144 KiB")[0]
+    # 0 MB has no last digit to take half of: it is read exactly, and is wrong
+    assert p.check("0 MB") == (False, "not quite: wrong sign or zero, and it matches no known slip: recheck each "
+                                      "factor. The answer is 268,435,456 bytes.")
+
+
+def test_a_typed_slip_is_recognised_within_the_typed_precision():
+    p = generate("per_sequence", 2)
+    # half the answer (the missing 2 for K and V) is 134,217,728 B; '134.2 MB' is 0.013% off it, within half its
+    # last digit (0.05 / 134.2 = 0.037%)
+    assert p.slip_key("134.2 MB") == "missing_kv_factor"
+    # '268.4 MiB' is the MB figure labelled MiB: read as MB (268.4e6) it is within its typed precision of the answer
+    assert p.slip_key("268.4 MiB") == "gb_for_gib"
+    assert p.check("268.4 MiB")[1].startswith("not quite [gb_for_gib]: ")
+
+
+def test_whole_numbers_are_compared_exactly_and_decimals_to_one_part_in_a_billion():
+    # Llama 3.1 8B at 32,768 tokens: 131,072 x 32,768 = 4,294,967,296 B (4 GiB). One byte more is 2.3e-10 off:
+    # typed as a whole number it is compared exactly, so wrong, with or without digit groups
+    big = _hand_problem("kv_bytes_per_sequence", 2**32, "bytes", seq_len=32768, **LLAMA_8B)
+    assert big.check("4294967296")[0]
+    assert not big.check("4294967297")[0] and not big.check("4_294_967_297")[0]
+    # half of 131,072, typed with a decimal point: a float, compared to 1e-9, still the missing factor 2
+    assert PER_TOKEN.check("65536.0")[0] is False and PER_TOKEN.slip_key("65536.0") == "missing_kv_factor"
+
+
+def test_answers_in_a_unit_other_than_the_question_asks():
+    assert generate("concurrency", 1).check("12 parsecs", reveal=False) == (
+        False, "the answer is asked in sequences, not 'parsecs'.")
+    # a hand-made problem may ask in a unit the drills do not list: the unit itself is accepted
+    flops = _hand_problem("kv_bytes_per_token", 131072, "flops", **LLAMA_8B)
+    assert flops.check("131072 flops") == (True, "correct: 131,072 flops.")
+    assert flops.check("131072 B", reveal=False) == (False, "the answer is asked in flops, not 'B'.")
+
+
+def test_stated_weights_and_bandwidth():
+    # bf16 weights to 0.01 GB: Llama 3.1 8B 8,030,261,248 x 2 B = 16.06 GB; Llama 3.3 70B 70,553,706,496 x 2 B =
+    # 141.11 GB (parameter counts of the model cards' safetensors)
+    for topic in ("crossover", "step_time"):
+        stated = {p.params["model"]: p.params["weight_bytes"] for p in _drawn(topic)}
+        assert stated["meta-llama/Llama-3.1-8B"] == 16_060_000_000
+        assert stated["meta-llama/Llama-3.3-70B-Instruct"] == 141_110_000_000
+    # bandwidth in TB/s as the data sheets give it: H100 SXM 3.35, L40S 0.864
+    for p in _drawn("step_time"):
+        shown = {"H100-SXM": "(3.35 TB/s, 10^12 bytes/s)", "L40S": "(0.864 TB/s, 10^12 bytes/s)"}
+        if p.params["gpu"] in shown:
+            assert shown[p.params["gpu"]] in p.question
+
+
+def test_plan_step_models_split_or_replicate_over_8_gpus():
+    models = {p.params["model"]: p.params["kv_heads"] for p in _drawn("plan_step")}
+    # 4 KV heads (Qwen2.5-7B) replicate over 8 GPUs, 32 (Llama 2 7B) split; GPT-2 large's 20 heads do neither
+    assert models["Qwen/Qwen2.5-7B"] == 4 and models["meta-llama/Llama-2-7b-hf"] == 32
+    assert "openai-community/gpt2-large" not in models
+    assert all(kv % 8 == 0 or 8 % kv == 0 for kv in models.values())
