@@ -398,3 +398,15 @@ def test_tokens_are_drawn_from_the_whole_vocabulary():
     requests = make_workload("shared_system_prompt", seed=3)
     assert len(requests) == 100 and _common_prefix([r.prompt for r in requests]) == 2000
     assert all(2000 + 20 <= len(r.prompt) <= 2000 + 200 and 50 <= len(r.output) <= 300 for r in requests)
+
+
+def test_the_agent_workload_shape():
+    # "one 20-step agent re-sending its growing history (1,000-token system prompt)": 20 requests, each with its
+    # action (50-150 tokens) as output; between two steps the history grows by the action and one observation
+    # (200-600 tokens)
+    steps = make_workload("agent", seed=5)
+    assert len(steps) == 20
+    assert all(50 <= len(s.output) <= 150 for s in steps)
+    assert all(200 <= len(b.prompt) - len(a.prompt) - len(a.output) <= 600 for a, b in zip(steps, steps[1:]))
+    # with 1-token observations the first prompt is the system prompt and one token
+    assert len(make_workload("agent", observation_tokens=(1, 1))[0].prompt) == 1000 + 1
