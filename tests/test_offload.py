@@ -261,3 +261,21 @@ def test_bad_input_messages_in_full(call, message):
     with pytest.raises(OffloadError) as info:
         call()
     assert str(info.value) == message
+
+
+def test_break_even_of_two_tokens():
+    # 8e9 parameters at 0.6 x 989e12: 1.6e10 / 5.934e14 = 26.963 us of compute per token (the attention term adds
+    # 2 x 32 x 32 x 256 x T (T + 1) / 2 FLOP, under a nanosecond here); a fetch costs 131,072 / 50e9 = 2.621 us per
+    # token, so each token fetched saves 24.342 us. A fixed cost of 36.5 us is not repaid by 1 token (24.3 us) but
+    # is by 2 (48.7 us): the break-even is 2 tokens
+    assert break_even_context(LLAMA_8B, num_params=8e9, fetch_overhead_s=36.5e-6) == 2
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: prefill_flops(LLAMA_8B, 1.5), "tokens must be a positive integer, got 1.5"),
+    (lambda: break_even_context(LLAMA_8B, max_tokens=10.0), "max_tokens must be a positive integer, got 10.0"),
+])
+def test_token_counts_must_be_integers(call, message):
+    with pytest.raises(OffloadError) as info:
+        call()
+    assert str(info.value) == message
