@@ -348,6 +348,8 @@ def test_distributions_print_their_parameters():
     (lambda: simulate(capacity_tokens=0), "capacity_tokens must be at least 1, got 0"),
     (lambda: simulate(block_size=0), "block_size must be at least 1, got 0"),
     (lambda: simulate(seed=1.5), "seed must be an integer, got 1.5"),
+    # seeds are 64-bit signed integers: -2^63 = -9,223,372,036,854,775,808 is the lowest
+    (lambda: simulate(seed=-(2**63) - 1), "seed must be at least -9223372036854775808, got -9223372036854775809"),
     (lambda: simulate(policy="buddy"), "policy must be one of max_reservation, oracle, paged, got 'buddy'"),
     (lambda: simulate("nope"), "workload must be one of chat, uniform, fixed, long, got 'nope'"),
     (lambda: simulate(42), "workload must be a name, a Workload or a list of (prompt, output) pairs, got 42"),
@@ -369,6 +371,7 @@ def test_workload_forms_and_seeds():
     # the default workload is chat; a negative seed is a seed like any other
     assert simulate(policy="oracle") == simulate("chat", policy="oracle")
     assert simulate(policy="oracle", seed=-1).num_requests == 300
+    assert simulate(policy="oracle", seed=-(2**63)).num_requests == 300
 
 
 def test_compare_passes_every_setting_on():
