@@ -314,8 +314,8 @@ class _Seq:
     __slots__ = ("order", "prompt", "output", "admit", "reserve", "start", "blocks", "alive")
 
     def __init__(self, order, prompt, output, admit):
+        # admission sets the rest: blocks (paged), or reserve and start (contiguous); nothing reads them before
         self.order, self.prompt, self.output, self.admit = order, prompt, output, admit
-        self.reserve = self.start = self.blocks = 0
         self.alive = True
 
     def length(self, t):

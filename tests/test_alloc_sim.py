@@ -381,3 +381,27 @@ def test_compare_passes_every_setting_on():
     for policy, r in got.items():
         assert r == simulate(w, policy=policy, capacity_tokens=1024, block_size=8, seed=3)
     assert got["paged"].block_size == 8 and got["oracle"].capacity_tokens == 1024
+
+
+def test_partial_blocks_count_the_empty_slots_not_the_filled_ones():
+    # 17 tokens in 16-token blocks: one full block and 1 token in the second, so 15 slots are empty
+    assert partial_block_waste([17], 16) == 15 and partial_block_waste([16, 32], 16) == 0
+    assert expected_partial_block_waste(0, 16) == 0
+    for call, message in [(lambda: partial_block_waste([1], 0), "block_size must be at least 1, got 0"),
+                          (lambda: expected_partial_block_waste(-1, 16), "num_seqs must be at least 0, got -1"),
+                          (lambda: expected_partial_block_waste(1, 0), "block_size must be at least 1, got 0")]:
+        with pytest.raises(SimError) as info:
+            call()
+        assert str(info.value) == message
+
+
+def test_a_trace_is_kept_as_a_tuple_of_pairs():
+    w = Workload("t", trace=[[3, 1], [5, 3]])
+    assert w.trace == ((3, 1), (5, 3)) and hash(w) == hash(Workload("t", trace=((3, 1), (5, 3))))
+    assert trace_workload([(1, 1)]).description == "a given trace"
+
+
+def test_compare_in_token_slots():
+    got = compare(HOLES, capacity_tokens=12, block_size=4)
+    assert got["oracle"] == simulate(HOLES, policy="oracle", capacity_tokens=12)
+    assert got["paged"] == simulate(HOLES, policy="paged", capacity_tokens=12, block_size=4)
