@@ -4,6 +4,7 @@ import hashlib
 import io
 import math
 import os
+import random
 import subprocess
 import sys
 from types import MappingProxyType
@@ -610,6 +611,8 @@ def test_whole_numbers_are_compared_exactly_and_decimals_to_one_part_in_a_billio
     big = _hand_problem("kv_bytes_per_sequence", 2**32, "bytes", seq_len=32768, **LLAMA_8B)
     assert big.check("4294967296")[0]
     assert not big.check("4294967297")[0] and not big.check("4_294_967_297")[0]
+    # typed with a decimal point it is a float, compared to one part in a billion: 2.3e-10 off is within
+    assert big.check("4294967297.0")[0]
     # half of 131,072, typed with a decimal point: a float, compared to 1e-9, still the missing factor 2
     assert PER_TOKEN.check("65536.0")[0] is False and PER_TOKEN.slip_key("65536.0") == "missing_kv_factor"
 
@@ -643,3 +646,55 @@ def test_plan_step_models_split_or_replicate_over_8_gpus():
     assert models["Qwen/Qwen2.5-7B"] == 4 and models["meta-llama/Llama-2-7b-hf"] == 32
     assert "openai-community/gpt2-large" not in models
     assert all(kv % 8 == 0 or 8 % kv == 0 for kv in models.values())
+
+
+def test_the_config_a_question_states():
+    # Qwen3-0.6B's config.json: 28 layers, 16 query heads, 8 KV heads, head_dim 128 (not 1,024 / 16 = 64), hidden 1,024
+    p = generate("kv_per_token", 1)
+    assert p.params["model"] == "Qwen/Qwen3-0.6B"
+    assert (p.params["layers"], p.params["num_heads"], p.params["kv_heads"], p.params["head_dim"],
+            p.params["hidden_size"]) == (28, 16, 8, 128, 1024)
+    assert p.question.startswith("Qwen/Qwen3-0.6B (config.json: num_hidden_layers 28, num_attention_heads 16, "
+                                 "num_key_value_heads 8, head_dim 128, hidden_size 1024), KV cache in bf16 "
+                                 "(2 bytes per element). ")
+    for p in _drawn("fp8"):
+        assert "KV cache in fp8 (1 byte per element)" in p.question and p.params["dtype_bytes"] == 1
+
+
+def test_pool_questions_state_the_gpu_as_its_data_sheet_and_cuda_do():
+    # H100 SXM: 80 GB on the label, 79.18 GiB = 85,018,877,624 B as CUDA reports it (torch.cuda.mem_get_info)
+    h100 = [p for p in _drawn("pool") if p.params["gpu"] == "H100-SXM"]
+    assert h100 and all(p.params["gpu_bytes"] == 85_018_877_624 and p.params["label_bytes"] == 80 * 10**9
+                        for p in h100)
+    assert "on one H100-SXM (label 80 GB; CUDA reports 79.18 GiB)" in h100[0].question
+    # a model is drawn for a GPU when its bf16 weights take under 60% of what CUDA reports: Qwen2.5-32B
+    # (65.53 GB) fits an H200 (0.6 x 150.11 GB = 90.07 GB), Mixtral 8x7B (93.41 GB) a B200 (0.6 x 191.56 = 114.93)
+    pairs = {(p.params["gpu"], p.params["model"]) for p in (generate("pool", s) for s in range(200))}
+    assert ("H200", "Qwen/Qwen2.5-32B") in pairs and ("B200", "mistralai/Mixtral-8x7B-v0.1") in pairs
+    assert ("H100-SXM", "Qwen/Qwen2.5-32B") not in pairs     # 65.53 GB > 0.6 x 85.02 GB = 51.01 GB
+
+
+def test_defaults_and_sub_seeds_of_a_problem_set():
+    assert generate("fp8") == generate("fp8", 0)
+    assert problem_set() == problem_set(0, 5) and len(problem_set()) == 5
+    assert len(problem_set(3, 1)) == 1
+    # each problem's seed is the next 63 random bits of random.Random(seed) (one topic: nothing else is drawn)
+    rng = random.Random(7)
+    assert [p.seed for p in problem_set(7, 3, topic="fp8")] == [rng.getrandbits(63) for _ in range(3)]
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: generate("nope"), "unknown topic 'nope' (known: kv_per_token, per_sequence, concurrency, pool, "
+                               "block_waste, mla_vs_gqa, tp_per_gpu, crossover, step_time, fp8, plan_step)"),
+    (lambda: problem_set(1, 3, topic="nope"), "unknown topic 'nope' (known: kv_per_token, per_sequence, concurrency, "
+                                              "pool, block_waste, mla_vs_gqa, tp_per_gpu, crossover, step_time, fp8, "
+                                              "plan_step)"),
+    (lambda: problem_set(1, True), "count must be a positive integer, got True"),
+    (lambda: problem_set(1, "3"), "count must be a positive integer, got '3'"),
+    (lambda: problem_set(1, 0), "count must be a positive integer, got 0"),
+    (lambda: generate("fp8", 1.0), "seed must be an integer, got 1.0"),
+])
+def test_drill_input_messages_in_full(call, message):
+    with pytest.raises(DrillError) as info:
+        call()
+    assert str(info.value) == message
