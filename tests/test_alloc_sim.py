@@ -405,3 +405,28 @@ def test_compare_in_token_slots():
     got = compare(HOLES, capacity_tokens=12, block_size=4)
     assert got["oracle"] == simulate(HOLES, policy="oracle", capacity_tokens=12)
     assert got["paged"] == simulate(HOLES, policy="paged", capacity_tokens=12, block_size=4)
+
+
+def test_paged_preemption_after_a_finish_worked_by_hand():
+    # 2 blocks of 4. X = 1 + 1 and A = 2 + 4 take a block each at step 0; C = 3 + 3 waits.
+    # Step 1: X is freed (1 token generated), C is admitted into its block. Step 2: A (5 tokens) and C (5) both
+    # need a second block; A, the older, asks first and none is free: C -- the most recently admitted -- is
+    # preempted after 1 token, re-queued as 4 + 2, and A takes its block. Step 4: A is freed (4 tokens); C'
+    # (5 tokens, 2 blocks) is admitted and freed at step 6 (2 tokens): 1 + 4 + 1 + 2 = 8 tokens generated
+    w = Workload("after", trace=[(1, 1), (2, 4), (3, 3)], max_seq_len=8)
+    r = simulate(w, policy="paged", capacity_tokens=8, block_size=4)
+    assert (r.preemptions, r.recomputed_tokens, r.tokens_generated, r.makespan_steps) == (1, 3 + 1, 8, 6)
+    # window: step 0 (C waits), 1 (C admitted), 2-3 (C' waits), 4 (C' admitted) = 5 steps
+    # tokens 2 + 3 | 4 + 4 | 5 + 6 | 5 = 29; internal 3 | 0 | 3 + 2 | 3 = 11
+    assert (r.window_steps, r.token_slot_steps, r.internal_slot_steps) == (5, 29, 11)
+
+
+def test_two_preemptions_worked_by_hand():
+    # 2 blocks of 4. A = 3 + 3 and B = 1 + 3 take a block each at step 0; C = 3 + 3 waits.
+    # Step 1: A needs a second block: B (the younger) is preempted after 1 token, re-queued as 2 + 2.
+    # Step 3: A is freed; B' (1 block) and C (1 block) are admitted. Step 4: C needs a second block, none is
+    # free, and C is itself the most recently admitted: preempted after 1 token, re-queued as 4 + 2.
+    # Step 5: B' is freed; C' takes 2 blocks and is freed at step 7.
+    w = Workload("twice", trace=[(3, 3), (1, 3), (3, 3)], max_seq_len=8)
+    r = simulate(w, policy="paged", capacity_tokens=8, block_size=4)
+    assert (r.preemptions, r.recomputed_tokens, r.tokens_generated, r.makespan_steps) == (2, (1 + 1) + (3 + 1), 9, 7)

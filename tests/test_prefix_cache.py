@@ -410,3 +410,40 @@ def test_the_agent_workload_shape():
     assert all(200 <= len(b.prompt) - len(a.prompt) - len(a.output) <= 600 for a, b in zip(steps, steps[1:]))
     # with 1-token observations the first prompt is the system prompt and one token
     assert len(make_workload("agent", observation_tokens=(1, 1))[0].prompt) == 1000 + 1
+
+
+def _leaf(cache, first_token):
+    return next(node for block, node in cache.root.children.items() if block[0] == first_token)
+
+
+def test_evict_skips_protected_leaves_and_keeps_them_for_later():
+    c = RadixCache(block_size=1)
+    c.insert([1, 2])        # leaf a, used first
+    c.insert([3, 4])        # leaf b
+    a = _leaf(c, 1)
+    # a is the least recently used, but protected: the block comes from b's end
+    assert c.evict(1, protect=[a]) == 1
+    assert c.cached_sequences() == [(1, 2), (3,)]
+    # unprotected again, a goes next (it is still the least recently used); two evictions, 2 blocks in all
+    assert c.evict(1) == 1 and c.cached_sequences() == [(1,), (3,)]
+    assert (c.evicted_blocks, c.num_blocks) == (2, 2)
+
+
+def test_evict_takes_only_what_is_asked_across_leaves():
+    # leaf a holds 1 block, leaf b 5; asked for 3, eviction empties a (1) and takes 2 from b's end, leaving 3
+    c = RadixCache(block_size=1)
+    c.insert([1])
+    c.insert([5, 6, 7, 8, 9])
+    assert c.evict(3) == 3
+    assert c.cached_sequences() == [(5, 6, 7)] and c.num_blocks == 3 == c.count_blocks()
+
+
+def test_simulate_passes_its_settings_on():
+    # 32-token blocks: the 2,000-token system prompt holds 62 full blocks (1,984 tokens)
+    r = simulate_prefix_cache("shared_system_prompt", block_size=32)
+    assert (r.workload, r.block_size, r.hit_blocks[1]) == ("shared_system_prompt", 32, 62)
+    assert simulate_prefix_cache("agent", steps=3).requests == 3
+    assert simulate_prefix_cache("few_shot") == simulate_prefix_cache("few_shot", seed=0)
+    five = simulate_prefix_cache("few_shot", seed=5)
+    assert five.hit_blocks == run_cache(make_workload("few_shot", 5)).hit_blocks
+    assert five.prompt_tokens != simulate_prefix_cache("few_shot", seed=0).prompt_tokens
