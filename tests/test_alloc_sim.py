@@ -430,3 +430,9 @@ def test_two_preemptions_worked_by_hand():
     w = Workload("twice", trace=[(3, 3), (1, 3), (3, 3)], max_seq_len=8)
     r = simulate(w, policy="paged", capacity_tokens=8, block_size=4)
     assert (r.preemptions, r.recomputed_tokens, r.tokens_generated, r.makespan_steps) == (2, (1 + 1) + (3 + 1), 9, 7)
+
+
+def test_seed_defaults_to_0():
+    w = WORKLOADS["uniform"]
+    assert w.requests() == w.requests(0)
+    assert simulate("uniform", policy="oracle") == simulate("uniform", policy="oracle", seed=0)

@@ -279,3 +279,10 @@ def test_token_counts_must_be_integers(call, message):
     with pytest.raises(OffloadError) as info:
         call()
     assert str(info.value) == message
+
+
+def test_a_tie_at_one_token_is_a_break_even_of_one():
+    # the tie above: at 1 token fetch and recompute both take 1 s, and a tie goes to fetch, so fetch wins from 1
+    # (at 2 tokens recompute is 0.875 x 2 + 0.125 x 4 = 2.25 s against 2 s)
+    assert break_even_context(LLAMA_8B, num_params=786_432, peak_flop_per_s=2**21, mfu=1,
+                              link_bytes_per_s=131_072) == 1

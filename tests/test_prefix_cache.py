@@ -447,3 +447,10 @@ def test_simulate_passes_its_settings_on():
     five = simulate_prefix_cache("few_shot", seed=5)
     assert five.hit_blocks == run_cache(make_workload("few_shot", 5)).hit_blocks
     assert five.prompt_tokens != simulate_prefix_cache("few_shot", seed=0).prompt_tokens
+
+
+def test_the_document_qa_workload_shape():
+    requests = make_workload("document_qa", seed=6)
+    assert len(requests) == 100
+    # each question (10-60 tokens) follows its 4,200-token document; each answer is 50-200 tokens
+    assert all(4200 + 10 <= len(r.prompt) <= 4200 + 60 and 50 <= len(r.output) <= 200 for r in requests)
