@@ -436,3 +436,17 @@ def test_seed_defaults_to_0():
     w = WORKLOADS["uniform"]
     assert w.requests() == w.requests(0)
     assert simulate("uniform", policy="oracle") == simulate("uniform", policy="oracle", seed=0)
+
+
+def test_a_stale_event_does_not_hold_up_the_others_of_its_step():
+    # 6 blocks of 2. A = 2 + 3 (2 blocks), B = 3 + 2 (2), C = 1 + 2 (1) all admitted at step 0: 5 blocks, 1 free.
+    # Step 1: B grows into the free block; C, needing one too, is the youngest and preempts itself after 1 token
+    # (re-queued as 2 + 1, needing 2 blocks; 1 is free: it waits). Step 2: B is freed (3 blocks), C's old finish
+    # event is stale, and A (5 tokens) still takes its third block at step 2, before C' is admitted (2 blocks).
+    #   step 0: tokens 3 + 4 + 2 = 9 in 10 slots: internal 1, free 2 (nobody waits)
+    #   step 1: tokens 4 + 5 = 9 in 10 slots: internal 1, external 2 (C' waits)
+    #   step 2: tokens 5 + 3 = 8 in 3 + 2 blocks = 10 slots: internal 2, free 2
+    w = Workload("stale", trace=[(2, 3), (3, 2), (1, 2)], max_seq_len=8)
+    r = simulate(w, policy="paged", capacity_tokens=12, block_size=2)
+    assert (r.window_steps, r.token_slot_steps, r.internal_slot_steps) == (3, 26, 4)
+    assert (r.external_slot_steps, r.free_slot_steps, r.preemptions, r.makespan_steps) == (2, 4, 1, 3)
