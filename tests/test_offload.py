@@ -286,3 +286,10 @@ def test_a_tie_at_one_token_is_a_break_even_of_one():
     # (at 2 tokens recompute is 0.875 x 2 + 0.125 x 4 = 2.25 s against 2 s)
     assert break_even_context(LLAMA_8B, num_params=786_432, peak_flop_per_s=2**21, mfu=1,
                               link_bytes_per_s=131_072) == 1
+
+
+def test_every_layer_of_a_sliding_model_is_windowed():
+    # Mistral 7B: 32 layers, all with a 4,096-token window, 32 query heads of 128. At 5,000 tokens each head of
+    # each layer has 4,096 x 4,097 / 2 + 904 x 4,096 = 8,390,656 + 3,702,784 = 12,093,440 pairs
+    _, attention = prefill_flops("mistralai/Mistral-7B-v0.1", 5000)
+    assert attention == 2 * 32 * 32 * (128 + 128) * 12_093_440

@@ -1,6 +1,7 @@
 """kvlib.prefix_cache: the chained hash, the radix tree against it, LRU, and seed 000's sharing figures."""
 
 import hashlib
+import random
 
 import pytest
 from hypothesis import given, settings
@@ -454,3 +455,21 @@ def test_the_document_qa_workload_shape():
     assert len(requests) == 100
     # each question (10-60 tokens) follows its 4,200-token document; each answer is 50-200 tokens
     assert all(4200 + 10 <= len(r.prompt) <= 4200 + 60 and 50 <= len(r.output) <= 200 for r in requests)
+
+
+def test_workload_tokens_are_llama_3_ids_drawn_from_the_seed():
+    # the default vocabulary is Llama 3's 128,256 ids; the system prompt is the seed's first 2,000 draws
+    # (random.Random(seed).choices over range(vocab)), and the default seed is 0
+    expected = tuple(random.Random(0).choices(range(128_256), k=2000))
+    assert make_workload("shared_system_prompt")[0].prompt[:2000] == expected
+
+
+def test_chained_cache_defaults_and_counts_only_new_blocks():
+    c = ChainedHashCache()
+    assert c.block_size == 16
+    c = ChainedHashCache(block_size=4)
+    # 10 tokens: 2 full blocks, both new; 13 tokens: 3 full blocks, 1 new
+    assert c.insert(list(range(10))) == 2 and c.insert(list(range(13))) == 1 and len(c.keys) == 3
+    with pytest.raises(PrefixCacheError) as info:
+        block_hashes([1], 0)
+    assert str(info.value) == "block_size must be at least 1, got 0"
