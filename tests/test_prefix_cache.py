@@ -473,3 +473,35 @@ def test_chained_cache_defaults_and_counts_only_new_blocks():
     with pytest.raises(PrefixCacheError) as info:
         block_hashes([1], 0)
     assert str(info.value) == "block_size must be at least 1, got 0"
+
+
+def test_radix_defaults_and_a_tie_in_recency():
+    assert (RadixCache().block_size, RadixCache().capacity_blocks) == (16, None)
+    # [1, 9] diverges inside the edge [1, 2, 3]: the edge is cut after (1); its tail (2, 3) and the new leaf (9)
+    # were both used by that insert. A tie in recency goes to the leaf queued first, the tail, so [5] takes (3)
+    c = RadixCache(block_size=1, capacity_blocks=4)
+    c.insert([1, 2, 3])
+    c.insert([1, 9])
+    c.insert([5])
+    assert c.cached_sequences() == [(1, 2), (1, 9), (5,)]
+
+
+def test_inserting_a_cached_sequence_again_marks_it_used():
+    c = RadixCache(block_size=1, capacity_blocks=4)
+    c.insert([1, 2])
+    c.insert([3, 4])
+    assert c.insert([1, 2]) == 0          # nothing new, but [1, 2] is now the more recently used
+    c.insert([5, 6])                      # 2 blocks over: [3, 4] goes
+    assert c.cached_sequences() == [(1, 2), (5, 6)]
+
+
+def test_a_cached_prefix_adds_nothing_and_its_edge_stays_whole():
+    # [1, 2] is a prefix of the cached [1, 2, 3]: nothing is added, and matching [1, 2] later uses the whole
+    # cached edge, so when [8] needs room the older leaf [7] goes, not the tail (3)
+    c = RadixCache(block_size=1, capacity_blocks=4)
+    c.insert([1, 2, 3])
+    assert c.insert([1, 2]) == 0
+    c.insert([7])
+    assert c.match([1, 2]) == 2
+    c.insert([8])
+    assert c.cached_sequences() == [(1, 2, 3), (8,)]
