@@ -122,7 +122,7 @@ class Problem:
             return "gb_for_gib"
         return None
 
-    def _diagnose(self, value, typed_tol=0.0):
+    def _diagnose(self, value, typed_tol):
         return diagnose(self.quantity, value, rel_tol=max(self.tolerance, typed_tol) or 1e-9, **self.inputs)
 
 

@@ -78,31 +78,36 @@ def prefill_linear_flops(num_params, tokens):
     return 2 * num_params * tokens
 
 
-def attention_pairs(tokens: int, window: int | None = None) -> int:
+def attention_pairs(tokens: int, window: int | None = None, chunk: int | None = None) -> int:
     """Causal (query, key) pairs in one head of one layer: ``T (T + 1) / 2``.
 
     With a sliding window W a query sees at most W keys:
-    ``W (W + 1) / 2 + (T - W) W`` once T > W.
+    ``W (W + 1) / 2 + (T - W) W`` once T > W. With attention chunks of C
+    tokens (Llama 4's chunked layers) a query sees only the keys of its own
+    chunk, so for T = q C + r: ``q C (C + 1) / 2 + r (r + 1) / 2``.
 
-    >>> attention_pairs(4), attention_pairs(4, window=2)
-    (10, 7)
+    >>> attention_pairs(4), attention_pairs(4, window=2), attention_pairs(5, chunk=2)
+    (10, 7, 7)
     """
+    if chunk is not None:
+        whole, rest = divmod(tokens, chunk)
+        return whole * chunk * (chunk + 1) // 2 + rest * (rest + 1) // 2
     if window is None or tokens <= window:
         return tokens * (tokens + 1) // 2
     return window * (window + 1) // 2 + (tokens - window) * window
 
 
-def prefill_attention_flops(layers, num_heads, qk_head_dim, tokens, v_head_dim=None, window=None):
+def prefill_attention_flops(layers, num_heads, qk_head_dim, tokens, v_head_dim=None, window=None, chunk=None):
     """Attention FLOPs over a causal prefill: ``2 * L * H * (d_qk + d_v) * pairs``.
 
-    pairs = ``attention_pairs(T, window)``; ``v_head_dim`` defaults to
+    pairs = ``attention_pairs(T, window, chunk)``; ``v_head_dim`` defaults to
     ``qk_head_dim``. Llama 3.1 8B at 8,192 tokens (seed 000's recompute):
 
     >>> prefill_attention_flops(layers=32, num_heads=32, qk_head_dim=128, tokens=8192)
     17594333528064
     """
     d_v = qk_head_dim if v_head_dim is None else v_head_dim
-    return 2 * layers * num_heads * (qk_head_dim + d_v) * attention_pairs(tokens, window)
+    return 2 * layers * num_heads * (qk_head_dim + d_v) * attention_pairs(tokens, window, chunk)
 
 
 def _attention_dims(spec):
@@ -116,9 +121,9 @@ def prefill_flops(model, tokens: int, *, num_params=None) -> tuple:
     """``(linear, attention)`` prefill FLOPs of ``tokens`` for a model.
 
     ``model`` is anything ``load_model`` takes; ``num_params`` overrides the
-    counted active parameters (seed 000 uses 8.03e9). Windowed and chunked
-    layers attend to at most their window; layers without KV (linear
-    attention, Mamba) add no attention term.
+    counted active parameters (seed 000 uses 8.03e9). Windowed layers
+    attend to at most their window, chunked layers within their own chunk;
+    layers without KV (linear attention, Mamba) add no attention term.
 
     >>> linear, attention = prefill_flops("llama-3.1-8b", 8192, num_params=8.03e9)
     >>> f"{linear + attention:.3g}"
@@ -132,8 +137,9 @@ def prefill_flops(model, tokens: int, *, num_params=None) -> tuple:
     for kind in spec.layer_kinds:
         if kind == NO_KV:
             continue
-        window = spec.sliding_window if kind == SLIDING else spec.attention_chunk_size if kind == CHUNKED else None
-        attention += prefill_attention_flops(1, spec.num_heads, d_qk, tokens, d_v, window)
+        window = spec.sliding_window if kind == SLIDING else None
+        chunk = spec.attention_chunk_size if kind == CHUNKED else None
+        attention += prefill_attention_flops(1, spec.num_heads, d_qk, tokens, d_v, window, chunk)
     return prefill_linear_flops(params, tokens), attention
 
 

@@ -5,16 +5,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvlib import formulas
+import random
+import statistics
+
 from kvlib.alloc_sim import (
     POLICIES,
     WORKLOADS,
+    Dist,
     SimError,
+    Snapshot,
     Workload,
     compare,
     expected_partial_block_waste,
+    fixed,
     lognormal,
     partial_block_waste,
     simulate,
+    trace_workload,
     uniform,
 )
 
@@ -230,3 +237,216 @@ def test_bad_input_names_the_parameter(kwargs, name):
 def test_bad_trace_names_the_entry(pairs, name):
     with pytest.raises(SimError, match=name):
         Workload("t", trace=pairs)
+
+
+# --- more pools worked by hand -------------------------------------------------------------
+def test_shares_and_summary_of_the_holes_pool():
+    # the oracle over HOLES (above): 12 slots x 4 window steps = 48 slot-steps; tokens 30, reservation 4,
+    # internal 0, external 8, free 6. Running: 2 at step 0, then 1 at steps 1, 2 and 3: 5 sequence-steps.
+    r = simulate(HOLES, policy="oracle", capacity_tokens=12)
+    assert (r.token_share, r.reservation_share, r.internal_share) == (30 / 48, 4 / 48, 0.0)
+    assert (r.external_share, r.free_share, r.waste_share) == (8 / 48, 6 / 48, (4 + 8) / 48)
+    assert r.token_share_of_allocated == 30 / (30 + 4)
+    assert (r.running_steps, r.mean_running, r.peak_running) == (5, 5 / 4, 2)
+    assert (r.policy, r.workload, r.capacity_tokens, r.block_size, r.num_requests) == ("oracle", "holes", 12, 1, 3)
+    # 62.5% tokens, 4/48 = 8.3% reserved, 8/48 = 16.7% external, a batch of 1.25 (printed to one decimal)
+    assert r.summary() == ("oracle           tokens  62.5%  reservation   8.3%  internal   0.0%  external  16.7%  "
+                           "batch    1.2  admitted at fill 2")
+
+
+def test_holes_snapshots_worked_by_hand():
+    r = simulate(HOLES, policy="oracle", capacity_tokens=12, trace=True)
+    # one snapshot per event step (0, 1 and 3; nothing happens at step 2), as in the comments of the test above
+    assert r.snapshots == (
+        Snapshot(step=0, running=2, waiting=1, tokens=10, reservation=2, internal=0, external=0, free=0, allocated=12,
+                 intervals=((0, 4), (4, 8))),
+        Snapshot(step=1, running=1, waiting=1, tokens=7, reservation=1, internal=0, external=4, free=0, allocated=8,
+                 intervals=((4, 8),)),
+        Snapshot(step=3, running=1, waiting=0, tokens=5, reservation=1, internal=0, external=0, free=6, allocated=6,
+                 intervals=((0, 6),)),
+    )
+
+
+def test_paged_preemption_of_a_younger_sequence_worked_by_hand():
+    # 2 blocks of 4. A = 3 + 3, B = 1 + 6, both admitted at step 0 with one block each (4 and 2 tokens).
+    # Step 1: A (5 tokens) needs a second block; none is free, so B -- the most recently admitted, not A -- is
+    # preempted after 1 token and re-queued as 2 + 5; A takes B's block. B' (3 tokens, 1 block) waits until A
+    # is freed at step 3; B' grows to 2 blocks at step 5 (5 tokens) and is freed at step 3 + 5 = 8.
+    w = Workload("younger", trace=[(3, 3), (1, 6)], max_seq_len=8)
+    r = simulate(w, policy="paged", capacity_tokens=8, block_size=4, trace=True)
+    assert (r.preemptions, r.recomputed_tokens, r.tokens_generated, r.requests_finished) == (1, 1 + 1, 3 + 6, 2)
+    assert (r.makespan_steps, r.admitted_at_fill, r.peak_running, r.block_size) == (8, 2, 2, 4)
+    # window: step 0 (admissions), steps 1-2 (B' waits), step 3 (B' admitted) = 4 steps
+    # tokens 6 | 5 + 6 | 3 = 20; internal 8 - 6 | (8 - 5) + (8 - 6) | 4 - 3 = 8; free at step 3: 8 - 4 = 4
+    assert (r.window_steps, r.token_slot_steps, r.internal_slot_steps) == (4, 20, 8)
+    assert (r.external_slot_steps, r.free_slot_steps, r.running_steps) == (0, 4, 2 + 1 + 1 + 1)
+    blocks = [(s.step, s.running, s.waiting, s.blocks_used, s.blocks_free, s.blocks_needed) for s in r.snapshots]
+    assert blocks == [(0, 2, 0, 2, 0, 2), (1, 1, 1, 2, 0, 2), (3, 1, 0, 1, 1, 1), (5, 1, 0, 2, 0, 2)]
+    assert [(s.tokens, s.internal, s.free, s.allocated) for s in r.snapshots] == [
+        (6, 2, 0, 8), (5, 3, 0, 8), (3, 1, 4, 4), (5, 3, 0, 8)]
+
+
+def test_a_paged_pool_exactly_one_sequence_long_is_enough():
+    # max_seq_len 8 in blocks of 4 needs 2 blocks: 8 slots will do, 7 (1 block) will not
+    w = Workload("one", trace=[(4, 4)], max_seq_len=8)
+    assert simulate(w, policy="paged", capacity_tokens=8, block_size=4).requests_finished == 1
+    with pytest.raises(SimError) as info:
+        simulate(w, policy="paged", capacity_tokens=7, block_size=4)
+    assert str(info.value) == "capacity_tokens (7) must hold one max_seq_len (8) sequence in blocks of 4"
+    assert simulate(w, policy="oracle", capacity_tokens=8).requests_finished == 1
+    with pytest.raises(SimError) as info:
+        simulate(w, policy="oracle", capacity_tokens=7)
+    assert str(info.value) == "capacity_tokens (7) must hold one max_seq_len (8) reservation"
+
+
+# --- distributions ---------------------------------------------------------------------------------
+def test_lognormal_median_is_mean_times_exp_of_minus_half_sigma_squared():
+    # the chat workload's description: means 160 and 340 with sigma 1.0 give medians 160 e^-0.5 = 97.0 and
+    # 340 e^-0.5 = 206.2; 20,001 samples put the sample median within 3% (its standard error is about 0.9%)
+    rng = random.Random(1)
+    for mean, median in [(160, 97.04), (340, 206.22)]:
+        samples = [lognormal(mean, 1.0).sample(rng) for _ in range(20_001)]
+        assert statistics.median(samples) == pytest.approx(median, rel=0.03)
+    # sigma 0: every sample is the mean; a mean under 1 token still draws 1
+    assert {lognormal(100, 0).sample(rng) for _ in range(5)} == {100}
+    assert {lognormal(0.2, 0).sample(rng) for _ in range(5)} == {1}
+
+
+def test_distributions_print_their_parameters():
+    assert str(lognormal(160, 1.0)) == "lognormal(mean 160, sigma 1)"
+    assert str(fixed(512)) == "fixed(512,)" and str(uniform(1, 512)) == "uniform(1, 512)"
+    assert fixed(7).sample(random.Random(0)) == 7
+    # uniform is inclusive at both ends
+    assert {uniform(3, 4).sample(random.Random(s)) for s in range(40)} == {3, 4}
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: fixed(0), "fixed length must be at least 1, got 0"),
+    (lambda: fixed(2.5), "fixed length must be an integer, got 2.5"),
+    (lambda: uniform(0, 5), "uniform low must be at least 1, got 0"),
+    (lambda: uniform(5, 4), "uniform high must be at least 5, got 4"),
+    (lambda: lognormal(0, 1.0), "lognormal mean must be a positive number, got 0"),
+    (lambda: lognormal(True, 1.0), "lognormal mean must be a positive number, got True"),
+    (lambda: lognormal("9", 1.0), "lognormal mean must be a positive number, got '9'"),
+    (lambda: lognormal(10, -0.1), "lognormal sigma must be a number >= 0, got -0.1"),
+    (lambda: lognormal(10, False), "lognormal sigma must be a number >= 0, got False"),
+    (lambda: lognormal(10, "1"), "lognormal sigma must be a number >= 0, got '1'"),
+    (lambda: Dist("pareto", (1,)), "distribution kind must be fixed, uniform or lognormal, got 'pareto'"),
+    (lambda: Workload("t", trace=[(1, 1)], max_seq_len=1), "max_seq_len must be at least 2, got 1"),
+    (lambda: Workload("t", trace=[(1, 1), (2, 3, 4)]), "trace[1] must be a (prompt, output) pair, got (2, 3, 4)"),
+    (lambda: Workload("t", trace=[(1, 1), (0, 3)]), "trace[1] prompt must be at least 1, got 0"),
+    (lambda: Workload("t", trace=[(1, 0)]), "trace[0] output must be at least 1, got 0"),
+    (lambda: Workload("t", fixed(1)), "a workload needs prompt and output distributions (Dist) or a trace"),
+    (lambda: Workload("t", output=fixed(1), prompt=(1,)),
+     "a workload needs prompt and output distributions (Dist) or a trace"),
+    (lambda: Workload("t", fixed(1), fixed(1), num_requests=0), "num_requests must be at least 1, got 0"),
+    (lambda: simulate(capacity_tokens=4096, capacity_bytes=2**30, bytes_per_token=2),
+     "give capacity_tokens or capacity_bytes (with bytes_per_token), not both"),
+    (lambda: simulate(capacity_bytes=2**30), "capacity_bytes needs bytes_per_token"),
+    (lambda: simulate(capacity_bytes=0, bytes_per_token=2), "capacity_bytes must be at least 1, got 0"),
+    (lambda: simulate(capacity_bytes=2**30, bytes_per_token=0), "bytes_per_token must be at least 1, got 0"),
+    (lambda: simulate(capacity_tokens=0), "capacity_tokens must be at least 1, got 0"),
+    (lambda: simulate(block_size=0), "block_size must be at least 1, got 0"),
+    (lambda: simulate(seed=1.5), "seed must be an integer, got 1.5"),
+    # seeds are 64-bit signed integers: -2^63 = -9,223,372,036,854,775,808 is the lowest
+    (lambda: simulate(seed=-(2**63) - 1), "seed must be at least -9223372036854775808, got -9223372036854775809"),
+    (lambda: simulate(policy="buddy"), "policy must be one of max_reservation, oracle, paged, got 'buddy'"),
+    (lambda: simulate("nope"), "workload must be one of chat, uniform, fixed, long, got 'nope'"),
+    (lambda: simulate(42), "workload must be a name, a Workload or a list of (prompt, output) pairs, got 42"),
+])
+def test_bad_input_messages_in_full(call, message):
+    with pytest.raises(SimError) as info:
+        call()
+    assert str(info.value) == message
+
+
+def test_workload_forms_and_seeds():
+    pairs = [(10, 5), (20, 3)]
+    # a list of pairs is a trace, clipped to the default max_seq_len of 2,048
+    assert simulate(pairs, policy="oracle", capacity_tokens=2048) == simulate(
+        trace_workload(pairs), policy="oracle", capacity_tokens=2048)
+    w = trace_workload(pairs)
+    assert (w.name, w.max_seq_len, w.trace) == ("trace", 2048, ((10, 5), (20, 3)))
+    assert trace_workload(pairs, max_seq_len=12, name="mine").requests() == ((10, 2), (11, 1))
+    # the default workload is chat; a negative seed is a seed like any other
+    assert simulate(policy="oracle") == simulate("chat", policy="oracle")
+    assert simulate(policy="oracle", seed=-1).num_requests == 300
+    assert simulate(policy="oracle", seed=-(2**63)).num_requests == 300
+
+
+def test_compare_passes_every_setting_on():
+    w = Workload("small", lognormal(40, 1.0), uniform(1, 80), num_requests=40, max_seq_len=256)
+    got = compare(w, capacity_bytes=1024 * 131072, bytes_per_token=131072, block_size=8, seed=3)
+    assert list(got) == ["max_reservation", "oracle", "paged"]
+    for policy, r in got.items():
+        assert r == simulate(w, policy=policy, capacity_tokens=1024, block_size=8, seed=3)
+    assert got["paged"].block_size == 8 and got["oracle"].capacity_tokens == 1024
+
+
+def test_partial_blocks_count_the_empty_slots_not_the_filled_ones():
+    # 17 tokens in 16-token blocks: one full block and 1 token in the second, so 15 slots are empty
+    assert partial_block_waste([17], 16) == 15 and partial_block_waste([16, 32], 16) == 0
+    assert expected_partial_block_waste(0, 16) == 0
+    for call, message in [(lambda: partial_block_waste([1], 0), "block_size must be at least 1, got 0"),
+                          (lambda: expected_partial_block_waste(-1, 16), "num_seqs must be at least 0, got -1"),
+                          (lambda: expected_partial_block_waste(1, 0), "block_size must be at least 1, got 0")]:
+        with pytest.raises(SimError) as info:
+            call()
+        assert str(info.value) == message
+
+
+def test_a_trace_is_kept_as_a_tuple_of_pairs():
+    w = Workload("t", trace=[[3, 1], [5, 3]])
+    assert w.trace == ((3, 1), (5, 3)) and hash(w) == hash(Workload("t", trace=((3, 1), (5, 3))))
+    assert trace_workload([(1, 1)]).description == "a given trace"
+
+
+def test_compare_in_token_slots():
+    got = compare(HOLES, capacity_tokens=12, block_size=4)
+    assert got["oracle"] == simulate(HOLES, policy="oracle", capacity_tokens=12)
+    assert got["paged"] == simulate(HOLES, policy="paged", capacity_tokens=12, block_size=4)
+
+
+def test_paged_preemption_after_a_finish_worked_by_hand():
+    # 2 blocks of 4. X = 1 + 1 and A = 2 + 4 take a block each at step 0; C = 3 + 3 waits.
+    # Step 1: X is freed (1 token generated), C is admitted into its block. Step 2: A (5 tokens) and C (5) both
+    # need a second block; A, the older, asks first and none is free: C -- the most recently admitted -- is
+    # preempted after 1 token, re-queued as 4 + 2, and A takes its block. Step 4: A is freed (4 tokens); C'
+    # (5 tokens, 2 blocks) is admitted and freed at step 6 (2 tokens): 1 + 4 + 1 + 2 = 8 tokens generated
+    w = Workload("after", trace=[(1, 1), (2, 4), (3, 3)], max_seq_len=8)
+    r = simulate(w, policy="paged", capacity_tokens=8, block_size=4)
+    assert (r.preemptions, r.recomputed_tokens, r.tokens_generated, r.makespan_steps) == (1, 3 + 1, 8, 6)
+    # window: step 0 (C waits), 1 (C admitted), 2-3 (C' waits), 4 (C' admitted) = 5 steps
+    # tokens 2 + 3 | 4 + 4 | 5 + 6 | 5 = 29; internal 3 | 0 | 3 + 2 | 3 = 11
+    assert (r.window_steps, r.token_slot_steps, r.internal_slot_steps) == (5, 29, 11)
+
+
+def test_two_preemptions_worked_by_hand():
+    # 2 blocks of 4. A = 3 + 3 and B = 1 + 3 take a block each at step 0; C = 3 + 3 waits.
+    # Step 1: A needs a second block: B (the younger) is preempted after 1 token, re-queued as 2 + 2.
+    # Step 3: A is freed; B' (1 block) and C (1 block) are admitted. Step 4: C needs a second block, none is
+    # free, and C is itself the most recently admitted: preempted after 1 token, re-queued as 4 + 2.
+    # Step 5: B' is freed; C' takes 2 blocks and is freed at step 7.
+    w = Workload("twice", trace=[(3, 3), (1, 3), (3, 3)], max_seq_len=8)
+    r = simulate(w, policy="paged", capacity_tokens=8, block_size=4)
+    assert (r.preemptions, r.recomputed_tokens, r.tokens_generated, r.makespan_steps) == (2, (1 + 1) + (3 + 1), 9, 7)
+
+
+def test_seed_defaults_to_0():
+    w = WORKLOADS["uniform"]
+    assert w.requests() == w.requests(0)
+    assert simulate("uniform", policy="oracle") == simulate("uniform", policy="oracle", seed=0)
+
+
+def test_a_stale_event_does_not_hold_up_the_others_of_its_step():
+    # 6 blocks of 2. A = 2 + 3 (2 blocks), B = 3 + 2 (2), C = 1 + 2 (1) all admitted at step 0: 5 blocks, 1 free.
+    # Step 1: B grows into the free block; C, needing one too, is the youngest and preempts itself after 1 token
+    # (re-queued as 2 + 1, needing 2 blocks; 1 is free: it waits). Step 2: B is freed (3 blocks), C's old finish
+    # event is stale, and A (5 tokens) still takes its third block at step 2, before C' is admitted (2 blocks).
+    #   step 0: tokens 3 + 4 + 2 = 9 in 10 slots: internal 1, free 2 (nobody waits)
+    #   step 1: tokens 4 + 5 = 9 in 10 slots: internal 1, external 2 (C' waits)
+    #   step 2: tokens 5 + 3 = 8 in 3 + 2 blocks = 10 slots: internal 2, free 2
+    w = Workload("stale", trace=[(2, 3), (3, 2), (1, 2)], max_seq_len=8)
+    r = simulate(w, policy="paged", capacity_tokens=12, block_size=2)
+    assert (r.window_steps, r.token_slot_steps, r.internal_slot_steps) == (3, 26, 4)
+    assert (r.external_slot_steps, r.free_slot_steps, r.preemptions, r.makespan_steps) == (2, 4, 1, 3)

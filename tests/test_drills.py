@@ -1,14 +1,27 @@
 """kvlib.drills: answers recomputed here, named slips, determinism, and ``kvlib drill``."""
 
 import hashlib
+import io
 import math
 import os
+import random
 import subprocess
 import sys
+from types import MappingProxyType
 
 import pytest
 
-from kvlib.drills import TOPICS, DrillError, Problem, generate, problem_set, seed_for_student
+from kvlib.drills import (
+    TOPICS,
+    DrillError,
+    Problem,
+    Question,
+    generate,
+    problem_set,
+    run_drill,
+    seed_for_student,
+    student_problem,
+)
 from kvlib.slips import diagnose
 
 SEEDS = range(25)
@@ -211,6 +224,20 @@ def test_seed_for_student():
         seed_for_student("")
 
 
+@pytest.mark.parametrize("call, message", [
+    (lambda: student_problem("ada", "nope"), "unknown topic 'nope' (known: kv_per_token, per_sequence, concurrency, "
+                                             "pool, block_waste, mla_vs_gqa, tp_per_gpu, crossover, step_time, fp8, "
+                                             "plan_step)"),
+    (lambda: student_problem(" ", "pool"), "student_id must be a non-empty string, got ' '"),
+    (lambda: student_problem(7, "pool"), "student_id must be a non-empty string, got 7"),
+    (lambda: seed_for_student(7), "student_id must be a non-empty string, got 7"),
+])
+def test_student_input_messages_in_full(call, message):
+    with pytest.raises(DrillError) as info:
+        call()
+    assert str(info.value) == message
+
+
 @pytest.mark.parametrize("call, name", [
     (lambda: generate("nope", 1), "topic"),
     (lambda: generate("fp8", "x"), "seed"),
@@ -301,3 +328,373 @@ def test_cli_drill_student_bad_input_exits_2_with_one_line(args):
     code, out, err = drill(*args)
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+# --- problems built by hand (Llama 3.1 8B's geometry), for the checker and the drill loop -------------------------
+LLAMA_8B = dict(layers=32, kv_heads=8, head_dim=128, dtype_bytes=2, num_heads=32, hidden_size=4096)
+
+
+def _hand_problem(quantity, answer, units, tolerance=0.0, topic="kv_per_token", **inputs):
+    return Problem(topic=topic, seed=0, question="Q?", answer=answer, units=units, tolerance=tolerance,
+                   quantity=quantity, params=MappingProxyType({"model": "Llama 3.1 8B"}),
+                   inputs=MappingProxyType(inputs))
+
+
+# 2 x 32 layers x 8 KV heads x 128 x 2 B = 131,072 B per token
+PER_TOKEN = _hand_problem("kv_bytes_per_token", 131072, "bytes", **LLAMA_8B)
+
+
+def test_public_keeps_the_question_and_drops_the_answer():
+    q = PER_TOKEN.public()
+    assert isinstance(q, Question) and not hasattr(q, "answer")
+    assert (q.topic, q.question, q.units, q.tolerance) == ("kv_per_token", "Q?", "bytes", 0.0)
+    assert isinstance(q.params, MappingProxyType) and dict(q.params) == {"model": "Llama 3.1 8B"}
+    # the step-time drill is asked to 0.5% (its question says so): 0.005 x 100 = 0.5
+    step = generate("step_time", 0).public()
+    assert (step.topic, step.units, step.tolerance, step.tolerance_text()) == ("step_time", "ms", 0.005,
+                                                                             "within 0.5%")
+    assert q.tolerance_text() == "exact"
+    assert Question("t", "Q?", "ms", 0.01, MappingProxyType({})).tolerance_text() == "within 1%"
+
+
+def test_feedback_shows_the_answer_with_its_precision():
+    # whole numbers with thousands separators; floats from 100 up to one decimal; below 100, four figures
+    assert PER_TOKEN.check(131072) == (True, "correct: 131,072 bytes.")
+    assert PER_TOKEN.check(131072, reveal=False) == (True, "correct.")
+    # Llama 3 8B, 16.06 GB of weights, batch 64: 16.06e9 / (131,072 x 64) = 1,914.50 tokens
+    cross = _hand_problem("crossover_context", 16.06e9 / (131072 * 64), "tokens", 0.005, weight_bytes=16.06e9,
+                          batch_size=64, **LLAMA_8B)
+    assert cross.check(1914.5) == (True, "correct: 1,914.5 tokens.")
+    # 13,107,200 B of weights at batch 1: 13,107,200 / 131,072 = 100.0 exactly, shown as '100.0'
+    hundred = _hand_problem("crossover_context", 100.0, "tokens", 0.005, weight_bytes=13_107_200.0, batch_size=1,
+                            **LLAMA_8B)
+    assert hundred.check(100)[1] == "correct: 100.0 tokens."
+    # seed 003 example 5: (16.06e9 + 131,072 x 4,096 x 32) / 3.35e12 s = 9.922 ms
+    step = _hand_problem("decode_step_ms", (16.06e9 + 131072 * 4096 * 32) / 3.35e12 * 1e3, "ms", 0.005,
+                         weight_bytes=16.06e9, seq_len=4096, batch_size=32, bandwidth_bytes_per_s=3.35e12, **LLAMA_8B)
+    assert step.check("9.92 ms") == (True, "correct: 9.922 ms.")
+
+
+def test_hidden_feedback_names_the_slip_and_the_tolerance_only():
+    ok, feedback = PER_TOKEN.check("65536", reveal=False)
+    assert not ok and feedback == ("not quite [missing_kv_factor] (exact): the factor 2 for K and V is missing: "
+                                   "every token stores a key and a value.")
+    step = generate("step_time", 0)
+    ok, feedback = step.check(step.answer * 1.5, reveal=False)   # 50% off, no slip of the catalogue
+    assert not ok and feedback == "not quite (within 0.5%): it matches no known slip: recheck each step."
+    assert PER_TOKEN.check("", reveal=False) == (False, "no answer.")
+    assert PER_TOKEN.check("", reveal=True) == (False, "no answer. The answer is 131,072 bytes.")
+
+
+def test_the_gb_gib_swap_is_named_by_check_and_slip_key():
+    # 131,072 B is 128 KiB exactly; '128 KB' is 128,000 B -- the KiB figure labelled KB
+    ok, feedback = PER_TOKEN.check("128 KB")
+    assert not ok and feedback.startswith("not quite [gb_for_gib]: ") and feedback.endswith(
+        "The answer is 131,072 bytes.")
+    assert PER_TOKEN.slip_key("128 KB") == "gb_for_gib"
+    assert PER_TOKEN.slip_key("128 KiB") is None and PER_TOKEN.check("128 KiB")[0]   # right: no slip
+    assert PER_TOKEN.slip_key("65536") == "missing_kv_factor"
+    assert PER_TOKEN.slip_key("5 parsecs") is None and PER_TOKEN.slip_key("12345") is None
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_run_drill_transcript_when_piped():
+    # piped input: each answer is echoed after its prompt, so the transcript reads like a session
+    out = io.StringIO()
+    result = run_drill([PER_TOKEN] * 3, stdin=io.StringIO("131072\n 65536 \nnonsense\n"), stdout=out)
+    assert result == (1, 3)
+    lines = out.getvalue().split("\n")
+    assert lines[:5] == ["", "Question 1/3 [kv_per_token]", "Q?", "answer (bytes)> 131072",
+                         "correct: 131,072 bytes."]
+    assert lines[5:9] == ["", "Question 2/3 [kv_per_token]", "Q?", "answer (bytes)> 65536"]
+    assert lines[9].startswith("not quite [missing_kv_factor]: 2x too small") and lines[9].endswith(
+        "The answer is 131,072 bytes.")
+    assert lines[10:] == ["", "Question 3/3 [kv_per_token]", "Q?", "answer (bytes)> nonsense",
+                          "expected a number, got 'nonsense'. The answer is 131,072 bytes.", "", "score 1/3",
+                          "slips: missing_kv_factor x1", ""]
+
+
+def test_run_drill_at_a_terminal_with_timings_and_hidden_answers():
+    # a terminal echoes the answer itself; times from a fake clock: started at 100.0, question 1 asked at 101.0
+    # and answered at 103.5 (2.5 s), question 2 asked 104.0 answered 104.5 (0.5 s), question 3 asked 105.0
+    # answered 107.0 (2.0 s), question 4 asked at 108.0 meets the end of input; the whole drill: 110 - 100 = 10.0 s
+    clock = iter([100.0, 101.0, 103.5, 104.0, 104.5, 105.0, 107.0, 108.0, 110.0]).__next__
+    out = io.StringIO()
+    result = run_drill([PER_TOKEN] * 4, stdin=_Terminal("65536\n524288\n65536\n"), stdout=out, timings=True,
+                       clock=clock, reveal=False)
+    assert result == (0, 3)
+    text = out.getvalue()
+    missing = "not quite [missing_kv_factor] (exact): the factor 2 for K and V is missing: every token stores a key " \
+              "and a value."
+    assert text.split("\n")[:5] == ["", "Question 1/4 [kv_per_token]", "Q?", "answer (bytes)> " + missing,
+                                    "(answered in 2.5 s)"]
+    assert "(answered in 0.5 s)" in text and "(answered in 2.0 s)" in text
+    assert "The answer is" not in text and "65536" not in text
+    assert text.endswith("Question 4/4 [kv_per_token]\nQ?\nanswer (bytes)> \n(end of input)\n\n"
+                         "score 0/3 (1 not answered)\nslips: missing_kv_factor x2, query_heads x1\ntime 10.0 s\n")
+
+
+def test_run_drill_reads_and_writes_the_console_by_default(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("131072\n"))
+    assert run_drill([PER_TOKEN]) == (1, 1)
+    out = capsys.readouterr().out
+    assert out == "\nQuestion 1/1 [kv_per_token]\nQ?\nanswer (bytes)> 131072\ncorrect: 131,072 bytes.\n\nscore 1/1\n"
+
+
+# --- what each generator draws from (the choices its question may state), over 60 seeds -----------------------------
+DRAW_SEEDS = range(60)
+# what each question asks for, read from its wording; the two "(to 0.5%)" questions carry a 0.005 tolerance
+UNITS = {"kv_per_token": "bytes", "per_sequence": "bytes", "concurrency": "sequences", "pool": "tokens",
+         "block_waste": "token slots", "mla_vs_gqa": "bytes", "tp_per_gpu": "bytes", "crossover": "tokens",
+         "step_time": "ms", "fp8": "tokens", "plan_step": "nodes"}
+CONTEXTS = {1024, 2048, 4096, 8192, 16384, 32768}
+
+
+def _drawn(topic):
+    return [generate(topic, s) for s in DRAW_SEEDS]
+
+
+@pytest.mark.parametrize("topic", sorted(TOPICS))
+def test_units_tolerance_and_model_of_every_question(topic):
+    for p in _drawn(topic):
+        assert p.units == UNITS[topic]
+        assert p.tolerance == (0.005 if topic in ("crossover", "step_time") else 0.0)
+        assert ("(to 0.5%)" in p.question) == bool(p.tolerance)
+        if topic != "block_waste":       # the only question about no model
+            assert p.params["model"] in p.question and p.params["model"] in {
+                "Qwen/Qwen2.5-32B", "Qwen/Qwen2.5-7B", "Qwen/Qwen3-0.6B", "meta-llama/Llama-2-70b-chat-hf",
+                "meta-llama/Llama-2-7b-hf", "meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.3-70B-Instruct",
+                "mistralai/Mixtral-8x7B-v0.1", "openai-community/gpt2-large", "deepseek-ai/DeepSeek-V3"}
+
+
+def test_block_waste_draws():
+    problems = _drawn("block_waste")
+    # 50 to 500 sequences in steps of 10; block sizes the powers of two from 8 to 256
+    assert all(p.params["num_seqs"] % 10 == 0 and 50 <= p.params["num_seqs"] <= 500 for p in problems)
+    assert {p.params["block_size"] for p in problems} == {8, 16, 32, 64, 128, 256}
+    for p in problems:
+        assert p.question.startswith(f"{p.params['num_seqs']} sequences run with KV blocks of "
+                                     f"{p.params['block_size']} tokens")
+
+
+def test_mla_draws():
+    # DeepSeek V3's config.json: 61 layers, qk_nope_head_dim 128 + qk_rope_head_dim 64 = a q/k head dim of 192
+    problems = _drawn("mla_vs_gqa")
+    assert {p.params["dtype_bytes"] for p in problems} == {1, 2}
+    assert {p.params["layers"] for p in problems} == {61, 27, 60}
+    for p in problems:
+        assert p.params["qk_head_dim"] == 192 and "a query/key head dim of 192" in p.question
+        assert p.params["num_heads"] == 128 and "128 heads" in p.question
+        # read as multi-head attention: 2 x L x 128 heads x 192 x b, the slip the catalogue names mla_as_mha
+        assert p.slip_key(2 * p.params["layers"] * 128 * 192 * p.params["dtype_bytes"]) == "mla_as_mha"
+        dtype = {2: "KV cache in bf16 (2 byte(s) per element)", 1: "KV cache in fp8 (1 byte(s) per element)"}
+        assert dtype[p.params["dtype_bytes"]] in p.question
+        layers = p.params["layers"]
+        if layers == 61:
+            assert p.question.startswith("deepseek-ai/DeepSeek-V3 uses multi-head latent attention")
+        else:
+            assert p.question.startswith(f"A model shaped like deepseek-ai/DeepSeek-V3 but with {layers} layers uses")
+
+
+def test_tp_draws_a_degree_that_divides_or_replicates_the_kv_heads():
+    problems = _drawn("tp_per_gpu")
+    for p in problems:
+        kv, tp = p.params["kv_heads"], p.params["tp"]
+        assert kv % tp == 0 or tp % kv == 0
+        assert f"served with tensor parallelism over {tp} GPUs" in p.question
+    # the 8-KV-head models take every degree: 2 and 4 split the heads, 8 gives one each, 16 replicates
+    assert {p.params["tp"] for p in problems if p.params["kv_heads"] == 8} == {2, 4, 8, 16}
+
+
+def test_context_batch_and_user_draws():
+    assert {p.params["seq_len"] for p in _drawn("per_sequence")} == CONTEXTS
+    assert {p.params["seq_len"] for p in _drawn("concurrency")} == CONTEXTS
+    step = _drawn("step_time")
+    assert {p.params["seq_len"] for p in step} == CONTEXTS
+    assert {p.params["batch_size"] for p in step} == {1, 8, 16, 32, 64}
+    assert {p.params["batch_size"] for p in _drawn("crossover")} == {8, 16, 32, 64, 128}
+    plan = _drawn("plan_step")
+    assert {p.params["users"] for p in plan} == {200, 500, 1000, 2000, 5000}
+    assert {p.params["seq_len"] for p in plan} == {2048, 4096, 6000, 8192, 16384}
+    assert {p.params["tp"] for p in plan} == {8}
+
+
+def test_budgets_are_stated_to_the_hundredth_of_a_gb():
+    # a budget is a whole number of 0.01 GB (10^7 B), in the range its question allows, and stated in GB;
+    # over 200 seeds the draws reach within 1 GB of both ends of the range
+    for topic, key, low, high in [("concurrency", "budget_bytes", 10e9, 70e9), ("fp8", "budget_bytes", 10e9, 70e9),
+                                  ("plan_step", "pool_bytes_per_gpu", 40e9, 70e9)]:
+        budgets = []
+        for p in (generate(topic, s) for s in range(200)):
+            budget = p.params[key]
+            assert budget % 10**7 == 0 and low <= budget <= high
+            assert f"{budget / 1e9:,.2f} GB (10^9 bytes)" in p.question
+            budgets.append(budget)
+        assert min(budgets) < low + 1e9 and max(budgets) > high - 1e9, topic
+        if topic == "plan_step":   # 200 draws over 3,000 values: the lowest is within 1% (0.4 GB) of 40 GB
+            assert min(budgets) < 1.01 * low
+
+
+def test_pool_draws():
+    problems = _drawn("pool")
+    # vLLM's default gpu_memory_utilization: 0.9 before 0.20, 0.92 from 0.20; 2 or 3 GB of other allocations
+    assert {p.params["utilization"] for p in problems} == {0.9, 0.92}
+    assert {p.params["other_bytes"] for p in problems} == {2 * 10**9, 3 * 10**9}
+    # every bundled GPU of 40 GB or more (the 24 GB and 16 GB cards hold too few of the bundled models)
+    big = {"A100-40GB", "A100-80GB", "B200", "H100-PCIe", "H100-SXM", "H200", "L40S", "MI300X"}
+    assert {p.params["gpu"] for p in problems} == big
+    assert {p.params["gpu"] for p in _drawn("step_time")} == big
+    for p in problems:
+        # the weights are stated to 0.01 GB, and the model leaves room: weights under 60% of what CUDA reports
+        assert p.params["weight_bytes"] % 10**7 == 0
+        assert p.params["weight_bytes"] < 0.6 * p.params["gpu_bytes"] + 10**7
+        assert f"CUDA reports {p.params['gpu_bytes'] / 2**30:.2f} GiB" in p.question
+
+
+class _FlushRecorder(io.StringIO):
+    flushed = 0
+
+    def flush(self):
+        self.flushed = len(self.getvalue())
+
+
+class _Keyboard(_Terminal):
+    """A terminal whose reader checks that the prompt was flushed to the screen before it waits."""
+
+    def __init__(self, text, screen):
+        super().__init__(text)
+        self.screen = screen
+
+    def readline(self, *args):
+        assert self.screen.flushed == len(self.screen.getvalue()), "the prompt is not on the screen yet"
+        return super().readline(*args)
+
+
+def test_run_drill_shows_the_prompt_before_waiting_for_the_answer():
+    screen = _FlushRecorder()
+    assert run_drill([PER_TOKEN] * 2, stdin=_Keyboard("131072\n131072\n", screen), stdout=screen) == (2, 2)
+
+
+# --- reading typed answers (the parser's corners), on Qwen3-0.6B at 2,048 tokens: 2^28 = 268,435,456 B ----------
+def test_typed_figures_read_to_the_precision_typed():
+    p = generate("per_sequence", 2)
+    assert p.answer == 2**28
+    # '268 MB' means 268 +- 0.5 MB (0.19%): 268,435,456 is 0.16% above 268e6, so right
+    assert p.check("268 MB")[0]
+    # '2.684e2 MB' has four significant figures like '268.4 MB': half a unit is 0.05 / 268.4 = 0.019%, and
+    # 268.4e6 is 0.013% off; the exponent does not count as digits
+    assert p.check("2.684e2 MB")[0] and p.check("2.684E2 MB")[0]
+    # digit groups: commas and underscores are dropped before reading, in byte units too
+    assert p.check("268_435_456")[0] and p.check("262_144 KiB")[0]
+    # 0 MB has no last digit to take half of: it is read exactly, and is wrong
+    assert p.check("0 MB") == (False, "not quite: wrong sign or zero, and it matches no known slip: recheck each "
+                                      "factor. The answer is 268,435,456 bytes.")
+
+
+def test_a_typed_slip_is_recognised_within_the_typed_precision():
+    p = generate("per_sequence", 2)
+    # half the answer (the missing 2 for K and V) is 134,217,728 B; '134.2 MB' is 0.013% off it, within half its
+    # last digit (0.05 / 134.2 = 0.037%)
+    assert p.slip_key("134.2 MB") == "missing_kv_factor"
+    # '268.4 MiB' is the MB figure labelled MiB: read as MB (268.4e6) it is within its typed precision of the answer
+    assert p.slip_key("268.4 MiB") == "gb_for_gib"
+    assert p.check("268.4 MiB")[1].startswith("not quite [gb_for_gib]: ")
+
+
+def test_whole_numbers_are_compared_exactly_and_decimals_to_one_part_in_a_billion():
+    # Llama 3.1 8B at 32,768 tokens: 131,072 x 32,768 = 4,294,967,296 B (4 GiB). One byte more is 2.3e-10 off:
+    # typed as a whole number it is compared exactly, so wrong, with or without digit groups
+    big = _hand_problem("kv_bytes_per_sequence", 2**32, "bytes", seq_len=32768, **LLAMA_8B)
+    assert big.check("4294967296")[0]
+    assert not big.check("4294967297")[0] and not big.check("4_294_967_297")[0]
+    # typed with a decimal point it is a float, compared to one part in a billion: 2.3e-10 off is within
+    assert big.check("4294967297.0")[0]
+    # half of 131,072, typed with a decimal point: a float, compared to 1e-9, still the missing factor 2
+    assert PER_TOKEN.check("65536.0")[0] is False and PER_TOKEN.slip_key("65536.0") == "missing_kv_factor"
+
+
+def test_answers_in_a_unit_other_than_the_question_asks():
+    assert generate("concurrency", 1).check("12 parsecs", reveal=False) == (
+        False, "the answer is asked in sequences, not 'parsecs'.")
+    # a hand-made problem may ask in a unit the drills do not list: the unit itself is accepted
+    flops = _hand_problem("kv_bytes_per_token", 131072, "flops", **LLAMA_8B)
+    assert flops.check("131072 flops") == (True, "correct: 131,072 flops.")
+    assert flops.check("131072 B", reveal=False) == (False, "the answer is asked in flops, not 'B'.")
+
+
+def test_stated_weights_and_bandwidth():
+    # bf16 weights to 0.01 GB: Llama 3.1 8B 8,030,261,248 x 2 B = 16.06 GB; Llama 3.3 70B 70,553,706,496 x 2 B =
+    # 141.11 GB (parameter counts of the model cards' safetensors)
+    for topic in ("crossover", "step_time"):
+        stated = {p.params["model"]: p.params["weight_bytes"] for p in _drawn(topic)}
+        assert stated["meta-llama/Llama-3.1-8B"] == 16_060_000_000
+        assert stated["meta-llama/Llama-3.3-70B-Instruct"] == 141_110_000_000
+    # bandwidth in TB/s as the data sheets give it: H100 SXM 3.35, L40S 0.864
+    for p in _drawn("step_time"):
+        shown = {"H100-SXM": "(3.35 TB/s, 10^12 bytes/s)", "L40S": "(0.864 TB/s, 10^12 bytes/s)"}
+        if p.params["gpu"] in shown:
+            assert shown[p.params["gpu"]] in p.question
+
+
+def test_plan_step_models_split_or_replicate_over_8_gpus():
+    models = {p.params["model"]: p.params["kv_heads"] for p in _drawn("plan_step")}
+    # 4 KV heads (Qwen2.5-7B) replicate over 8 GPUs, 32 (Llama 2 7B) split; GPT-2 large's 20 heads do neither
+    assert models["Qwen/Qwen2.5-7B"] == 4 and models["meta-llama/Llama-2-7b-hf"] == 32
+    assert "openai-community/gpt2-large" not in models
+    assert all(kv % 8 == 0 or 8 % kv == 0 for kv in models.values())
+
+
+def test_the_config_a_question_states():
+    # Qwen3-0.6B's config.json: 28 layers, 16 query heads, 8 KV heads, head_dim 128 (not 1,024 / 16 = 64), hidden 1,024
+    p = generate("kv_per_token", 1)
+    assert p.params["model"] == "Qwen/Qwen3-0.6B"
+    assert (p.params["layers"], p.params["num_heads"], p.params["kv_heads"], p.params["head_dim"],
+            p.params["hidden_size"]) == (28, 16, 8, 128, 1024)
+    assert p.question.startswith("Qwen/Qwen3-0.6B (config.json: num_hidden_layers 28, num_attention_heads 16, "
+                                 "num_key_value_heads 8, head_dim 128, hidden_size 1024), KV cache in bf16 "
+                                 "(2 bytes per element). ")
+    for p in _drawn("fp8"):
+        assert "KV cache in fp8 (1 byte per element)" in p.question and p.params["dtype_bytes"] == 1
+
+
+def test_pool_questions_state_the_gpu_as_its_data_sheet_and_cuda_do():
+    # H100 SXM: 80 GB on the label, 79.18 GiB = 85,018,877,624 B as CUDA reports it (torch.cuda.mem_get_info)
+    h100 = [p for p in _drawn("pool") if p.params["gpu"] == "H100-SXM"]
+    assert h100 and all(p.params["gpu_bytes"] == 85_018_877_624 and p.params["label_bytes"] == 80 * 10**9
+                        for p in h100)
+    assert "on one H100-SXM (label 80 GB; CUDA reports 79.18 GiB)" in h100[0].question
+    # a model is drawn for a GPU when its bf16 weights take under 60% of what CUDA reports: Qwen2.5-32B
+    # (65.53 GB) fits an H200 (0.6 x 150.11 GB = 90.07 GB), Mixtral 8x7B (93.41 GB) a B200 (0.6 x 191.56 = 114.93)
+    pairs = {(p.params["gpu"], p.params["model"]) for p in (generate("pool", s) for s in range(200))}
+    assert ("H200", "Qwen/Qwen2.5-32B") in pairs and ("B200", "mistralai/Mixtral-8x7B-v0.1") in pairs
+    assert ("H100-SXM", "Qwen/Qwen2.5-32B") not in pairs     # 65.53 GB > 0.6 x 85.02 GB = 51.01 GB
+
+
+def test_defaults_and_sub_seeds_of_a_problem_set():
+    assert generate("fp8") == generate("fp8", 0)
+    assert problem_set() == problem_set(0, 5) and len(problem_set()) == 5
+    assert len(problem_set(3, 1)) == 1
+    # each problem's seed is the next 63 random bits of random.Random(seed) (one topic: nothing else is drawn)
+    rng = random.Random(7)
+    assert [p.seed for p in problem_set(7, 3, topic="fp8")] == [rng.getrandbits(63) for _ in range(3)]
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: generate("nope"), "unknown topic 'nope' (known: kv_per_token, per_sequence, concurrency, pool, "
+                               "block_waste, mla_vs_gqa, tp_per_gpu, crossover, step_time, fp8, plan_step)"),
+    (lambda: problem_set(1, 3, topic="nope"), "unknown topic 'nope' (known: kv_per_token, per_sequence, concurrency, "
+                                              "pool, block_waste, mla_vs_gqa, tp_per_gpu, crossover, step_time, fp8, "
+                                              "plan_step)"),
+    (lambda: problem_set(1, True), "count must be a positive integer, got True"),
+    (lambda: problem_set(1, "3"), "count must be a positive integer, got '3'"),
+    (lambda: problem_set(1, 0), "count must be a positive integer, got 0"),
+    (lambda: generate("fp8", 1.0), "seed must be an integer, got 1.0"),
+])
+def test_drill_input_messages_in_full(call, message):
+    with pytest.raises(DrillError) as info:
+        call()
+    assert str(info.value) == message
