@@ -30,7 +30,7 @@ from types import MappingProxyType
 
 from .config import bundled_models, load_model
 from .gpus import GPUS
-from .slips import SLIPS, diagnose
+from .slips import diagnose
 from .spec import FULL
 from .units import GB, GiB, parse_bytes
 from .vllm.engine import default_utilization
@@ -91,8 +91,8 @@ class Problem:
         d = self._diagnose(value, typed_tol)
         if d.correct:
             return True, f"correct: {_fmt(self.answer)} {self.units}." if reveal else "correct."
-        if d.slip is None and swapped is not None and self._diagnose(swapped, typed_tol).correct:
-            return False, f"not quite [gb_for_gib]: {SLIPS['gb_for_gib']}{shown}"
+        if d.slip is None and swapped is not None and self._diagnose(swapped[0], typed_tol).correct:
+            return False, f"not quite [gb_for_gib]: {_unit_mixup(swapped[1])}{shown}"
         slip = f" [{d.slip.key}]" if d.slip else ""
         if not reveal:
             how = d.slip.message if d.slip else "it matches no known slip: recheck each step."
@@ -118,7 +118,7 @@ class Problem:
         d = self._diagnose(value, typed_tol)
         if d.slip:
             return d.slip.key
-        if not d.correct and swapped is not None and self._diagnose(swapped, typed_tol).correct:
+        if not d.correct and swapped is not None and self._diagnose(swapped[0], typed_tol).correct:
             return "gb_for_gib"
         return None
 
@@ -144,8 +144,20 @@ _SWAP = {"kb": "kib", "mb": "mib", "gb": "gib", "tb": "tib"}
 _SWAP.update({v: k for k, v in _SWAP.items()})
 
 
+def _unit_mixup(unit: str) -> str:
+    """The decimal/binary mix-up of the unit typed, with its own size: 2.4% for KB, 7.4% for GB.
+
+    >>> _unit_mixup("mib")
+    'you mixed MB (10^6) and MiB (2^20): a 4.9% error.'
+    """
+    decimal = unit[0].upper() + "B"
+    power = "kmgt".index(unit[0]) + 1
+    error = 1024 ** power / 1000 ** power - 1
+    return f"you mixed {decimal} (10^{3 * power}) and {decimal[0]}iB (2^{10 * power}): a {error:.1%} error."
+
+
 def _parse_answer(answer, units):
-    """(value, problem, value with GB and GiB swapped, tolerance of the digits typed).
+    """(value, problem, (value with GB and GiB swapped, unit typed) or None, tolerance of the digits typed).
 
     A figure typed in a byte unit ('1.83 GiB') is read as exactly as it was
     typed: half a unit in its last digit, as a relative tolerance, but never
@@ -170,7 +182,7 @@ def _parse_answer(answer, units):
         mantissa = number.lower().split("e")[0]
         decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
         typed_tol = min(0.005, 0.5 * 10**-decimals / float(mantissa)) if float(mantissa) else 0.0
-        swapped = float(parse_bytes(number + _SWAP[unit])) if unit in _SWAP else None
+        swapped = (float(parse_bytes(number + _SWAP[unit])), unit) if unit in _SWAP else None
         return float(value), None, swapped, typed_tol  # floats: diagnose compares ints exactly
     if unit and unit not in _UNIT_WORDS.get(units, {units}):
         return None, f"the answer is asked in {units}, not {match.group(2)!r}.", None, 0.0

@@ -391,6 +391,8 @@ def test_the_gb_gib_swap_is_named_by_check_and_slip_key():
     ok, feedback = PER_TOKEN.check("128 KB")
     assert not ok and feedback.startswith("not quite [gb_for_gib]: ") and feedback.endswith(
         "The answer is 131,072 bytes.")
+    # the size of the mix-up typed, not GB's: 1,024 / 1,000 - 1 = 2.4% for KB
+    assert "you mixed KB (10^3) and KiB (2^10): a 2.4% error." in feedback and "7.4%" not in feedback
     assert PER_TOKEN.slip_key("128 KB") == "gb_for_gib"
     assert PER_TOKEN.slip_key("128 KiB") is None and PER_TOKEN.check("128 KiB")[0]   # right: no slip
     assert PER_TOKEN.slip_key("65536") == "missing_kv_factor"
@@ -603,6 +605,8 @@ def test_a_typed_slip_is_recognised_within_the_typed_precision():
     # '268.4 MiB' is the MB figure labelled MiB: read as MB (268.4e6) it is within its typed precision of the answer
     assert p.slip_key("268.4 MiB") == "gb_for_gib"
     assert p.check("268.4 MiB")[1].startswith("not quite [gb_for_gib]: ")
+    # 2^20 / 10^6 - 1 = 4.8576%: MB against MiB, printed to one decimal
+    assert "you mixed MB (10^6) and MiB (2^20): a 4.9% error." in p.check("268.4 MiB")[1]
 
 
 def test_whole_numbers_are_compared_exactly_and_decimals_to_one_part_in_a_billion():
