@@ -71,8 +71,11 @@ FAST_TESTS = [
     "tests/test_vllm.py", "tests/test_vllm_log.py", "tests/test_vllm_engine.py", "tests/test_vllm_layout.py",
     "tests/test_vllm_tokens.py", "tests/test_vllm_predict.py", "tests/test_vllm_pool.py",
     "tests/test_vllm_report.py", "tests/test_vllm_mismatch.py", "tests/test_vllm_cli.py", "tests/test_vllm_pp.py",
-    "tests/test_vllm_bundled.py", "tests/test_vllm_cpu_runs.py",
+    "tests/test_vllm_bundled.py", "tests/test_vllm_cpu_runs.py", "tests/test_vllm_cpu.py",
 ]
+# Data the fast tests read, copied beside them: the real vLLM CPU engine starts that tests/test_vllm_cpu.py
+# predicts block for block.
+FIXTURES = ["tests/fixtures/vllm_cpu"]
 # Left out of mutation runs (still in the quick tier):
 DESELECT = {
     # 10 s of random text through the whole log reader: every mutant of vllm/log.py would pay it;
@@ -129,6 +132,8 @@ def _copy_tests() -> None:
     """The fast tests (as they are now) into the scratch folder; mutmut copies them on into mutants/."""
     for name in ["conftest.py"] + [Path(t).name for t in _fast_tests()]:
         shutil.copy2(ROOT / "tests" / name, WORK / "tests" / name)
+    for folder in FIXTURES:
+        shutil.copytree(ROOT / folder, WORK / folder, dirs_exist_ok=True)
     with open(WORK / "tests" / "conftest.py", "a") as conftest:
         conftest.write(OWN_TESTS_FIRST)
 
