@@ -283,8 +283,8 @@ def test_tokens_no_block_count_gives():
     assert p.derived_blocks_min is None and p.implied_available_bytes_min is None
     assert p.implied_available_bytes_max is None and p.error_blocks is None
     assert p.error_tokens == 1000001 - 1365250
-    assert "imply about" not in p.reason and p.reason.endswith("-- wrong model or settings? (the engine config names "
-                                                               "'$MODEL')")
+    assert p.reason.endswith("block size 128), 10,922 blocks -- wrong model or settings? (the engine config names "
+                             "'$MODEL')")
 
 
 def test_fractional_space_is_a_range():
@@ -451,7 +451,7 @@ def test_tokens_that_several_block_counts_print():
     # 0 tokens: N = 0 to 2; no ratio from zero blocks (and no division by it).
     p = predict_cpu_from_log(gemma_len1("0", "0.00"), spec_of(GEMMA))
     assert (p.derived_blocks_min, p.derived_blocks_max, p.error_blocks) == (0, 2, 2 - 4096)
-    assert "imply about" not in p.reason
+    assert "imply about" not in p.reason and "10,922" not in p.reason and "4,096 blocks -- wrong model" in p.reason
 
 
 def test_mla_notes_and_element_bytes():
@@ -523,3 +523,23 @@ def test_log_block_size_from_the_backend_line():
     assert log_block_size(edited(ref, drop=("block_size=",))) == 16
     assert log_block_size(edited(ref, drop=("block_size=", "Using CPU_MLA backend."))) == 128
     assert log_block_size(start_of(GEMMA)) == 128
+
+
+def test_predict_cpu_mla_default_is_the_amx_kernel():
+    # deepseek_mla ran on a CPU with AMX tiles (AMX_MLA): the engine reported block 128; amx=False is the
+    # reference kernel's 16 (deepseek_mla_ref's engine_reported block_size).
+    mla = FIXTURES / "deepseek_mla" / "kv1g_len1000.log"
+    assert predict_cpu(spec_of(mla), GIB, 1000).block_size == sidecar(mla)["engine_reported"]["block_size"] == 128
+    ref = FIXTURES / "deepseek_mla_ref" / "kv1g_len1000.log"
+    assert predict_cpu(spec_of(mla), GIB, 1000, amx=False).block_size == sidecar(ref)["engine_reported"]["block_size"]
+
+
+def test_linear_attention_hybrid_is_refused(tmp_path):
+    # A layer with no KV cache (linear attention, as in Qwen3-Next): vLLM aligns the block size to the state
+    # page there, which is not modelled -- a one-line error, not a count.
+    config = json.loads((FIXTURES / "gemma2_hybrid" / "config.json").read_text())
+    config["layer_types"][0] = "linear_attention"
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    with pytest.raises(VllmLogError, match="linear-attention hybrids .* are not modelled"):
+        predict_cpu(load_model(str(path)), GIB, 1000)
