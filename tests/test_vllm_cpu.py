@@ -543,3 +543,25 @@ def test_linear_attention_hybrid_is_refused(tmp_path):
     path.write_text(json.dumps(config))
     with pytest.raises(VllmLogError, match="linear-attention hybrids .* are not modelled"):
         predict_cpu(load_model(str(path)), GIB, 1000)
+
+
+def test_log_without_parallel_sizes_means_one_rank():
+    # No tensor_parallel_size / pipeline_parallel_size in the engine config line: one rank, one stage.
+    start = edited(GQA, ("tensor_parallel_size=1, ", ""), ("pipeline_parallel_size=1, ", ""))
+    p = predict_cpu_from_log(start, spec_of(GQA))
+    assert (p.tensor_parallel_size, p.pipeline_parallel_size, p.tokens_min, len(p.notes)) == (1, 1, 1365250, 1)
+
+
+def test_more_tokens_than_a_range_allows():
+    # 1.25 GiB (range 1,699,750 to 1,713,375 tokens, worked above); 2,000,000 printed (N = 16,000):
+    # 2,000,000 - 1,713,375 = 286,625 tokens and 16,000 - 13,707 = 2,293 blocks over the top of the range.
+    start = edited(GQA, ("(1.0/20.21)", "(1.25/20.21)"), ("1,365,250 tokens", "2,000,000 tokens"))
+    p = predict_cpu_from_log(start, spec_of(GQA))
+    assert (p.error_tokens, p.error_blocks) == (286625, 2293)
+
+
+def test_ratio_uses_the_smallest_block_count():
+    # gemma2_hybrid at max_model_len 1: 10 tokens = int(N / 3) for N = 30 to 32; 2^30 / 30 = 35,791,394.1 B
+    # per block, / 262,144 = 136.53x (N = 32 would give 128.00x).
+    p = predict_cpu_from_log(gemma_len1("10", "10.00"), spec_of(GEMMA))
+    assert "imply about 35,791,394 B per block, 136.53x the 262,144 B" in p.reason
