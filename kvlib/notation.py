@@ -135,7 +135,12 @@ SYMBOLS: tuple[Symbol, ...] = (
 )
 
 def by_letter(letter: str) -> Symbol:
-    """The row of ``letter``; KeyError naming it when the table has none."""
+    """The row of ``letter``; KeyError naming it when the table has none.
+
+    >>> by_letter("Q")
+    Traceback (most recent call last):
+    KeyError: "no letter 'Q' in the notation table (kvlib/notation.py)"
+    """
     for symbol in SYMBOLS:
         if symbol.letter == letter:
             return symbol
@@ -143,10 +148,18 @@ def by_letter(letter: str) -> Symbol:
 
 
 def letters() -> frozenset:
-    """Every letter of the table."""
+    """Every letter of the table.
+
+    >>> sorted(letters() & {"L", "K", "D", "b", "d_c", "x"})     # x is no letter of the table
+    ['D', 'K', 'L', 'b', 'd_c']
+    """
     return frozenset(s.letter for s in SYMBOLS)
 
 
 def code_names() -> frozenset:
-    """Every name code may use for a quantity of the table: ``name`` and ``kvlib_keywords``."""
+    """Every name code may use for a quantity of the table: ``name`` and ``kvlib_keywords``.
+
+    >>> sorted(code_names() & {"num_kv_heads", "kv_heads", "latent_dim", "K"})   # K is a letter, not a name
+    ['kv_heads', 'latent_dim', 'num_kv_heads']
+    """
     return frozenset(n for s in SYMBOLS for n in (s.name, *s.kvlib_keywords))

@@ -47,7 +47,7 @@ from fractions import Fraction
 
 from ..spec import ModelSpec
 from ..units import GiB
-from .engine import V1, VllmLogError, as_version, group_rule, parse_version
+from .engine import V1, VllmLogError, group_rule, parse_version
 from .layout import MLA_PACKED_BYTES, kv_element_bytes, layer_page_bytes, stage_layouts
 from .log import EngineStart, gib_window
 from .predict import LogPrediction
@@ -121,13 +121,16 @@ class CpuForecast:
         return (self.block_size,) * len(self.groups) if len(self.groups) > 1 else None
 
 
+# The CPU path is modelled for the pinned release only (another release gets its rules, with a note).
+PINNED_GROUP_RULE = group_rule(parse_version(PINNED_VERSION))
+
+
 def _scenario(spec: ModelSpec, bs: int, kv_cache_dtype, model_dtype, max_model_len: int, batched: int,
-              version, tp: int = 1, pp: int = 1) -> Scenario:
+              tp: int = 1, pp: int = 1) -> Scenario:
     page = layer_page_bytes(spec, bs, kv_cache_dtype, tp=tp, model_dtype=model_dtype)
-    layouts = tuple(stage_layouts(spec, V1, pp, group_rule(as_version(version)), page))
+    layouts = tuple(stage_layouts(spec, V1, pp, PINNED_GROUP_RULE, page))
     # f_multiplier 1: VllmConfig.max_in_flight_tokens = max_num_batched_tokens x pp, async scheduling off on CPU
-    return Scenario(V1, "concurrency", group_rule(as_version(version)), 1, layouts, bs, max_model_len, batched,
-                    spec, tp=tp)
+    return Scenario(V1, "concurrency", PINNED_GROUP_RULE, 1, layouts, bs, max_model_len, batched, spec, tp=tp)
 
 
 def _positive(name: str, value) -> int:
@@ -155,7 +158,7 @@ def predict_cpu(spec: ModelSpec, kv_space_bytes: int, max_model_len: int, *, kv_
     _positive("max_model_len", max_model_len)
     _positive("max_num_batched_tokens", max_num_batched_tokens)
     bs = _positive("block_size", block_size) if block_size is not None else cpu_block_size(spec, amx)
-    s = _scenario(spec, bs, kv_cache_dtype, model_dtype, max_model_len, max_num_batched_tokens, PINNED_VERSION)
+    s = _scenario(spec, bs, kv_cache_dtype, model_dtype, max_model_len, max_num_batched_tokens)
     layout = s.layouts[0]
     n = kv_space_bytes // layout.bytes_per_block
     return CpuForecast(block_size=bs, page_bytes=layout.page_bytes, group_size=layout.group_size,
@@ -223,7 +226,7 @@ def predict_cpu_from_log(start: EngineStart, spec: ModelSpec, *, block_size: int
         notes.append("TP/PP on the CPU backend is not checked against the engine here; the GPU layout rules are used")
     batched = max_num_batched_tokens or start.max_num_batched_tokens or CPU_LLM_BATCHED_TOKENS
     mml = start.max_model_len
-    s = _scenario(spec, bs, kv, start.dtype, mml, batched, PINNED_VERSION, tp_used, pp_used)
+    s = _scenario(spec, bs, kv, start.dtype, mml, batched, tp_used, pp_used)
     lo, hi, exact = _space_window(start)
     n_min, n_max = lo // s.b_max, hi // s.b_max
     if not exact:
@@ -285,7 +288,7 @@ def predict_cpu_from_log(start: EngineStart, spec: ModelSpec, *, block_size: int
         reason = f"does not agree (CPU path): {cause}, {at}{ratio} -- wrong model or settings?"
         if start.model:
             reason += f" (the engine config names {start.model!r})"
-    if notes and notes[0].startswith(("only vLLM", "version not printed")):
+    if notes[0].startswith(("only vLLM", "version not printed")):
         reason += f" [{notes[0]}]"
     return LogPrediction(**base, compared="gpu_kv_cache_tokens", logged=logged, agrees=not misses,
                          error_blocks=err_b, error_tokens=err_t, reason=reason, cause=cause, notes=tuple(notes))
