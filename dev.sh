@@ -182,10 +182,11 @@ cmd_open() {
 }
 
 # Heavy tests (tests/heavy_tests.txt: kernels, sandboxes, servers, browsers, the engine): the quick tier
-# leaves them out, with the tests marked slow or kernel elsewhere. ./dev.sh test (CI) runs everything on
-# two pytest-xdist workers, a file at a time, the serial heavy tests as one unit on one worker
-# (tests/conftest.py); collection order (tests/browser first, no reordering by size) hands that unit out
-# first, so the other worker takes the rest.
+# leaves them out, with the tests marked slow or kernel elsewhere, and spreads the rest over two
+# pytest-xdist workers. ./dev.sh test (CI) runs everything in one process, one test after another: on 2
+# cores a second worker slows the browser tests enough to miss their waits. With more cores,
+# ./dev.sh test -n 2 --dist loadfile keeps the serial heavy tests as one unit on one worker
+# (tests/conftest.py).
 WORKERS=(-n 2)
 
 heavy_args() {
@@ -212,14 +213,14 @@ cmd_test() {
     fi
     setup
     cd "$ROOT"
-    local paths=() workers=()
-    # Default paths when none is given: tests/ plus the packages' doctests, on two workers.
+    local paths=()
+    # Default paths when none is given: tests/ plus the packages' doctests.
     local arg has_path=0
     for arg in "$@"; do
         [[ "$arg" == -* ]] || [[ ! -e "${arg%%::*}" ]] || has_path=1
     done
-    [[ $has_path -eq 1 ]] || { paths=(tests kvlib kvdisplay autograder); workers=("${WORKERS[@]}" --dist loadfile --no-loadscope-reorder); }
-    exec "$PY" -m pytest "${paths[@]}" "${workers[@]}" "$@"
+    [[ $has_path -eq 1 ]] || paths=(tests kvlib kvdisplay autograder)
+    exec "$PY" -m pytest "${paths[@]}" "$@"
 }
 
 cmd_build() {

@@ -17,7 +17,7 @@ def test_every_entry_names_a_test_that_exists():
 
 
 def test_the_browser_tests_come_first_in_collection_order():
-    # ./dev.sh test hands out units in collection order: the serial unit must be the first one created,
+    # with --no-loadscope-reorder, units go out in collection order: the serial unit must be the first one created,
     # or a worker would run in-process files before starting the longest unit.
     assert C.heavy_entries("serial")[0] == "tests/browser"
     assert sorted(p.name for p in (C.REPO / "tests").iterdir() if p.is_dir() and p.name < "browser"
