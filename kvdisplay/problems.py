@@ -3,7 +3,7 @@
 A worked problem follows one shape: the question and its assumptions in view, then,
 folded in ``<details>``, the formula, every substitution with what its symbol stands
 for, the result in bold with its units, and one sanity line. An erratum box comes
-after the folded answer it corrects; it quotes the claim, says who makes it in plain
+inside the folded answer it corrects, after the answer (``worked_problem(..., after=[...])``); it quotes the claim, says who makes it in plain
 words, where it goes wrong, and the computed figure. A rounding of a fraction of a
 percent is a footnote, not an erratum.
 
@@ -18,7 +18,7 @@ from IPython.display import HTML, Markdown
 
 
 def worked_problem(number: int, question: str, assumptions: str, formula: str, substitutions,
-                   result: str, sanity: str) -> Markdown:
+                   result: str, sanity: str, after=()) -> Markdown:
     """A worked problem whose answer stays folded until the learner opens it.
 
     ``substitutions`` is a list of ``(symbol, value, meaning)``: each is shown as
@@ -28,6 +28,16 @@ def worked_problem(number: int, question: str, assumptions: str, formula: str, s
     >>> text = worked_problem(1, "Bytes per token?", "bf16.", "$2 L K D b$",
     ...                       [("L", "32", "layers")], "131,072 B", "128 KiB.").data
     >>> "<details>" in text and "$L$ = 32 (layers)" in text and "**131,072 B**" in text
+    True
+
+    ``after`` holds what comments on the answer (``erratum(...)`` boxes, ``footnote(...)``
+    lines, or plain Markdown text): it goes *inside* the fold, after the sanity line, so
+    nothing that states a figure of the answer is in view before the learner opens it.
+
+    >>> box = erratum("an explainer", "“2 + 2 = 5”", "the sum", "<b>4</b>")
+    >>> text = worked_problem(2, "2 + 2?", "none.", "$a + b$", [("a", "2", "first")], "4",
+    ...                       "small.", after=[box, footnote(1, "exact.")]).data
+    >>> text.index("Sanity check") < text.index("Erratum") < text.index("exact.") < text.index("</details>")
     True
 
     Raises ValueError when a substitution has no meaning or the result is empty.
@@ -45,8 +55,17 @@ def worked_problem(number: int, question: str, assumptions: str, formula: str, s
     text = (f"**Question {number}.** {question}\n\n*Assumptions:* {assumptions}\n\n"
             "<details><summary>Show the answer</summary>\n\n"
             f"{formula}\n\n" + "\n".join(lines) + "\n\n"
-            f"Result: **{result}**\n\n*Sanity check:* {sanity}\n\n</details>")
+            f"Result: **{result}**\n\n*Sanity check:* {sanity}\n\n"
+            + "".join(f"{_text_of(item)}\n\n" for item in after) + "</details>")
     return Markdown(text)
+
+
+def _text_of(item) -> str:
+    # An IPython display object (HTML, Markdown) or a string, as markup to place in the fold.
+    data = getattr(item, "data", item)
+    if not isinstance(data, str) or not data.strip():
+        raise ValueError(f"worked problem: an item after the answer is empty or not text: {item!r}")
+    return data
 
 
 ERRATUM_STYLE = ("border-left:5px solid #c0392b;background:#fdf0ee;padding:0.5em 1em;margin:0.6em 0;"
