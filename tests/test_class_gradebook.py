@@ -307,7 +307,7 @@ def test_the_same_notebook_rendered_unsanitised_would_run_them(exported):
 
 
 def test_the_readmes_plain_nbgrader_workflow_gives_the_same_safe_feedback(tmp_path):
-    """README, Instructors: generate_assignment, autograde, generate_feedback with the course config
+    """docs/instructors.md, nbgrader: generate_assignment, autograde, generate_feedback with the course config
     and nbgrader alone. A student's comment quoting the hidden-test marker must not cost them their
     feedback (nbgrader's stock ClearHiddenTests raises on it); their scripts must not run."""
     course = tmp_path / "course"

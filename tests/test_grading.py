@@ -336,7 +336,7 @@ def single_runs(notebooks, tmp_path_factory, before):
 def test_grade_cli_status_and_reason(single_runs, name):
     run = single_runs[name]
     status, score, words = EXPECT[name]
-    assert run.returncode == (4 if status == "error" else 0), run.stderr   # 4: an error status (README)
+    assert run.returncode == (4 if status == "error" else 0), run.stderr   # 4: an error status (docs/instructors.md)
     result = json.loads(run.stdout)
     assert {"assignment", "score", "max_score", "status", "reason", "tests"} <= set(result)
     assert (result["assignment"], result["status"], result["score"], result["max_score"]) == \

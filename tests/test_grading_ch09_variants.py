@@ -44,7 +44,7 @@ NAMES = list(SOURCES)
 SLOW_NAMES = ["chapter"] if "chapter" in SOURCES else ["fixture"]
 
 # Where bubblewrap / user namespaces cannot hide the file system, plain nbgrader refuses the sandboxed
-# kernel; the README's KV_COURSE_UNSANDBOXED=1 then grades on python3 (the variable reaches it unchanged).
+# kernel; docs/instructors.md's KV_COURSE_UNSANDBOXED=1 then grades on python3 (the variable reaches it unchanged).
 WEAK = sandbox.rank(sandbox.detect_level()) < sandbox.rank("unshare+setpriv")
 PLAIN_ENV = {"KV_COURSE_UNSANDBOXED": "1"} if WEAK else {}
 ID_VARS = ("KV_COURSE_GRADING_STUDENT", "JUPYTERHUB_USER", "KV_COURSE_STUDENT", "STUDENT_ID")

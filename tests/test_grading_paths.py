@@ -145,7 +145,7 @@ def _hidden_test_lines() -> set:
 
 @pytest.fixture(scope="module")
 def plain_course(notebooks, tmp_path_factory):
-    """README's plain nbgrader workflow, run from a copy of course/ (the config sandboxes the kernel)."""
+    """docs/instructors.md's plain nbgrader workflow, run from a copy of course/ (the config sandboxes the kernel)."""
     course = tmp_path_factory.mktemp("plain") / "course"
     shutil.copytree(REPO / "course", course, ignore=shutil.ignore_patterns(
         "gradebook.db", "release", "submitted", "autograded", "feedback", ".nbgrader.log"))

@@ -163,7 +163,7 @@ def hostile_class(tmp_path_factory):
 def test_the_batch_finishes_and_everyone_is_graded(hostile_class):
     run = hostile_class["run"]
     summary = json.loads(run.stdout)
-    # exit 4 when a submission's status is error (README: exit statuses), else 0
+    # exit 4 when a submission's status is error (docs/instructors.md: exit statuses), else 0
     assert run.returncode == (4 if summary["counts"]["error"] else 0), run.stderr[-3000:]
     assert summary["students"] == len(hostile_class["expect"]) >= 25 + len(EXTRA)
     assert summary["graded_now"] == summary["students"] and summary["jobs"] == 2

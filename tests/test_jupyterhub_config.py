@@ -1,4 +1,4 @@
-"""course/jupyterhub/ (README "Scale-out on JupyterHub", GUIDE.md) loads and says what the docs say.
+"""course/jupyterhub/ (docs/instructors.md "Scale-out on JupyterHub", GUIDE.md) loads and says what the docs say.
 
 The nbgrader configs are loaded with traitlets' config loader, as nbgrader
 does, and read back through nbgrader's own classes (CourseDirectory, the
@@ -6,7 +6,7 @@ default Exchange): the student config sets the exchange, the course and the
 hub's groups as course membership and names no gradebook; the grader config,
 layered on top the way Jupyter merges its config path, adds the PostgreSQL
 gradebook from the environment. The hub config makes the groups and roles the
-guide describes. Every config line the README quotes is in the files, and
+guide describes. Every config line docs/instructors.md quotes is in the files, and
 every command of the guide's tested steps is one tests/test_hub.py runs.
 """
 
@@ -23,7 +23,7 @@ STUDENT = HUB_DIR / "student" / "nbgrader_config.py"
 GRADER = HUB_DIR / "grader" / "nbgrader_config.py"
 HUB = HUB_DIR / "jupyterhub_config.py"
 GUIDE = HUB_DIR / "GUIDE.md"
-README = REPO / "README.md"
+INSTRUCTORS = REPO / "docs" / "instructors.md"
 HUB_TEST = REPO / "tests" / "test_hub.py"
 DEFAULT_DB = "postgresql+psycopg2://nbgrader@db.kv-course.internal/kv_course"
 
@@ -108,9 +108,9 @@ def test_hub_config_makes_the_groups_and_roles(monkeypatch, tmp_path):
     assert _load(HUB).Authenticator.allowed_users == {"ivy", "ike", "ann", "ben"}
 
 
-def test_readme_quotes_the_files():
-    readme = README.read_text(encoding="utf-8")
-    section = readme.split("### Scale-out on JupyterHub", 1)[1].split("\n## ", 1)[0]
+def test_instructors_doc_quotes_the_files():
+    doc = INSTRUCTORS.read_text(encoding="utf-8")
+    section = doc.split("## Scale-out on JupyterHub", 1)[1].split("\n## ", 1)[0]
     for rel in ("course/jupyterhub/student/nbgrader_config.py", "course/jupyterhub/grader/nbgrader_config.py",
                 "course/jupyterhub/GUIDE.md"):
         assert rel in section, rel

@@ -2,7 +2,7 @@
 "003_138a..."): learners cannot open them. Library comments and tests may.
 
 Checked: every chapter source and generated notebook (all cells, code comments included), the
-README, every kvlib CLI --help text, and the feedback the checks print (kvlib.slips' wording).
+README and docs/*.md, every kvlib CLI --help text, and the feedback the checks print (kvlib.slips' wording).
 """
 
 from __future__ import annotations
@@ -31,8 +31,12 @@ def test_notebook_names_no_source_file(path):
     assert not hits, hits[:3]
 
 
-def test_readme_names_no_source_file():
-    hits = [line for line in (REPO / "README.md").read_text().splitlines() if LABEL.search(line)]
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[str(p.relative_to(REPO)) for p in DOCS])
+def test_docs_name_no_source_file(doc):
+    hits = [line for line in doc.read_text().splitlines() if LABEL.search(line)]
     assert not hits, hits[:3]
 
 

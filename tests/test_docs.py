@@ -1,0 +1,71 @@
+"""The README and docs/ (the README's four pointers) name only commands that exist.
+
+Every `./dev.sh X`, `kvlib X` and `python -m autograder X` quoted in code (a code span or a
+fenced block) of README.md or docs/*.md is a command of dev.sh's dispatcher or a subcommand of
+the two CLIs' own argparse parsers; every docs/ file the README points to exists, and every doc
+is pointed to from the README. In process, well under a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+def _code(text: str) -> str:
+    blocks = re.findall(r"```[^\n]*\n(.*?)```", text, flags=re.S)
+    spans = re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", text, flags=re.S))
+    return "\n".join(blocks + spans)
+
+
+def _dev_sh_commands() -> set:
+    body = (REPO / "dev.sh").read_text().split('case "$command" in', 1)[1].split("esac", 1)[0]
+    return {name for name in re.findall(r"^\s+([a-z]+)\)", body, flags=re.M)}
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> set:
+    return {name for action in parser._actions if isinstance(action, argparse._SubParsersAction)
+            for name in action.choices}
+
+
+def test_the_helpers_see_the_real_commands():
+    from autograder.__main__ import build_parser as grader
+    from kvlib.cli import build_parser as kvlib_cli
+    assert {"open", "test", "quick", "build"} <= _dev_sh_commands()
+    assert {"info", "plan", "drill"} <= _subcommands(kvlib_cli())
+    assert {"grade", "grade-class"} <= _subcommands(grader())
+    assert _code("see `./dev.sh nope` and\n```\nkvlib x\n```\n") == "kvlib x\n\n./dev.sh nope"
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[str(p.relative_to(REPO)) for p in DOCS])
+def test_quoted_commands_exist(doc):
+    from autograder.__main__ import build_parser as grader
+    from kvlib.cli import build_parser as kvlib_cli
+    code = _code(doc.read_text(encoding="utf-8"))
+    known = {"./dev.sh": _dev_sh_commands(), "kvlib": _subcommands(kvlib_cli()),
+             "python -m autograder": _subcommands(grader())}
+    unknown = []
+    for tool, pattern in (("./dev.sh", r"\./dev\.sh ([a-z][a-z-]*)"),
+                          ("kvlib", r"(?:^|\|) *kvlib ([a-z][a-z-]*)"),
+                          ("python -m autograder", r"python -m autograder ([a-z][a-z-]*)")):
+        unknown += [f"{tool} {name}" for name in re.findall(pattern, code, flags=re.M)
+                    if name not in known[tool]]
+    assert not unknown, unknown
+
+
+def test_readme_points_to_every_doc():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    linked = set(re.findall(r"\]\((docs/[\w.-]+\.md)\)", readme))
+    on_disk = {f"docs/{p.name}" for p in (REPO / "docs").glob("*.md")}
+    assert {"docs/instructors.md", "docs/kvlib.md", "docs/engine.md", "docs/contributing.md"} <= linked
+    assert linked == on_disk, (linked - on_disk, on_disk - linked)
+
+
+def test_readme_is_read_in_a_minute():
+    assert len((REPO / "README.md").read_text(encoding="utf-8").splitlines()) < 120
