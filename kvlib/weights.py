@@ -204,6 +204,11 @@ def stored_weights(model, config: dict | None = None, *, tp: int = 1, pp: int = 
                    key=lambda w: w.bytes_per_rank)
     from .vllm.layout import pp_layer_split
     q = quantization_scheme(config)
+    if spec.model_type == "gpt_oss" and q["scheme"] != "mxfp4":
+        # openai ships gpt-oss with quant_method "mxfp4" (experts only); the bundled mirror's config reads
+        # "gptq" (kvlib/data/configs/PROVENANCE.md), and no gpt-oss checkpoint is GPTQ-quantized as published.
+        q = quantization_scheme({"quantization_config": {**(config or {}).get("quantization_config", {}),
+                                                         "quant_method": "mxfp4"}})
     b = 2  # bf16 / fp16; vLLM serves float32 checkpoints in 16-bit unless told otherwise
     d, vocab = spec.hidden_size, spec.vocab_size
     if d is None or vocab is None or spec.intermediate_size is None and not spec.num_experts:

@@ -54,8 +54,10 @@ def test_fp8_70b_weights_by_hand():
     # Llama 3.3 70B, FP8 linears (1 B + a float32 scale per output row), bf16 embedding and head, tp 2.
     h, i, L, v, kv = 8192, 28640 + 32, 80, 128256, 1024
     linear = L * (h * (h + 2 * kv) + h * h + h * 2 * i + i * h)
-    scales = L * 4 * ((h + 2 * kv) + h + 2 * i + h)
-    by_hand = (linear + scales) // 2 + 2 * (v * h * 2) // 2 + L * 2 * h * 2 + h * 2 + 131072 * 128 * 2
+    column_scales = L * 4 * ((h + 2 * kv) + 2 * i)      # qkv, gate_up: output rows split over the ranks
+    row_scales = L * 4 * (h + h)                        # o, down: every rank keeps all h output rows
+    by_hand = (linear + column_scales) // 2 + row_scales + 2 * (v * h * 2) // 2 + L * 2 * h * 2 + h * 2 \
+        + 131072 * 128 * 2
     w = stored_weights(str(mc.FIXTURES / "configs/RedHatAI__Llama-3.3-70B-Instruct-fp8-dynamic.json"), tp=2)
     assert w.scheme == "fp8"
     assert w.bytes_per_rank == by_hand
