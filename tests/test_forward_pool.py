@@ -114,3 +114,16 @@ def test_release_defaults_and_cudagraphs():
 def test_budget_rounds_up_from_014():
     t = 85_899_345_921
     assert forecast_pool("llama-3.1-8b", t, version="0.19.0", utilization=0.9).requested_bytes == -(-t * 9 // 10)
+
+
+def test_kvlib_plan_takes_weights_and_overhead_from_the_same_prediction(capsys):
+    import json
+
+    from kvlib.cli import main
+    assert main(["plan", "llama-3-70b", "--users", "2000", "--context", "6000", "--itl-ms", "60", "--gpu", "H100",
+                 "--vllm-version", "0.19.0", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    f = forecast_pool("llama-3-70b", r["gpu_memory_bytes"], version="0.19.0", tp=8, gpu_name="H100-SXM")
+    assert r["utilization"] == 0.90                       # the release's default, not the newest's
+    assert r["weight_bytes"] == stored_weights("llama-3-70b").bytes_per_rank
+    assert r["overhead_bytes_per_gpu"] == sum(p.bytes for p in f.parts if p.name != "weights")

@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-from ..argtypes import byte_size, fraction, positive_int
+from ..argtypes import byte_size, fraction, positive_int, vllm_version
 from ..assumptions import DEFAULT_OVERHEAD_BYTES, DEFAULT_UTILIZATION
 from ..config import bundled_models, load_model
 from ..dtypes import KV_DTYPES
@@ -88,15 +88,6 @@ def _vllm_pool_rows(pool) -> list:
     return rows
 
 
-def _vllm_version(text: str) -> str:
-    from ..vllm.engine import VllmLogError, as_version
-    try:
-        as_version(text)
-    except VllmLogError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
-
-
 def _cmd_info(args):
     try:
         report = info_report(args.model, kv_dtype=args.kv_dtype, context=args.context, gpu=args.gpu,
@@ -159,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--utilization", type=fraction, default=None,
                    help=f"gpu_memory_utilization (default: the release's, {DEFAULT_UTILIZATION} for the newest)")
     p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel GPUs")
-    p.add_argument("--vllm-version", type=_vllm_version, default=None,
+    p.add_argument("--vllm-version", type=vllm_version, default=None,
                    help="vLLM release whose rules size the pool (default: the newest)")
     p.add_argument("--max-num-seqs", type=positive_int, default=None, help="default: the release's for the GPU")
     p.add_argument("--max-num-batched-tokens", type=positive_int, default=None,
