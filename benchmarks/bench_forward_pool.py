@@ -36,7 +36,8 @@ def _stats(rows, attr) -> str:
 def bench_forward_pool(args=None) -> str:
     rows = mc.rows()
     table = []
-    for r in rows:
+    excluded = [r for r in mc.rows(include_excluded=True) if r.role == "excluded"]
+    for r in rows + excluded:
         tokens = f"{r.predicted_tokens:,} / {r.printed_tokens:,}" if r.printed_tokens else f"{r.predicted_tokens:,} / -"
         table.append((r.id, r.model.split("/")[-1], r.version, r.tp, r.role, f"{r.printed_gib:.2f}",
                       f"{r.predicted_gib:.2f}", _err(r.error_gib, r.printed_gib), tokens,
@@ -54,7 +55,9 @@ def bench_forward_pool(args=None) -> str:
                   "tokens predicted / printed", "old rule", "old error GiB (%)"], table), "",
         f"**New rule:** all {len(rows)} logs {_stats(rows, 'error_gib')}; held-out {len(held)} "
         f"{_stats(held, 'error_gib')}; fitted-on {len(fitted)} {_stats(fitted, 'error_gib')}.", "",
-        f"**Old rule:** all {len(rows)} logs {_stats(rows, 'old_error_gib')}.",
+        f"**Old rule:** all {len(rows)} logs {_stats(rows, 'old_error_gib')}.", "",
+        *(f"Excluded from the means: {r.id} ({r.error_gib:+.2f} GiB), {c['why']}." for r in excluded
+          for c in mc.cases() if c["id"] == r.id),
     ])
 
 
