@@ -125,5 +125,5 @@ def test_kvlib_plan_takes_weights_and_overhead_from_the_same_prediction(capsys):
     r = json.loads(capsys.readouterr().out)
     f = forecast_pool("llama-3-70b", r["gpu_memory_bytes"], version="0.19.0", tp=8, gpu_name="H100-SXM")
     assert r["utilization"] == 0.90                       # the release's default, not the newest's
-    assert r["weight_bytes"] == stored_weights("llama-3-70b").bytes_per_rank
+    assert r["weight_bytes"] == 8 * f.part("weights").bytes == 8 * stored_weights("llama-3-70b", tp=8).bytes_per_rank
     assert r["overhead_bytes_per_gpu"] == sum(p.bytes for p in f.parts if p.name != "weights")

@@ -94,7 +94,6 @@ def _forward_defaults(args) -> tuple[int | None, int | None, float]:
     weights as stored, the torch peak + non-torch + CUDA-graph parts at this tp, the release's utilization."""
     from ..gpus import get_gpu
     from ..vllm import forecast_pool
-    from ..weights import stored_weights
     from ..config import load_model
     weights, overhead, utilization = args.weight_bytes, args.overhead, args.utilization
     counted = args.num_params is not None or args.weight_dtype is not None
@@ -110,7 +109,7 @@ def _forward_defaults(args) -> tuple[int | None, int | None, float]:
     except ValueError:
         return weights, overhead, utilization   # plan_capacity names the bad input in its own words
     if weights is None and not counted:
-        weights = stored_weights(args.model).bytes_per_rank
+        weights = f.part("weights").bytes * tp     # each GPU's share as stored (replicated norms included)
     if overhead is None:
         overhead = sum(p.bytes for p in f.parts if p.name != "weights")
     return weights, overhead, f.utilization if utilization is None else utilization
