@@ -16,7 +16,7 @@ import json
 import sys
 
 from ..argtypes import byte_size, fraction, positive_int, vllm_version
-from ..assumptions import DEFAULT_OVERHEAD_BYTES, DEFAULT_UTILIZATION
+from ..assumptions import DEFAULT_UTILIZATION
 from ..config import bundled_models, load_model
 from ..dtypes import KV_DTYPES
 from ..gpus import GPUS

@@ -162,7 +162,7 @@ _ERAS = (
 def release_rules(version=None, engine: str | None = None) -> ReleaseRules:
     """The forward pool's rules for a vLLM release (None = newest; V0 before 0.8 unless ``engine`` says).
 
-    >>> release_rules("0.19.0").era, release_rules("0.6.5").non_torch_tp1 / GiB
+    >>> release_rules("0.19.0").era, round(release_rules("0.6.5").non_torch_tp1 / GiB, 2)
     ('V1 0.14-0.19', 1.79)
     """
     v = as_version(version)
