@@ -128,8 +128,9 @@ _MiB = 2**20
 _SAMPLER_SORT = ("vllm/v1/worker/gpu_model_runner.py _dummy_sampler_run: SamplingMetadata(temperature=0.5, "
                  "top_p=0.9, top_k=vocab-1) -> vllm/v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p: "
                  "logits.sort(); per logit 4 B float32 logits + 4 B sorted values + 8 B int64 indices = 16 B")
-_BUDGET = ("vllm/v1/worker/gpu_worker.py determine_available_memory: requested_memory = ceil(total x util) (0.14+); "
-           "available = requested - non_kv (weights + torch peak increase + non-torch increase)")
+_BUDGET = ("vllm/v1/worker/utils.py request_memory: math.ceil(total_memory x gpu_memory_utilization) (0.14+); "
+           "gpu_worker.py determine_available_memory: available = requested - non_kv (weights + torch peak "
+           "increase + non-torch increase)")
 
 _ERAS = (
     ReleaseRules("V0 <= 0.6.4", V0, "v0", 0.90, False, False, "sum", 0.828, 16, round(0.35 * GiB), round(2.10 * GiB),
@@ -148,7 +149,7 @@ _ERAS = (
                  (_SAMPLER_SORT, _BUDGET, "0.19: CUDA-graph estimate printed, subtracted only with "
                   "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1")),
     ReleaseRules("V1 0.20-0.26", V1, "v1", 0.92, True, True, "max", 1.408, 16, round(0.07 * GiB), round(2.10 * GiB),
-                 (_SAMPLER_SORT, _BUDGET, "vllm/config/cache.py gpu_memory_utilization = 0.92; "
+                 (_SAMPLER_SORT, _BUDGET, "vllm/config/cache.py gpu_memory_utilization: float = Field(default=0.92); "
                   "gpu_worker.py subtracts profile_cudagraph_memory() (env default 1)")),
     ReleaseRules("V1 0.27+ (Model Runner V2, dense)", V1, "v2", 0.92, True, False, "max", 1.408, 2,
                  round(0.07 * GiB), round(2.10 * GiB),
