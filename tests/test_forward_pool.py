@@ -127,3 +127,17 @@ def test_kvlib_plan_takes_weights_and_overhead_from_the_same_prediction(capsys):
     assert r["utilization"] == 0.90                       # the release's default, not the newest's
     assert r["weight_bytes"] == 8 * f.part("weights").bytes == 8 * stored_weights("llama-3-70b", tp=8).bytes_per_rank
     assert r["overhead_bytes_per_gpu"] == sum(p.bytes for p in f.parts if p.name != "weights")
+
+
+def test_every_part_names_its_vllm_source_and_a_range_around_it():
+    for r in ROWS.values():
+        for part in r.forecast.parts:
+            assert part.source and part.rule, (r.id, part.name)
+            assert part.low <= part.bytes <= part.high, (r.id, part.name)
+        assert r.forecast.available_low <= r.forecast.available_bytes <= r.forecast.available_high
+
+
+def test_the_printed_figure_falls_inside_the_predicted_range():
+    for r in ROWS.values():
+        low, high = r.forecast.available_low / GiB, r.forecast.available_high / GiB
+        assert low <= r.printed_gib + 0.005 and r.printed_gib - 0.005 <= high, (r.id, low, high, r.printed_gib)
