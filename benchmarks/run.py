@@ -467,9 +467,14 @@ def bench_engine(args) -> str:
     return engine_section(args)
 
 
+def bench_forward(args) -> str:
+    from bench_forward_pool import bench_forward_pool
+    return bench_forward_pool(args)
+
+
 SECTIONS = {"vllm": bench_vllm, "notebooks": bench_notebooks, "widgets": bench_widgets, "tests": bench_tests,
             "simulators": bench_simulators, "grading": bench_grading, "setup": bench_setup,
-            "engine": bench_engine}
+            "engine": bench_engine, "forward": bench_forward}
 OPT_IN = ("engine",)        # run only when named in --only; otherwise the file's section is kept
 
 

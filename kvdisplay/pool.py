@@ -2,8 +2,9 @@
 
 ``pool_explorer_view`` is a plain function returning the view as HTML (tests and benchmarks
 call it; no widget needed); ``pool_explorer`` wires ipywidgets controls to it. Every figure
-comes from kvlib: the pool and block count from ``kv.vllm.predict_pool`` (vLLM's forward
-rule), what the layers store per sequence from ``ModelSpec.kv_bytes_per_sequence``, the
+comes from kvlib: the weights as the checkpoint stores them (``kv.weights.stored_weights``: MXFP4
+experts for gpt-oss), the activation peak and non-torch memory as ``kv.vllm.forecast_pool`` predicts
+them, the pool and block count from ``kv.vllm.predict_pool`` (vLLM's forward rule), what the layers store per sequence from ``ModelSpec.kv_bytes_per_sequence``, the
 expected waste of the last blocks from ``kv.block_waste_tokens``.
 
 Used in: ch04_pool_paging (section "Explore").
@@ -26,22 +27,27 @@ BATCHED_TOKENS = 8192                            # max_num_batched_tokens: sizes
 
 
 def pool_explorer_view(model: str, gpu: str = "H100-SXM", utilization: float = 0.92, kv_cache_dtype: str = "auto",
-                       block_size: int = 16, context: int = 8192, other_bytes: int = 3 * kv.GB) -> str:
+                       block_size: int = 16, context: int = 8192, other_bytes: int | None = None) -> str:
     """The explorer's view as HTML: pool, blocks, tokens, sequences at ``context``, last-block waste.
 
-    pool ``A = ceil(M u) - W - O`` (``kv.vllm.predict_pool``, vLLM 0.32, bf16 weights W, M as CUDA
-    reports it, O ``other_bytes`` [B]); blocks ``A // block bytes``; sequences the engine admits at
+    pool ``A = ceil(M u) - W - O`` (``kv.vllm.predict_pool``, vLLM 0.32, W the weights as stored, M as
+    CUDA reports it, O ``other_bytes`` [B], by default vLLM 0.32's torch peak + non-torch memory from
+    ``kv.vllm.forecast_pool``); blocks ``A // block bytes``; sequences the engine admits at
     ``context`` (its concurrency figure) against the sequences the layers' bytes alone would allow;
     waste ``kv.block_waste_tokens(sequences, block_size)`` as a share of the pool's token slots.
 
     >>> view = pool_explorer_view("llama-3.1-8b")
-    >>> "blocks of 16 tokens: <b>28,208</b>" in view, "902,656" in pool_explorer_view("llama-3.1-8b", kv_cache_dtype="fp8")
+    >>> "blocks of 16 tokens: <b>29,023</b>" in view, "928,752" in pool_explorer_view("llama-3.1-8b", kv_cache_dtype="fp8")
     (True, True)
 
     Used in: ch04_pool_paging (through pool_explorer); benchmarks may time it.
     """
     spec, device = kv.load_model(model), kv.get_gpu(gpu)
-    weights = spec.weight_bytes(2)
+    weights = kv.weights.stored_weights(model).bytes_per_rank
+    if other_bytes is None:
+        forecast = kv.vllm.forecast_pool(model, device.cuda_memory_bytes, version=VLLM_VERSION,
+                                         utilization=utilization, gpu_name=device.name, max_model_len=context)
+        other_bytes = sum(p.bytes for p in forecast.parts if p.name != "weights")
     b = 1 if kv_cache_dtype.startswith("fp8") else 2
     f = kv.vllm.predict_pool(spec, device.cuda_memory_bytes, activation_bytes=other_bytes, weights_bytes=weights,
                              cudagraph_bytes=0, version=VLLM_VERSION, utilization=utilization,
@@ -50,7 +56,7 @@ def pool_explorer_view(model: str, gpu: str = "H100-SXM", utilization: float = 0
     gb = kv.format_gb_gib
     head = (f"<div style='font-family:sans-serif;font-size:13px;line-height:1.6'>"
             f"{model_name(spec)} on one {device.name}: {gb(device.cuda_memory_bytes)} as CUDA reports it × "
-            f"{utilization:.2f} − bf16 weights {gb(weights)} − other {gb(other_bytes)}<br>")
+            f"{utilization:.2f} − weights as stored {gb(weights)} − activations and non-torch {gb(other_bytes)}<br>")
     if f.available_bytes <= 0 or f.num_gpu_blocks == 0:
         return head + "<b style='color:#c0392b'>no room for a KV pool</b>: the weights and other allocations " \
                       "take the whole budget.</div>"

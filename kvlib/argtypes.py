@@ -39,3 +39,13 @@ def byte_size(text: str) -> int:
         return parse_bytes(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def vllm_version(text: str) -> str:
+    """A vLLM release such as '0.19.0' (kept as given; kvlib.vllm.engine reads it)."""
+    from .vllm.engine import VllmLogError, as_version
+    try:
+        as_version(text)
+    except VllmLogError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text

@@ -2,9 +2,9 @@
 
 KV geometry always; parameters and weights when the config names every width
 the count needs (else ``num_params: None`` and ``num_params_error`` saying
-which field was missing); with ``gpu`` and ``context`` the pool per GPU by
-kvlib's one pool rule (``formulas.kv_pool_bytes`` with vLLM's rounding of the
-budget) and the sequences that fit. Taught in ch01_kv_formula and
+which field was missing); with ``gpu`` and ``context`` the pool per GPU as
+vLLM will size it (``vllm_pool_report``: ``kvlib.vllm.forecast_pool``, each
+part with its vLLM source) and the sequences that fit. Taught in ch01_kv_formula and
 ch04_pool_paging.
 
 >>> r = info_report("llama-3.1-8b", context=8192)
@@ -15,14 +15,13 @@ ch04_pool_paging.
 from __future__ import annotations
 
 from . import formulas
-from .assumptions import DEFAULT_OVERHEAD_BYTES, DEFAULT_UTILIZATION
 from .config import load_model
 from .dtypes import dtype_bytes
 from .gpus import get_gpu
 from .spec import ParamsError
-from .units import format_gb_gib
+from .units import GiB
 
-__all__ = ["InfoError", "info_report"]
+__all__ = ["InfoError", "info_report", "vllm_pool_report"]
 
 
 class InfoError(ValueError):
@@ -39,8 +38,56 @@ def _params(spec) -> dict:
                 "num_params_error": str(exc), "weight_bytes": {"bf16": None, "fp8": None, "int4": None}}
 
 
-def info_report(model, kv_dtype=None, context=None, gpu=None, utilization=DEFAULT_UTILIZATION,
-                tp=1, overhead_bytes=None, hub=False) -> dict:
+def vllm_pool_report(model, card, *, tp=1, kv_dtype=None, version=None, utilization=None, max_num_seqs=None,
+                     max_num_batched_tokens=None, weights_bytes=None, overhead_bytes=None) -> dict:
+    """vLLM's KV pool on one GPU of ``card`` before it starts (``kvlib.vllm.forecast_pool``), part by part.
+
+    Each part: its bytes, a (low, high) range, the rule and the vLLM source it
+    follows. ``weights_bytes`` (a measured "Model loading took" figure)
+    replaces the model's weights as stored; ``overhead_bytes``, when given,
+    replaces the modelled torch peak and non-torch memory. ``does_not_fit``
+    is the one line to print when the weights leave no pool.
+    """
+    from .vllm import forecast_pool
+    from .vllm.engine import VllmLogError
+    from .vllm.layout import KV_CACHE_DTYPES
+    kv = "auto" if kv_dtype in (None, "bf16", "fp16") else kv_dtype
+    vllm_dtype = kv in KV_CACHE_DTYPES
+    try:
+        f = forecast_pool(model, card.cuda_memory_bytes, version=version, tp=tp, utilization=utilization,
+                          max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                          weights_bytes=weights_bytes, gpu_name=card.name,
+                          kv_cache_dtype=kv if vllm_dtype else "auto")
+    except (VllmLogError, ParamsError) as exc:
+        raise InfoError(str(exc)) from None
+    parts = {p.name: {"bytes": p.bytes, "range": [p.low, p.high], "rule": p.rule, "source": p.source}
+             for p in f.parts}
+    if overhead_bytes is not None:
+        parts["torch peak"] = {"bytes": overhead_bytes, "range": [overhead_bytes, overhead_bytes],
+                               "rule": "--overhead given: replaces torch peak and non-torch", "source": "--overhead"}
+        parts["non-torch"] = {"bytes": 0, "range": [0, 0], "rule": "in --overhead", "source": "--overhead"}
+    used = sum(p["bytes"] for p in parts.values())
+    available = f.requested_bytes - used
+    low = f.requested_bytes - sum(p["range"][1] for p in parts.values())
+    high = f.requested_bytes - sum(p["range"][0] for p in parts.values())
+    blocks = max(0, available) // f.bytes_per_block
+    budget = f.requested_bytes - (used - parts["weights"]["bytes"])
+    return {
+        "vllm_release": f.era, "vllm_version": version, "utilization": f.utilization,
+        "max_num_seqs": f.max_num_seqs, "max_num_batched_tokens": f.max_num_batched_tokens,
+        "requested_bytes": f.requested_bytes, "parts": parts, "weights_scheme": f.weights_scheme,
+        "available_bytes": available, "available_range": [low, high],
+        "kv_cache_dtype": kv if vllm_dtype else None,
+        "block_size": f.block_size, "bytes_per_block": f.bytes_per_block, "num_gpu_blocks": blocks,
+        "gpu_kv_cache_tokens": blocks * f.block_size,
+        "does_not_fit": None if available > 0 else
+        (f"does not fit: weights {parts['weights']['bytes'] / GiB:.2f} GiB > budget {budget / GiB:.2f} GiB"),
+    }
+
+
+def info_report(model, kv_dtype=None, context=None, gpu=None, utilization=None,
+                tp=1, overhead_bytes=None, hub=False, vllm_version=None, max_num_seqs=None,
+                max_num_batched_tokens=None, weights_bytes=None) -> dict:
     """What ``kvlib info`` prints, as a dict (the ``--json`` keys)."""
     spec = load_model(model, hub=hub)
     b = spec.dtype_bytes if kv_dtype is None else dtype_bytes(kv_dtype)
@@ -73,24 +120,29 @@ def info_report(model, kv_dtype=None, context=None, gpu=None, utilization=DEFAUL
         if context is None:
             raise InfoError("--gpu needs --context (concurrency is per context length)")
         card = get_gpu(gpu)
-        overhead = DEFAULT_OVERHEAD_BYTES if overhead_bytes is None else overhead_bytes
-        report.update({"gpu": card.name, "gpu_cuda_memory_bytes": card.cuda_memory_bytes,
-                       "utilization": utilization, "overhead_bytes": overhead})
-        if report["weight_bytes"]["bf16"] is None:
-            report.update({"weight_bytes_per_gpu": None, "kv_pool_bytes": None, "kv_pool_tokens": None,
-                           "max_concurrency": None,
+        report.update({"gpu": card.name, "gpu_cuda_memory_bytes": card.cuda_memory_bytes})
+        if report["weight_bytes"]["bf16"] is None and weights_bytes is None:
+            report.update({"utilization": utilization, "weight_bytes_per_gpu": None, "kv_pool_bytes": None,
+                           "kv_pool_tokens": None, "max_concurrency": None, "vllm_pool": None,
                            "assumptions": f"no pool: the weights are unknown ({report['num_params_error']})"})
             return report
-        weights_per_gpu = formulas.weight_bytes_per_gpu(report["weight_bytes"]["bf16"], tp)
-        pool = formulas.kv_pool_bytes(card.cuda_memory_bytes, utilization, weights_per_gpu, overhead,
-                                      round_budget_up=True)   # vLLM rounds the request up
+        pool = vllm_pool_report(spec if (weights_bytes is not None or hub) else model, card, tp=tp, kv_dtype=kv_dtype,
+                                version=vllm_version, utilization=utilization, max_num_seqs=max_num_seqs,
+                                max_num_batched_tokens=max_num_batched_tokens, weights_bytes=weights_bytes,
+                                overhead_bytes=overhead_bytes)
+        available = max(0, pool["available_bytes"])
         per_seq = spec.kv_bytes_per_sequence(context, b, tp=tp)
         report.update({
-            "weight_bytes_per_gpu": weights_per_gpu,
-            "kv_pool_bytes": pool,
-            "kv_pool_tokens": pool // spec.kv_bytes_per_token(b, tp=tp) if pool > 0 else 0,
-            "max_concurrency": formulas.max_concurrency(pool, per_seq) if pool > 0 else 0,
-            "assumptions": (f"pool = ceil(CUDA-reported memory x utilization) - bf16 weights / tp - "
-                            f"{format_gb_gib(overhead)} for activations and other allocations"),
+            "utilization": pool["utilization"],
+            "overhead_bytes": overhead_bytes,
+            "weight_bytes_per_gpu": pool["parts"]["weights"]["bytes"],
+            "kv_pool_bytes": available,
+            # whole blocks of the release's block size; a KV dtype vLLM has no cache dtype for: bytes per token
+            "kv_pool_tokens": pool["gpu_kv_cache_tokens"] if pool["kv_cache_dtype"] else
+            available // spec.kv_bytes_per_token(b, tp=tp),
+            "max_concurrency": formulas.max_concurrency(available, per_seq) if available > 0 else 0,
+            "vllm_pool": pool,
+            "assumptions": (f"vLLM {pool['vllm_release']}: pool = ceil(CUDA-reported memory x utilization) - "
+                            "weights as stored - torch peak - non-torch - CUDA graphs (each part below)"),
         })
     return report

@@ -24,13 +24,31 @@ def test_info_json_contract(capsys):
     assert (r["attention"], r["num_layers"], r["num_kv_heads"], r["head_dim"]) == ("gqa", 32, 8, 128)
     assert r["kv_bytes_per_token"] == 131_072
     assert r["kv_bytes_per_sequence"] == 2**30
-    # pool = ceil(79.18 GiB x 0.92) - 2 x params - 3 GB, recomputed here from the parts
+    # pool = ceil(79.18 GiB x 0.92) - the printed parts (weights as stored, torch peak, non-torch, CUDA graphs),
+    # recomputed here from the parts the report lists
     cuda = round(79.18 * 2**30)
     import math
-    expected_pool = math.ceil(cuda * 0.92) - 2 * r["num_params"] - 3 * 10**9
+    pool = r["vllm_pool"]
+    assert set(pool["parts"]) == {"weights", "torch peak", "non-torch", "CUDA graphs"}
+    expected_pool = math.ceil(cuda * 0.92) - sum(part["bytes"] for part in pool["parts"].values())
     assert r["kv_pool_bytes"] == expected_pool
+    assert r["kv_pool_tokens"] == expected_pool // (16 * 131_072) * 16
     assert r["max_concurrency"] == expected_pool // 2**30
-    assert r["max_concurrency"] == 55  # seed 000's sanity line: 55 sequences of 8K
+    # weights as stored: the bf16 count plus the 131,072 x 128 x 2 B rotary cache
+    assert pool["parts"]["weights"]["bytes"] == 2 * r["num_params"] + 131_072 * 128 * 2
+
+
+def test_info_prints_each_part_and_a_model_that_does_not_fit(capsys):
+    assert main(["info", "llama-3.1-8b", "--context", "8192", "--gpu", "h100", "--vllm-version", "0.19.0",
+                 "--max-num-seqs", "256", "--weights", "14.99GiB"]) == 0
+    out = capsys.readouterr().out
+    for row in ("- weights", "14.99 GiB: measured figure given", "- torch peak", "- non-torch", "- CUDA graphs",
+                "256 x 128,256 x 16 B", "V1 0.14-0.19", " tokens"):
+        assert row in out, row
+    assert main(["info", "llama-3.3-70b", "--context", "8192", "--gpu", "h100"]) == 0
+    out = capsys.readouterr().out
+    [line] = [ln for ln in out.splitlines() if "does not fit" in ln]
+    assert "does not fit: weights 131.45 GiB > budget " in line
 
 
 def test_info_mla_and_fp8(capsys):
@@ -80,6 +98,10 @@ def test_models_and_gpus():
     (["info", "llama-3.1-8b", "--utilization", "1.5"], "--utilization"),
     (["info", "llama-3.1-8b", "--tp", "3"], "tp=3"),
     (["info", "llama-3.1-8b", "--overhead", "3 parsecs"], "--overhead"),
+    (["info", "llama-3.1-8b", "--weights", "lots"], "--weights"),
+    (["info", "llama-3.1-8b", "--vllm-version", "main"], "--vllm-version"),
+    (["info", "llama-3.1-8b", "--max-num-seqs", "0"], "--max-num-seqs"),
+    (["info", "llama-3.1-8b", "--max-num-batched-tokens", "x"], "--max-num-batched-tokens"),
     (["info", "/nonexistent/config.json"], "unknown model"),
     (["frobnicate"], "invalid choice"),
     ([], "required"),

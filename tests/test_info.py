@@ -74,40 +74,45 @@ def test_tp_must_fit_the_kv_heads():
 
 
 def test_pool_on_one_gpu_with_tensor_parallel_weights():
-    # Llama 3.1 8B at 8K on H100s, tp = 2, vLLM's 0.92 and 3 GB of overhead:
-    # budget ceil(85,018,877,624 x 0.92) = ceil(78,217,367,414.08) = 78,217,367,415;
-    # weights per GPU 16,060,522,496 / 2 = 8,030,261,248; pool 78,217,367,415 - 8,030,261,248 - 3,000,000,000
-    # = 67,187,106,167 B; / 65,536 B per token per GPU = 1,025,193.9 -> 1,025,193 tokens;
-    # / 2^29 B per sequence per GPU = 125.1 -> 125 sequences.
+    # Llama 3.1 8B at 8K on H100s, tp = 2, the newest release's rules (0.92, Model Runner V2):
+    # budget ceil(85,018,877,624 x 0.92) = 78,217,367,415.
+    # weights as stored: the bf16 count 16,060,522,496 split in two, except the 65 norms of 4,096 x 2 B that every
+    # rank keeps (532,480 B), plus the rotary cache 131,072 x 128 x 2 = 33,554,432 B.
+    weights = (16_060_522_496 - 532_480) // 2 + 532_480 + 33_554_432
+    # torch peak: the forward over 8,192 tokens, 2 B x (3 x 14,336 / 2 + 2 x 4,096) x 1.408 per token, beats the
+    # sampler's 1,024 x 128,256 x 2 B; non-torch at tp 2: 2.10 GiB; no CUDA-graph term in this release.
+    peak = int(8192 * 2 * (3 * 14336 // 2 + 2 * 4096) * 1.408)
+    non_torch = round(2.10 * 2**30)
+    pool = 78_217_367_415 - weights - peak - non_torch
     r = info_report("llama-3.1-8b", context=8192, gpu="H100-SXM", tp=2)
     assert (r["gpu"], r["gpu_cuda_memory_bytes"], r["utilization"], r["overhead_bytes"]) == (
-        "H100-SXM", H100_CUDA_BYTES, 0.92, 3_000_000_000)
-    assert r["weight_bytes_per_gpu"] == 8_030_261_248
-    assert r["kv_pool_bytes"] == 67_187_106_167
-    assert r["kv_pool_tokens"] == 1_025_193
-    assert r["max_concurrency"] == 125
-    # 3e9 B = 3.00 GB = 2.79 GiB (3e9 / 2^30 = 2.794)
-    assert r["assumptions"] == ("pool = ceil(CUDA-reported memory x utilization) - bf16 weights / tp - "
-                                "3.00 GB (2.79 GiB) for activations and other allocations")
+        "H100-SXM", H100_CUDA_BYTES, 0.92, None)
+    assert r["weight_bytes_per_gpu"] == weights
+    assert r["vllm_pool"]["parts"]["torch peak"]["bytes"] == peak
+    assert r["kv_pool_bytes"] == pool
+    assert r["kv_pool_tokens"] == pool // (16 * 65536) * 16      # whole blocks of 16 tokens x 64 KiB per GPU
+    assert r["max_concurrency"] == pool // 2**29
+    assert "weights as stored" in r["assumptions"]
 
 
 def test_pool_follows_utilization_and_overhead():
-    # utilization 0.5 and no overhead, tp = 1: ceil(85,018,877,624 x 0.5) = 42,509,438,812 - 16,060,522,496
-    # = 26,448,916,316 B; / 131,072 = 201,789.8 -> 201,789 tokens; / 2^30 = 24.6 -> 24 sequences of 8K
+    # utilization 0.5, --overhead 0 (replaces torch peak and non-torch), tp = 1:
+    # ceil(85,018,877,624 x 0.5) = 42,509,438,812 - (16,060,522,496 + 33,554,432 rotary cache) = 26,415,361,884 B;
+    # / 2 MiB per block = 12,595 blocks = 201,520 tokens; / 2^30 = 24.6 -> 24 sequences of 8K
     r = info_report("llama-3.1-8b", context=8192, gpu="H100-SXM", utilization=0.5, overhead_bytes=0)
     assert (r["utilization"], r["overhead_bytes"]) == (0.5, 0)
-    assert r["weight_bytes_per_gpu"] == 16_060_522_496
-    assert r["kv_pool_bytes"] == 26_448_916_316
-    assert (r["kv_pool_tokens"], r["max_concurrency"]) == (201_789, 24)
-    assert "0.00 GB (0.00 GiB) for activations" in r["assumptions"]
+    assert r["weight_bytes_per_gpu"] == 16_094_076_928
+    assert r["kv_pool_bytes"] == 26_415_361_884
+    assert (r["kv_pool_tokens"], r["max_concurrency"]) == (201_520, 24)
 
 
 def test_no_pool_left_is_zero_sequences_not_a_negative_count():
-    # Llama 3.1 8B's 16.06 GB of bf16 weights on an L4 (22.03 GiB as CUDA reports it = 23,654,532,383 B):
-    # ceil(23,654,532,383 x 0.1) = 2,365,453,239 - 16,060,522,496 - 3e9 < 0: nothing fits
+    # Llama 3.1 8B's 16.09 GB of weights on an L4 at utilization 0.1: ceil(23,654,532,383 x 0.1) = 2,365,453,239 B
+    # cannot hold them; the report says so in one line instead of a negative pool.
     r = info_report("llama-3.1-8b", context=8192, gpu="L4", utilization=0.1)
-    assert r["kv_pool_bytes"] == 2_365_453_239 - 16_060_522_496 - 3_000_000_000
+    assert r["kv_pool_bytes"] == 0
     assert r["kv_pool_tokens"] == 0 and r["max_concurrency"] == 0
+    assert r["vllm_pool"]["does_not_fit"].startswith("does not fit: weights 14.99 GiB > budget ")
 
 
 def test_gpu_needs_a_context():
@@ -135,7 +140,7 @@ def test_unknown_width_reports_no_parameters_and_no_pool():
     assert r["weight_bytes"] == {"bf16": None, "fp8": None, "int4": None}
     assert (r["weight_bytes_per_gpu"], r["kv_pool_bytes"], r["kv_pool_tokens"], r["max_concurrency"]) == (
         None, None, None, None)
-    assert r["gpu"] == "H100-SXM" and r["utilization"] == 0.92 and r["overhead_bytes"] == 3_000_000_000
+    assert r["gpu"] == "H100-SXM" and r["utilization"] is None and r["vllm_pool"] is None
     assert r["assumptions"] == f"no pool: the weights are unknown ({message})"
 
 
@@ -166,11 +171,12 @@ def test_hub_is_asked_only_when_hub_is_true(monkeypatch):
 
 
 def test_pool_in_a_kv_dtype():
-    # the pool above (67,187,106,167 B per GPU, tp 2) in fp8: 32,768 B per token per GPU -> 2,050,387.8
-    # -> 2,050,387 tokens; 2^28 B per sequence per GPU -> 250.3 -> 250 sequences
+    # the same pool as at bf16 (the KV dtype changes no other part), in fp8: 16-token blocks of 32,768 B per token
+    # per GPU, 2^28 B per sequence per GPU
+    bf16 = info_report("llama-3.1-8b", context=8192, gpu="H100-SXM", tp=2)["kv_pool_bytes"]
     r = info_report("llama-3.1-8b", kv_dtype="fp8", context=8192, gpu="H100-SXM", tp=2)
-    assert r["kv_pool_bytes"] == 67_187_106_167
-    assert (r["kv_pool_tokens"], r["max_concurrency"]) == (2_050_387, 250)
+    assert r["kv_pool_bytes"] == bf16
+    assert (r["kv_pool_tokens"], r["max_concurrency"]) == (bf16 // (16 * 32768) * 16, bf16 // 2**28)
 
 
 def test_a_pool_of_one_byte_holds_one_token_of_one_byte():
@@ -181,7 +187,7 @@ def test_a_pool_of_one_byte_holds_one_token_of_one_byte():
     tiny = kvlib.load_model({"model_type": "llama", "num_hidden_layers": 1, "num_attention_heads": 1,
                              "num_key_value_heads": 1, "hidden_size": 1, "head_dim": 1, "vocab_size": 10,
                              "intermediate_size": 1}, name="tiny")
-    r = info_report(tiny, kv_dtype="fp4", context=1, gpu="H100-SXM", utilization=0.5,
+    r = info_report(tiny, kv_dtype="fp4", context=1, gpu="H100-SXM", utilization=0.5, weights_bytes=60,
                     overhead_bytes=42_509_438_812 - 60 - 1)
     assert (r["num_params"], r["kv_bytes_per_token"], r["kv_pool_bytes"]) == (30, 1, 1)
     assert (r["kv_pool_tokens"], r["max_concurrency"]) == (1, 1)

@@ -1,10 +1,12 @@
 """kvdisplay.pool: the chapter-04 explorer's view, against hand arithmetic.
 
 Llama 3.1 8B on an H100 (79.18 GiB = 85,018,877,624 B as CUDA reports it, seed 000), u 0.92,
-bf16 weights 16,060,522,496 B (8,030,261,248 parameters, the published count), 3 GB other:
-ceil(85,018,877,624 x 0.92) = 78,217,367,415; minus weights and 3e9 = 59,156,844,919 B;
-blocks of 16 tokens x 32 layers x 4,096 B = 2,097,152 B -> 28,208 blocks; fp8 halves the block:
-56,416 blocks = 902,656 token slots.
+weights as stored 16,094,076,928 B (8,030,261,248 bf16 parameters, the published count, plus the
+131,072 x 128 x 2 B rotary cache); other = vLLM 0.32's torch peak, the forward over 8,192 tokens
+int(8,192 x 2 x (3 x 14,336 + 2 x 4,096) x 1.408) = 1,181,116,006 B, plus non-torch round(0.07 GiB)
+= 75,161,928 B: ceil(85,018,877,624 x 0.92) = 78,217,367,415; minus all that = 60,867,012,553 B;
+blocks of 16 tokens x 32 layers x 4,096 B = 2,097,152 B -> 29,023 blocks = 464,368 token slots; fp8 halves
+the block: 58,047 blocks = 928,752 token slots.
 """
 
 from __future__ import annotations
@@ -16,13 +18,13 @@ import kvdisplay as kd
 
 def test_llama_pool_blocks_by_hand():
     view = kd.pool_explorer_view("llama-3.1-8b")
-    assert "blocks of 16 tokens: <b>28,208</b>" in view
-    assert "<b>451,328</b> token slots" in view
+    assert "blocks of 16 tokens: <b>29,023</b>" in view
+    assert "<b>464,368</b> token slots" in view
 
 
 def test_fp8_doubles_the_blocks():
     view = kd.pool_explorer_view("llama-3.1-8b", kv_cache_dtype="fp8")
-    assert "blocks of 16 tokens: <b>56,416</b>" in view and "902,656" in view
+    assert "blocks of 16 tokens: <b>58,047</b>" in view and "928,752" in view
 
 
 def test_hybrid_shows_two_numbers():
@@ -46,3 +48,9 @@ def test_view_is_fast_enough_to_print():
     # a figure for the report, not an assertion on speed (benchmarks time it)
     seconds = min(timeit.repeat(lambda: kd.pool_explorer_view("gpt-oss-20b", context=131072), number=5, repeat=3)) / 5
     print(f"pool_explorer_view: {seconds * 1e3:.1f} ms")
+
+
+def test_gpt_oss_weights_as_shipped_not_a_bf16_count():
+    # gpt-oss-20b ships MXFP4 experts: about 13.8 GB on the GPU, not the 41.8 GB a bf16 count of 20.9 B gives
+    view = kd.pool_explorer_view("gpt-oss-20b")
+    assert "weights as stored 13.78 GB" in view and "41.8" not in view

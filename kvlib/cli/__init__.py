@@ -11,11 +11,12 @@ machines. A user error exits 2 with one line on stderr; never a traceback.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
-from ..argtypes import byte_size, fraction, positive_int
-from ..assumptions import DEFAULT_OVERHEAD_BYTES, DEFAULT_UTILIZATION
+from ..argtypes import byte_size, fraction, positive_int, vllm_version
+from ..assumptions import DEFAULT_UTILIZATION
 from ..config import bundled_models, load_model
 from ..dtypes import KV_DTYPES
 from ..gpus import GPUS
@@ -58,16 +59,41 @@ def _print_info(r):
     elif "kv_pool_bytes" in r:
         rows += [("GPU", f"{r['gpu']}: CUDA reports {format_gb_gib(r['gpu_cuda_memory_bytes'])}, "
                          f"utilization {r['utilization']}"),
-                 ("KV pool per GPU", f"{format_gb_gib(r['kv_pool_bytes'])} = {r['kv_pool_tokens']:,} tokens"),
+                 *_vllm_pool_rows(r["vllm_pool"]),
                  (f"sequences of {r['context']:,} that fit", f"{r['max_concurrency']:,}"),
                  ("assumptions", r["assumptions"])]
     _print_table(rows)
 
 
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+def _vllm_pool_rows(pool) -> list:
+    """The forward pool's parts, one row each, then the pool and tokens (or the one-line 'does not fit')."""
+    rows = [("vLLM release rules", f"{pool['vllm_release']}: utilization {pool['utilization']}, max_num_seqs "
+                                   f"{pool['max_num_seqs']:,}, max_num_batched_tokens {pool['max_num_batched_tokens']:,}"),
+            ("requested", f"ceil(CUDA total x utilization) = {_gib(pool['requested_bytes'])}")]
+    for name, part in pool["parts"].items():
+        low, high = part["range"]
+        spread = f" ({_gib(low)}-{_gib(high)})" if low != high else ""
+        rows.append((f"- {name}", f"{_gib(part['bytes'])}{spread}: {part['rule']} [{part['source']}]"))
+    if pool["does_not_fit"]:
+        rows.append(("KV pool per GPU", pool["does_not_fit"]))
+    else:
+        low, high = pool["available_range"]
+        rows.append(("KV pool per GPU", f"{_gib(pool['available_bytes'])} ({_gib(max(0, low))}-{_gib(high)}) = "
+                                        f"{pool['num_gpu_blocks']:,} blocks x {pool['block_size']} = "
+                                        f"{pool['gpu_kv_cache_tokens']:,} tokens"))
+    return rows
+
+
 def _cmd_info(args):
     try:
         report = info_report(args.model, kv_dtype=args.kv_dtype, context=args.context, gpu=args.gpu,
-                             utilization=args.utilization, tp=args.tp, overhead_bytes=args.overhead, hub=args.hub)
+                             utilization=args.utilization, tp=args.tp, overhead_bytes=args.overhead, hub=args.hub,
+                             vllm_version=args.vllm_version, max_num_seqs=args.max_num_seqs,
+                             max_num_batched_tokens=args.max_num_batched_tokens, weights_bytes=args.weights)
     except InfoError as exc:
         raise UsageError(f"kvlib info: {exc}") from None
     if args.json:
@@ -121,10 +147,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kv-dtype", choices=KV_DTYPES, default=None)
     p.add_argument("--context", type=positive_int)
     p.add_argument("--gpu", help="GPU name (see 'kvlib gpus'); needs --context")
-    p.add_argument("--utilization", type=fraction, default=DEFAULT_UTILIZATION)
+    p.add_argument("--utilization", type=fraction, default=None,
+                   help=f"gpu_memory_utilization (default: the release's, {DEFAULT_UTILIZATION} for the newest)")
     p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel GPUs")
+    p.add_argument("--vllm-version", type=vllm_version, default=None,
+                   help="vLLM release whose rules size the pool (default: the newest)")
+    p.add_argument("--max-num-seqs", type=positive_int, default=None, help="default: the release's for the GPU")
+    p.add_argument("--max-num-batched-tokens", type=positive_int, default=None,
+                   help="default: the release's for the GPU")
+    p.add_argument("--weights", type=byte_size, default=None,
+                   help="measured weights per GPU (bytes, or e.g. 13.5GiB): overrides the weights as stored")
     p.add_argument("--overhead", type=byte_size, default=None,
-                   help=f"activations and other allocations per GPU (default {format_gb_gib(DEFAULT_OVERHEAD_BYTES)})")
+                   help="replace the modelled torch peak and non-torch memory per GPU with this figure")
     p.add_argument("--hub", action="store_true", help="fetch the config from the Hugging Face Hub")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_info)

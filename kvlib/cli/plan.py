@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..argtypes import byte_size as _byte_size, fraction as _fraction, positive_int as _positive_int
+from ..argtypes import byte_size as _byte_size, fraction as _fraction, positive_int as _positive_int, \
+    vllm_version as _vllm_version
 from ..dtypes import KV_DTYPES, WEIGHT_DTYPES, dtype_bytes as _dtype_bytes
 from ..planner import (
     DEFAULT_EFFICIENCY,
@@ -87,14 +88,46 @@ def plan_rows(p: Plan) -> list[tuple[str, str]]:
     return rows
 
 
+def _forward_defaults(args) -> tuple[int | None, int | None, float]:
+    """Weights, overhead per GPU and utilization as vLLM will size them (``kvlib.vllm.forecast_pool``), for
+    whichever of --weight-bytes/--num-params/--weight-dtype, --overhead and --utilization were not given: the
+    weights as stored, the torch peak + non-torch + CUDA-graph parts at this tp, the release's utilization."""
+    from ..gpus import get_gpu
+    from ..vllm import forecast_pool
+    from ..config import load_model
+    weights, overhead, utilization = args.weight_bytes, args.overhead, args.utilization
+    counted = args.num_params is not None or args.weight_dtype is not None
+    if weights is not None and overhead is not None and utilization is not None or args.hub:
+        return weights, overhead, utilization
+    try:
+        card = get_gpu(args.gpu)
+        load_model(args.model)
+        tp = args.gpus_per_node if args.tp is None else args.tp
+        memory = card.cuda_memory_bytes if args.gpu_memory is None else args.gpu_memory
+        f = forecast_pool(args.model, memory, version=args.vllm_version, tp=tp, utilization=utilization,
+                          gpu_name=card.name)
+    except ValueError:
+        return weights, overhead, utilization   # plan_capacity names the bad input in its own words
+    if weights is None and not counted:
+        weights = f.part("weights").bytes * tp     # each GPU's share as stored (replicated norms included)
+    if overhead is None:
+        overhead = sum(p.bytes for p in f.parts if p.name != "weights")
+    return weights, overhead, f.utilization if utilization is None else utilization
+
+
 def _cmd_plan(args):
     if args.weight_bytes is not None and args.num_params is not None:
         raise UsageError("kvlib plan: give --weight-bytes or --num-params, not both")
+    args.weight_bytes, args.overhead, args.utilization = _forward_defaults(args)
+    if args.overhead is None:
+        args.overhead = DEFAULT_OVERHEAD_BYTES
+    if args.utilization is None:
+        args.utilization = DEFAULT_UTILIZATION
     plan = plan_capacity(
         args.model, users=args.users, context=args.context, itl_ms=args.itl_ms, gpu=args.gpu,
         gpus_per_node=args.gpus_per_node, tp=args.tp, gpu_memory_bytes=args.gpu_memory,
         utilization=args.utilization, overhead_bytes_per_gpu=args.overhead, weight_bytes=args.weight_bytes,
-        num_params=args.num_params, weight_dtype_bytes=_dtype_bytes(args.weight_dtype),
+        num_params=args.num_params, weight_dtype_bytes=_dtype_bytes(args.weight_dtype or "bf16"),
         kv_dtype_bytes=None if args.kv_dtype is None else _dtype_bytes(args.kv_dtype),
         bandwidth_bytes_per_s=args.bandwidth, efficiency=args.efficiency, tp_overhead=args.tp_overhead,
         spike_factor=args.spike, redundancy_nodes=args.redundancy, hub=args.hub)
@@ -153,13 +186,17 @@ def add_parser(subparsers):
                                                                    "(default: --gpus-per-node)")
     p.add_argument("--gpu-memory", type=_byte_size, default=None,
                    help="memory per GPU, e.g. 80GB (default: what CUDA reports for --gpu)")
-    p.add_argument("--utilization", type=_fraction, default=DEFAULT_UTILIZATION,
-                   help=f"fraction of GPU memory the engine takes (default {DEFAULT_UTILIZATION})")
-    p.add_argument("--overhead", type=_byte_size, default=DEFAULT_OVERHEAD_BYTES,
-                   help="activations and other allocations per GPU (default 3GB)")
+    p.add_argument("--utilization", type=_fraction, default=None,
+                   help=f"fraction of GPU memory the engine takes (default: the vLLM release's, {DEFAULT_UTILIZATION} "
+                        "for the newest)")
+    p.add_argument("--vllm-version", type=_vllm_version, default=None, help="vLLM release whose rules size the pool (default: newest)")
+    p.add_argument("--overhead", type=_byte_size, default=None,
+                   help="activations and other allocations per GPU (default: vLLM's torch peak, non-torch and "
+                        "CUDA-graph memory as 'kvlib info' predicts them)")
     p.add_argument("--weight-bytes", type=_byte_size, default=None, help="weights of the whole model, e.g. 141.2GB")
     p.add_argument("--num-params", type=_count_arg, default=None, help="parameters, e.g. 70.6e9 (default: counted)")
-    p.add_argument("--weight-dtype", default="bf16", choices=WEIGHT_DTYPES)
+    p.add_argument("--weight-dtype", default=None, choices=WEIGHT_DTYPES,
+                   help="count the weights at this dtype (default: as the checkpoint stores them)")
     p.add_argument("--kv-dtype", default=None, choices=KV_DTYPES)
     p.add_argument("--bandwidth", type=_rate_arg, default=None, help="per GPU, e.g. 3.35TB (per second)")
     p.add_argument("--efficiency", type=_fraction, default=DEFAULT_EFFICIENCY,

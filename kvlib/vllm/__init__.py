@@ -12,8 +12,10 @@ One sub-package, one module per job:
 - ``predict``: backwards, ``predict_from_log(start, spec)`` -> the block/token
   range vLLM should print from the available GiB it printed (per pipeline
   stage when the log says which rank printed what), and whether it did;
-- ``pool``: forwards, ``predict_pool(spec, total_gpu_memory_bytes, ...)`` ->
-  the pool and block count to expect before starting vLLM;
+- ``pool``: forwards, ``forecast_pool(model, total_gpu_memory_bytes, version=...)``
+  -> every part (weights as stored, torch peak, non-torch, CUDA graphs) and
+  the pool and tokens to expect before starting vLLM; ``predict_pool`` when
+  the parts are known;
 - ``report``: ``report(start, prediction)`` -> the dict ``kvlib vllm-log --json`` prints;
 - ``bundled``: the course's real logs (``bundled_logs()``, ``read_bundled_log(name)``).
 
@@ -45,13 +47,15 @@ from .engine import (
 from .layout import KV_CACHE_DTYPES, bytes_per_block, kv_cache_groups, kv_element_bytes, layer_page_bytes, \
     pp_layer_split
 from .log import EngineStart, gib_window, parse_log
-from .pool import PoolForecast, predict_pool
+from .engine import ReleaseRules, batch_defaults, release_rules
+from .pool import Forecast, PoolForecast, PoolPart, forecast_pool, predict_pool
 from .predict import LogPrediction, predict_from_log
 from .report import report
 
 __all__ = [
     "VllmLogError", "EngineStart", "parse_log", "parse_version", "gib_window",
-    "LogPrediction", "predict_from_log", "PoolForecast", "predict_pool",
+    "LogPrediction", "predict_from_log", "PoolForecast", "predict_pool", "Forecast", "PoolPart", "forecast_pool",
+    "ReleaseRules", "release_rules", "batch_defaults",
     "DEFAULT_BLOCK_SIZE", "default_utilization", "budget_rounds_up", "kv_element_bytes", "layer_page_bytes",
     "bytes_per_block", "pp_layer_split", "kv_cache_groups", "KV_CACHE_DTYPES", "report", "read_log_file",
     "bundled_logs", "read_bundled_log", "CpuEngineRun", "cpu_engine_runs", "read_cpu_engine_run",
