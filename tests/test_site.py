@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from site_build import REPO, built_site, chapter_ids
+from site_build import REPO, builder, built_site, chapter_ids
 
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 REGION = re.compile(r"### BEGIN (SOLUTION|HIDDEN TESTS)\n(.*?)### END \1", re.S)
@@ -138,3 +138,46 @@ def test_maths_is_mathml_and_folds_are_closed(site, chapter):
     if "$" in _sources(REPO / "chapters" / f"{chapter}.ipynb"):
         assert "<math" in main
     assert "<details open" not in main
+
+
+# -- the build's own steps, in process on made-up notebooks (no kernel, no Sphinx) -------------------
+
+def _widget_state():
+    def model(name, **state):
+        return {"model_name": name, "state": state}
+    return {"box": model("VBoxModel", children=["IPY_MODEL_s", "IPY_MODEL_d", "IPY_MODEL_h", "IPY_MODEL_gone",
+                                                  "IPY_MODEL_o"]),
+            "s": model("IntSliderModel", description="layers L", value=32),
+            "d": model("DropdownModel", description="GPU", index=1, _options_labels=["A100", "H100"]),
+            "h": model("HTMLModel", value="<b>131,072 B</b> per token"),
+            "gone": model("HTMLModel", value="the hidden answer", layout="IPY_MODEL_lay"),
+            "lay": model("LayoutModel", display="none"),
+            "o": model("OutputModel", outputs=[{"output_type": "display_data", "data": {"image/png": "iVBOR"}}])}
+
+
+def test_an_explorer_becomes_its_first_view():
+    build = builder()
+    view = build._widget_html("box", _widget_state())
+    assert "layers L = <b>32</b>" in view and "GPU = <b>H100</b>" in view
+    assert "<b>131,072 B</b> per token" in view and 'src="data:image/png;base64,iVBOR"' in view
+    assert "hidden answer" not in view
+
+
+def test_only_an_unanswered_exercise_may_fail():
+    import nbformat
+    build = builder()
+
+    def notebook(ename, nbgrader):
+        cell = nbformat.v4.new_code_cell("check(...)", metadata={"nbgrader": nbgrader})
+        cell.outputs = [nbformat.v4.new_output("error", ename=ename, evalue="x", traceback=[])]
+        hidden = nbformat.v4.new_code_cell("kd.worked_problem(...)", metadata={"jupyter": {"source_hidden": True}})
+        return nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Title"), hidden, cell])
+
+    nb = build.prepare(notebook("AssertionError", {"grade": True}), "ch01_kv_formula",
+                       ("ch02_gqa_tp", "what"), "OWNER/kv-course", "HEAD")
+    assert nb.cells[3].outputs == [] and nb.cells[2].metadata["tags"] == ["hide-input"]
+    assert "kv-binder" in nb.cells[1].source and 'href="ch02_gqa_tp.html"' in nb.cells[-1].source
+    with pytest.raises(RuntimeError, match="ch01_kv_formula: cell 2: KeyError"):
+        build.prepare(notebook("KeyError", {"grade": True}), "ch01_kv_formula", None, "OWNER/kv-course", "HEAD")
+    with pytest.raises(RuntimeError, match="AssertionError"):
+        build.prepare(notebook("AssertionError", {}), "ch01_kv_formula", None, "OWNER/kv-course", "HEAD")

@@ -103,6 +103,9 @@ def _widget_html(model_id: str, models: dict, depth: int = 0) -> str:
     if model is None or depth > 20:
         return ""
     state, name = model.get("state", {}), model.get("model_name", "")
+    layout = models.get(str(state.get("layout", "")).removeprefix("IPY_MODEL_"), {}).get("state", {})
+    if layout.get("display") == "none" or layout.get("visibility") == "hidden":
+        return ""                     # hidden in the notebook too (an answer panel, say): not on the page
     children = [c.removeprefix("IPY_MODEL_") for c in state.get("children", [])]
     if name in ("HTMLModel", "HTMLMathModel"):
         return f'<div class="kv-widget-html">{state.get("value", "")}</div>'
