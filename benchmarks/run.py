@@ -11,6 +11,7 @@ Sections (each a function below):
   grading    seconds per submission: plain `nbgrader autograde` vs `python -m autograder grade-class`
              on all cores, with and without isolation, on generated submissions
   setup      wall time and disk size of ./dev.sh setup on an empty venv; `import kvlib` time
+  site       ./dev.sh site's build (ten chapters executed, Sphinx): seconds and megabytes
   engine     ./dev.sh engine on an empty venv (time, disk) and vLLM CPU engine starts
              (benchmarks/bench_engine.py); only with --only engine (it installs 3.4 GB), and a
              run without it keeps the engine section already in the output file
@@ -21,6 +22,7 @@ Sized for a 2-core machine: the default class of 200 keeps the whole run under a
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import csv
 import datetime
 import json
@@ -462,6 +464,31 @@ def bench_setup(args) -> str:
                       "", "Pip reads the machine's configured wheel caches; a cold download takes longer."])
 
 
+# --- 7. the executed site --------------------------------------------------------------------------
+def bench_site(args) -> str:
+    """./dev.sh site's build (tools/build_site.py) into a scratch folder: time and size."""
+    spec = importlib.util.spec_from_file_location("build_site", ROOT / "tools" / "build_site.py")
+    build_site = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build_site)
+    with tempfile.TemporaryDirectory(prefix="kv-site-") as tmp:
+        out = Path(tmp) / "site"
+        figures = build_site.build(out, jobs=2, repo="OWNER/kv-course", branch="HEAD")
+        parts = {"pages (HTML)": sum(f.stat().st_size for f in out.glob("*.html")),
+                 "plots (_images/)": _du(out / "_images") if (out / "_images").exists() else 0,
+                 "theme, CSS, JS, search (_static/, searchindex.js)":
+                     _du(out / "_static") + (out / "searchindex.js").stat().st_size,
+                 "release notebooks (notebooks/)": _du(out / "notebooks")}
+    rows = [("execute the ten chapters (nbclient, 2 at a time)", f"{figures['execute_s']:.1f} s", "-"),
+            ("render with Sphinx + myst-nb", f"{figures['total_s'] - figures['execute_s']:.1f} s", "-"),
+            ("whole build", f"{figures['total_s']:.1f} s",
+             f"{figures['bytes'] / 1e6:.1f} MB ({figures['bytes'] / 2**20:.1f} MiB), {figures['files']} files")]
+    rows += [(f"of which {name}", "-", f"{size / 1e6:.2f} MB") for name, size in parts.items()]
+    return "\n".join(["## Executed site (`./dev.sh site`, tools/build_site.py)", "",
+                      md_table(["what", "time", "size"], rows), "",
+                      "Offline: nothing is downloaded at build or read time. The tools' install "
+                      "(tools/site/requirements.txt) is not counted."])
+
+
 def bench_engine(args) -> str:
     from bench_engine import bench_engine as engine_section
     return engine_section(args)
@@ -474,7 +501,7 @@ def bench_forward(args) -> str:
 
 SECTIONS = {"vllm": bench_vllm, "notebooks": bench_notebooks, "widgets": bench_widgets, "tests": bench_tests,
             "simulators": bench_simulators, "grading": bench_grading, "setup": bench_setup,
-            "engine": bench_engine, "forward": bench_forward}
+            "site": bench_site, "engine": bench_engine, "forward": bench_forward}
 OPT_IN = ("engine",)        # run only when named in --only; otherwise the file's section is kept
 
 

@@ -37,7 +37,7 @@ def _subcommands(parser: argparse.ArgumentParser) -> set:
 def test_the_helpers_see_the_real_commands():
     from autograder.__main__ import build_parser as grader
     from kvlib.cli import build_parser as kvlib_cli
-    assert {"open", "test", "quick", "build"} <= _dev_sh_commands()
+    assert {"open", "test", "quick", "build", "site"} <= _dev_sh_commands()
     assert {"info", "plan", "drill"} <= _subcommands(kvlib_cli())
     assert {"grade", "grade-class"} <= _subcommands(grader())
     assert _code("see `./dev.sh nope` and\n```\nkvlib x\n```\n") == "kvlib x\n\n./dev.sh nope"
