@@ -12,8 +12,11 @@ Each row says what one quantity is called in each of the three places a learner 
 * ``meaning`` and ``unit``; ``chapter``: the chapter that introduces it.
 
 A letter means one thing everywhere. Chapter 00 (ch00_orientation) shows this table;
-``kvlib.formulas``' docstrings and every chapter's sympy symbols use only its letters
-(``tests/test_notation.py`` fails on a letter that is not here: add its row first).
+``kvlib.formulas``' docstrings, every chapter's sympy symbols and every letter in a chapter's
+LaTeX (``$...$`` in markdown cells, in worked problems' formulas and substitutions, in what
+``kvdisplay`` renders) use only its letters (``tests/test_notation.py`` fails on a letter that
+is not here: add its row first). Words go in ``\\text{...}``, a paper's vectors in bold
+(``\\mathbf{c}^{KV}``), and ``INDICES`` number things (the i-th sequence, turn k).
 
 >>> by_letter("K").name, by_letter("K").kvlib_keywords
 ('num_kv_heads', ('kv_heads',))

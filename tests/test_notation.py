@@ -6,7 +6,7 @@
 * Every letter used as a quantity in a chapter's LaTeX is a letter of the table: ``$...$`` in
   markdown cells, in the strings code cells hand to ``kvdisplay`` (worked problems' formulas and
   substitutions, explorers' labels, errata) and in what ``kvdisplay`` writes itself. Words in
-  ``\text{...}`` are not letters, bold (``\mathbf{c}``) is a paper's vector, ``i``, ``j``, ``k``
+  ``\\text{...}`` are not letters, bold (``\\mathbf{c}``) is a paper's vector, ``i``, ``j``, ``k``
   are indices (``notation.INDICES``), and a subscript index (``T_1``, ``T_{8B}``) is an instance
   of its letter. A worked problem's substitution of a bytes figure must use a letter whose unit
   is bytes (so ``T`` cannot be "80 GiB": ``T`` is tokens).
