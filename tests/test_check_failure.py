@@ -7,6 +7,8 @@ asserted on ``traceback`` here is what JupyterLab draws and nbgrader stores.
 
 from __future__ import annotations
 
+import builtins
+
 import pytest
 
 IPython = pytest.importorskip("IPython")
@@ -18,6 +20,7 @@ CHECKER_TEXT = ("core.py", "autograder/", "Traceback", "__init__.py")
 
 @pytest.fixture(scope="module")
 def shell():
+    had = set(vars(builtins))
     shell = InteractiveShell.instance()
     errors = []
     shell._showtraceback = lambda etype, evalue, stb: errors.append(
@@ -29,6 +32,8 @@ def shell():
         return errors[0] if errors else None
     yield run
     InteractiveShell.clear_instance()
+    for name in set(vars(builtins)) - had:    # __IPYTHON__, display: later tests run outside IPython
+        delattr(builtins, name)
 
 
 def test_a_wrong_answer_shows_the_message_alone(shell):
