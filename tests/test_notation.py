@@ -154,14 +154,27 @@ def substitutions(tree) -> list:
     return out
 
 
+#: A substitution's value in one of these units goes to a letter whose table unit is one of them.
+UNIT_FAMILIES = (
+    (("B", "GiB"), BYTES_VALUE),
+    (("B/s",), re.compile(r"\d\s*(?:B|kB|KB|MB|GB|TB)/s\b")),
+    (("FLOP/s",), re.compile(r"FLOP/s\b")),
+)
+
+
 def bytes_letter_misuse(tree) -> list:
-    """Substitutions that give a bytes figure ("80.0 GiB") to a lone table letter whose unit is not bytes."""
+    """Substitutions that give a lone table letter a value in a unit it has not: "80.0 GiB" to T (tokens),
+    "989 TFLOP/s" to P (parameters)."""
     wrong = []
     for symbol, value in substitutions(tree):
         letters = [x for x in math_letters(symbol) if x in notation.letters()]
-        if len(letters) == 1 and symbol.strip() in (letters[0], notation.by_letter(letters[0]).latex) \
-                and BYTES_VALUE.search(value) and notation.by_letter(letters[0]).unit not in ("B", "GiB"):
-            wrong.append(f"{symbol} = {value!r} ({notation.by_letter(letters[0]).meaning})")
+        if len(letters) != 1 or symbol.strip() not in (letters[0], notation.by_letter(letters[0]).latex):
+            continue
+        row = notation.by_letter(letters[0])
+        for units, pattern in UNIT_FAMILIES:
+            if pattern.search(value) and row.unit not in units:
+                wrong.append(f"{symbol} = {value!r} ({row.meaning})")
+                break
     return wrong
 
 
@@ -314,6 +327,10 @@ def test_the_latex_scan_can_fail():
     ch08 = ast.parse('kd.worked_problem(3, "q", "a", "$A = T u - W - P$", [("T", f"{t} GiB", "total"), '
                      '("P", f"{p:.4f} GiB", "activation peak"), ("M", "80 GiB", "total"), ("B", 7, "seqs")], "r", "s")')
     assert [entry.split(" = ")[0] for entry in bytes_letter_misuse(ch08)] == ["T", "P"]
+    # ch06 before: P the peak compute (P is the parameter count), BW in TB/s (right)
+    ch06 = ast.parse('kd.worked_problem(3, "q", "a", "$x$", [("P", f"{p:,.0f} TFLOP/s", "peak"), '
+                     '(r"\\mathit{BW}", f"{bw} TB/s", "bandwidth"), ("F", "989 TFLOP/s", "peak")], "r", "s")')
+    assert [entry.split(" = ")[0] for entry in bytes_letter_misuse(ch06)] == ["P"]
     assert code_math('kd.worked_problem(1, "q", "a", "$x$", [("T", f"{t} GiB", "total")], "r", "s")') == ["x", "T"]
 
 
@@ -329,7 +346,8 @@ def test_chapter_latex_uses_the_table(path):
 
 @pytest.mark.parametrize("path", SOURCES, ids=[p.parent.name for p in SOURCES])
 def test_a_bytes_figure_takes_a_bytes_letter(path):
-    """A worked problem's ``(letter, "80.0 GiB", ...)`` names a quantity in bytes (T, tokens, cannot be memory)."""
+    """A worked problem's ``(letter, "80.0 GiB", ...)`` names a quantity in bytes (T, tokens, cannot be memory);
+    the same for bandwidths and FLOP rates."""
     wrong = []
     for source in _code_cells(path):
         try:
