@@ -161,18 +161,20 @@ def test_solutions_only_in_solutions(assignment, generated):
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_only_the_release_test_cells_let_run_all_go_on(assignment, generated):
-    """Every test cell of chapters/ carries ``raises-exception`` (Run All goes past a failing check);
-    no other cell does, and no cell of solutions/ (a failing solution check must stop nbclient)."""
+def test_only_the_release_exercise_cells_let_run_all_go_on(assignment, generated):
+    """Every test and code answer cell of chapters/ carries ``raises-exception`` (Run All goes past a
+    failing check and past a value answer's stub); no other cell does, and no cell of solutions/
+    (a failing solution check must stop nbclient)."""
     release = _read(generated[f"chapters/{assignment}.ipynb"])
     solution = _read(generated[f"solutions/{assignment}.ipynb"])
 
     def tagged(nb):
         return [i for i, c in enumerate(nb.cells) if "raises-exception" in c.metadata.get("tags", [])]
 
-    tests = [i for i, c in enumerate(release.cells)
-             if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")]
-    assert tagged(release) == tests and (tests or not _graded(assignment)), (assignment, tagged(release), tests)
+    exercises = [i for i, c in enumerate(release.cells) if c.cell_type == "code"
+                 and (c.metadata.get("nbgrader", {}).get("grade") or c.metadata.get("nbgrader", {}).get("solution"))]
+    assert tagged(release) == exercises and (exercises or not _graded(assignment)), \
+        (assignment, tagged(release), exercises)
     assert tagged(solution) == []
 
 

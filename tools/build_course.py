@@ -168,20 +168,22 @@ def render(nb) -> bytes:
 RUN_ON_TAG = "raises-exception"
 
 
-def is_test_cell(cell) -> bool:
-    """An nbgrader autograded test cell (graded, not an answer)."""
+def fails_when_blank(cell) -> bool:
+    """A cell that raises in a blank release: a test cell (its check fails), or a code answer cell
+    (a value exercise's stub, ``answer_pool = ...``, raises NotImplementedError where it stands)."""
     meta = cell.metadata.get("nbgrader", {})
-    return cell.cell_type == "code" and bool(meta.get("grade")) and not meta.get("solution")
+    return cell.cell_type == "code" and (bool(meta.get("grade")) or bool(meta.get("solution")))
 
 
 def tag_test_cells(nb):
-    """Tag every test cell ``raises-exception``: a failing check shows its message and Run All goes on.
+    """Tag every test and answer cell ``raises-exception``: a failing check shows its message and
+    Run All goes on (an untagged error stops JupyterLab's Run All at that cell).
 
     Only the student release gets it (a solution's checks must pass, and nbclient would
     let a tagged failure through); nbgrader grades by the error output, not the tag.
     """
     for cell in nb.cells:
-        if is_test_cell(cell):
+        if fails_when_blank(cell):
             tags = cell.metadata.setdefault("tags", [])
             if RUN_ON_TAG not in tags:
                 tags.append(RUN_ON_TAG)
