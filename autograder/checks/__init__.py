@@ -52,8 +52,9 @@ Adding a chapter ``chNN_slug``
 3. ``./dev.sh build`` and ``./dev.sh test``: ``tests/test_exercises.py`` checks,
    for every chapter in ``course/source``, that test cells and exercises agree,
    and the build's ``--check`` refuses a test cell with no exercise. The build
-   tags every test cell of the student release ``raises-exception`` (never by
-   hand in the source), so Run All goes past a failing check; a failing check
+   tags every test and code answer cell of the student release
+   ``raises-exception`` (never by hand in the source), so Run All goes past a
+   failing check and a blank value answer; a failing check
    shows "✗ <grade id>" and its message only (``failure.CheckFailed``), and a
    learner's own exception shows their frames, not the checker's.
 4. Every letter a chapter writes in ``$...$`` (markdown, and the strings it hands
