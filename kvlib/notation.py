@@ -12,8 +12,11 @@ Each row says what one quantity is called in each of the three places a learner 
 * ``meaning`` and ``unit``; ``chapter``: the chapter that introduces it.
 
 A letter means one thing everywhere. Chapter 00 (ch00_orientation) shows this table;
-``kvlib.formulas``' docstrings and every chapter's sympy symbols use only its letters
-(``tests/test_notation.py`` fails on a letter that is not here: add its row first).
+``kvlib.formulas``' docstrings, every chapter's sympy symbols and every letter in a chapter's
+LaTeX (``$...$`` in markdown cells, in worked problems' formulas and substitutions, in what
+``kvdisplay`` renders) use only its letters (``tests/test_notation.py`` fails on a letter that
+is not here: add its row first). Words go in ``\\text{...}``, a paper's vectors in bold
+(``\\mathbf{c}^{KV}``), and ``INDICES`` number things (the i-th sequence, turn k).
 
 >>> by_letter("K").name, by_letter("K").kvlib_keywords
 ('num_kv_heads', ('kv_heads',))
@@ -25,7 +28,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Symbol", "SYMBOLS", "by_letter", "letters", "code_names"]
+__all__ = ["Symbol", "SYMBOLS", "INDICES", "GREEK", "by_letter", "letters", "code_names"]
+
+#: Letters that number things (the i-th sequence, turn k) rather than name a quantity: allowed anywhere
+#: in LaTeX, and as a subscript (T_i, T_k) they make an instance of the letter they follow.
+INDICES = ("i", "j", "k")
+#: Greek letters are written as their LaTeX names in the table (``tau``) and rendered as ``\\tau``.
+GREEK = frozenset({"alpha", "beta", "gamma", "delta", "epsilon", "eta", "theta", "kappa", "lambda", "mu",
+                   "nu", "pi", "rho", "sigma", "tau", "phi", "chi", "psi", "omega"})
 
 
 @dataclass(frozen=True)
@@ -43,10 +53,16 @@ class Symbol:
 
     @property
     def latex(self) -> str:
-        """The letter as LaTeX: ``d_c`` -> ``d_{c}``, ``bs`` -> ``\\mathit{bs}``."""
+        """The letter as LaTeX: ``d_c`` -> ``d_{c}``, ``bs`` -> ``\\mathit{bs}``, ``tau`` -> ``\\tau``.
+
+        >>> by_letter("tau").latex, by_letter("b_tok").latex, by_letter("BW").latex
+        ('\\\\tau', 'b_{tok}', '\\\\mathit{BW}')
+        """
         if "_" in self.letter:
             base, sub = self.letter.split("_", 1)
             return f"{base}_{{{sub}}}"
+        if self.letter in GREEK:
+            return "\\" + self.letter
         return self.letter if len(self.letter) == 1 else rf"\mathit{{{self.letter}}}"
 
 
@@ -56,6 +72,7 @@ SYMBOLS: tuple[Symbol, ...] = (
            ("num_hidden_layers", "n_layer"), kvlib_keywords=("layers",)),
     Symbol("H", "num_heads", "query heads per layer (not a factor of the cache)", "count",
            ("num_attention_heads", "n_head"), kvlib_keywords=("num_heads",)),
+    Symbol("G", "group_size", "query heads that share one KV head: H / K", "count", chapter="ch02_gqa_tp"),
     Symbol("K", "num_kv_heads", "key/value heads per layer; a config without the field (or null) means K = H",
            "count", ("num_key_value_heads",), kvlib_keywords=("kv_heads",)),
     Symbol("D", "head_dim", "numbers in one key (and in one value); no field: hidden_size / num_attention_heads",
@@ -68,9 +85,15 @@ SYMBOLS: tuple[Symbol, ...] = (
            "tokens", ("max_position_embeddings",), ("max_model_len",), ("seq_len", "context")),
     Symbol("B", "batch_size", "sequences held at once", "sequences", (), ("max_num_seqs",),
            ("batch_size", "batch", "num_seqs")),
+    Symbol("d_qk", "qk_head_dim", "numbers per head in a query-key dot product (D; MLA's no-RoPE part plus d_R)",
+           "elements", chapter="ch05_prefix_reuse"),
+    Symbol("d_v", "v_head_dim", "numbers per value head (D; MLA sets its own)", "elements", ("v_head_dim",),
+           chapter="ch05_prefix_reuse"),
     # Multi-head latent attention.
     Symbol("d_c", "kv_lora_rank", "width of MLA's compressed latent, which stands in for keys and values",
            "elements", ("kv_lora_rank",), (), ("latent_dim",), "ch03_mla"),
+    Symbol("d_kv", "kv_width", "numbers one token caches in one layer: 2 K D, or MLA's d_c + d_R", "elements",
+           chapter="ch03_mla"),
     Symbol("d_R", "qk_rope_head_dim", "width of MLA's decoupled RoPE key, cached beside the latent", "elements",
            ("qk_rope_head_dim",), (), ("rope_dim",), "ch03_mla"),
     # Splitting over GPUs.
@@ -95,16 +118,28 @@ SYMBOLS: tuple[Symbol, ...] = (
            "tokens", chapter="ch04_pool_paging"),
     Symbol("b_tok", "kv_bytes_per_token", "bytes of KV cache one token takes: 2 L K D b, or MLA's L (d_c + d_R) b",
            "B", kvlib_keywords=("bytes_per_token",), chapter="ch04_pool_paging"),
+    Symbol("L_full", "num_full_layers", "layers that attend over the whole context", "count",
+           chapter="ch04_pool_paging"),
+    Symbol("L_window", "num_sliding_layers", "layers that attend over a sliding window of w tokens", "count",
+           chapter="ch04_pool_paging"),
     Symbol("w", "sliding_window", "tokens a sliding-window layer keeps", "tokens", ("sliding_window",), (),
            ("sliding_window",), "ch04_pool_paging"),
     # Sharing a prompt.
     Symbol("T_p", "prompt_tokens", "tokens of the prompt that requests share (a prefix of each sequence)", "tokens",
+           chapter="ch05_prefix_reuse"),
+    Symbol("T_c", "cached_tokens", "tokens of a request already in the prefix cache", "tokens",
+           chapter="ch05_prefix_reuse"),
+    Symbol("n", "num_turns", "turns of a conversation, or steps of an agent run", "count",
            chapter="ch05_prefix_reuse"),
     # Time.
     Symbol("BW", "bandwidth_bytes_per_s", "memory bandwidth of one GPU", "B/s",
            kvlib_keywords=("bandwidth_bytes_per_s",), chapter="ch06_crossover"),
     Symbol("e", "efficiency", "fraction of BW real kernels reach", "fraction",
            kvlib_keywords=("efficiency",), chapter="ch06_crossover"),
+    Symbol("F", "peak_flops_per_s", "peak compute of one GPU (dense, in the step's dtype)", "FLOP/s",
+           chapter="ch06_crossover"),
+    Symbol("I", "arithmetic_intensity", "FLOPs a step does per byte it reads; its ridge I* = F / BW", "FLOP/B",
+           chapter="ch06_crossover"),
     # A capacity plan.
     Symbol("K_g", "kv_heads_per_gpu", "KV heads one GPU of a TP group keeps: K / t, at least 1 (copied past t = K)",
            "count", chapter="ch07_capacity_plan"),
@@ -130,6 +165,22 @@ SYMBOLS: tuple[Symbol, ...] = (
            kvlib_keywords=("nodes",), chapter="ch07_capacity_plan"),
     Symbol("f", "spike_factor", "traffic peak over the average a plan must absorb", "ratio",
            kvlib_keywords=("spike_factor",), chapter="ch07_capacity_plan"),
+    # vLLM's own figures (its log and its pool).
+    Symbol("O_act", "activation_bytes", "activation peak of the profiling run (torch peak less the weights)", "B",
+           kvlib_keywords=("activation_bytes",), chapter="ch08_vllm_lab"),
+    Symbol("O_nt", "non_torch_bytes", "memory outside torch's allocator (NCCL, CUDA context)", "B",
+           kvlib_keywords=("non_torch_bytes",), chapter="ch08_vllm_lab"),
+    Symbol("O_cg", "cudagraph_bytes", "CUDA graphs' memory, estimated before sizing from vLLM 0.20", "B",
+           kvlib_keywords=("cudagraph_bytes",), chapter="ch08_vllm_lab"),
+    Symbol("b_blk", "block_bytes", "bytes of one block on one GPU: b_tok bs", "B", chapter="ch08_vllm_lab"),
+    Symbol("n_blocks", "num_gpu_blocks", "blocks in the paged pool, as vLLM's log prints them", "blocks",
+           kvlib_keywords=("num_gpu_blocks",), chapter="ch08_vllm_lab"),
+    Symbol("X", "printed_gib", "a memory figure as vLLM's log prints it: GiB, to two decimals", "GiB",
+           chapter="ch08_vllm_lab"),
+    Symbol("lo", "window_low_bytes", "fewest bytes a printed X can stand for: (X - 0.005) 2^30, rounded up", "B",
+           chapter="ch08_vllm_lab"),
+    Symbol("hi", "window_high_bytes", "most bytes a printed X can stand for: below (X + 0.005) 2^30", "B",
+           chapter="ch08_vllm_lab"),
     Symbol("n_spare", "redundancy_nodes", "spare nodes a plan adds for failures (N+1: one)", "count",
            kvlib_keywords=("redundancy_nodes",), chapter="ch07_capacity_plan"),
 )

@@ -160,6 +160,24 @@ def test_solutions_only_in_solutions(assignment, generated):
         assert all(line in solutions[gid].source for line in lines), f"solutions/: {gid} lost its solution"
 
 
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_only_the_release_exercise_cells_let_run_all_go_on(assignment, generated):
+    """Every test and code answer cell of chapters/ carries ``raises-exception`` (Run All goes past a
+    failing check and past a value answer's stub); no other cell does, and no cell of solutions/
+    (a failing solution check must stop nbclient)."""
+    release = _read(generated[f"chapters/{assignment}.ipynb"])
+    solution = _read(generated[f"solutions/{assignment}.ipynb"])
+
+    def tagged(nb):
+        return [i for i, c in enumerate(nb.cells) if "raises-exception" in c.metadata.get("tags", [])]
+
+    exercises = [i for i, c in enumerate(release.cells) if c.cell_type == "code"
+                 and (c.metadata.get("nbgrader", {}).get("grade") or c.metadata.get("nbgrader", {}).get("solution"))]
+    assert tagged(release) == exercises and (exercises or not _graded(assignment)), \
+        (assignment, tagged(release), exercises)
+    assert tagged(solution) == []
+
+
 #: Cells that show a worked problem or an erratum are generators: a learner must not see their code
 #: (which computes the answer) before trying, so their input is hidden and must stay hidden.
 GENERATOR_CALLS = ("kd.worked_problem(", "kd.erratum(")

@@ -3,6 +3,13 @@
 * Every letter in a formula of ``kvlib.formulas``' docstrings, and every sympy symbol a chapter
   source declares, is a letter of the table (or, in a docstring, a name the table or the
   function itself gives): a chapter or docstring that brings in an undefined letter fails here.
+* Every letter used as a quantity in a chapter's LaTeX is a letter of the table: ``$...$`` in
+  markdown cells, in the strings code cells hand to ``kvdisplay`` (worked problems' formulas and
+  substitutions, explorers' labels, errata) and in what ``kvdisplay`` writes itself. Words in
+  ``\\text{...}`` are not letters, bold (``\\mathbf{c}``) is a paper's vector, ``i``, ``j``, ``k``
+  are indices (``notation.INDICES``), and a subscript index (``T_1``, ``T_{8B}``) is an instance
+  of its letter. A worked problem's substitution of a bytes figure must use a letter whose unit
+  is bytes (so ``T`` cannot be "80 GiB": ``T`` is tokens).
 * The table's config fields are fields of real configs, and its kvlib names are names kvlib uses.
 """
 
@@ -53,6 +60,150 @@ def sympy_symbols(source: str) -> list:
                 and isinstance(node.args[0].value, str):
             names += [n.replace("{", "").replace("}", "") for n in re.split(r"[\s,]+", node.args[0].value) if n]
     return names
+
+
+# -- LaTeX in markdown and in what kvdisplay renders ------------------------------------------------
+
+CODE_SPANS = re.compile(r"```.*?```|`[^`\n]*`", re.S)
+MATH = re.compile(r"\$\$(.+?)\$\$|(?<![\\$])\$(?!\s)(.+?)(?<![\s\\])\$", re.S)
+WORDS = re.compile(r"\\(?:text|mathrm|operatorname|textbf|textit|mbox|mathbf|boldsymbol)\s*\{[^{}]*\}")
+SUB_WORDS = re.compile(r"_\s*\{?\s*\\(?:text|mathrm|mathit)\s*\{([^{}]*)\}\s*\}?")
+ITALIC = re.compile(r"\\mathit\s*\{([A-Za-z]+)\}")
+INDEX = re.compile(r"^(?:\d+[A-Za-z]*|[ijk])$")          # T_1, T_{8B}, T_k: an instance of T
+BYTES_VALUE = re.compile(r"\d\s*(?:B|kB|KB|MB|GB|TB|KiB|MiB|GiB|TiB)(?![/\w])")
+
+
+def math_spans(text: str) -> list:
+    """The ``$...$`` and ``$$...$$`` spans of markdown (code spans and fences are not math)."""
+    return [a or b for a, b in MATH.findall(CODE_SPANS.sub(" ", text))]
+
+
+def _braced(s: str, i: int):
+    """The argument at ``s[i]`` (``{...}`` or one character): (text, index after it)."""
+    if i < len(s) and s[i] == "{":
+        depth, j = 1, i + 1
+        while j < len(s) and depth:
+            depth += {"{": 1, "}": -1}.get(s[j], 0)
+            j += 1
+        return s[i + 1:j - 1], j
+    return (s[i], i + 1) if i < len(s) else ("", i)
+
+
+def math_letters(math: str) -> list:
+    """The quantities a LaTeX formula names, as table letters: ``d_{c}`` -> ``d_c``, ``\\mathit{bs}`` -> ``bs``,
+    ``L_\\text{full}`` -> ``L_full``, ``\\tau`` -> ``tau``; adjacent letters are a product (``2PB``: P, B)."""
+    s = SUB_WORDS.sub(lambda m: "_{" + m.group(1) + "}", math)
+    s = WORDS.sub(" ", ITALIC.sub(lambda m: "\x00" + m.group(1) + "\x00", s))
+    found, i = [], 0
+    while i < len(s):
+        ch = s[i]
+        if ch == "\\":
+            command = re.match(r"\\([A-Za-z]+)", s[i:])
+            if command is None:
+                i += 2
+                continue
+            i += command.end()
+            if command.group(1) in notation.GREEK:
+                found.append(command.group(1))
+            continue                              # \cdot, \frac, \lfloor, \max: operators
+        if ch == "^":                             # exponents and labels (2^{30}, T^*, c^{KV}) name nothing
+            _, i = _braced(s, i + 1)
+            continue
+        if ch == "\x00":
+            end = s.index("\x00", i + 1)
+            base, i = s[i + 1:end], end + 1
+        elif ch.isalpha():
+            base, i = ch, i + 1
+        else:
+            i += 1
+            continue
+        if i < len(s) and s[i] == "_":
+            sub, i = _braced(s, i + 1)
+            sub = re.sub(r"[{}\\\s]", "", sub)
+            if f"{base}_{sub}" in notation.letters() or not INDEX.match(sub):
+                found.append(f"{base}_{sub}")
+                continue
+        found.append(base)
+    return found
+
+
+def undefined_in_latex(math: str) -> list:
+    allowed = notation.letters() | set(notation.INDICES)
+    return [letter for letter in math_letters(math) if letter not in allowed]
+
+
+def _string(node):
+    """A string constant, or an f-string with each placeholder as 0 (a value, never a letter)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else "0" for v in node.values)
+    return None
+
+
+def substitutions(tree) -> list:
+    """``(symbol, value)`` of every worked problem's substitutions (the symbol is LaTeX without dollars)."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "worked_problem":
+            subs = node.args[4] if len(node.args) > 4 else \
+                next((k.value for k in node.keywords if k.arg == "substitutions"), None)
+            for entry in getattr(subs, "elts", []):
+                if isinstance(entry, ast.Tuple) and len(entry.elts) >= 2 and _string(entry.elts[0]) is not None:
+                    out.append((_string(entry.elts[0]), _string(entry.elts[1]) or ""))
+    return out
+
+
+#: A substitution's value in one of these units goes to a letter whose table unit is one of them.
+UNIT_FAMILIES = (
+    (("B", "GiB"), BYTES_VALUE),
+    (("B/s",), re.compile(r"\d\s*(?:B|kB|KB|MB|GB|TB)/s\b")),
+    (("FLOP/s",), re.compile(r"FLOP/s\b")),
+)
+
+
+def bytes_letter_misuse(tree) -> list:
+    """Substitutions that give a lone table letter a value in a unit it has not: "80.0 GiB" to T (tokens),
+    "989 TFLOP/s" to P (parameters)."""
+    wrong = []
+    for symbol, value in substitutions(tree):
+        letters = [x for x in math_letters(symbol) if x in notation.letters()]
+        if len(letters) != 1 or symbol.strip() not in (letters[0], notation.by_letter(letters[0]).latex):
+            continue
+        row = notation.by_letter(letters[0])
+        for units, pattern in UNIT_FAMILIES:
+            if pattern.search(value) and row.unit not in units:
+                wrong.append(f"{symbol} = {value!r} ({row.meaning})")
+                break
+    return wrong
+
+
+def code_math(source: str) -> list:
+    """The LaTeX a code cell hands to kvdisplay: ``$...$`` in its strings and its worked problems' symbols
+    (docstrings are documentation, their examples are checked by running them)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    parts = {id(v) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for v in node.values}
+    parts |= {id(node.body[0].value) for node in ast.walk(tree)
+              if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and node.body
+              and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    spans = [span for node in ast.walk(tree) if id(node) not in parts and (_string(node) or "").count("$")
+             for span in math_spans(_string(node))]
+    return spans + [symbol for symbol, _ in substitutions(tree)]
+
+
+def chapter_math(path: Path) -> list:
+    """``(cell index, LaTeX)`` of a chapter source: markdown and code cells."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    out = []
+    for index, cell in enumerate(nb["cells"]):
+        text = "".join(cell["source"])
+        spans = math_spans(text) if cell["cell_type"] == "markdown" else \
+            code_math(text) if cell["cell_type"] == "code" else []
+        out += [(index, span) for span in spans]
+    return out
 
 
 def _code_cells(path: Path):
@@ -124,8 +275,8 @@ def test_by_letter_names_the_missing_letter():
 def test_the_checkers_can_fail():
     """The two scans below do flag a letter the table lacks."""
     assert undefined_in_formula("2 * L * Q * D * b") == ["Q"]
-    assert undefined_in_formula("ceil(W / n)") == ["n"]
-    assert undefined_in_formula("ceil(W / n)", own_names=("n",)) == []
+    assert undefined_in_formula("ceil(W / q)") == ["q"]
+    assert undefined_in_formula("ceil(W / q)", own_names=("q",)) == []
     assert undefined_in_formula("kv_lora_rank") == []          # a name, not a formula
     assert sympy_symbols('L, Q = sp.symbols("L Q", positive=True)\nx = sympy.Symbol("d_{c}")') == ["L", "Q", "d_c"]
 
@@ -159,3 +310,63 @@ def test_chapter_01_declares_the_formula_letters():
     ch01 = REPO / "course" / "source" / "ch01_kv_formula" / "ch01_kv_formula.ipynb"
     declared = {n for source in _code_cells(ch01) for n in sympy_symbols(source)}
     assert {"L", "K", "D", "b", "T", "B"} <= declared
+
+
+def test_the_latex_scan_can_fail():
+    """The LaTeX scan reads letters the way the chapters write them, and flags what the table lacks."""
+    assert math_letters(r"2 \cdot L \cdot K \cdot D \cdot b") == ["L", "K", "D", "b"]
+    assert math_letters(r"\lfloor T_p / \mathit{bs} \rfloor \cdot b_{tok} + L_\text{full} + \tau") == \
+        ["T_p", "bs", "b_tok", "L_full", "tau"]
+    assert math_letters(r"2PB + T_{8B} + T_k + \text{link} + \mathbf{c}^{KV}") == ["P", "B", "T", "T"]
+    assert math_spans("`$ kvlib gpus` and $x = 2$ and $$A$$") == ["x = 2", "A"]
+    # what ch08 wrote before the table had its rows: a block size S, a printed figure's window lo/hi
+    assert undefined_in_latex(r"N \in [\lfloor lo / B \rfloor, \lfloor hi / B \rfloor]$, $B = 2 L K D b S") == \
+        ["l", "h", "S"]            # o and i are table letters (tp_overhead, an index): the product hides them
+    assert undefined_in_latex(r"c_{16} T B") == ["c"]           # ch06's bytes per token, before b_tok
+    # ch08 before: T the GPU's total memory and P the activation peak, each given in GiB
+    ch08 = ast.parse('kd.worked_problem(3, "q", "a", "$A = T u - W - P$", [("T", f"{t} GiB", "total"), '
+                     '("P", f"{p:.4f} GiB", "activation peak"), ("M", "80 GiB", "total"), ("B", 7, "seqs")], "r", "s")')
+    assert [entry.split(" = ")[0] for entry in bytes_letter_misuse(ch08)] == ["T", "P"]
+    # ch06 before: P the peak compute (P is the parameter count), BW in TB/s (right)
+    ch06 = ast.parse('kd.worked_problem(3, "q", "a", "$x$", [("P", f"{p:,.0f} TFLOP/s", "peak"), '
+                     '(r"\\mathit{BW}", f"{bw} TB/s", "bandwidth"), ("F", "989 TFLOP/s", "peak")], "r", "s")')
+    assert [entry.split(" = ")[0] for entry in bytes_letter_misuse(ch06)] == ["P"]
+    assert code_math('kd.worked_problem(1, "q", "a", "$x$", [("T", f"{t} GiB", "total")], "r", "s")') == ["x", "T"]
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=[p.parent.name for p in SOURCES])
+def test_chapter_latex_uses_the_table(path):
+    undefined = {}
+    for index, math in chapter_math(path):
+        for letter in undefined_in_latex(math):
+            undefined.setdefault(letter, f"cell {index}: ${math[:80]}$")
+    assert not undefined, (f"{path.parent.name} writes letters the notation table (kvlib/notation.py) lacks: "
+                           f"{undefined}; use the table's letter for the quantity, or add its row")
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=[p.parent.name for p in SOURCES])
+def test_a_bytes_figure_takes_a_bytes_letter(path):
+    """A worked problem's ``(letter, "80.0 GiB", ...)`` names a quantity in bytes (T, tokens, cannot be memory);
+    the same for bandwidths and FLOP rates."""
+    wrong = []
+    for source in _code_cells(path):
+        try:
+            wrong += bytes_letter_misuse(ast.parse(source))
+        except SyntaxError:
+            continue
+    assert not wrong, f"{path.parent.name}: bytes given to a letter that is no number of bytes: {wrong}"
+
+
+def test_kvdisplay_writes_the_table_letters():
+    """What kvdisplay renders itself: the notation table's LaTeX of each row reads back as its letter
+    (``tau`` as ``\\tau``, not the word), and its modules' own ``$...$`` use table letters."""
+    import kvdisplay
+    assert [math_letters(s.latex) for s in notation.SYMBOLS] == [[s.letter] for s in notation.SYMBOLS]
+    assert notation.by_letter("tau").latex == r"\tau"
+    folder = Path(kvdisplay.__file__).parent
+    found = {}
+    for module in sorted(folder.glob("*.py")):
+        for math in code_math(module.read_text(encoding="utf-8")):
+            for letter in undefined_in_latex(math):
+                found.setdefault(letter, f"{module.name}: ${math}$")
+    assert not found, found

@@ -66,7 +66,7 @@ def test_release_fails_only_in_its_exercises(path, tmp_path):
     """The student release runs top to bottom; only answer and test cells fail, as unanswered
     exercises do (NotImplementedError or a check's AssertionError), and every test fails."""
     nb = _execute(path, tmp_path, allow_errors=True)
-    unexpected, passing = [], []
+    unexpected, passing, framed = [], [], []
     for index, cell in enumerate(nb.cells):
         meta = cell.metadata.get("nbgrader", {})
         errors = _errors(cell)
@@ -75,7 +75,14 @@ def test_release_fails_only_in_its_exercises(path, tmp_path):
             if not exercise or error.ename not in EXERCISE_ERRORS:
                 unexpected.append(f"cell {index} ({meta.get('grade_id', 'not graded')}): "
                                   f"{error.ename}: {error.evalue}")
-        if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution") and not errors:
-            passing.append(meta["grade_id"])
+        if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
+            if not errors:
+                passing.append(meta["grade_id"])
+            for error in errors:   # what the learner sees: the check's message, none of its frames
+                shown = "\n".join(error.traceback)
+                if not shown.startswith(f"✗ {meta['grade_id']}\n") or \
+                        [text for text in ("core.py", "autograder/", "Traceback") if text in shown]:
+                    framed.append(f"cell {index} ({meta['grade_id']}): {shown[:300]}")
     assert unexpected == [], "\n".join(unexpected)
     assert passing == [], f"tests that pass on the blank release: {passing}"
+    assert framed == [], "failed checks that show more than their message:\n" + "\n".join(framed)

@@ -164,6 +164,37 @@ def render(nb) -> bytes:
     return (text if text.endswith("\n") else text + "\n").encode("utf-8")
 
 
+#: The tag that lets Run All go past a failing check (JupyterLab and nbclient honour it).
+RUN_ON_TAG = "raises-exception"
+
+
+def fails_when_blank(cell) -> bool:
+    """A cell that raises in a blank release: a test cell (its check fails), or a code answer cell
+    (a value exercise's stub, ``answer_pool = ...``, raises NotImplementedError where it stands)."""
+    meta = cell.metadata.get("nbgrader", {})
+    return cell.cell_type == "code" and (bool(meta.get("grade")) or bool(meta.get("solution")))
+
+
+def tag_test_cells(nb):
+    """Tag every test and answer cell ``raises-exception``: a failing check shows its message and
+    Run All goes on (an untagged error stops JupyterLab's Run All at that cell).
+
+    Only the student release gets it (a solution's checks must pass, and nbclient would
+    let a tagged failure through); nbgrader grades by the error output, not the tag.
+    """
+    for cell in nb.cells:
+        if fails_when_blank(cell):
+            tags = cell.metadata.setdefault("tags", [])
+            if RUN_ON_TAG not in tags:
+                tags.append(RUN_ON_TAG)
+    return nb
+
+
+def _tag_staged_source(root: Path, assignment: str) -> None:
+    path = source_notebook(root, assignment)
+    nbformat.write(tag_test_cells(read_notebook(path)), path)
+
+
 def solution_notebook(source_nb):
     """The source with hidden tests and mark schemes removed, solutions kept."""
     from nbgrader.preprocessors import ClearHiddenTests, ClearMarkScheme
@@ -192,11 +223,12 @@ def generate(course_dir: Path, assignments: list[str]) -> dict[str, bytes]:
         root = stage_course(course_dir, Path(tmp) / "course", assignments)
         grader = NbGrader(root)
         for assignment in assignments:
+            _tag_staged_source(root, assignment)   # nbgrader keeps the tag through generate and autograde
             release = read_notebook(grader.generate(assignment))
             rel = f"chapters/{assignment}.ipynb"
             _assert_no_leak(rel, release, solutions_allowed=False)
             files[rel] = render(release)
-            solution = solution_notebook(read_notebook(source_notebook(root, assignment)))
+            solution = solution_notebook(read_notebook(source_notebook(course_dir, assignment)))
             rel = f"solutions/{assignment}.ipynb"
             _assert_no_leak(rel, solution, solutions_allowed=True)
             files[rel] = render(solution)

@@ -51,7 +51,15 @@ Adding a chapter ``chNN_slug``
    an earlier step judged against the learner's own answer.
 3. ``./dev.sh build`` and ``./dev.sh test``: ``tests/test_exercises.py`` checks,
    for every chapter in ``course/source``, that test cells and exercises agree,
-   and the build's ``--check`` refuses a test cell with no exercise.
+   and the build's ``--check`` refuses a test cell with no exercise. The build
+   tags every test and code answer cell of the student release
+   ``raises-exception`` (never by hand in the source), so Run All goes past a
+   failing check and a blank value answer; a failing check
+   shows "✗ <grade id>" and its message only (``failure.CheckFailed``), and a
+   learner's own exception shows their frames, not the checker's.
+4. Every letter a chapter writes in ``$...$`` (markdown, and the strings it hands
+   to ``kvdisplay``) is a row of ``kvlib/notation.py`` with one meaning course-wide:
+   use the table's letter, or add a row (``tests/test_notation.py`` fails otherwise).
 
 Value exercises (``Exercise(value=True, ...)``: the learner's answer is a
 number bound to a name, judged against their own ``kvlib.drills.student_problem``)

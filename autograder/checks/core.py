@@ -83,6 +83,7 @@ from kvlib import slips
 
 from . import answers, tripwires
 from .answers import INT
+from .failure import CheckFailed, learner_frames
 from .tripwires import ALLOWED_FUNCTIONS, ALLOWED_MODULES, KvlibCalled, kvlib_tripwires, tripped  # noqa: F401
 
 DEFAULT_HIDDEN_SEED = 20261130
@@ -191,10 +192,11 @@ def _describe_error(exc: BaseException) -> dict:
     return {"error": type(exc).__name__, "error_message": str(exc)[:300]}
 
 
-def run_cases(exercise, student_fn, cases, *, quiet: bool = False) -> list:
+def run_cases(exercise, student_fn, cases, *, quiet: bool = False, where: list | None = None) -> list:
     """Call ``student_fn`` on each case under the tripwires; one JSON-safe record per case.
 
     ``exercise`` needs only ``grade_id`` and ``call_args`` (the verdict's runner passes a shim).
+    ``where``, when given, receives the learner's frames (text) of the first exception their code raised.
     """
     records = []
     sink = io.StringIO()
@@ -211,6 +213,8 @@ def run_cases(exercise, student_fn, cases, *, quiet: bool = False) -> list:
                 record = answers.encode(result)
             except Exception as exc:  # noqa: BLE001 -- the learner's error becomes the verdict
                 record = _describe_error(exc)
+                if where is not None and not where and not isinstance(exc, NotImplementedError):
+                    where += learner_frames(exc)
             if tripwires.calls():
                 record["kvlib_calls"] = tripwires.calls()
             records.append(record)
@@ -490,11 +494,12 @@ def my_question(topic: str):
     return student_problem(student, topic).public()
 
 
-def _failure_message(exercise: Exercise, student_fn, hidden: bool, seed) -> str | None:
+def _failure_message(exercise: Exercise, student_fn, hidden: bool, seed, where=None) -> str | None:
     """Run and judge every case; the message to raise, or None when all pass.
 
     Kept apart from ``check`` so that no frame alive when the AssertionError is
     raised holds a hidden case (a verbose traceback would print its locals).
+    ``where`` receives the learner's frames when their code raised on a visible case.
     """
     if exercise.value:
         return _value_failure(exercise, student_fn, hidden)
@@ -502,7 +507,7 @@ def _failure_message(exercise: Exercise, student_fn, hidden: bool, seed) -> str 
         return f"✗ {exercise.grade_id}: {exercise.function_name} must be a function, got {type(student_fn).__name__}."
     student = current_student()
     cases = exercise.cases(hidden, seed, student)
-    records = run_cases(exercise, student_fn, cases, quiet=hidden)
+    records = run_cases(exercise, student_fn, cases, quiet=hidden, where=None if hidden else where)
     key = (hidden, DEFAULT_HIDDEN_SEED if seed is None else seed)
     earlier = _ANSWERS.get((exercise.builds_on, key)) if exercise.builds_on else None
     results = verdicts(exercise, cases, records, hidden=hidden, earlier=earlier)
@@ -534,12 +539,15 @@ def check(exercise: Exercise, student_fn, hidden: bool = False, seed: int | None
     """Grade ``student_fn`` on the exercise's visible (or hidden) cases (a value exercise: the number).
 
     Prints one ✓ line when every case is right; otherwise raises
-    ``AssertionError`` naming the slip (and, for visible cases only, the case).
+    ``AssertionError`` (``failure.CheckFailed``) naming the slip (and, for visible
+    cases only, the case): the notebook shows its message and the learner's own
+    frames, never the checker's.
     """
-    __tracebackhide__ = True  # IPython and pytest show the learner the message, not our frames
-    message = _failure_message(exercise, student_fn, hidden, seed)
+    __tracebackhide__ = True  # pytest shows the message, not our frames (IPython: CheckFailed)
+    where: list = []
+    message = _failure_message(exercise, student_fn, hidden, seed, where)
     if message is not None:
-        raise AssertionError(message) from None
+        raise CheckFailed(message, where) from None
 
 
 def legacy_checks(exercise_map: dict):
