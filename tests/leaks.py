@@ -27,7 +27,12 @@ The rules, so a reader can predict what the test sees:
   sizes and batch sizes questions are posed in, not results. Everything else counts, ``12`` or ``1.2`` as much as
   ``122,532``.
 * **What is folded**: text between ``<details>`` and ``</details>`` (nesting counted). A code cell's source is not
-  read (the learner's own cells hold inputs; generator cells are hidden).
+  read (the learner's own cells hold inputs; generator cells are hidden). An explorer is read from the widget
+  state the executed notebook saves (its HTML and Output widgets), as it first draws.
+
+Out of its reach, by these rules: a figure in another section (a teaching table a section above a question is
+not seen, so a chapter's author still checks that by reading), and a figure written in words or drawn only as
+pixels (a line's height on a plot).
 """
 
 from __future__ import annotations
@@ -46,7 +51,9 @@ _SUMMARY = re.compile(r"<summary\b[^>]*>.*?</summary\s*>", re.S | re.I)
 _SEP = r"(?:,|\u2009|\u202f|\\,|\{,\})"
 # A figure: not glued to a word before it (H100, ch04, fp8, GQA-8, Llama-3.1); a whole number not glued to a
 # letter after it either (8B, 70B, 4k), a decimal one may be (3.22GB).
-_NUMBER = re.compile(r"(?<![\w.])(?<![A-Za-z]-)(\d{1,3}(?:" + _SEP + r"\d{3})+|\d+)(?:(\.\d+)(?![\d.])|(?![\w]|\.\d|-[A-Za-z]))")
+_NUMBER = re.compile(r"(?<![\w.])(?<![A-Za-z]-)"                        # not glued to a word before it
+                     r"(\d{1,3}(?:" + _SEP + r"\d{3})+|\d+)"              # the whole part
+                     r"(?:(\.\d+)(?![\d.])|(?![\w]|\.\d|-[A-Za-z]))")   # a decimal part, or an unglued end
 MIMES = ("text/markdown", "text/html", "text/latex", "text/plain")
 ROUND_INPUTS = {str(2**i) for i in range(4, 21)}
 
