@@ -22,7 +22,7 @@ from .drills import DrillSession, drill_mode, drill_view, my_question, my_questi
 from .interview import interview_sheet, interview_sheet_view
 from .explorer import ExplorerPreset, kv_explorer, kv_explorer_view, presets_from_models
 from .mla import MLA_LATENT_AXES, MLA_ROPE_AXES, mla_cache_arrays, mla_explorer, mla_explorer_view
-from .plots import line_plot
+from .plots import figure_text, line_plot, show_figure_text
 from .pool import pool_explorer, pool_explorer_view
 from .planner import planner_explorer, planner_view
 from .problems import erratum, footnote, footnote_ref, worked_problem
@@ -34,7 +34,7 @@ from .vllm_lab import (ENGINE_GEOMETRIES, block_window_explorer, block_window_vi
 
 __all__ = [
     "KV_CACHE_AXES", "kv_cache_array", "numpy_dtype", "build_up", "ExplorerPreset", "kv_explorer",
-    "kv_explorer_view", "presets_from_models", "line_plot", "pool_explorer", "pool_explorer_view", "erratum", "footnote", "footnote_ref",
+    "kv_explorer_view", "presets_from_models", "line_plot", "figure_text", "pool_explorer", "pool_explorer_view", "erratum", "footnote", "footnote_ref",
     "worked_problem", "config_fields_table", "md", "model_name", "show", "show_json", "table",
     "heads_held", "tp_explorer", "tp_explorer_view", "tp_kv_slices",
     "bar_plot", "MLA_LATENT_AXES", "MLA_ROPE_AXES", "mla_cache_arrays", "mla_explorer", "mla_explorer_view",
@@ -47,3 +47,5 @@ __all__ = [
     "DrillSession", "drill_mode", "drill_view", "my_question", "my_questions", "show_question", "use_student_id",
     "interview_sheet", "interview_sheet_view",
 ]
+
+show_figure_text()   # a figure's text/plain output says its title and legend (tests/leaks.py reads it)

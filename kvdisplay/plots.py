@@ -1,4 +1,9 @@
-"""Plots with labelled axes and units.
+"""Plots with labelled axes and units, and the words a plot shows, in its text output.
+
+A notebook shows a matplotlib figure as a PNG; its title, legend and annotations are pixels no test can read.
+So importing kvdisplay in a kernel makes every figure's text/plain output (which a front end hides behind the
+image) say what the figure writes in words (``figure_text``): the leak test of tests/leaks.py reads it, so a
+legend that states a folded answer is caught like a table that does.
 
 Used in: ch01_kv_formula (weights against cache).
 """
@@ -50,3 +55,43 @@ def line_plot(x, series, *, xlabel: str, ylabel: str, title: str = "", hlines=No
     fig.tight_layout()
     plt.close(fig)   # shown once, as the cell's value, not again by the inline backend
     return fig
+
+
+def figure_text(fig) -> str:
+    """The words a figure shows, in reading order: titles, legend entries (and legend titles), annotations.
+
+    >>> print(figure_text(line_plot([1, 2], {"cache": [1, 2]}, xlabel="tokens (count)", ylabel="memory (GB)",
+    ...                              title="grows")))
+    figure: grows | legend: cache
+
+    Used in: (none yet; every figure's text output, through ``show_figure_text``, which kvdisplay's import runs).
+    """
+    words = [fig._suptitle.get_text()] if getattr(fig, "_suptitle", None) else []
+    legends = list(getattr(fig, "legends", []))
+    for ax in fig.axes:
+        words += [t.get_text() for t in (ax._left_title, ax.title, ax._right_title)]
+        words += [t.get_text() for t in ax.texts]
+        legends += [ax.get_legend()] if ax.get_legend() else []
+    words = [w for w in words if w.strip()]
+    for legend in legends:
+        entries = [legend.get_title().get_text()] + [t.get_text() for t in legend.get_texts()]
+        words.append("legend: " + "; ".join(e for e in entries if e.strip()))
+    return "figure: " + " | ".join(words)
+
+
+def show_figure_text(ipython=None) -> None:
+    """Make a figure's text/plain output ``figure_text(fig)`` in this IPython session (kvdisplay's import does)."""
+    if ipython is None:
+        from IPython import get_ipython
+        ipython = get_ipython()
+    if ipython is None:     # plain Python (doctests, kvlib's CLI): nothing displays figures
+        return
+    # The inline backend, once it starts, drops every formatter a Figure had (IPython's select_figure_formats),
+    # and it starts with the first figure: draw and close one first, so the text formatter registered after stays.
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+
+    plt.close(plt.figure())
+
+    ipython.display_formatter.formatters["text/plain"].for_type(
+        Figure, lambda fig, printer, cycle: printer.text(figure_text(fig)))

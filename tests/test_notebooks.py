@@ -1,5 +1,5 @@
 """Every notebook runs: sources and solutions cleanly, the student release only
-failing in its exercises.
+failing in its exercises, and showing no folded answer's figure before it is opened.
 
 Executed with nbclient on copies in a temp dir (the checkout is never written),
 on the ``python3`` kernel of the interpreter running the tests.
@@ -14,6 +14,8 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbclient import NotebookClient
+
+from leaks import leaks
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = sorted((REPO / "course" / "source").glob("ch*/ch*.ipynb"))
@@ -46,6 +48,20 @@ def _execute(path: Path, tmp_path: Path, allow_errors=False):
     return nb
 
 
+_RELEASES = {}
+
+
+@pytest.fixture(scope="session")
+def executed_release(tmp_path_factory):
+    """``executed_release(path)``: the student release at ``path`` executed once per test session (errors allowed),
+    shared by every test that reads what the learner sees, so reading it twice costs no second kernel."""
+    def run(path: Path):
+        if path not in _RELEASES:
+            _RELEASES[path] = _execute(path, tmp_path_factory.mktemp(path.stem), allow_errors=True)
+        return _RELEASES[path]
+    return run
+
+
 def _errors(cell):
     return [o for o in cell.get("outputs", []) if o.output_type == "error"]
 
@@ -62,10 +78,10 @@ def test_runs_cleanly(path, tmp_path):
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=_ids(CHAPTERS))
-def test_release_fails_only_in_its_exercises(path, tmp_path):
+def test_release_fails_only_in_its_exercises(path, executed_release):
     """The student release runs top to bottom; only answer and test cells fail, as unanswered
     exercises do (NotImplementedError or a check's AssertionError), and every test fails."""
-    nb = _execute(path, tmp_path, allow_errors=True)
+    nb = executed_release(path)
     unexpected, passing, framed = [], [], []
     for index, cell in enumerate(nb.cells):
         meta = cell.metadata.get("nbgrader", {})
@@ -86,3 +102,14 @@ def test_release_fails_only_in_its_exercises(path, tmp_path):
     assert unexpected == [], "\n".join(unexpected)
     assert passing == [], f"tests that pass on the blank release: {passing}"
     assert framed == [], "failed checks that show more than their message:\n" + "\n".join(framed)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=_ids(CHAPTERS))
+def test_no_answer_in_view_before_it_is_asked(path, executed_release):
+    """What the learner sees of the executed release (markdown, HTML and text outputs, a plot's title and
+    legend) shows no figure of a folded answer outside its fold, anywhere in the answer's section: not in a
+    table or explorer above the question, an erratum or footnote under the closed fold, the next question's text
+    (tests/leaks.py has the rules: what a section, an answer figure and a trivial number are)."""
+    found = leaks(executed_release(path))
+    assert found == [], f"{len(found)} answer figure(s) in view before their fold is opened:\n" + "\n".join(
+        map(str, found))
