@@ -55,7 +55,7 @@ from .assumptions import DEFAULT_OVERHEAD_BYTES, DEFAULT_UTILIZATION
 from .config import load_model
 from .gpus import GPU, get_gpu
 from .spec import ModelSpec
-from .units import GiB, format_gb_gib
+from .units import GB, GiB, format_gb_gib
 from .vllm.engine import as_version
 
 __all__ = ["Feasibility", "check_deployment", "default_max_num_seqs", "tp_refusal"]
@@ -182,9 +182,9 @@ def check_deployment(model, gpu, *, tp: int = 1, pp: int = 1, batch_size: int = 
     layers = spec.num_kv_layers
     kv_gpu = math.ceil(batch_size * per_seq * math.ceil(layers / pp) / layers) if layers else 0
     if w_gpu > room:
-        reasons.append(f"weights are {format_gb_gib(w_gpu)} per GPU but the engine's budget after overhead is "
-                       f"{format_gb_gib(room)} ({utilization:g} of {format_gb_gib(memory)} less "
-                       f"{format_gb_gib(other_bytes)})")
+        reasons.append(f"weights are {format_gb_gib(w_gpu)} per GPU but the engine's budget for weights and KV "
+                       f"({utilization:g} x {memory / GB:.2f} GB less {other_bytes / GB:.2f} GB of overhead) is "
+                       f"{format_gb_gib(room)}")
     elif kv_gpu > pool:
         reasons.append(f"KV for {batch_size:,} sequence{'s' if batch_size != 1 else ''} of {seq_len:,} tokens is "
                        f"{format_gb_gib(kv_gpu)} per GPU but the pool left after weights and overhead is "

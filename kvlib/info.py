@@ -39,6 +39,14 @@ def _params(spec) -> dict:
                 "num_params_error": str(exc), "weight_bytes": {"bf16": None, "fp8": None, "int4": None}}
 
 
+def _feasibility(spec, card, *, tp, context, kv_dtype_bytes, weight_bytes, utilization, overhead) -> dict:
+    """``fits`` and ``reasons`` (the JSON keys) for one sequence of ``context`` on ``card`` x ``tp``."""
+    from .feasibility import check_deployment
+    check = check_deployment(spec, card, tp=tp, seq_len=context, kv_dtype_bytes=kv_dtype_bytes,
+                             weight_bytes=weight_bytes, utilization=utilization, other_bytes=overhead)
+    return {"fits": check.fits, "reasons": list(check.reasons), "feasibility": check.summary()}
+
+
 def info_report(model, kv_dtype=None, context=None, gpu=None, utilization=DEFAULT_UTILIZATION,
                 tp=1, overhead_bytes=None, hub=False) -> dict:
     """What ``kvlib info`` prints, as a dict (the ``--json`` keys)."""
@@ -92,5 +100,7 @@ def info_report(model, kv_dtype=None, context=None, gpu=None, utilization=DEFAUL
             "max_concurrency": formulas.max_concurrency(pool, per_seq) if pool > 0 else 0,
             "assumptions": (f"pool = ceil(CUDA-reported memory x utilization) - bf16 weights / tp - "
                             f"{format_gb_gib(overhead)} for activations and other allocations"),
+            **_feasibility(spec, card, tp=tp, context=context, kv_dtype_bytes=b,
+                           weight_bytes=report["weight_bytes"]["bf16"], utilization=utilization, overhead=overhead),
         })
     return report

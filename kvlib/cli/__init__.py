@@ -36,6 +36,14 @@ def _params_row(r):
             + (f", MTP {r['num_params_mtp'] / 1e9:.2f} B apart" if r["num_params_mtp"] else ""))
 
 
+def _capacity_rows(r):
+    """The pool and the sequences that fit, or one 'does not fit: ...' row (never a negative pool)."""
+    if not r["fits"]:
+        return [(f"one sequence of {r['context']:,}", r["feasibility"])]
+    return [("KV pool per GPU", f"{format_gb_gib(r['kv_pool_bytes'])} = {r['kv_pool_tokens']:,} tokens"),
+            (f"sequences of {r['context']:,} that fit", f"{r['max_concurrency']:,}")]
+
+
 def _print_info(r):
     rows = [
         ("model", r["model"]),
@@ -58,8 +66,7 @@ def _print_info(r):
     elif "kv_pool_bytes" in r:
         rows += [("GPU", f"{r['gpu']}: CUDA reports {format_gb_gib(r['gpu_cuda_memory_bytes'])}, "
                          f"utilization {r['utilization']}"),
-                 ("KV pool per GPU", f"{format_gb_gib(r['kv_pool_bytes'])} = {r['kv_pool_tokens']:,} tokens"),
-                 (f"sequences of {r['context']:,} that fit", f"{r['max_concurrency']:,}"),
+                 *_capacity_rows(r),
                  ("assumptions", r["assumptions"])]
     _print_table(rows)
 
