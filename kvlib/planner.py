@@ -289,6 +289,9 @@ def plan_capacity(model, *, users: int, context: int, itl_ms: float, gpu="H100-S
     refusal = tp_refusal(spec, tp)   # the engine's own rules: query heads, then KV heads
     if refusal:
         raise PlanError(f"tp: {refusal}; choose a tp that divides both")
+    if spec.max_position_embeddings is not None and context > spec.max_position_embeddings:
+        raise PlanError(f"context: {context:,} tokens is over the model's max_position_embeddings "
+                        f"{spec.max_position_embeddings:,}; vLLM will not serve it")
     memory = card.cuda_memory_bytes if gpu_memory_bytes is None else _number("gpu_memory_bytes", gpu_memory_bytes,
                                                                              above=0)
     _number("utilization", utilization, above=0, at_most=1)

@@ -123,7 +123,8 @@ def test_plan_properties(users, context, itl_ms, extra_gb, more_users):
     (dict(utilization=1.5), "utilization"),
     (dict(efficiency=0), "efficiency"),
     (dict(spike_factor=0.5), "spike_factor"),
-    (dict(context=10**7), "gpu"),                 # one sequence does not fit a GPU
+    (dict(context=10**7), "context"),             # past the model's max_position_embeddings
+    (dict(context=131072, gpu="L4"), "gpu"),      # one sequence does not fit a GPU
 ])
 def test_bad_input_names_the_parameter(kwargs, name):
     args = dict(users=100, context=4096, itl_ms=60, gpu="H100-SXM")
@@ -307,9 +308,14 @@ def test_one_sequence_that_does_not_fit_says_what_is_left():
     with pytest.raises(PlanError) as info:
         plan_capacity("llama-3-70b", users=10, **dict(SEED_003_S8, context=10**7))
     assert str(info.value) == (
-        "gpu: one sequence of 10,000,000 tokens does not fit: context 10,000,000 is over the model's "
-        "max_position_embeddings 131,072; KV for 1 sequence of 10,000,000 tokens is 409.60 GB (381.47 GiB) per GPU "
-        "but the pool left after weights and overhead is 59.35 GB (55.27 GiB); "
+        "context: 10,000,000 tokens is over the model's max_position_embeddings 131,072; vLLM will not serve it")
+    # within the model's context, a sequence too large for the pool: 131,072 x 40,960 = 5.37 GB per GPU
+    # against 80e9 - 3e9 - 75e9 = 2e9 B left after 8 x 75e9 B of weights
+    with pytest.raises(PlanError) as info:
+        plan_capacity("llama-3-70b", users=10, **dict(SEED_003_S8, context=131072, weight_bytes=8 * 75 * 10**9))
+    assert str(info.value) == (
+        "gpu: one sequence of 131,072 tokens does not fit: KV for 1 sequence of 131,072 tokens is 5.37 GB (5.00 GiB) "
+        "per GPU but the pool left after weights and overhead is 2.00 GB (1.86 GiB); "
         "use more GPUs per replica (tp) or a bigger GPU")
 
 
