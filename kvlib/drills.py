@@ -198,6 +198,11 @@ def _spec(model_id):
 
 
 @functools.lru_cache(maxsize=None)
+def _bf16_weights(model_id) -> int:
+    return _spec(model_id).weight_bytes(2)
+
+
+@functools.lru_cache(maxsize=None)
 def _gqa_models() -> tuple:
     """Bundled full-attention, non-MLA models (sorted ids): one formula holds for every layer.
 
@@ -298,7 +303,7 @@ def _pool(rng, seed):
     gpus = [g for g in GPUS.values() if g.memory_bytes >= 40 * GB]
     while True:
         gpu = rng.choice(gpus)
-        models = [m for m in _gqa_models() if _spec(m).weight_bytes(2) < 0.6 * gpu.cuda_memory_bytes]
+        models = [m for m in _gqa_models() if _bf16_weights(m) < 0.6 * gpu.cuda_memory_bytes]
         spec = _spec(rng.choice(models))
         utilization = rng.choice((default_utilization("0.19.1"), default_utilization()))  # vLLM before 0.20, from 0.20
         weights = _round_gb(spec.weight_bytes(2))
