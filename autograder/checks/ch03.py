@@ -191,7 +191,9 @@ def _q2_hidden(seed: int) -> tuple:
         variant = rng.choice(MLA_VARIANTS)
         config = mla_config(variant, rng)
         cases.append(_mla_case(config, variant, rng.choice([None, 1, 2, 4]), tp=rng.choice(_valid_tps(config))))
-    models = non_mla_models()
+    # configs with the field names the exercise states (GPT-2's n_layer / n_head are ch01's business)
+    models = [m for m in non_mla_models()
+              if "num_hidden_layers" in (kv.bundled_config(m).get("text_config") or kv.bundled_config(m))]
     for _ in range(6):
         model = rng.choice(models)
         tp = rng.choice(_valid_tps(kv.bundled_config(model)))
