@@ -81,6 +81,11 @@ def test_models_and_gpus():
     (["info", "llama-3.1-8b", "--tp", "3"], "tp=3"),
     (["info", "llama-3.1-8b", "--overhead", "3 parsecs"], "--overhead"),
     (["info", "/nonexistent/config.json"], "unknown model"),
+    # vLLM refuses Qwen2.5-7B at TP 8 (the planner's default: one replica per 8-GPU node): 28 % 8 = 4
+    (["plan", "qwen2.5-7b", "--users", "100", "--context", "4096", "--itl-ms", "60", "--gpu", "h100"],
+     "does not divide the 28 query heads"),
+    (["plan", "llama-2-7b", "--users", "100", "--context", "8192", "--itl-ms", "60", "--gpu", "h100"],
+     "max_position_embeddings 4,096"),
     (["frobnicate"], "invalid choice"),
     ([], "required"),
 ])
