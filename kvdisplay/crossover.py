@@ -177,6 +177,19 @@ def step_bytes_svg(weight_bytes: int, kv_bytes: int, *, width: int = 400, height
             f"<text x='{x0 + 20 + bar_w / 2}' y='{height - 12}' text-anchor='middle'>one step</text></svg>")
 
 
+def deployment_note(check) -> str:
+    """One line of HTML for a ``kv.check_deployment`` record: the pool it fits, or in red why it cannot run.
+
+    Explorers show it under their figures, so a setting no engine would start is flagged, not computed
+    silently. Used in: ch06_crossover, ch09_interview_drills (through the explorers).
+    """
+    if check.fits:
+        return (f"memory: the batch's cache ({kv.format_gb_gib(check.kv_bytes_per_gpu)}) fits the KV pool of "
+                f"{kv.format_gb_gib(check.pool_bytes)} left on one {check.gpu}")
+    return (f"<b style='color:#c0392b'>{html.escape(check.summary())}</b>: an engine would not run this; "
+            f"the figures above describe a deployment that cannot exist")
+
+
 def crossover_view(model: str, batch: int, context: int, *, gpu: str = "H100-SXM", kv_dtype_bytes: int = 2,
                    efficiency: float = DEFAULT_EFFICIENCY) -> str:
     """The explorer's view as HTML: step time, tokens/s, ITL, the regime and the stacked bar.
@@ -196,16 +209,14 @@ def crossover_view(model: str, batch: int, context: int, *, gpu: str = "H100-SXM
                                    efficiency=efficiency)
     spec = kv.load_model(model)
     per_token = spec.kv_bytes_per_token(kv_dtype_bytes)
-    cross = kv.roofline.crossover_context(step.weight_bytes, per_token, batch)
+    cross = kv.roofline.first_cache_context(step.weight_bytes, per_token, batch)
     gb = kv.format_gb_gib
     dtype = dict((b, n) for n, b in KV_DTYPES).get(kv_dtype_bytes, f"{kv_dtype_bytes}-byte")
     color = CACHE_COLOR if step.regime == kv.roofline.CACHE_DOMINATED else WEIGHT_COLOR
     wants = ("shrink the cache (fp8 KV, fewer KV heads, paging, prefix reuse)"
              if step.regime == kv.roofline.CACHE_DOMINATED else "quantise the weights")
-    memory = kv.get_gpu(gpu).cuda_memory_bytes
-    fits = (f"memory: weights and cache fit in the {gb(memory)} CUDA reports" if step.bytes_per_step <= memory else
-            f"<b style='color:#c0392b'>memory: weights and cache need {gb(step.bytes_per_step)}, more than the "
-            f"{gb(memory)} one {step.gpu} holds</b>: an engine would not admit this batch")
+    fits = deployment_note(kv.check_deployment(spec, gpu, batch_size=batch, seq_len=context,
+                                               kv_dtype_bytes=kv_dtype_bytes, weight_bytes=step.weight_bytes))
     limit = "" if step.limit == "bandwidth" else " <b style='color:#c0392b'>(compute-bound here)</b>"
     return (f"<div style='font-family:sans-serif;font-size:13px;line-height:1.6;display:flex;gap:18px;"
             f"align-items:flex-start'><div style='flex:1;min-width:0'>"
@@ -218,7 +229,8 @@ def crossover_view(model: str, batch: int, context: int, *, gpu: str = "H100-SXM
             f"at {efficiency:.0%} of peak bandwidth: step (ITL) <b>{step.step_s * 1e3:,.2f} ms</b>, "
             f"<b>{step.tokens_per_s:,.0f} tokens/s</b> for the batch<br>"
             f"regime: <b style='color:{color}'>{step.regime}</b>: {wants}<br>"
-            f"crossover at this batch: context {cross:,.0f} tokens<br>"
+            f"crossover at this batch: from context {cross:,} tokens on (rounded up: the first whole context "
+            f"whose cache read reaches the weights)<br>"
             f"arithmetic intensity {step.arithmetic_intensity:,.1f} FLOP/B against a ridge of "
             f"{step.ridge_flop_per_byte:,.0f} FLOP/B<br>{fits}</div>"
             f"{step_bytes_svg(step.weight_bytes, step.kv_bytes)}"

@@ -13,6 +13,8 @@ Used in: ch09_interview_drills (section "Explore").
 
 from __future__ import annotations
 
+import html
+
 import kvlib as kv
 
 from .explorer import wire
@@ -62,13 +64,14 @@ def interview_sheet_view(model: str, gpu: str = "H100-SXM", context: int = 8192,
               f"decode step at the bandwidth limit, batch {batch}: <b>{step.bandwidth_s * 1e3:,.2f} ms</b> at "
               f"{context:,} tokens, {ref.bandwidth_s * 1e3:,.2f} ms at {REFERENCE_CONTEXT:,} "
               f"(× {step.bandwidth_s / ref.bandwidth_s:.2f}); {step.regime}<br>")
+    check = kv.check_deployment(spec, device, batch_size=batch, seq_len=context, kv_dtype_bytes=kv_dtype_bytes,
+                                weight_bytes=weights, utilization=utilization, other_bytes=other_bytes)
     if pool <= 0:
-        return head + timing + ("<b style='color:#c0392b'>no KV pool</b>: the weights and other allocations take "
-                                f"the whole budget of one {device.name}.</div>")
+        return head + timing + (f"<b style='color:#c0392b'>no KV pool</b>: {html.escape(check.summary())}.</div>")
     fit = kv.max_concurrency(pool, per_seq)
     fit_128k = kv.max_concurrency(pool, spec.kv_bytes_per_sequence(131072, kv_dtype_bytes))
-    admitted = ("<span style='color:#2e7d32'>the batch fits in the pool</span>" if batch <= fit else
-                f"<b style='color:#c0392b'>the batch does not fit</b>: {batch} × {gb(per_seq)} is more than the pool")
+    admitted = ("<span style='color:#2e7d32'>the batch fits in the pool</span>" if check.fits else
+                f"<b style='color:#c0392b'>{html.escape(check.summary())}</b>: no engine would run this batch")
     return (head + f"pool: ⌈{gb(device.cuda_memory_bytes)} × {utilization}⌉ − weights − other {gb(other_bytes)} = "
             f"<b>{gb(pool)}</b><br>"
             f"sequences of {context:,} tokens that fit: <b>{fit:,}</b>"

@@ -38,11 +38,18 @@ __all__ = [
 
 # Submodules the chapters reach as kv.<name>; imported on first use so that
 # `import kvlib` stays fast for the CLI and the grader (PEP 562).
-_SUBMODULES = ("alloc_sim", "drills", "info", "notation", "offload", "planner", "prefix_cache", "roofline", "slips",
-               "vllm", "weights")
+_SUBMODULES = ("alloc_sim", "drills", "feasibility", "info", "notation", "offload", "planner", "prefix_cache",
+               "roofline", "slips", "vllm", "weights")
+
+
+# Names reached as kv.<name> from a submodule, imported on first use like the submodules.
+_LAZY = {"check_deployment": "feasibility", "Feasibility": "feasibility"}
 
 
 def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
     if name in _SUBMODULES:
         import importlib
         return importlib.import_module(f"{__name__}.{name}")

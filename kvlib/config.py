@@ -34,6 +34,7 @@ ALIASES = {
     "llama-2-7b": "meta-llama/Llama-2-7b-hf",
     "llama-2-70b": "meta-llama/Llama-2-70b-chat-hf",
     "qwen2.5-7b": "Qwen/Qwen2.5-7B",
+    "qwen2.5-3b": "Qwen/Qwen2.5-3B",
     "qwen2.5-32b": "Qwen/Qwen2.5-32B",
     "qwen3-0.6b": "Qwen/Qwen3-0.6B",
     "mistral-7b": "mistralai/Mistral-7B-v0.1",

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from .config import bundled_models, load_model
+from .feasibility import check_deployment, tp_refusal
 from .gpus import GPUS
 from .slips import diagnose
 from .spec import FULL
@@ -197,10 +198,21 @@ def _spec(model_id):
 
 
 @functools.lru_cache(maxsize=None)
+def _bf16_weights(model_id) -> int:
+    return _spec(model_id).weight_bytes(2)
+
+
+@functools.lru_cache(maxsize=None)
 def _gqa_models() -> tuple:
-    """Bundled full-attention, non-MLA models (sorted ids): one formula holds for every layer."""
+    """Bundled full-attention, non-MLA models (sorted ids): one formula holds for every layer.
+
+    Models bundled after the drills' seeds were fixed are left out (``_NOT_DRAWN``), so a student's
+    seed keeps drawing the same problems."""
     return tuple(m for m in bundled_models()
-                 if not _spec(m).is_mla and all(kind == FULL for kind in _spec(m).layer_kinds))
+                 if m not in _NOT_DRAWN and not _spec(m).is_mla and all(kind == FULL for kind in _spec(m).layer_kinds))
+
+
+_NOT_DRAWN = frozenset({"Qwen/Qwen2.5-3B"})   # bundled for ch07's TP lesson
 
 
 @functools.lru_cache(maxsize=None)
@@ -236,6 +248,18 @@ def _gb_text(n_bytes) -> str:
 _CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768)
 
 
+# --- only deployments that could run (kvlib.feasibility) ---------------------------------
+# A draw that breaks one of vLLM's rules is drawn again from the same generator, so a seed whose
+# first draw could run keeps its problem.
+def _within_context(spec, context) -> bool:
+    return spec.max_position_embeddings is None or context <= spec.max_position_embeddings
+
+
+def _runs(spec, gpu, **kwargs) -> bool:
+    """``check_deployment(spec, gpu, **kwargs).fits`` (kvlib's serving assumptions where the question names none)."""
+    return check_deployment(spec, gpu, **kwargs).fits
+
+
 def _problem(topic, seed, question, quantity, inputs, units, tolerance=0.0, **params):
     expected = diagnose(quantity, 0, **inputs).expected
     return Problem(topic=topic, seed=seed, question=question, answer=expected, units=units, tolerance=tolerance,
@@ -252,8 +276,11 @@ def _kv_per_token(rng, seed):
 
 
 def _per_sequence(rng, seed):
-    spec = _spec(rng.choice(_gqa_models()))
-    context = rng.choice(_CONTEXTS)
+    while True:
+        spec = _spec(rng.choice(_gqa_models()))
+        context = rng.choice(_CONTEXTS)
+        if _within_context(spec, context):
+            break
     inputs = dict(_geometry(spec), seq_len=context)
     q = f"{_config_text(spec)}. How many bytes of KV cache does one sequence of {context:,} tokens hold?"
     return _problem("per_sequence", seed, q, "kv_bytes_per_sequence", inputs, "bytes", model=spec.name)
@@ -264,7 +291,7 @@ def _concurrency(rng, seed):
     while True:
         context = rng.choice(_CONTEXTS)
         budget = _gb_value(rng, 10, 70)
-        if budget >= spec.kv_bytes_per_sequence(context):
+        if budget >= spec.kv_bytes_per_sequence(context) and _within_context(spec, context):
             break
     inputs = dict(_geometry(spec), seq_len=context, budget_bytes=budget)
     q = (f"{_config_text(spec)}. After weights and overhead, {_gb_text(budget)} (10^9 bytes) is left for the KV "
@@ -274,14 +301,18 @@ def _concurrency(rng, seed):
 
 def _pool(rng, seed):
     gpus = [g for g in GPUS.values() if g.memory_bytes >= 40 * GB]
-    gpu = rng.choice(gpus)
-    models = [m for m in _gqa_models() if _spec(m).weight_bytes(2) < 0.6 * gpu.cuda_memory_bytes]
-    spec = _spec(rng.choice(models))
-    utilization = rng.choice((default_utilization("0.19.1"), default_utilization()))  # vLLM before 0.20, from 0.20
-    weights = _round_gb(spec.weight_bytes(2))
-    other = rng.choice((2, 3)) * GB
-    cuda_gib = round(gpu.cuda_memory_bytes / GiB, 2)
-    cuda_bytes = round(cuda_gib * GiB)
+    while True:
+        gpu = rng.choice(gpus)
+        models = [m for m in _gqa_models() if _bf16_weights(m) < 0.6 * gpu.cuda_memory_bytes]
+        spec = _spec(rng.choice(models))
+        utilization = rng.choice((default_utilization("0.19.1"), default_utilization()))  # vLLM before 0.20, from 0.20
+        weights = _round_gb(spec.weight_bytes(2))
+        other = rng.choice((2, 3)) * GB
+        cuda_gib = round(gpu.cuda_memory_bytes / GiB, 2)
+        cuda_bytes = round(cuda_gib * GiB)
+        if _runs(spec, gpu, seq_len=1, weight_bytes=weights, utilization=utilization, other_bytes=other,
+                 gpu_memory_bytes=cuda_bytes):
+            break
     bpt = spec.kv_bytes_per_token()
     inputs = {"gpu_bytes": cuda_bytes, "label_bytes": gpu.memory_bytes, "utilization": utilization,
               "weight_bytes": weights, "other_bytes": other, "bytes_per_token": bpt}
@@ -320,7 +351,7 @@ def _mla_vs_gqa(rng, seed):
 def _tp_per_gpu(rng, seed):
     while True:
         spec = _spec(rng.choice(_gqa_models()))
-        tps = [t for t in (2, 4, 8, 16) if spec.num_kv_heads % t == 0 or t % spec.num_kv_heads == 0]
+        tps = [t for t in (2, 4, 8, 16) if tp_refusal(spec, t) is None]   # vLLM's query- and KV-head rules
         if tps:
             break
     tp = rng.choice(tps)
@@ -333,9 +364,12 @@ def _tp_per_gpu(rng, seed):
 
 
 def _crossover(rng, seed):
-    spec = _spec(rng.choice(_gqa_models()))
-    weights = _round_gb(spec.weight_bytes(2))
-    batch = rng.choice((8, 16, 32, 64, 128))
+    while True:   # the crossover must lie within the model's context
+        spec = _spec(rng.choice(_gqa_models()))
+        weights = _round_gb(spec.weight_bytes(2))
+        batch = rng.choice((8, 16, 32, 64, 128))
+        if _within_context(spec, weights / (spec.kv_bytes_per_token() * batch)):
+            break
     inputs = dict(_geometry(spec), weight_bytes=weights, batch_size=batch)
     q = (f"{_config_text(spec)}; its bf16 weights are {_gb_text(weights)} (10^9 bytes). At a batch of {batch} "
          f"sequences, at what context does one decode step read as many KV bytes as weight bytes? "
@@ -344,10 +378,13 @@ def _crossover(rng, seed):
 
 
 def _step_time(rng, seed):
-    spec = _spec(rng.choice(_gqa_models()))
-    gpu = rng.choice([g for g in GPUS.values() if g.memory_bytes >= 40 * GB])
-    weights = _round_gb(spec.weight_bytes(2))
-    batch, context = rng.choice((1, 8, 16, 32, 64)), rng.choice(_CONTEXTS)
+    while True:   # weights and the batch's cache must fit the GPU's pool
+        spec = _spec(rng.choice(_gqa_models()))
+        gpu = rng.choice([g for g in GPUS.values() if g.memory_bytes >= 40 * GB])
+        weights = _round_gb(spec.weight_bytes(2))
+        batch, context = rng.choice((1, 8, 16, 32, 64)), rng.choice(_CONTEXTS)
+        if _runs(spec, gpu, batch_size=batch, seq_len=context, weight_bytes=weights):
+            break
     bw = gpu.bandwidth_bytes_per_s
     inputs = dict(_geometry(spec), weight_bytes=weights, seq_len=context, batch_size=batch,
                   bandwidth_bytes_per_s=bw)
@@ -371,12 +408,12 @@ def _plan_step(rng, seed):
     while True:
         spec = _spec(rng.choice(_gqa_models()))
         tp = 8
-        if spec.num_kv_heads % tp and tp % spec.num_kv_heads:
+        if tp_refusal(spec, tp) is not None:
             continue
         users = rng.choice((200, 500, 1000, 2000, 5000))
         context = rng.choice((2048, 4096, 6000, 8192, 16384))
         pool = _gb_value(rng, 40, 70)
-        if pool >= spec.kv_bytes_per_sequence(context, tp=tp):
+        if pool >= spec.kv_bytes_per_sequence(context, tp=tp) and _within_context(spec, context):
             break
     inputs = dict(_geometry(spec), users=users, seq_len=context, pool_bytes_per_gpu=pool, tp=tp)
     q = (f"{_config_text(spec)}. Nodes of 8 GPUs each serve one replica with tensor parallelism 8; every GPU has "

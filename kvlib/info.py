@@ -38,6 +38,14 @@ def _params(spec) -> dict:
                 "num_params_error": str(exc), "weight_bytes": {"bf16": None, "fp8": None, "int4": None}}
 
 
+def _feasibility(spec, card, *, tp, context, kv_dtype_bytes, weight_bytes, utilization, overhead) -> dict:
+    """``fits`` and ``reasons`` (the JSON keys) for one sequence of ``context`` on ``card`` x ``tp``."""
+    from .feasibility import check_deployment
+    check = check_deployment(spec, card, tp=tp, seq_len=context, kv_dtype_bytes=kv_dtype_bytes,
+                             weight_bytes=weight_bytes, utilization=utilization, other_bytes=overhead)
+    return {"fits": check.fits, "reasons": list(check.reasons), "feasibility": check.summary()}
+
+
 def vllm_pool_report(model, card, *, tp=1, kv_dtype=None, version=None, utilization=None, max_num_seqs=None,
                      max_num_batched_tokens=None, weights_bytes=None, overhead_bytes=None) -> dict:
     """vLLM's KV pool on one GPU of ``card`` before it starts (``kvlib.vllm.forecast_pool``), part by part.
@@ -144,5 +152,9 @@ def info_report(model, kv_dtype=None, context=None, gpu=None, utilization=None,
             "vllm_pool": pool,
             "assumptions": (f"vLLM {pool['vllm_release']}: pool = ceil(CUDA-reported memory x utilization) - "
                             "weights as stored - torch peak - non-torch - CUDA graphs (each part below)"),
+            # the same figures through kvlib's feasibility rules (TP vs heads, context, weights, one sequence's KV)
+            **_feasibility(spec, card, tp=tp, context=context, kv_dtype_bytes=b,
+                           weight_bytes=pool["parts"]["weights"]["bytes"] * tp, utilization=pool["utilization"],
+                           overhead=sum(p["bytes"] for name, p in pool["parts"].items() if name != "weights")),
         })
     return report

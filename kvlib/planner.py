@@ -46,6 +46,7 @@ from dataclasses import asdict, dataclass
 from . import formulas
 from .assumptions import DEFAULT_OVERHEAD_BYTES, DEFAULT_UTILIZATION
 from .config import load_model
+from .feasibility import check_deployment, tp_refusal
 from .gpus import get_gpu
 from .units import format_gb_gib
 
@@ -285,7 +286,12 @@ def plan_capacity(model, *, users: int, context: int, itl_ms: float, gpu="H100-S
     tp = gpus_per_node if tp is None else _number("tp", tp, integer=True, minimum=1)
     if gpus_per_node % tp:
         raise PlanError(f"tp ({tp}) must divide gpus_per_node ({gpus_per_node})")
-    spec.kv_heads_per_gpu(tp)  # SpecError (a ValueError naming tp) when tp does not fit the KV heads
+    refusal = tp_refusal(spec, tp)   # the engine's own rules: query heads, then KV heads
+    if refusal:
+        raise PlanError(f"tp: {refusal}; choose a tp that divides both")
+    if spec.max_position_embeddings is not None and context > spec.max_position_embeddings:
+        raise PlanError(f"context: {context:,} tokens is over the model's max_position_embeddings "
+                        f"{spec.max_position_embeddings:,}; vLLM will not serve it")
     memory = card.cuda_memory_bytes if gpu_memory_bytes is None else _number("gpu_memory_bytes", gpu_memory_bytes,
                                                                              above=0)
     _number("utilization", utilization, above=0, at_most=1)
@@ -315,10 +321,10 @@ def plan_capacity(model, *, users: int, context: int, itl_ms: float, gpu="H100-S
     w_gpu = formulas.weight_bytes_per_gpu(weight_bytes, tp)
     pool = formulas.kv_pool_bytes(memory, utilization, w_gpu, overhead_bytes_per_gpu, round_budget_up=True)
     if pool < per_seq_gpu:
-        raise PlanError(
-            f"gpu: one sequence of {context:,} tokens needs {format_gb_gib(per_seq_gpu)} per GPU but only "
-            f"{format_gb_gib(max(pool, 0))} is left after weights ({format_gb_gib(w_gpu)}) and overhead; "
-            f"use more GPUs per replica (tp) or a bigger GPU")
+        check = check_deployment(spec, card, tp=tp, seq_len=context, kv_dtype_bytes=kv_b, weight_bytes=weight_bytes,
+                                 utilization=utilization, other_bytes=overhead_bytes_per_gpu, gpu_memory_bytes=memory)
+        raise PlanError(f"gpu: one sequence of {context:,} tokens {check.summary()}; "
+                        f"use more GPUs per replica (tp) or a bigger GPU")
     replicas = gpus_per_node // tp
     by_memory = pool // per_seq_gpu
     nodes_for_memory = nodes_needed(users, replicas * by_memory)

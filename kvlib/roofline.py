@@ -23,6 +23,7 @@ Taught in ch06_crossover (bandwidth against compute).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from . import formulas
@@ -37,6 +38,7 @@ __all__ = [
     "decode_flops",
     "regime",
     "crossover_context",
+    "first_cache_context",
     "crossover_batch",
     "WEIGHT_DOMINATED",
     "CACHE_DOMINATED",
@@ -84,6 +86,23 @@ def crossover_context(weight_bytes, bytes_per_token, batch):
     division is off by 15; 16.06e9 / 131,072 = 122,527.9.)
     """
     return formulas.crossover_tokens(weight_bytes, bytes_per_token) / batch
+
+
+def first_cache_context(weight_bytes, bytes_per_token, batch) -> int:
+    """The first whole context at which ``batch`` sequences' cache read reaches the weight read.
+
+    ``ceil(W / (bytes_per_token * B))`` [tokens], exact for integer bytes: one token
+    less and the step is still weight-dominated. The rounding rule of ch06's
+    Question 1, its explorer and Exercise 1. Llama 3.1 8B (16,060,522,496 B of
+    bf16 weights, 131,072 B per token): at B = 32, 3,829 tokens read 16,059,990,016
+    cache bytes, still below the weights, so the answer is 3,830:
+
+    >>> [first_cache_context(16_060_522_496, 131072, b) for b in (32, 64, 128)]
+    [3830, 1915, 958]
+    """
+    if all(isinstance(x, int) for x in (weight_bytes, bytes_per_token, batch)):
+        return -(-weight_bytes // (bytes_per_token * batch))
+    return math.ceil(weight_bytes / (bytes_per_token * batch))
 
 
 def crossover_batch(weight_bytes, bytes_per_token, context):

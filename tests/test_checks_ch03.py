@@ -4,8 +4,8 @@ Reference functions are written by hand here (never through kvlib). Figures name
 tests come from hand arithmetic on the published configs: DeepSeek-V3 61 x (512 + 64) x 2 B
 = 70,272 B/token (seed 000's worked example, and the DeepSeek-V3 config.json); the RoPE key
 64 / 576 = 11.1% of it (seed 000: "understates the cache by 11%"); Llama 3.3 70B at TP 8:
-2 x 80 x 1 x 128 x 2 = 40,960 B per GPU; Qwen2.5-7B (4 KV heads) at TP 8: one whole head per GPU,
-2 x 28 x 1 x 128 x 2 = 14,336 B.
+2 x 80 x 1 x 128 x 2 = 40,960 B per GPU; Qwen2.5-3B (2 KV heads) at TP 8: one whole head per GPU,
+2 x 36 x 1 x 128 x 2 = 18,432 B.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def test_the_chapters_figures_by_hand():
     by_label = {c["label"]: ch03.config_expected(c) for c in ch03.EXERCISES[Q2].cases()}
     assert by_label["DeepSeek-V3 config, dtype_bytes left at its default, tp=8"] == 70_272
     assert by_label["Llama-3.3-70B-Instruct config, dtype_bytes left at its default, tp=8"] == 40_960
-    assert by_label["Qwen2.5-7B config, dtype_bytes left at its default, tp=8"] == 14_336
+    assert by_label["Qwen2.5-3B config, dtype_bytes left at its default, tp=8"] == 18_432
 
 
 def test_cases_are_json_safe():

@@ -82,7 +82,7 @@ def test_info_path(tmp_path, capsys):
 
 def test_models_and_gpus():
     code, out, _ = run("models", "--json")
-    assert code == 0 and len(json.loads(out)) == 14
+    assert code == 0 and len(json.loads(out)) == 15          # the bundled configs (PROVENANCE.md)
     code, out, _ = run("gpus", "--json")
     names = {g["name"] for g in json.loads(out)}
     assert {"H100-SXM", "H100-PCIe", "H200", "B200", "A100-40GB", "A100-80GB", "L40S", "L4", "A10G",
@@ -103,6 +103,11 @@ def test_models_and_gpus():
     (["info", "llama-3.1-8b", "--max-num-seqs", "0"], "--max-num-seqs"),
     (["info", "llama-3.1-8b", "--max-num-batched-tokens", "x"], "--max-num-batched-tokens"),
     (["info", "/nonexistent/config.json"], "unknown model"),
+    # vLLM refuses Qwen2.5-7B at TP 8 (the planner's default: one replica per 8-GPU node): 28 % 8 = 4
+    (["plan", "qwen2.5-7b", "--users", "100", "--context", "4096", "--itl-ms", "60", "--gpu", "h100"],
+     "does not divide the 28 query heads"),
+    (["plan", "llama-2-7b", "--users", "100", "--context", "8192", "--itl-ms", "60", "--gpu", "h100"],
+     "max_position_embeddings 4,096"),
     (["frobnicate"], "invalid choice"),
     ([], "required"),
 ])

@@ -21,6 +21,7 @@ BUNDLED = {
     "meta-llama/Llama-2-7b-hf": ("mha", 32, 524_288, 68_719_476_736),
     "meta-llama/Llama-2-70b-chat-hf": ("gqa", 80, 327_680, 327_680 * C),
     "Qwen/Qwen2.5-7B": ("gqa", 28, 57_344, 7_516_192_768),
+    "Qwen/Qwen2.5-3B": ("gqa", 36, 36_864, 4_831_838_208),
     "Qwen/Qwen2.5-32B": ("gqa", 64, 262_144, 34_359_738_368),
     "mistralai/Mistral-7B-v0.1": ("gqa", 32, 131_072, 536_870_912),
     "mistralai/Mixtral-8x7B-v0.1": ("gqa", 32, 131_072, 17_179_869_184),

@@ -191,3 +191,24 @@ def test_a_pool_of_one_byte_holds_one_token_of_one_byte():
                     overhead_bytes=42_509_438_812 - 60 - 1)
     assert (r["num_params"], r["kv_bytes_per_token"], r["kv_pool_bytes"]) == (30, 1, 1)
     assert (r["kv_pool_tokens"], r["max_concurrency"]) == (1, 1)
+
+
+def test_a_deployment_that_cannot_run_says_why_not_a_negative_pool(capsys):
+    # Llama 3.3 70B's 141,107,412,992 B of bf16 parameters (plus the few stored buffers vLLM loads) on one
+    # H100: budget ceil(85,018,877,624 x 0.92) = 78,217,367,415 B less the profiled overhead, below the weights.
+    r = info_report("llama-3.3-70b", context=8192, gpu="H100-SXM")
+    assert r["fits"] is False and len(r["reasons"]) == 1 and "weights are 141.1" in r["reasons"][0]
+    assert r["vllm_pool"]["parts"]["weights"]["bytes"] >= 141_107_412_992
+    assert info_report("llama-3.1-8b", context=8192, gpu="H100-SXM")["fits"] is True
+    from kvlib.cli import main
+    assert main(["info", "llama-3.3-70b", "--context", "8192", "--gpu", "H100-SXM"]) == 0
+    out = capsys.readouterr().out
+    # one line says it: the pool's own (weights as stored, in GiB, over the budget), no second weights line
+    assert out.count("does not fit") == 1 and "does not fit: weights 131." in out and "-" not in out.split("KV per sequence")[1].split("GB")[0]
+    assert " blocks x " not in out and "that fit" not in out   # no pool in tokens for a deployment that cannot run
+
+
+def test_info_refuses_a_tp_that_splits_the_query_heads_unevenly():
+    r = info_report("qwen2.5-7b", context=8192, gpu="H100-SXM", tp=8)   # 28 query heads, 28 % 8 = 4
+    assert r["fits"] is False and r["reasons"] == ["TP 8 does not divide the 28 query heads "
+                                                   "(vLLM: verify_with_parallel_config)"]

@@ -48,7 +48,17 @@ def test_view_figures_by_hand():
     assert f"<b>{step_ms / 0.7:,.2f} ms</b>" in view
     assert f"<b>{32 * 0.7 / (step_ms / 1e3):,.0f} tokens/s</b>" in view
     assert "cache-dominated" in view and "<svg" in view
-    assert f"context {W8 / (C8 * 32):,.0f} tokens" in view
+    # rounded up: at 3,829 tokens 32 x 3,829 x 131,072 = 16,059,990,016 B is still below W8 = 16,060,522,496 B
+    assert C8 * 32 * 3829 < W8 <= C8 * 32 * 3830
+    assert "from context 3,830 tokens on" in view
+    assert "fits the KV pool of 59.16 GB" in view       # ceil(0.92 x 85,018,877,624) - W8 - 3e9 = 59,156,844,919 B
+
+
+def test_view_flags_a_batch_the_pool_cannot_hold():
+    # 32 x 32,768 x 131,072 B = 137.44 GB of cache against a 59.16 GB pool on one H100
+    view = kd.crossover_view("llama-3.1-8b", 32, 32768)
+    assert "does not fit: KV for 32 sequences of 32,768 tokens is 137.44 GB" in view
+    assert "fits the KV pool" not in view
 
 
 def test_view_names_the_weight_dominated_regime_and_fp8_halves_the_cache():

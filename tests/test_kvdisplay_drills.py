@@ -184,8 +184,12 @@ def test_interview_sheet_figures_by_hand():
 
 
 def test_interview_sheet_flags_what_does_not_fit():
-    assert "the batch does not fit" in I.interview_sheet_view("llama-3.1-8b", "H100-SXM", 131072, 8)
-    assert "no KV pool" in I.interview_sheet_view("llama-3.3-70b", "L40S", 8192, 1)
+    # 8 x 131,072 x 131,072 B = 137.44 GB of cache against the 59.16 GB pool of one H100
+    assert "does not fit: KV for 8 sequences of 131,072 tokens is 137.44 GB" in I.interview_sheet_view(
+        "llama-3.1-8b", "H100-SXM", 131072, 8)
+    assert "fits in the pool" in I.interview_sheet_view("llama-3.1-8b", "H100-SXM", 8192, 32)
+    no_pool = I.interview_sheet_view("llama-3.3-70b", "L40S", 8192, 1)
+    assert "no KV pool" in no_pool and "weights are 141.11 GB" in no_pool
     fp8 = I.interview_sheet_view("llama-3.1-8b", "H100-SXM", 8192, 32, kv_dtype_bytes=1)
     assert "65,536 B (64 KiB)" in fp8                 # half of 131,072 with a 1-byte cache
 

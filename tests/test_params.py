@@ -20,6 +20,7 @@ PUBLISHED = {
     "microsoft/Phi-3-mini-4k-instruct": 3.82e9,
     "openai-community/gpt2-large": 774e6,
     "Qwen/Qwen3-0.6B": 0.6e9,
+    "Qwen/Qwen2.5-3B": 3.09e9,                 # Qwen2.5-3B model card: 3.09B
 }
 
 # Active parameters per token, where the publisher states them.
@@ -83,6 +84,14 @@ def test_gpt2_large_biases_learned_positions_and_a_tied_head():
     # 65,639,680 + 708,387,840 + 2,560 = 774,030,080 (GPT-2 large: 774M).
     spec = kv.load_model("gpt2-large")
     assert spec.num_params() == 774_030_080 == spec.num_params_active()
+
+
+def test_qwen2_5_3b_tied_embeddings():
+    # d 2,048, 36 layers, 16 heads / 2 KV of 128, FFN 11,008, vocabulary 151,936, tied (one embedding matrix).
+    # Per layer: q, o 2 x 2,048^2 = 8,388,608; k, v 2 x 2,048 x 256 = 1,048,576; biases 2,048 + 512 = 2,560;
+    # MLP 3 x 2,048 x 11,008 = 67,633,152; norms 4,096: 77,076,992 per layer; embed 151,936 x 2,048.
+    layer = 8_388_608 + 1_048_576 + 2_560 + 67_633_152 + 4_096
+    assert kv.load_model("qwen2.5-3b").num_params() == 36 * layer + 151_936 * 2_048 + 2_048 == 3_085_938_688
 
 
 def test_qwen2_5_7b_qkv_biases():

@@ -123,7 +123,8 @@ def test_plan_properties(users, context, itl_ms, extra_gb, more_users):
     (dict(utilization=1.5), "utilization"),
     (dict(efficiency=0), "efficiency"),
     (dict(spike_factor=0.5), "spike_factor"),
-    (dict(context=10**7), "gpu"),                 # one sequence does not fit a GPU
+    (dict(context=10**7), "context"),             # past the model's max_position_embeddings
+    (dict(context=131072, gpu="L4"), "gpu"),      # one sequence does not fit a GPU
 ])
 def test_bad_input_names_the_parameter(kwargs, name):
     args = dict(users=100, context=4096, itl_ms=60, gpu="H100-SXM")
@@ -307,15 +308,29 @@ def test_one_sequence_that_does_not_fit_says_what_is_left():
     with pytest.raises(PlanError) as info:
         plan_capacity("llama-3-70b", users=10, **dict(SEED_003_S8, context=10**7))
     assert str(info.value) == (
-        "gpu: one sequence of 10,000,000 tokens needs 409.60 GB (381.47 GiB) per GPU but only "
-        "59.35 GB (55.27 GiB) is left after weights (17.65 GB (16.44 GiB)) and overhead; "
+        "context: 10,000,000 tokens is over the model's max_position_embeddings 131,072; vLLM will not serve it")
+    # within the model's context, a sequence too large for the pool: 131,072 x 40,960 = 5.37 GB per GPU
+    # against 80e9 - 3e9 - 75e9 = 2e9 B left after 8 x 75e9 B of weights
+    with pytest.raises(PlanError) as info:
+        plan_capacity("llama-3-70b", users=10, **dict(SEED_003_S8, context=131072, weight_bytes=8 * 75 * 10**9))
+    assert str(info.value) == (
+        "gpu: one sequence of 131,072 tokens does not fit: KV for 1 sequence of 131,072 tokens is 5.37 GB (5.00 GiB) "
+        "per GPU but the pool left after weights and overhead is 2.00 GB (1.86 GiB); "
         "use more GPUs per replica (tp) or a bigger GPU")
+
+
+def test_planner_refuses_a_tp_the_engine_refuses():
+    # Qwen2.5-7B: 28 query heads; 28 % 8 = 4, so vLLM will not start it at TP 8 (the default: gpus_per_node).
+    with pytest.raises(PlanError, match="tp: TP 8 does not divide the 28 query heads"):
+        plan_capacity("qwen2.5-7b", users=100, context=4096, itl_ms=60)
+    assert plan_capacity("qwen2.5-7b", users=100, context=4096, itl_ms=60, tp=4).tp == 4   # 28 % 4 = 0, 4 % 4 = 0
 
 
 def test_weights_bigger_than_the_gpu_leave_nothing_not_a_negative_figure():
     # 8 x 79e9 B of weights: 79e9 per GPU; 80e9 - 79e9 - 3e9 = -2e9 B, shown as nothing left
-    with pytest.raises(PlanError, match=r"but only 0\.00 GB \(0\.00 GiB\) is left after weights "
-                                        r"\(79\.00 GB \(73\.57 GiB\)\)"):
+    # (the budget: ceil(80e9 x 1.0) - 3e9 = 77e9 B = 71.71 GiB)
+    with pytest.raises(PlanError, match=r"does not fit: weights are 79\.00 GB \(73\.57 GiB\) per GPU but the "
+                                        r"engine's budget for weights and KV .* is 77\.00 GB \(71\.71 GiB\)"):
         plan_capacity("llama-3-70b", users=10, **dict(SEED_003_S8, weight_bytes=8 * 79 * 10**9))
 
 

@@ -227,7 +227,9 @@ def gpu_hidden(seed: int, count: int = 8) -> tuple:
                         other_bytes=rng.randint(kv.GB // 2, 8 * kv.GB), kv_dtype_bytes=kb,
                         seq_len=rng.choice([2 ** rng.randint(9, 17), rng.randint(256, 131_072)]))
         want_room = len(cases) < count - 1
+        limit = kv.load_model(model).max_position_embeddings     # vLLM serves nothing longer
         if _on_a_boundary(case) or (_pool_bytes(case) > 0) != want_room \
+                or (limit is not None and case["kwargs"]["seq_len"] > limit) \
                 or (want_room and sequences_on_gpu_expected(case) < 1):
             continue
         cases.append(case)

@@ -190,7 +190,10 @@ def q3_hidden(seed: int) -> tuple:
         spec = kv.load_model(model)
         tp = rng.choice(engine_tp_sizes(spec.num_heads, spec.num_kv_heads))
         case = _node_case(model, gpu, tp, random_seq_len(rng), f"{short(spec.name)} on {tp} x {gpu}")
-        if kv.weight_bytes_per_gpu(spec.weight_bytes(2), tp) + RESERVE_BYTES < kv.get_gpu(gpu).cuda_memory_bytes:
+        limit = spec.max_position_embeddings
+        within_context = limit is None or case["kwargs"]["seq_len"] <= limit
+        if kv.weight_bytes_per_gpu(spec.weight_bytes(2), tp) + RESERVE_BYTES < kv.get_gpu(gpu).cuda_memory_bytes \
+                and within_context:     # vLLM serves no sequence longer than the model's context
             cases.append(case)
     return tuple(cases)
 

@@ -84,8 +84,8 @@ H100, A100, MI300X, L4 = "H100-SXM", "A100-80GB", "MI300X", "L4"
 Q2_VISIBLE = (
     _case("llama-3.1-8b", 2, "Llama 3.1 8B on an H100 SXM, batch 32 × 4,096 tokens", seq_len=4096, batch_size=32,
           bandwidth_bytes_per_s=_gpu(H100)),
-    _case("llama-3.1-8b", 2, "Llama 3.1 8B on an H100 SXM, batch 32 × 32,768 tokens", seq_len=32768,
-          batch_size=32, bandwidth_bytes_per_s=_gpu(H100)),
+    _case("llama-3.1-8b", 2, "Llama 3.1 8B on an H100 SXM, batch 8 × 32,768 tokens", seq_len=32768,
+          batch_size=8, bandwidth_bytes_per_s=_gpu(H100)),     # 32 x 32K needs 137 GB of cache: not one H100
     _case("llama-3.1-8b", 2, "Llama 3.1 8B on an H100 SXM, one sequence of 2,048 tokens", seq_len=2048,
           batch_size=1, bandwidth_bytes_per_s=_gpu(H100)),
     _case("qwen2.5-7b", 1, "Qwen2.5 7B on an A100-80GB, fp8 cache, batch 64 × 8,192 tokens", seq_len=8192,
@@ -97,8 +97,8 @@ Q2_VISIBLE = (
 Q3_VISIBLE = (
     _case("llama-3.1-8b", 2, "Llama 3.1 8B on an H100 SXM, batch 32 × 4,096 tokens, 70% of peak bandwidth",
           seq_len=4096, batch_size=32, bandwidth_bytes_per_s=_gpu(H100), efficiency=0.7),
-    _case("llama-3.1-8b", 2, "Llama 3.1 8B on an H100 SXM, batch 32 × 32,768 tokens, at the bandwidth limit",
-          seq_len=32768, batch_size=32, bandwidth_bytes_per_s=_gpu(H100), efficiency=1.0),
+    _case("llama-3.1-8b", 2, "Llama 3.1 8B on an H100 SXM, batch 8 × 32,768 tokens, at the bandwidth limit",
+          seq_len=32768, batch_size=8, bandwidth_bytes_per_s=_gpu(H100), efficiency=1.0),
     _case("llama-3.3-70b", 2, "Llama 3.3 70B on an MI300X, batch 16 × 8,192 tokens, 60% of peak bandwidth",
           seq_len=8192, batch_size=16, bandwidth_bytes_per_s=_gpu(MI300X), efficiency=0.6),
     _case("qwen2.5-7b", 1, "Qwen2.5 7B on an L4, fp8 cache, batch 4 × 2,048 tokens, 75% of peak bandwidth",
@@ -127,7 +127,7 @@ def _fp8_case(model: str, batch: int, short_context: int, long_context: int) -> 
 Q4_VISIBLE = (
     _fp8_case("llama-3.1-8b", 32, 1024, 32768),
     _fp8_case("llama-3.3-70b", 16, 2048, 65536),
-    _fp8_case("llama-2-7b", 8, 512, 8192),
+    _fp8_case("llama-2-7b", 8, 512, 4096),      # Llama 2's context is 4,096 tokens
 )
 
 
@@ -149,11 +149,13 @@ def _q4_expected(case: dict) -> tuple:
 def _q4_hidden(seed: int) -> tuple:
     rng = random.Random(seed)
     cases = []
-    for _ in range(6):
+    while len(cases) < 6:
         model = rng.choice(non_mla_models())
         short_context = rng.choice([256, 512, 1024, 2048])
-        cases.append(_fp8_case(model, rng.choice([1, 4, 16, 32, 64]), short_context,
-                               short_context * rng.choice([8, 16, 32, 64])))
+        case = _fp8_case(model, rng.choice([1, 4, 16, 32, 64]), short_context,
+                         short_context * rng.choice([8, 16, 32, 64]))
+        if _within_context(model, case["kwargs"]["long_context"]):
+            cases.append(case)
     return tuple(cases)
 
 
@@ -193,21 +195,36 @@ def _q5_hidden(seed: int) -> tuple:
         case = _workload(model, f"{short(kv.load_model(model).name)}, batch {batch}, {seq_len:,} tokens",
                          seq_len, batch)
         ratio = _kv_read(case) / case["kwargs"]["weight_bytes"]
-        if ratio < 0.5 or ratio > 2:        # clear of the crossover
+        if (ratio < 0.5 or ratio > 2) and _within_context(model, seq_len):   # clear of the crossover, and servable
             cases.append(case)
     return tuple(cases)
 
 
 # --- hidden cases of q1-q3 -----------------------------------------------------------------------
+def _within_context(model: str, context: int) -> bool:
+    limit = kv.load_model(model).max_position_embeddings
+    return limit is None or context <= limit
+
+
+def _runs(model: str, case: dict) -> bool:
+    """A step case names a deployment: it must be one vLLM could run on its GPU (``kv.check_deployment``)."""
+    k = case["kwargs"]
+    if "seq_len" not in k:
+        return True
+    return kv.check_deployment(model, case["context"]["gpu"], batch_size=k["batch_size"], seq_len=k["seq_len"],
+                               kv_dtype_bytes=k["dtype_bytes"], weight_bytes=k["weight_bytes"]).fits
+
+
 def _hidden(extra, count: int = 8):
     def build(seed: int) -> tuple:
         rng = random.Random(seed)
         cases = []
-        for _ in range(count):
+        while len(cases) < count:       # a draw no engine could run is drawn again
             model, dtype = rng.choice(non_mla_models()), rng.choice([1, 2])
             case = _case(model, dtype, f"{short(kv.load_model(model).name)}, {dtype_name(dtype)} cache")
             extra(rng, case)
-            cases.append(case)
+            if _runs(model, case):
+                cases.append(case)
         return tuple(cases)
     return build
 
@@ -219,7 +236,8 @@ def _with_batch(rng, case):
 def _with_step(rng, case):
     _with_batch(rng, case)
     case["kwargs"]["seq_len"] = rng.choice([2 ** rng.randint(9, 17), rng.randint(100, 100_000)])
-    case["kwargs"]["bandwidth_bytes_per_s"] = _gpu(rng.choice([H100, A100, MI300X, L4, "H200", "B200", "L40S"]))
+    case["context"]["gpu"] = rng.choice([H100, A100, MI300X, L4, "H200", "B200", "L40S"])
+    case["kwargs"]["bandwidth_bytes_per_s"] = _gpu(case["context"]["gpu"])
 
 
 def _with_efficiency(rng, case):

@@ -37,6 +37,16 @@ def _params_row(r):
             + (f", MTP {r['num_params_mtp'] / 1e9:.2f} B apart" if r["num_params_mtp"] else ""))
 
 
+def _capacity_rows(r):
+    """The pool and the sequences that fit, or one 'does not fit: ...' row (never a negative pool)."""
+    if not r["fits"]:
+        # the pool row above already says the weights leave no pool: only the other reasons, if any
+        pool = r.get("vllm_pool") or {}
+        others = [why for why in r["reasons"] if not (pool.get("does_not_fit") and why.startswith("weights are"))]
+        return [(f"one sequence of {r['context']:,}", "does not fit: " + "; ".join(others))] if others else []
+    return [(f"sequences of {r['context']:,} that fit", f"{r['max_concurrency']:,}")]
+
+
 def _print_info(r):
     rows = [
         ("model", r["model"]),
@@ -60,7 +70,7 @@ def _print_info(r):
         rows += [("GPU", f"{r['gpu']}: CUDA reports {format_gb_gib(r['gpu_cuda_memory_bytes'])}, "
                          f"utilization {r['utilization']}"),
                  *_vllm_pool_rows(r["vllm_pool"]),
-                 (f"sequences of {r['context']:,} that fit", f"{r['max_concurrency']:,}"),
+                 *_capacity_rows(r),
                  ("assumptions", r["assumptions"])]
     _print_table(rows)
 
