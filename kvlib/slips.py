@@ -375,9 +375,19 @@ def variants(quantity: str, *, unit: str = "", **inputs) -> tuple:
     same number.
     """
     _check_quantity(quantity)
+    memo = (quantity, unit, repr(sorted(inputs.items())))
+    if memo in _VARIANTS:        # a grader asks again for each way it looks at a case (the agent loop simulates)
+        return _VARIANTS[memo]
     expected, own = QUANTITIES[quantity](dict(inputs))
     own = [(k, v) for k, v in own if v is not None]
-    return expected, own + generic_slips(expected, unit, inputs, taken=[v for _, v in own])
+    found = (expected, own + generic_slips(expected, unit, inputs, taken=[v for _, v in own]))
+    if len(_VARIANTS) >= 512:
+        _VARIANTS.clear()
+    _VARIANTS[memo] = found
+    return found
+
+
+_VARIANTS: dict = {}
 
 
 def matching_variants(quantity: str, answer, *, rel_tol: float = 1e-6, unit: str = "", **inputs) -> tuple:
@@ -1372,8 +1382,10 @@ def generic_slips(expected, unit: str, inputs: dict, taken=()) -> list:
         out.append(("sequences_for_nodes", inputs["users"]))
     if unit == "bytes":
         out += [(key, expected / size) for key, size in _BYTE_UNITS]
-    if abs(expected) >= 1000:
-        for key, decimal, binary in _PREFIX_MIXES:
+    for key, decimal, binary in _PREFIX_MIXES:
+        # a figure printed in GiB (or GB, ...) read in the other unit, or a mix-up inside a large count
+        printed = unit in (f"{key[0].upper()}B", f"{key[0].upper()}iB")
+        if abs(expected) >= 1000 or printed:
             out += [(f"{key}@up", expected * binary / decimal), (f"{key}@down", expected * decimal / binary)]
     taken = list(taken)
     return [(k, v) for k, v in out

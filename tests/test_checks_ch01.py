@@ -534,3 +534,16 @@ def test_the_release_stub_says_not_written_yet():
         raise NotImplementedError()
     assert "not written yet" in fails(ch01.check_q1, stub)
     assert "not written yet" in fails(ch01.check_q1, stub, hidden=True)
+
+
+# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+def test_no_offered_slip_contradicts_a_case():
+    """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
+    from chapter_checks import offered_slips_contradicting_a_case
+    assert offered_slips_contradicting_a_case(ch01.EXERCISES) == []
+
+
+def test_generic_slips_are_named():
+    """Off by one, s/ms, per GPU/node, the next unit, KB/GB/TB mix-ups: named in every numeric exercise."""
+    from chapter_checks import generic_slips_unnamed
+    assert generic_slips_unnamed(ch01.EXERCISES) == []

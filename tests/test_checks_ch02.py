@@ -232,3 +232,16 @@ def test_hidden_failures_reveal_no_inputs():
             for value in case["kwargs"].values():
                 if isinstance(value, int) and value > 100:
                     assert f"{value:,}" not in message and str(value) not in message
+
+
+# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+def test_no_offered_slip_contradicts_a_case():
+    """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
+    from chapter_checks import offered_slips_contradicting_a_case
+    assert offered_slips_contradicting_a_case(ch02.EXERCISES) == []
+
+
+def test_generic_slips_are_named():
+    """Off by one, s/ms, per GPU/node, the next unit, KB/GB/TB mix-ups: named in every numeric exercise."""
+    from chapter_checks import generic_slips_unnamed
+    assert generic_slips_unnamed(ch02.EXERCISES) == []

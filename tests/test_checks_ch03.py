@@ -241,3 +241,16 @@ def test_judge_works_from_json_records():
     verdicts = core.verdicts(ex, cases, records)
     assert [v.ok for v in verdicts] == [ch03.config_expected(c) == q2_split(**c["kwargs"]) for c in cases]
     assert "mla_split_by_tp" in verdicts[0].slips
+
+
+# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+def test_no_offered_slip_contradicts_a_case():
+    """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
+    from chapter_checks import offered_slips_contradicting_a_case
+    assert offered_slips_contradicting_a_case(ch03.EXERCISES) == []
+
+
+def test_generic_slips_are_named():
+    """Off by one, s/ms, per GPU/node, the next unit, KB/GB/TB mix-ups: named in every numeric exercise."""
+    from chapter_checks import generic_slips_unnamed
+    assert generic_slips_unnamed(ch03.EXERCISES) == []

@@ -222,3 +222,16 @@ def test_calling_kvlib_trips():
                                   capacity_tokens=10**7, block_size=block_size)
         return r.reservation_slot_steps + r.internal_slot_steps
     assert "must not call" in fails("ch04_q5_allocator_waste", cheat)
+
+
+# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+def test_no_offered_slip_contradicts_a_case():
+    """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
+    from chapter_checks import offered_slips_contradicting_a_case
+    assert offered_slips_contradicting_a_case(ch04.EXERCISES) == []
+
+
+def test_generic_slips_are_named():
+    """Off by one, s/ms, per GPU/node, the next unit, KB/GB/TB mix-ups: named in every numeric exercise."""
+    from chapter_checks import generic_slips_unnamed
+    assert generic_slips_unnamed(ch04.EXERCISES) == []

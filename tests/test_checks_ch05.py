@@ -292,3 +292,16 @@ def test_hidden_messages_reveal_no_inputs(grade_id, fn):
         assert "label" not in message and "hidden" in message
         for case in ex.cases(True, seed):
             assert repr(case["kwargs"].get("cache_salt")) not in message or case["kwargs"].get("cache_salt") is None
+
+
+# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+def test_no_offered_slip_contradicts_a_case():
+    """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
+    from chapter_checks import offered_slips_contradicting_a_case
+    assert offered_slips_contradicting_a_case(ch05.EXERCISES) == []
+
+
+def test_generic_slips_are_named():
+    """Off by one, s/ms, per GPU/node, the next unit, KB/GB/TB mix-ups: named in every numeric exercise."""
+    from chapter_checks import generic_slips_unnamed
+    assert generic_slips_unnamed(ch05.EXERCISES) == []

@@ -252,3 +252,16 @@ def test_calling_kvlib_is_refused():
         return math.ceil(kv.crossover_tokens(weight_bytes, kv.kv_bytes_per_token(layers, kv_heads, head_dim,
                                                                                   dtype_bytes)) / batch_size)
     assert "must not call" in fails("ch06_q1_crossover_context", via_kvlib)
+
+
+# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+def test_no_offered_slip_contradicts_a_case():
+    """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
+    from chapter_checks import offered_slips_contradicting_a_case
+    assert offered_slips_contradicting_a_case(ch06.EXERCISES) == []
+
+
+def test_generic_slips_are_named():
+    """Off by one, s/ms, per GPU/node, the next unit, KB/GB/TB mix-ups: named in every numeric exercise."""
+    from chapter_checks import generic_slips_unnamed
+    assert generic_slips_unnamed(ch06.EXERCISES) == []

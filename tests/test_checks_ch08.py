@@ -235,3 +235,16 @@ def test_wrong_types_rejected():
 def test_a_wrong_cause_names_the_case():
     message = fails("ch08_q4_mismatch_cause", lambda *a: "agrees")
     assert "12.log with the count changed to 7,193" in message and "'rounding'" in message
+
+
+# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+def test_no_offered_slip_contradicts_a_case():
+    """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
+    from chapter_checks import offered_slips_contradicting_a_case
+    assert offered_slips_contradicting_a_case(ch08.EXERCISES) == []
+
+
+def test_generic_slips_are_named():
+    """Off by one, s/ms, per GPU/node, the next unit, KB/GB/TB mix-ups: named in every numeric exercise."""
+    from chapter_checks import generic_slips_unnamed
+    assert generic_slips_unnamed(ch08.EXERCISES) == []

@@ -258,3 +258,16 @@ def test_random_ids_rarely_share_a_problem():
     ids = [f"s{rng.getrandbits(32):08x}" for _ in range(40)]
     for topic in ("pool", "plan_step", "step_time"):
         assert len({student_problem(i, topic).answer for i in ids}) >= 10, topic
+
+
+# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+def test_no_offered_slip_contradicts_a_case():
+    """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
+    from chapter_checks import offered_slips_contradicting_a_case
+    assert offered_slips_contradicting_a_case(ch09.EXERCISES) == []
+
+
+def test_generic_slips_are_named():
+    """Off by one, s/ms, per GPU/node, the next unit, KB/GB/TB mix-ups: named in every numeric exercise."""
+    from chapter_checks import generic_slips_unnamed
+    assert generic_slips_unnamed(ch09.EXERCISES) == []

@@ -2,8 +2,8 @@
 
 import pytest
 
-from kvlib.slips import (GENERAL, base_key, QUANTITIES, SLIPS, Slip, agent_requests, allocator_waste, diagnose, expected_value,
-                         general, matching, message, ratio_text)
+from kvlib.slips import (GENERAL, QUANTITIES, SLIPS, Slip, agent_requests, allocator_waste, base_key, diagnose,
+                         expected_value, general, matching, message, ratio_text, ruled_out)
 
 LLAMA8B = dict(layers=32, kv_heads=8, head_dim=128, dtype_bytes=2, num_heads=32, hidden_size=4096)
 GEMMA = dict(layers=42, kv_heads=8, head_dim=256, dtype_bytes=2, num_heads=16, hidden_size=3584)
@@ -986,3 +986,65 @@ def test_general_words_carry_no_figures():
     assert general("no_such_slip") == "a known slip."
     # every slip of the catalogue has general words (hidden cases never fall back to the vague default)
     assert all(key in GENERAL for key in SLIPS)
+
+
+# --- issue 38: alternatives fit every case; generic slips ---------------------------------------------
+def test_the_alternatives_check_has_teeth(monkeypatch):
+    """With passing cases ignored (nothing ruled out), chapter 02's check offers alternatives a case
+    contradicts, and the shared test finds them: e.g. 'the factor 2 is missing' beside the replicated heads,
+    though every TP <= K case passed."""
+    from chapter_checks import offered_slips_contradicting_a_case
+    from autograder.checks import ch02
+    from kvlib import slips as slips_module
+    monkeypatch.setattr(slips_module, "ruled_out", lambda *a, **k: set())
+    bad = offered_slips_contradicting_a_case(ch02.EXERCISES)
+    assert bad and all(gid.startswith("ch02_") for gid, *_ in bad)
+
+
+def test_off_by_one_is_an_absolute_count():
+    # 131,071 for 131,072: "1 byte too small" (by hand), never "0.0% too small"
+    d = diagnose("kv_bytes_per_token", 131_071, unit="bytes", **LLAMA8B)
+    assert d.slip.key == "off_by_one" and d.message.startswith("1 byte too small: ")
+    d = diagnose("kv_bytes_per_token", 131_075, unit="bytes", **LLAMA8B)
+    assert d.message.startswith("3 bytes too large") and d.slip is None
+    assert ratio_text(62, 66, "sequences") == "4 sequences too small"
+    assert ratio_text(4, 1, "tokens") == "4x too large"          # a large gap stays a ratio
+
+
+def test_seconds_and_milliseconds_from_the_unit():
+    # any quantity: 10 sequences of 16-token blocks waste 10 x 15 / 2 = 75 (by hand); as if in ms or s
+    waste = dict(num_seqs=10, block_size=16)
+    assert "seconds_for_ms" in matching("block_waste_tokens", 0.075, unit="ms", **waste)
+    assert "ms_for_seconds" in matching("block_waste_tokens", 75_000.0, unit="s", **waste)
+    assert matching("block_waste_tokens", 0.075, unit="token slots", **waste) == ()
+
+
+@pytest.mark.parametrize("answer, unit, key", [
+    (131_072 * 10**9 / 2**30, "bytes", "gb_for_gib"),        # 122,070.3 -> its floor and ceiling are named too
+    (round(131_072 * 2**40 / 10**12), "bytes", "tb_for_tib"),
+    (round(131_072 * 10**3 / 2**10), "bytes", "kb_for_kib"),  # 128,000
+    (131_072 / 2**40, "bytes", "answer_in_tib"),
+])
+def test_generic_slips_from_the_expected_value(answer, unit, key):
+    assert key in matching("kv_bytes_per_token", answer, unit=unit, **LLAMA8B)
+
+
+def test_generic_slips_need_their_factor():
+    # per GPU / per node only where the exercise has a GPU count; blocks only with a block size
+    assert "per_node_not_per_gpu" in matching("kv_bytes_per_token", 131_072 * 3, unit="bytes",
+                                              **dict(LLAMA8B, gpus_per_node=3))
+    assert "per_gpu_not_per_node" in matching("kv_bytes_per_token", 131_072 / 3, unit="bytes",
+                                              **dict(LLAMA8B, gpus_per_node=3))
+    assert "per_node_not_per_gpu" not in matching("kv_bytes_per_token", 131_072 * 3, unit="bytes", **LLAMA8B)
+    tokens = dict(budget_bytes=10 * 131_072 * 16, **LLAMA8B)      # 160 tokens, 10 blocks of 16
+    assert "blocks_for_tokens" in matching("pool_tokens", 10, unit="tokens", **dict(tokens, block_size=16))
+    assert "blocks_for_tokens" not in matching("pool_tokens", 10, unit="tokens", **tokens)
+
+
+def test_a_right_answer_rules_a_slip_out_only_where_the_slip_changes_it():
+    # dtype_bytes = 2 fixed in the code: right on a 2-byte case, so the way "@2" is not ruled out there,
+    # while "@1" and "@4" (other fixed sizes) are
+    right = 131_072
+    out = ruled_out("kv_bytes_per_token", right, unit="bytes", **LLAMA8B)
+    assert {"ignored_dtype_bytes@1", "ignored_dtype_bytes@4", "missing_kv_factor"} <= out
+    assert "ignored_dtype_bytes@2" not in out and not any(k.startswith("off_by_one") for k in out)
