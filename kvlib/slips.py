@@ -230,6 +230,9 @@ def _q_mla_bytes_per_token(i):
              ("missing_layers", formulas.mla_bytes_per_token(1, r, rope, b))]
     if i.get("num_heads") and i.get("qk_head_dim"):
         slips.append(("mla_as_mha", formulas.kv_bytes_per_token(L, i["num_heads"], i["qk_head_dim"], b)))
+        slips.append(("qk_head_dim_added", formulas.mla_bytes_per_token(L, r, i["qk_head_dim"], b)))
+    if b in (1, 2):     # bf16 for an fp8 cache, or fp8 for a bf16 one
+        slips.append(("wrong_16bit_vs_fp8@mla", formulas.mla_bytes_per_token(L, r, rope, 3 - b)))
     return expected, slips + _unit_slips(expected)
 
 
@@ -245,6 +248,12 @@ def _q_kv_bytes_per_token_per_gpu(i):
     slips = [("total_not_per_gpu", total)] if tp > 1 else []
     if tp > K:
         slips.append(("split_replicated", total / tp))
+        slips.append(("tp_floor_missing", formulas.kv_bytes_per_token(i["layers"], K // tp, i["head_dim"],
+                                                                      i["dtype_bytes"])))
+    if i.get("num_heads") and i["num_heads"] != K and tp <= i["num_heads"]:
+        # the query heads split over the GPUs instead of the KV heads
+        slips.append(("query_heads@split", formulas.kv_bytes_per_token(i["layers"], i["num_heads"] // tp, i["head_dim"],
+                                                                 i["dtype_bytes"])))
     per_gpu_inputs = dict(i, kv_heads=per_gpu)
     if i.get("num_heads"):
         per_gpu_inputs["num_heads"] = i["num_heads"] // min(tp, i["num_heads"])
@@ -269,6 +278,7 @@ def _q_kv_pool_tokens(i):
     if i.get("label_bytes"):
         slips.append(("label_memory", formulas.kv_pool_tokens(i["label_bytes"], *args, bpt)))
     slips.append(("gb_for_gib@down", formulas.kv_pool_tokens(i["gpu_bytes"] * GB / GiB, *args, bpt)))
+    slips.append(("ignored_utilization@pool", formulas.kv_pool_tokens(i["gpu_bytes"], 1, *args[1:], bpt)))
     slips.append(("ceil_not_floor", math.ceil((i["gpu_bytes"] * args[0] - args[1] - args[2]) / bpt)))
     return expected, [(k, v) for k, v in slips if v != expected]
 
@@ -596,7 +606,14 @@ def _q_max_concurrency_per_gpu(i):
     expected = seqs(budget, bpt)
     # at tp 1 the TP slips give the right count, and a query-head count equal to K the right bytes: all dropped
     slips = [("weights_not_split", seqs(memory - weights - reserve, bpt)), ("total_not_per_gpu", seqs(budget, total)),
-             ("weights_not_split+total_not_per_gpu", seqs(memory - weights - reserve, total))]
+             ("weights_not_split+total_not_per_gpu", seqs(memory - weights - reserve, total)),
+             # the whole weights on one GPU leave a negative budget, which max(0, ...) turns into zero
+             ("weights_not_split@clamped", max(0, seqs(memory - weights - reserve, bpt)))]
+    if tp > 1:
+        slips.append(("reserve_times_tp", max(0, seqs(memory - formulas.weight_bytes_per_gpu(weights, tp)
+                                                      - reserve * tp, bpt))))
+        slips.append(("reserve_times_tp@unclamped", seqs(memory - formulas.weight_bytes_per_gpu(weights, tp)
+                                                          - reserve * tp, bpt)))
     if tp > k:
         slips.append(("split_replicated", seqs(budget, total / tp)))
     h = i.get("num_heads")
@@ -640,6 +657,10 @@ def _mla_config_slips(i):
         out.append(("nope_for_rope", formulas.mla_bytes_per_token(L, r, i["qk_nope_head_dim"], b)))
     if i.get("q_lora_rank") and i["q_lora_rank"] != r:
         out.append(("query_latent", formulas.mla_bytes_per_token(L, i["q_lora_rank"], rope, b)))
+    if i.get("mtp_layers"):     # num_nextn_predict_layers: the multi-token-prediction module keeps no cache here
+        out.append(("mtp_layer_counted", formulas.mla_bytes_per_token(L + i["mtp_layers"], r, rope, b)))
+    if i.get("qk_nope_head_dim"):
+        out.append(("qk_head_dim_added", formulas.mla_bytes_per_token(L, r, i["qk_nope_head_dim"] + rope, b)))
     # Ordinary attention's formula on an MLA config: 2 L K D b with K the config's num_key_value_heads
     # (or the query heads) and D any head width the config suggests.
     heads = {h for h in (i.get("kv_heads"), i.get("num_heads")) if h}
@@ -747,7 +768,9 @@ def _q_hybrid_kv_bytes_per_sequence(i):
     f, s, K, D, b, t, win = (i["full_layers"], i["sliding_layers"], i["kv_heads"], i["head_dim"], i["dtype_bytes"],
                              i["seq_len"], i["sliding_window"])
     expected = _hybrid_bytes(f, s, K, D, b, t, win)
+    per_layer_token = formulas.kv_bytes_per_token(1, K, D, b)
     slips = [("windowed_as_full", _hybrid_bytes(f + s, 0, K, D, b, t, win)),
+             ("window_not_capped", per_layer_token * (f * t + s * win)),
              ("sliding_layers_dropped", _hybrid_bytes(f, 0, K, D, b, t, win)),
              ("all_layers_windowed", _hybrid_bytes(0, f + s, K, D, b, t, win)),
              ("missing_kv_factor", expected // 2)]
@@ -812,8 +835,12 @@ def _q_allocator_waste(i):
              ("prompt_without_first_token", allocator_waste(reqs, pol, bs, msl, held_extra=0))]
     if pol == "paged":
         slips.append(("paged_whole_last_block", allocator_waste(reqs, pol, bs, msl, last_block="whole")))
+        floor_blocks = sum((p + 1) // bs * bs - (p + 1) for p, _ in reqs)
+        slips += [("paged_floor_not_ceil", floor_blocks), ("paged_floor_not_ceil@clamped", max(0, floor_blocks))]
     else:
         slips.append(("reservation_ignored", allocator_waste(reqs, pol, bs, msl, count_reservation=False)))
+    if pol == "oracle":
+        slips.append(("oracle_extra_slot", expected + len(reqs)))
     return expected, [(k, v) for k, v in slips if v != expected]
 
 
@@ -859,7 +886,9 @@ def _q_prefill_tokens_saved(i):
     expected = s.prefill_tokens_unshared - s.prefill_tokens_shared
     n, p, shared = s.num_requests, s.prompt_tokens, s.hit_tokens_per_request
     slips = [("partial_block_shared", (n - 1) * p), ("every_copy_saved", n * shared),
-             ("partial_block_shared+every_copy_saved", n * p), ("blocks_not_tokens", (n - 1) * s.shared_blocks)]
+             ("partial_block_shared+every_copy_saved", n * p), ("blocks_not_tokens", (n - 1) * s.shared_blocks),
+             # a partial last block counted as a whole shared block
+             ("partial_block_rounded_up", (n - 1) * -(-p // i["block_size"]) * i["block_size"])]
     return expected, [(k, v) for k, v in slips if v != expected]
 
 
@@ -1089,6 +1118,10 @@ def _q_sequences_by_itl(i):
     exact = (tau / _slowdown(i["tp"], i["tp_overhead"], i["efficiency"]) * bw
              - formulas.weight_bytes_per_gpu(i["weight_bytes"], i["tp"])) / i["kv_bytes_per_sequence_per_gpu"]
     slips += [("ceil_not_floor", math.ceil(exact)), ("ceil_not_floor@round", round(exact))]
+    w_gpu, s_gpu = formulas.weight_bytes_per_gpu(i["weight_bytes"], i["tp"]), i["kv_bytes_per_sequence_per_gpu"]
+    slow = _slowdown(i["tp"], i["tp_overhead"], i["efficiency"])
+    slips += [("target_ms_as_seconds", math.floor((tau * 1e3 / slow * bw - w_gpu) / s_gpu)),
+              ("weights_not_subtracted", math.floor(tau / slow * bw / s_gpu))]
     return expected, [(k, v) for k, v in slips if v != expected]
 
 
@@ -1397,3 +1430,75 @@ def _same(a, b) -> bool:
         return _close(a, b, 1e-9)
     except TypeError:
         return False
+
+
+# --- topic slips learners make (issue 38): appended, the entries above are unchanged -------------------
+SLIPS.update({
+    "tp_floor_missing": "with tp = {tp} > KV heads = {kv_heads}, kv_heads // tp is 0: each GPU keeps at least one "
+                        "whole KV head, max(1, kv_heads // tp).",
+    "reserve_times_tp": "the reserve ({reserve_bytes:,} B) is for each GPU already: subtract it once per GPU, do not "
+                        "multiply it by tp.",
+    "mtp_layer_counted": "you counted the multi-token-prediction layer (num_nextn_predict_layers = {mtp_layers}); the "
+                         "cache is sized over num_hidden_layers = {layers}.",
+    "qk_head_dim_added": "you added the query/key head width (qk_nope_head_dim + qk_rope_head_dim) to the latent; the "
+                         "cache holds the latent ({latent_dim}) and the RoPE key alone ({rope_dim}).",
+    "window_not_capped": "a sequence shorter than the window ({sliding_window} tokens) holds only its own tokens in a "
+                         "sliding-window layer: min(seq_len, window), not the whole window.",
+    "paged_floor_not_ceil": "the paged policy allocates ceil(held / block_size) blocks, never fewer: a partial last "
+                            "block is a whole block allocated (you took the floor).",
+    "oracle_extra_slot": "the oracle reserves exactly prompt + output slots; the first generated token is one of the "
+                         "output's, so there is no extra slot for it.",
+    "target_ms_as_seconds": "the ITL target is in milliseconds ({itl_target_ms} ms = {itl_target_ms} / 1000 s): you "
+                            "used it as seconds.",
+    "weights_not_subtracted": "the weights are missing: every step reads them (W / tp per GPU) before any cache, so "
+                              "take their read time out of the target first.",
+    "partial_block_rounded_up": "a partial last block is never shared: round the prompt down to whole blocks of "
+                                "{block_size} tokens (floor), not up.",
+    "hex_not_bytes": "the key came back as hex text (.hex()); return the bytes, not .hex(): the chapter prints keys in "
+                     "hex only to show them.",
+})
+GENERAL.update({
+    "tp_floor_missing": "with more GPUs than KV heads, kv_heads // tp is 0: each GPU keeps at least one KV head.",
+    "reserve_times_tp": "the reserve is per GPU already: do not multiply it by tp.",
+    "mtp_layer_counted": "the multi-token-prediction layer is counted; size the cache over num_hidden_layers.",
+    "qk_head_dim_added": "the query/key head width is added to the latent; the cache holds latent + RoPE key.",
+    "window_not_capped": "a sequence shorter than the window holds only its own tokens in a windowed layer.",
+    "paged_floor_not_ceil": "the paged policy allocates ceil(held / block_size) blocks, not the floor.",
+    "oracle_extra_slot": "the oracle reserves exactly prompt + output slots, no extra one.",
+    "target_ms_as_seconds": "the ITL target is in milliseconds, used as seconds.",
+    "weights_not_subtracted": "the weights' read time is not taken out of the target.",
+    "hex_not_bytes": "return the key's bytes, not .hex() text.",
+    "partial_block_rounded_up": "a partial last block is not shared: round down to whole blocks, not up.",
+})
+
+
+SLIPS.update({
+    "speedup_inverted": "the speedup is upside down: divide the bf16 step time by the fp8 one (a number above 1).",
+    "contexts_swapped": "the two speedups are swapped: the first is at the short context, the second at the long one.",
+})
+GENERAL.update({
+    "speedup_inverted": "the speedup is upside down: bf16 step time / fp8 step time.",
+    "contexts_swapped": "the two speedups are swapped (short context first).",
+})
+
+
+def _q_fp8_speedups(i):
+    """(speedup at the short context, at the long one) of an fp8 cache over bf16: step(2 B) / step(1 B),
+    step = W + bytes_per_token x T x B (the weights stay bf16, read in full every step)."""
+    w, b = i["weight_bytes"], i["batch_size"]
+
+    def speedup(context, weights=w, batch=b):
+        step = [weights + formulas.kv_bytes_per_token(i["layers"], i["kv_heads"], i["head_dim"], d) * context * batch
+                for d in (2, 1)]
+        return step[0] / step[1]
+
+    contexts = (i["short_context"], i["long_context"])
+    expected = tuple(speedup(t) for t in contexts)
+    slips = [("kv_only_step", tuple(speedup(t, weights=0) for t in contexts)),
+             ("speedup_inverted", tuple(1 / x for x in expected)),
+             ("contexts_swapped", expected[::-1]),
+             ("missing_batch", tuple(speedup(t, batch=1) for t in contexts))]
+    return expected, [(k, v) for k, v in slips if not _close(v, expected, 1e-9)]
+
+
+QUANTITIES.update({"fp8_speedups": _q_fp8_speedups})

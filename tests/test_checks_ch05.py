@@ -269,7 +269,9 @@ def test_calling_kvlib_offload_trips():
 def test_wrong_types_are_rejected():
     assert "returned a float" in fails("ch05_q2_prefill_tokens_saved",
                                        lambda p, n, bs: float(prefill_tokens_saved(p, n, bs)))
-    assert "return bytes" in fails("ch05_q3_prefix_key", lambda t, bs, s: prefix_key(t, bs, s).hex())
+    # the key as hex text (the chapter prints keys so): told to return the bytes, not .hex() -- not to "encode it"
+    hexed = fails("ch05_q3_prefix_key", lambda t, bs, s: prefix_key(t, bs, s).hex())
+    assert "return the bytes, not .hex()" in hexed and "encode" not in hexed, hexed
     message = fails("ch05_q5_fetch_or_recompute", lambda *a: fetch_or_recompute(*a) == "fetch")
     assert "'fetch', 'recompute'" in message
     assert "not one of the choices" in fails("ch05_q5_fetch_or_recompute", lambda *a: fetch_or_recompute(*a).upper())

@@ -230,6 +230,14 @@ def test_hidden_slip_is_named_in_general_words(grade_id, fn, key, phrases, capsy
         assert case["label"] not in hidden
 
 
+@pytest.fixture(autouse=True)
+def _no_earlier_answers():
+    """Each test starts with no q1 answers on record (a later step is judged on the learner's own q1)."""
+    core._ANSWERS.clear()
+    yield
+    core._ANSWERS.clear()
+
+
 # --- steps that build on q1: an early slip is charged once --------------------
 def test_a_q1_slip_is_not_charged_again():
     """A learner whose q1 forgets the TP split, and whose later steps call it, fails q1 only."""

@@ -75,6 +75,7 @@ import contextlib
 import copy
 import inspect
 import io
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Callable
@@ -221,13 +222,18 @@ def run_cases(exercise, student_fn, cases, *, quiet: bool = False) -> list:
 
 def learner_answers(exercise: Exercise, records) -> list:
     """The learner's answer per record when it has the exercise's type, else None (for ``earlier``)."""
+    numeric = exercise.answer.fits(0) or exercise.answer.fits(0.0)
     out = []
     for record in records:
         try:
             value = answers.decode(record)
         except answers.RecordError:
             value = None
-        out.append(value if value is not None and exercise.answer.fits(value) else None)
+        if value is not None and not exercise.answer.fits(value):
+            # a number of the other type is still the learner's answer: a later step is judged on it (a float
+            # for an int is charged once, in its own step)
+            value = value if numeric and type(value) in (int, float) and math.isfinite(value) else None
+        out.append(value)
     return out
 
 
@@ -294,7 +300,15 @@ def judge(exercise: Exercise, case: dict, record: dict, *, hidden: bool = False,
         value = answers.decode(record)
     except answers.RecordError:
         value = None
-    expected = exercise.expected_for(case, earlier)
+    try:
+        expected = exercise.expected_for(case, earlier)
+    except (ZeroDivisionError, ValueError, OverflowError):
+        if earlier is _MISSING or earlier is None:
+            raise
+        # the learner's earlier step gave a value this one cannot be built on (a zero): that slip was
+        # charged in its own step, so this case is not charged again
+        return Verdict(True, f"not judged: it builds on your {exercise.builds_on} answer ({earlier!r}), which is "
+                             "wrong here (see that check).", ("builds_on_wrong_step",), "excused")
     kind = exercise.answer
     type_ok = value is not None and kind.fits(value)
     if type_ok and kind.equal(value, expected):
@@ -307,6 +321,9 @@ def judge(exercise: Exercise, case: dict, record: dict, *, hidden: bool = False,
         keys = tuple(dict.fromkeys(slips.base_key(k) for k in found))
     named = keys if allowed is None else tuple(k for k in allowed if k in keys)
     type_note = "" if type_ok else kind.wrong_type(fn, record.get("type", "?"))
+    if type(value) is str and type(expected) is bytes and value.strip().lower() == expected.hex():
+        return Verdict(False, head + f"{fn} {slips.message('hex_not_bytes')}", ("wrong_type", "hex_not_bytes"),
+                       "type")
     if value is None and record.get("type") == "builtins.NoneType":
         type_note = f"{fn} returned None: did you forget the return statement?"
     if not type_ok and not keys:
@@ -449,7 +466,7 @@ def fitting_slips(exercise: Exercise, cases, results, records, earlier=None, *, 
     for k, v in enumerate([] if failing_only else results):
         if not shared:
             break
-        if not v.ok or k >= len(records):
+        if not v.ok or v.kind == "excused" or k >= len(records):
             continue
         number = _number(records[k], _decoded(records[k]))
         if number is None:
