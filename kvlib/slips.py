@@ -231,8 +231,12 @@ def _q_mla_bytes_per_token(i):
     if i.get("num_heads") and i.get("qk_head_dim"):
         slips.append(("mla_as_mha", formulas.kv_bytes_per_token(L, i["num_heads"], i["qk_head_dim"], b)))
         slips.append(("qk_head_dim_added", formulas.mla_bytes_per_token(L, r, i["qk_head_dim"], b)))
-    if b in (1, 2):     # bf16 for an fp8 cache, or fp8 for a bf16 one
-        slips.append(("wrong_16bit_vs_fp8@mla", formulas.mla_bytes_per_token(L, r, rope, 3 - b)))
+    if b in (1, 2):     # bf16 for an fp8 cache (named first: the question says fp8), or fp8 for a bf16 one
+        fp8 = ("wrong_16bit_vs_fp8@mla", formulas.mla_bytes_per_token(L, r, rope, 3 - b))
+        if b == 1:
+            slips.insert(0, fp8)
+        else:
+            slips.append(fp8)
     return expected, slips + _unit_slips(expected)
 
 
@@ -1454,6 +1458,8 @@ SLIPS.update({
                               "take their read time out of the target first.",
     "partial_block_rounded_up": "a partial last block is never shared: round the prompt down to whole blocks of "
                                 "{block_size} tokens (floor), not up.",
+    "tokens_as_blocks": "this log prints tokens; you converted them to blocks ({wrong_value}). Return the count as "
+                        "printed.",
     "hex_not_bytes": "the key came back as hex text (.hex()); return the bytes, not .hex(): the chapter prints keys in "
                      "hex only to show them.",
 })
@@ -1468,6 +1474,7 @@ GENERAL.update({
     "target_ms_as_seconds": "the ITL target is in milliseconds, used as seconds.",
     "weights_not_subtracted": "the weights' read time is not taken out of the target.",
     "hex_not_bytes": "return the key's bytes, not .hex() text.",
+    "tokens_as_blocks": "the log prints tokens: return the count as printed.",
     "partial_block_rounded_up": "a partial last block is not shared: round down to whole blocks, not up.",
 })
 

@@ -307,3 +307,12 @@ def test_generic_slips_are_named():
     """Off by one, s/ms, per GPU/node, the next unit, KB/GB/TB mix-ups: named in every numeric exercise."""
     from chapter_checks import generic_slips_unnamed
     assert generic_slips_unnamed(ch05.EXERCISES) == []
+
+
+# --- topic slips (issue 38 §3) ------------------------------------------------------------------------
+def test_partial_block_rounded_up_is_named():
+    # (N - 1) x ceil(P / bs) x bs tokens shared: the partial last block counted as a whole one
+    def rounds_up(prompt_tokens, num_requests, bytes_per_token, block_size):
+        return (num_requests - 1) * -(-prompt_tokens // block_size) * block_size * bytes_per_token
+    message = fails("ch05_q1_prefix_bytes_saved", rounds_up)
+    assert "round the prompt down to whole blocks" in message, message

@@ -248,3 +248,23 @@ def test_generic_slips_are_named():
     """Off by one, s/ms, per GPU/node, the next unit, KB/GB/TB mix-ups: named in every numeric exercise."""
     from chapter_checks import generic_slips_unnamed
     assert generic_slips_unnamed(ch08.EXERCISES) == []
+
+
+# --- topic slips (issue 38 §3) ------------------------------------------------------------------------
+def test_gib_figure_converted_to_gb_is_named():
+    from kvlib import slips
+    # 30.42 GiB printed, returned as GB: 30.42 x 2^30 / 10^9 = 32.663 (by hand)
+    d = slips.diagnose("log_figure", 30.42 * 2**30 / 10**9, unit="GiB", printed=30.42, wrong={})
+    assert d.slip.key == "gb_for_gib", d.message
+
+
+def test_tokens_converted_to_blocks_is_named():
+    ex = ch08.EXERCISES["ch08_q2_kv_count"]
+    token_cases = [c for c in ex.cases() if "tokens_as_blocks" in ex.slip_inputs(c)["wrong"]]
+    assert token_cases, "a visible log that prints tokens"
+    from kvlib import slips
+    case = token_cases[0]
+    blocks = ex.slip_inputs(case)["wrong"]["tokens_as_blocks"]
+    assert blocks * 16 <= ex.expected_for(case) < (blocks + 1) * 16       # tokens // 16 (vLLM's default block)
+    d = slips.diagnose("log_figure", blocks, unit=ex.unit, **ex.slip_inputs(case))
+    assert d.slip.key == "tokens_as_blocks" and "converted them to blocks" in d.message

@@ -285,6 +285,14 @@ def judge(exercise: Exercise, case: dict, record: dict, *, hidden: bool = False,
         names = ", ".join(record["kvlib_calls"])
         return Verdict(False, f"build this by hand: exercise {exercise.grade_id} must not call {names}.",
                        ("kvlib_called",), "kvlib")
+    if exercise.builds_on and earlier is not _MISSING and earlier is not None:
+        try:
+            exercise.expected_for(case, earlier)
+        except (ZeroDivisionError, ValueError, OverflowError):
+            # the learner's earlier step gave a value this one cannot be built on (a zero): that slip was
+            # charged in its own step, so this case is not charged again
+            return Verdict(True, f"not judged: it builds on your {exercise.builds_on} answer ({earlier!r}), "
+                                 "which is wrong here (see that check).", ("builds_on_wrong_step",), "excused")
     head = "on a hidden case: " if hidden else f"on case \"{case['label']}\":\n"
     hint = case.get("context", {}).get("hint")
     if record.get("error") == "NotImplementedError":
@@ -300,15 +308,7 @@ def judge(exercise: Exercise, case: dict, record: dict, *, hidden: bool = False,
         value = answers.decode(record)
     except answers.RecordError:
         value = None
-    try:
-        expected = exercise.expected_for(case, earlier)
-    except (ZeroDivisionError, ValueError, OverflowError):
-        if earlier is _MISSING or earlier is None:
-            raise
-        # the learner's earlier step gave a value this one cannot be built on (a zero): that slip was
-        # charged in its own step, so this case is not charged again
-        return Verdict(True, f"not judged: it builds on your {exercise.builds_on} answer ({earlier!r}), which is "
-                             "wrong here (see that check).", ("builds_on_wrong_step",), "excused")
+    expected = exercise.expected_for(case, earlier)
     kind = exercise.answer
     type_ok = value is not None and kind.fits(value)
     if type_ok and kind.equal(value, expected):
