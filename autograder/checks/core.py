@@ -500,8 +500,9 @@ def summary(exercise: Exercise, cases, results, *, hidden: bool = False, earlier
 
     Visible: the first failing case, naming only slips that fit every case
     (``fitting_slips``: the lead, and an alternative only when it fits every
-    case too); when a slip fits this case but another case rules it out, that
-    is said instead of naming it. Hidden: the same, in general words.
+    case too); a slip that fits every failing case but that a passing case
+    rules out is named alone; when none fits every failing case, that is said
+    instead of naming one. Hidden: the same, in general words.
     """
     failures = [(k, v) for k, v in enumerate(results) if not v.ok]
     if not failures:
@@ -540,8 +541,8 @@ def summary(exercise: Exercise, cases, results, *, hidden: bool = False, earlier
             expected = exercise.expected_for(cases[k], prior)
             ratio = slips.ratio_text(number, expected, exercise.unit) if number is not None else "wrong"
             hint = cases[k].get("context", {}).get("hint")
-            message = (first.head + f"{ratio}; no one known slip explains every case (each that fits one case is "
-                       "ruled out by another): recheck each factor." + first.tail
+            message = (first.head + f"{ratio}; no one known slip explains every failing case "
+                       "(each fits some cases only): recheck each factor." + first.tail
                        + (f"\nHint: {hint}" if hint and "Hint:" not in first.tail else ""))
     elif first.kind == "value":
         named = first.slips[:2]
