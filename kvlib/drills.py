@@ -31,7 +31,7 @@ from types import MappingProxyType
 from .config import bundled_models, load_model
 from .feasibility import check_deployment, tp_refusal
 from .gpus import GPUS
-from .slips import diagnose
+from .slips import PREFIX_MIX_KEYS, diagnose
 from .spec import FULL
 from .units import GB, GiB, parse_bytes
 from .vllm.engine import default_utilization
@@ -92,7 +92,7 @@ class Problem:
         d = self._diagnose(value, typed_tol)
         if d.correct:
             return True, f"correct: {_fmt(self.answer)} {self.units}." if reveal else "correct."
-        if d.slip is None and swapped is not None and self._diagnose(swapped[0], typed_tol).correct:
+        if _unnamed(d) and swapped is not None and self._diagnose(swapped[0], typed_tol).correct:
             return False, f"not quite [gb_for_gib]: {_unit_mixup(swapped[1])}{shown}"
         slip = f" [{d.slip.key}]" if d.slip else ""
         if not reveal:
@@ -117,7 +117,7 @@ class Problem:
         if problem:
             return None
         d = self._diagnose(value, typed_tol)
-        if d.slip:
+        if d.slip and not _unnamed(d):
             return d.slip.key
         if not d.correct and swapped is not None and self._diagnose(swapped[0], typed_tol).correct:
             return "gb_for_gib"
@@ -125,6 +125,11 @@ class Problem:
 
     def _diagnose(self, value, typed_tol):
         return diagnose(self.quantity, value, rel_tol=max(self.tolerance, typed_tol) or 1e-9, **self.inputs)
+
+
+def _unnamed(d) -> bool:
+    """No slip named, or only a generic unit mix-up: the typed unit's own mix-up says it better."""
+    return d.slip is None or d.slip.key in PREFIX_MIX_KEYS
 
 
 def _fmt(x) -> str:

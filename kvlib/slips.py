@@ -15,6 +15,7 @@ checks, the chapters' instant checks and the drills all call ``diagnose``.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 from . import formulas
@@ -93,7 +94,15 @@ GENERAL = {
 COMBINED = "+"   # a key "a+b" is two slips made at once
 
 
-def _ratio_text(answer, expected) -> str:
+def _count_text(n: int, unit: str) -> str:
+    """``1 token``, ``3 tokens``, ``2``: a count in the exercise's unit (a plain word only)."""
+    word = unit.strip() if unit and re.fullmatch(r"[A-Za-z][A-Za-z /]*", unit.strip()) else ""
+    if word and n == 1 and word.endswith("s") and "/" not in word:
+        word = word[:-1]
+    return f"{n:,} {word}".rstrip()
+
+
+def _ratio_text(answer, expected, unit: str = "") -> str:
     if _is_number_tuple(answer) and _is_number_tuple(expected):   # a range: judged by its upper end
         differ = [k for k, (a, e) in enumerate(zip(answer, expected)) if a != e]
         last = differ[-1] if differ and len(answer) == len(expected) else -1   # or the last element that differs
@@ -102,6 +111,10 @@ def _ratio_text(answer, expected) -> str:
         ratio = answer / expected
     except (ZeroDivisionError, TypeError):
         return "wrong"
+    if type(answer) is int and type(expected) is int and answer != expected and answer >= 0 < expected \
+            and (abs(ratio - 1) < 0.0005 or (abs(answer - expected) < 10 and abs(ratio - 1) < 0.1)):
+        # a small count off: say by how much ("1 token too small"), never "0.0% too small"
+        return f"{_count_text(abs(answer - expected), unit)} too {'large' if answer > expected else 'small'}"
     if ratio <= 0:
         return "wrong sign or zero"
     big = ratio if ratio >= 1 else 1 / ratio
@@ -113,9 +126,9 @@ def _ratio_text(answer, expected) -> str:
     return f"{big:.2f}x {word}"
 
 
-def ratio_text(answer, expected) -> str:
-    """How far ``answer`` is from ``expected`` in words: "4x too large", "7.4% too small"."""
-    return _ratio_text(answer, expected)
+def ratio_text(answer, expected, unit: str = "") -> str:
+    """How far ``answer`` is from ``expected`` in words: "4x too large", "7.4% too small", "1 token too small"."""
+    return _ratio_text(answer, expected, unit)
 
 
 def _is_number_tuple(x) -> bool:
@@ -155,7 +168,7 @@ def _token_slips(i):
     out.append(("missing_layers", formulas.kv_bytes_per_token(1, K, D, b)))
     for other in (1, 2, 4):  # dtype_bytes not followed: another element size (fixed, or read from a config)
         if other != b:
-            out.append(("ignored_dtype_bytes", formulas.kv_bytes_per_token(L, K, D, other)))
+            out.append((f"ignored_dtype_bytes@{other}", formulas.kv_bytes_per_token(L, K, D, other)))
     if H and H != K:
         out.append(("query_heads+missing_kv_factor", formulas.kv_bytes_per_token(L, H, D, b) // 2))
     return out
@@ -199,10 +212,10 @@ def _q_max_concurrency(i):
     for key, wrong_token in _token_slips(i):
         slips.append((key, formulas.max_concurrency(budget, wrong_token * i["seq_len"])))
     slips.append(("ceil_not_floor", math.ceil(budget / per_seq)))
-    slips.append(("ceil_not_floor", round(budget / per_seq)))
-    slips.append(("gb_for_gib", formulas.max_concurrency(budget * GiB / GB, per_seq)))
-    slips.append(("gb_for_gib", formulas.max_concurrency(budget * GB / GiB, per_seq)))
-    slips.append(("gb_for_gib", budget / per_seq * GiB / GB))
+    slips.append(("ceil_not_floor@round", round(budget / per_seq)))
+    slips.append(("gb_for_gib@up", formulas.max_concurrency(budget * GiB / GB, per_seq)))
+    slips.append(("gb_for_gib@down", formulas.max_concurrency(budget * GB / GiB, per_seq)))
+    slips.append(("gb_for_gib@up", budget / per_seq * GiB / GB))
     slips.append(("tokens_not_sequences", formulas.max_concurrency(budget, _kv_token(**i))))
     return expected, [(k, v) for k, v in slips if v != expected]
 
@@ -217,6 +230,13 @@ def _q_mla_bytes_per_token(i):
              ("missing_layers", formulas.mla_bytes_per_token(1, r, rope, b))]
     if i.get("num_heads") and i.get("qk_head_dim"):
         slips.append(("mla_as_mha", formulas.kv_bytes_per_token(L, i["num_heads"], i["qk_head_dim"], b)))
+        slips.append(("qk_head_dim_added", formulas.mla_bytes_per_token(L, r, i["qk_head_dim"], b)))
+    if b in (1, 2):     # bf16 for an fp8 cache (named first: the question says fp8), or fp8 for a bf16 one
+        fp8 = ("wrong_16bit_vs_fp8@mla", formulas.mla_bytes_per_token(L, r, rope, 3 - b))
+        if b == 1:
+            slips.insert(0, fp8)
+        else:
+            slips.append(fp8)
     return expected, slips + _unit_slips(expected)
 
 
@@ -232,6 +252,12 @@ def _q_kv_bytes_per_token_per_gpu(i):
     slips = [("total_not_per_gpu", total)] if tp > 1 else []
     if tp > K:
         slips.append(("split_replicated", total / tp))
+        slips.append(("tp_floor_missing", formulas.kv_bytes_per_token(i["layers"], K // tp, i["head_dim"],
+                                                                      i["dtype_bytes"])))
+    if i.get("num_heads") and i["num_heads"] != K and tp <= i["num_heads"]:
+        # the query heads split over the GPUs instead of the KV heads
+        slips.append(("query_heads@split", formulas.kv_bytes_per_token(i["layers"], i["num_heads"] // tp, i["head_dim"],
+                                                                 i["dtype_bytes"])))
     per_gpu_inputs = dict(i, kv_heads=per_gpu)
     if i.get("num_heads"):
         per_gpu_inputs["num_heads"] = i["num_heads"] // min(tp, i["num_heads"])
@@ -255,7 +281,8 @@ def _q_kv_pool_tokens(i):
     slips = []
     if i.get("label_bytes"):
         slips.append(("label_memory", formulas.kv_pool_tokens(i["label_bytes"], *args, bpt)))
-    slips.append(("gb_for_gib", formulas.kv_pool_tokens(i["gpu_bytes"] * GB / GiB, *args, bpt)))
+    slips.append(("gb_for_gib@down", formulas.kv_pool_tokens(i["gpu_bytes"] * GB / GiB, *args, bpt)))
+    slips.append(("ignored_utilization@pool", formulas.kv_pool_tokens(i["gpu_bytes"], 1, *args[1:], bpt)))
     slips.append(("ceil_not_floor", math.ceil((i["gpu_bytes"] * args[0] - args[1] - args[2]) / bpt)))
     return expected, [(k, v) for k, v in slips if v != expected]
 
@@ -281,6 +308,7 @@ def expected_value(quantity: str, **inputs):
 
 
 def _message(key: str, inputs: dict) -> str:
+    key = base_key(key)
     if COMBINED in key:
         return "two slips at once: " + " And ".join(_message(k, inputs) for k in key.split(COMBINED))
     values = dict(inputs)
@@ -295,6 +323,7 @@ def _message(key: str, inputs: dict) -> str:
     values.setdefault("rope_dim", 64)
     if inputs.get("num_requests"):
         values.setdefault("others", inputs["num_requests"] - 1)
+    values.setdefault("gpus", _gpu_count(inputs))
     if inputs.get("gpus_per_node") and inputs.get("tp"):
         values.setdefault("replicas", inputs["gpus_per_node"] // inputs["tp"])
     if isinstance(inputs.get("wrong"), dict) and key in inputs["wrong"]:     # log_figure: the figure taken
@@ -314,6 +343,7 @@ def message(key: str, **inputs) -> str:
 
 def general(key: str) -> str:
     """Slip ``key`` in general words (no numbers of the case): for hidden cases."""
+    key = base_key(key)
     if COMBINED in key:
         return "two slips at once: " + " And ".join(general(k) for k in key.split(COMBINED))
     return GENERAL.get(key, "a known slip.")
@@ -336,50 +366,129 @@ def _matches(answer, wrong, expected, rel_tol) -> bool:
     return False
 
 
-def matching(quantity: str, answer, *, rel_tol: float = 1e-6, **inputs) -> tuple:
-    """Every slip key whose recomputed value is ``answer``, in catalogue order (no duplicates)."""
+VARIANT = "@"   # a key "a@x" is slip a made one particular way (x): the same words, told apart across cases
+
+
+def base_key(key: str) -> str:
+    """The catalogue key of a slip variant: ``ignored_dtype_bytes@1`` -> ``ignored_dtype_bytes``."""
+    return COMBINED.join(part.split(VARIANT)[0] for part in key.split(COMBINED))
+
+
+def _check_quantity(quantity: str) -> None:
     if quantity not in QUANTITIES:
         raise KeyError(f"unknown quantity {quantity!r} (known: {', '.join(QUANTITIES)})")
+
+
+def variants(quantity: str, *, unit: str = "", **inputs) -> tuple:
+    """(expected, [(variant key, slipped value), ...]): the quantity's own slips, then the generic ones.
+
+    A variant key is a catalogue key, or ``key@how`` where one slip can be made
+    in several ways (``ignored_dtype_bytes@1``: the element size 1 used); the
+    generic slips (``generic_slips``) come from the expected value and ``unit``
+    alone, after the quantity's, and only where no slip of its own gives the
+    same number.
+    """
+    _check_quantity(quantity)
+    memo = (quantity, unit, repr(sorted(inputs.items())))
+    if memo in _VARIANTS:        # a grader asks again for each way it looks at a case (the agent loop simulates)
+        return _VARIANTS[memo]
+    expected, own = QUANTITIES[quantity](dict(inputs))
+    own = [(k, v) for k, v in own if v is not None]
+    found = (expected, own + generic_slips(expected, unit, inputs, taken=[v for _, v in own]))
+    if len(_VARIANTS) >= 512:
+        _VARIANTS.clear()
+    _VARIANTS[memo] = found
+    return found
+
+
+_VARIANTS: dict = {}
+
+
+def matching_variants(quantity: str, answer, *, rel_tol: float = 1e-6, unit: str = "", **inputs) -> tuple:
+    """Every variant key whose recomputed value is ``answer``, in catalogue order (no duplicates)."""
+    _check_quantity(quantity)
     if (isinstance(answer, bool) or not isinstance(answer, (int, float))) and not _is_number_tuple(answer):
         return ()
-    expected, slips = QUANTITIES[quantity](dict(inputs))
+    expected, slips = variants(quantity, unit=unit, **inputs)
+    if _close(answer, expected, rel_tol):       # the right value (perhaps in the wrong type): no slip
+        return ()
     keys = []
     for key, wrong in slips:
+        if key.startswith("off_by_one") and answer != wrong:   # one off is exact, never within a tolerance
+            continue
         if key not in keys and _matches(answer, wrong, expected, rel_tol):
             keys.append(key)
     return tuple(keys)
 
 
-def diagnose(quantity: str, answer, *, rel_tol: float = 1e-6, lead: str | None = None, **inputs) -> Diagnosis:
+def _bases(keys) -> tuple:
+    out = []
+    for key in keys:
+        if base_key(key) not in out:
+            out.append(base_key(key))
+    return tuple(out)
+
+
+def matching(quantity: str, answer, *, rel_tol: float = 1e-6, unit: str = "", **inputs) -> tuple:
+    """Every slip key whose recomputed value is ``answer``, in catalogue order (no duplicates)."""
+    return _bases(matching_variants(quantity, answer, rel_tol=rel_tol, unit=unit, **inputs))
+
+
+def ruled_out(quantity: str, answer, *, rel_tol: float = 1e-6, unit: str = "", **inputs) -> set:
+    """The variant keys a right ``answer`` rules out: applied to this case they give another number.
+
+    A variant the case does not produce (dropped because it gives the right
+    number here, or not applicable) is not ruled out; nor is a descriptive
+    generic slip (``DESCRIPTIVE``: off by one describes the answer, it is not a
+    rule the learner applied everywhere).
+    """
+    expected, slips = variants(quantity, unit=unit, **inputs)
+    seen, kept = set(), set()     # a key given twice (two ways, untold apart) is kept if either way fits
+    for key, wrong in slips:
+        if base_key(key) in DESCRIPTIVE:
+            continue
+        seen.add(key)
+        if _close(wrong, expected, rel_tol) or _matches(answer, wrong, expected, rel_tol) \
+                or _close(answer, wrong, rel_tol):
+            kept.add(key)
+    return seen - kept
+
+
+def diagnose(quantity: str, answer, *, rel_tol: float = 1e-6, lead: str | None = None, only=None,
+             unit: str = "", **inputs) -> Diagnosis:
     """Compare ``answer`` with kvlib's value of ``quantity`` and name the slip.
 
     ``inputs`` are the quantity's keywords (for bytes per token: layers,
     kv_heads, head_dim, dtype_bytes, and optionally num_heads and hidden_size
     so the query-head and head_dim slips can be recognised). ``lead``: the
     slip to name first when it is among the matches (a grader that found it
-    consistent with every failing case).
+    consistent with every failing case). ``only``: the slip keys that may be
+    named at all (a grader that ruled out the others on other cases); the
+    matches are named in its order. ``unit``: the answer's unit, for the
+    generic slips and for a count that is off by a little ("1 token too small").
     """
-    if quantity not in QUANTITIES:
-        raise KeyError(f"unknown quantity {quantity!r} (known: {', '.join(QUANTITIES)})")
-    expected, slips = QUANTITIES[quantity](inputs)
+    _check_quantity(quantity)
+    expected = QUANTITIES[quantity](dict(inputs))[0]
     if (isinstance(answer, bool) or not isinstance(answer, (int, float))) and not _is_number_tuple(answer):
         return Diagnosis(quantity, False, expected, answer, None,
                          f"expected a number, got {type(answer).__name__} {answer!r}.", inputs)
     if _close(answer, expected, rel_tol):
         return Diagnosis(quantity, True, expected, answer, None, "correct.", inputs)
-    matches = list(matching(quantity, answer, rel_tol=rel_tol, **inputs))
+    matches = list(matching(quantity, answer, rel_tol=rel_tol, unit=unit, **inputs))
+    if only is not None:
+        matches = [k for k in only if k in matches]
     if lead in matches:
         matches.remove(lead)
         matches.insert(0, lead)
+    ratio = _ratio_text(answer, expected, unit)
     if matches:
         slip = Slip(matches[0], _message(matches[0], inputs))
-        text = f"{_ratio_text(answer, expected)}: {slip.message}"
+        text = f"{ratio}: {slip.message}"
         if len(matches) > 1:  # two slips give the same number here: name both
             text += " Or: " + _message(matches[1], inputs)
         return Diagnosis(quantity, False, expected, answer, slip, text, inputs)
     return Diagnosis(quantity, False, expected, answer, None,
-                     f"{_ratio_text(answer, expected)}, and it matches no known slip: recheck each factor.",
-                     inputs)
+                     f"{ratio}, and it matches no known slip: recheck each factor.", inputs)
 
 
 # --- quantities for the drills (kvlib.drills): appended, the entries above are unchanged ---------
@@ -410,8 +519,8 @@ def _q_pool_tokens(i):
     bpt = _kv_token(**i)
     expected = math.floor(budget / bpt)
     slips = [(key, math.floor(budget / wrong)) for key, wrong in _token_slips(i) if wrong]
-    slips += [("ceil_not_floor", math.ceil(budget / bpt)), ("ceil_not_floor", round(budget / bpt)),
-              ("gb_for_gib", math.floor(budget * GiB / GB / bpt)), ("gb_for_gib", math.floor(budget * GB / GiB / bpt))]
+    slips += [("ceil_not_floor", math.ceil(budget / bpt)), ("ceil_not_floor@round", round(budget / bpt)),
+              ("gb_for_gib@up", math.floor(budget * GiB / GB / bpt)), ("gb_for_gib@down", math.floor(budget * GB / GiB / bpt))]
     return expected, [(k, v) for k, v in slips if v != expected]
 
 
@@ -420,8 +529,8 @@ def _q_crossover_context(i):
     w, b = i["weight_bytes"], i["batch_size"]
     expected = formulas.crossover_tokens(w, _kv_token(**i)) / b
     slips = [(key, w / wrong / b) for key, wrong in _token_slips(i) if wrong]
-    slips += [("crossover_not_divided", expected * b), ("gb_for_gib", expected * GiB / GB),
-              ("gb_for_gib", expected * GB / GiB)]
+    slips += [("crossover_not_divided", expected * b), ("gb_for_gib@up", expected * GiB / GB),
+              ("gb_for_gib@down", expected * GB / GiB)]
     return expected, slips
 
 
@@ -456,8 +565,8 @@ def _q_nodes_for_memory(i):
     slips += [(key, nodes(wrong)) for key, wrong in _token_slips(per_gpu) if wrong and not key.startswith("query_heads")]
     slips += [("floor_nodes", users // math.floor(pool / per_seq_gpu)),
               ("ceil_not_floor", math.ceil(users * per_seq_gpu / pool)),
-              ("gb_for_gib", nodes(_kv_token(**per_gpu), pool * GiB / GB)),
-              ("gb_for_gib", nodes(_kv_token(**per_gpu), pool * GB / GiB))]
+              ("gb_for_gib@up", nodes(_kv_token(**per_gpu), pool * GiB / GB)),
+              ("gb_for_gib@down", nodes(_kv_token(**per_gpu), pool * GB / GiB))]
     return expected, [(k2, v) for k2, v in slips if v is not None and v != expected]
 
 
@@ -501,7 +610,14 @@ def _q_max_concurrency_per_gpu(i):
     expected = seqs(budget, bpt)
     # at tp 1 the TP slips give the right count, and a query-head count equal to K the right bytes: all dropped
     slips = [("weights_not_split", seqs(memory - weights - reserve, bpt)), ("total_not_per_gpu", seqs(budget, total)),
-             ("weights_not_split+total_not_per_gpu", seqs(memory - weights - reserve, total))]
+             ("weights_not_split+total_not_per_gpu", seqs(memory - weights - reserve, total)),
+             # the whole weights on one GPU leave a negative budget, which max(0, ...) turns into zero
+             ("weights_not_split@clamped", max(0, seqs(memory - weights - reserve, bpt)))]
+    if tp > 1:
+        slips.append(("reserve_times_tp", max(0, seqs(memory - formulas.weight_bytes_per_gpu(weights, tp)
+                                                      - reserve * tp, bpt))))
+        slips.append(("reserve_times_tp@unclamped", seqs(memory - formulas.weight_bytes_per_gpu(weights, tp)
+                                                          - reserve * tp, bpt)))
     if tp > k:
         slips.append(("split_replicated", seqs(budget, total / tp)))
     h = i.get("num_heads")
@@ -509,9 +625,9 @@ def _q_max_concurrency_per_gpu(i):
         wrong = formulas.kv_bytes_per_token(geometry[0], formulas.kv_heads_per_gpu(h, tp), *geometry[1:])
         slips.append(("query_heads", seqs(budget, wrong)))
     slips += [(key, seqs(budget, wrong)) for key, wrong in _token_slips(dict(per_gpu, num_heads=None)) if wrong]
-    slips += [("ceil_not_floor", math.ceil(budget / (bpt * t))), ("ceil_not_floor", round(budget / (bpt * t))),
+    slips += [("ceil_not_floor", math.ceil(budget / (bpt * t))), ("ceil_not_floor@round", round(budget / (bpt * t))),
               ("tokens_not_sequences", seqs(budget, bpt / t)),
-              ("gb_for_gib", seqs(budget * GiB / GB, bpt)), ("gb_for_gib", seqs(budget * GB / GiB, bpt))]
+              ("gb_for_gib@up", seqs(budget * GiB / GB, bpt)), ("gb_for_gib@down", seqs(budget * GB / GiB, bpt))]
     return expected, [(key, v) for key, v in slips if v != expected]
 
 
@@ -545,6 +661,10 @@ def _mla_config_slips(i):
         out.append(("nope_for_rope", formulas.mla_bytes_per_token(L, r, i["qk_nope_head_dim"], b)))
     if i.get("q_lora_rank") and i["q_lora_rank"] != r:
         out.append(("query_latent", formulas.mla_bytes_per_token(L, i["q_lora_rank"], rope, b)))
+    if i.get("mtp_layers"):     # num_nextn_predict_layers: the multi-token-prediction module keeps no cache here
+        out.append(("mtp_layer_counted", formulas.mla_bytes_per_token(L + i["mtp_layers"], r, rope, b)))
+    if i.get("qk_nope_head_dim"):
+        out.append(("qk_head_dim_added", formulas.mla_bytes_per_token(L, r, i["qk_nope_head_dim"] + rope, b)))
     # Ordinary attention's formula on an MLA config: 2 L K D b with K the config's num_key_value_heads
     # (or the query heads) and D any head width the config suggests.
     heads = {h for h in (i.get("kv_heads"), i.get("num_heads")) if h}
@@ -554,10 +674,10 @@ def _mla_config_slips(i):
         widths.add(i["hidden_size"] // i["num_heads"])
     for h in sorted(heads):
         for w in sorted(widths):
-            out.append(("mla_as_mha", formulas.kv_bytes_per_token(L, h, w, b)))
+            out.append((f"mla_as_mha@{h}x{w}", formulas.kv_bytes_per_token(L, h, w, b)))
     for other in (1, 2, 4):
         if other != b:
-            out.append(("ignored_dtype_bytes", formulas.mla_bytes_per_token(L, r, rope, other)))
+            out.append((f"ignored_dtype_bytes@{other}", formulas.mla_bytes_per_token(L, r, rope, other)))
     return out
 
 
@@ -574,12 +694,12 @@ def _q_config_kv_bytes_per_token_per_gpu(i):
     tp = i["tp"]
     expected = formulas.mla_bytes_per_token(i["layers"], i["latent_dim"], i["rope_dim"], i["dtype_bytes"])
     slips = [("mla_split_by_tp", expected / tp)] if tp > 1 else []
-    slips += [(k, v) for k, v in _mla_config_slips(i) if k != "mla_as_mha"]
+    slips += [(k, v) for k, v in _mla_config_slips(i) if base_key(k) != "mla_as_mha"]
     # ordinary attention on the MLA config, split over the ranks as GQA would be
     for key, value in _mla_config_slips(i):
-        if key == "mla_as_mha":
-            slips.append(("mla_as_mha", value / tp))
-            slips.append(("mla_as_mha", value))
+        if base_key(key) == "mla_as_mha":
+            slips.append((key + "@split", value / tp))
+            slips.append((key, value))
     if tp > 1:
         slips += [(k + "+mla_split_by_tp", v / tp) for k, v in _mla_config_slips(i)
                   if k in ("extra_factor_2", "missing_rope")]
@@ -634,8 +754,8 @@ def _q_pool_tokens_reported(i):
     slips = []
     if i.get("label_bytes"):
         slips.append(("label_memory", formulas.kv_pool_tokens(i["label_bytes"], u, w, o, bpt)))
-    slips += [("gb_for_gib", formulas.kv_pool_tokens(m * GB / GiB, u, w, o, bpt)),
-              ("gb_for_gib", formulas.kv_pool_tokens(m * GiB / GB, u, w, o, bpt)),
+    slips += [("gb_for_gib@down", formulas.kv_pool_tokens(m * GB / GiB, u, w, o, bpt)),
+              ("gb_for_gib@up", formulas.kv_pool_tokens(m * GiB / GB, u, w, o, bpt)),
               ("ignored_utilization", formulas.kv_pool_tokens(m, 1, w, o, bpt)),
               ("ignored_other_bytes", formulas.kv_pool_tokens(m, u, w, 0, bpt)),
               ("ceil_not_floor", math.ceil((m * u - w - o) / bpt))]
@@ -652,7 +772,9 @@ def _q_hybrid_kv_bytes_per_sequence(i):
     f, s, K, D, b, t, win = (i["full_layers"], i["sliding_layers"], i["kv_heads"], i["head_dim"], i["dtype_bytes"],
                              i["seq_len"], i["sliding_window"])
     expected = _hybrid_bytes(f, s, K, D, b, t, win)
+    per_layer_token = formulas.kv_bytes_per_token(1, K, D, b)
     slips = [("windowed_as_full", _hybrid_bytes(f + s, 0, K, D, b, t, win)),
+             ("window_not_capped", per_layer_token * (f * t + s * win)),
              ("sliding_layers_dropped", _hybrid_bytes(f, 0, K, D, b, t, win)),
              ("all_layers_windowed", _hybrid_bytes(0, f + s, K, D, b, t, win)),
              ("missing_kv_factor", expected // 2)]
@@ -661,7 +783,7 @@ def _q_hybrid_kv_bytes_per_sequence(i):
         slips.append(("query_heads", _hybrid_bytes(f, s, H, D, b, t, win)))
     for other in (1, 2, 4):
         if other != b:
-            slips.append(("ignored_dtype_bytes", _hybrid_bytes(f, s, K, D, other, t, win)))
+            slips.append((f"ignored_dtype_bytes@{other}", _hybrid_bytes(f, s, K, D, other, t, win)))
     return expected, [(k, v) for k, v in slips if v != expected] + _unit_slips(expected)
 
 
@@ -680,7 +802,7 @@ def _q_fp8_pool_tokens(i):
              ("answer_in_blocks", a // (bs * fp8)),
              ("missing_kv_factor", tokens(fp8 // 2)),
              ("missing_layers", tokens(formulas.kv_bytes_per_token(1, K, D, 1))),
-             ("gb_for_gib", tokens(fp8, a * GB / GiB)), ("gb_for_gib", tokens(fp8, a * GiB / GB))]
+             ("gb_for_gib@down", tokens(fp8, a * GB / GiB)), ("gb_for_gib@up", tokens(fp8, a * GiB / GB))]
     H = i.get("num_heads")
     if H:       # H = K gives the right figure, dropped below
         slips.append(("query_heads", tokens(formulas.kv_bytes_per_token(L, H, D, 1))))
@@ -717,8 +839,12 @@ def _q_allocator_waste(i):
              ("prompt_without_first_token", allocator_waste(reqs, pol, bs, msl, held_extra=0))]
     if pol == "paged":
         slips.append(("paged_whole_last_block", allocator_waste(reqs, pol, bs, msl, last_block="whole")))
+        floor_blocks = sum((p + 1) // bs * bs - (p + 1) for p, _ in reqs)
+        slips += [("paged_floor_not_ceil", floor_blocks), ("paged_floor_not_ceil@clamped", max(0, floor_blocks))]
     else:
         slips.append(("reservation_ignored", allocator_waste(reqs, pol, bs, msl, count_reservation=False)))
+    if pol == "oracle":
+        slips.append(("oracle_extra_slot", expected + len(reqs)))
     return expected, [(k, v) for k, v in slips if v != expected]
 
 
@@ -764,7 +890,9 @@ def _q_prefill_tokens_saved(i):
     expected = s.prefill_tokens_unshared - s.prefill_tokens_shared
     n, p, shared = s.num_requests, s.prompt_tokens, s.hit_tokens_per_request
     slips = [("partial_block_shared", (n - 1) * p), ("every_copy_saved", n * shared),
-             ("partial_block_shared+every_copy_saved", n * p), ("blocks_not_tokens", (n - 1) * s.shared_blocks)]
+             ("partial_block_shared+every_copy_saved", n * p), ("blocks_not_tokens", (n - 1) * s.shared_blocks),
+             # a partial last block counted as a whole shared block
+             ("partial_block_rounded_up", (n - 1) * -(-p // i["block_size"]) * i["block_size"])]
     return expected, [(k, v) for k, v in slips if v != expected]
 
 
@@ -934,8 +1062,8 @@ def _q_sequences_per_gpu_by_memory(i):
     pool = formulas.kv_pool_bytes(m, u, formulas.weight_bytes_per_gpu(w, tp), o, round_budget_up=True)
     slips = [("weights_not_split", fit(weights=w)), ("no_utilization", fit(util=1)),
              ("missing_overhead", fit(other=0)), ("ceil_not_floor", math.ceil(pool / s)),
-             ("ceil_not_floor", round(pool / s)), ("gb_for_gib", fit(memory=m * GB / GiB)),
-             ("gb_for_gib", fit(memory=m * GiB / GB))]
+             ("ceil_not_floor@round", round(pool / s)), ("gb_for_gib@down", fit(memory=m * GB / GiB)),
+             ("gb_for_gib@up", fit(memory=m * GiB / GB))]
     if i.get("label_bytes"):
         slips.append(("label_memory", fit(memory=i["label_bytes"])))
     slips.append(("total_not_per_gpu", fit(per_seq=s * _split(i))))    # the right count (dropped) at tp 1
@@ -993,7 +1121,11 @@ def _q_sequences_by_itl(i):
     expected, slips = _itl_variants(i, fit)
     exact = (tau / _slowdown(i["tp"], i["tp_overhead"], i["efficiency"]) * bw
              - formulas.weight_bytes_per_gpu(i["weight_bytes"], i["tp"])) / i["kv_bytes_per_sequence_per_gpu"]
-    slips += [("ceil_not_floor", math.ceil(exact)), ("ceil_not_floor", round(exact))]
+    slips += [("ceil_not_floor", math.ceil(exact)), ("ceil_not_floor@round", round(exact))]
+    w_gpu, s_gpu = formulas.weight_bytes_per_gpu(i["weight_bytes"], i["tp"]), i["kv_bytes_per_sequence_per_gpu"]
+    slow = _slowdown(i["tp"], i["tp_overhead"], i["efficiency"])
+    slips += [("target_ms_as_seconds", math.floor((tau * 1e3 / slow * bw - w_gpu) / s_gpu)),
+              ("weights_not_subtracted", math.floor(tau / slow * bw / s_gpu))]
     return expected, [(k, v) for k, v in slips if v != expected]
 
 
@@ -1155,18 +1287,18 @@ def _q_sequences_on_gpu(i):
     if i.get("label_bytes"):
         slips.append(("label_memory", fit(m=i["label_bytes"])))
         slips.append(("label_memory+gb_for_gib", fit(m=i["label_bytes"] * GiB / GB)))
-    slips += [("gb_for_gib", fit(m=m * GB / GiB)),
+    slips += [("gb_for_gib@down", fit(m=m * GB / GiB)),
               ("ignored_utilization", fit(u=1)),
               ("utilization_after_weights", max(0, formulas.max_concurrency(math.floor((m - w - o) * u), per_seq))),
               ("ignored_other_bytes", fit(o=0)),
               ("weights_missing", fit(w=0))]
     for other in (1, 2, 4):
         if other != wb:
-            slips.append(("weight_dtype_ignored", fit(w=formulas.weight_bytes(p, other))))
+            slips.append((f"weight_dtype_ignored@{other}", fit(w=formulas.weight_bytes(p, other))))
     pool = formulas.kv_pool_bytes(m, u, w, o)
     slips += [("tokens_not_sequences", max(0, formulas.max_concurrency(pool, bpt))),
               ("ceil_not_floor", max(0, math.ceil(pool / per_seq))),
-              ("ceil_not_floor", max(0, round(pool / per_seq)))]
+              ("ceil_not_floor@round", max(0, round(pool / per_seq)))]
     slips.append(("negative_count", raw))     # the right count itself (dropped below) unless it is negative
     return expected, [(k, v) for k, v in slips if v != expected]
 
@@ -1197,3 +1329,183 @@ QUANTITIES.update({
     "sequences_on_gpu": _q_sequences_on_gpu,
     "kv_head_sharing": _q_kv_head_sharing,
 })
+
+
+# --- generic slips: every numeric exercise gets them, from its expected value and unit alone -----
+# (``variants`` appends them after a quantity's own slips; a new exercise needs no code for them)
+SLIPS.update({
+    "off_by_one": "it is off by exactly one: check which way the rule rounds (floor or ceil, or round) and "
+                  "whether the count includes its first or last item.",
+    "ms_for_seconds": "the answer looks like milliseconds; the question asks for seconds.",
+    "per_node_not_per_gpu": "that is {gpus} GPUs' worth (x {gpus}); the question asks for one GPU's share.",
+    "per_gpu_not_per_node": "that is one GPU's share (/ {gpus}); the question asks for all {gpus} GPUs together.",
+    "blocks_for_tokens": "that looks like a block count (tokens / block_size = {block_size}); the question asks for "
+                         "tokens.",
+    "bytes_for_tokens": "that looks like bytes (tokens x {bytes_per_token:,} B per token); the question asks for "
+                        "tokens.",
+    "sequences_for_nodes": "that counts sequences (the {users:,} users), not nodes.",
+    "tb_for_tib": "you mixed TB (10^12) and TiB (2^40): a 10.0% error.",
+    "kb_for_kib": "you mixed KB (10^3) and KiB (2^10): a 2.4% error.",
+    "answer_in_mib": "the answer looks like MiB (bytes / 2^20); the question asks for bytes.",
+    "answer_in_mb": "the answer looks like MB (bytes / 10^6); the question asks for bytes.",
+    "answer_in_tib": "the answer looks like TiB (bytes / 2^40); the question asks for bytes.",
+    "answer_in_tb": "the answer looks like TB (bytes / 10^12); the question asks for bytes.",
+})
+GENERAL.update({
+    "off_by_one": "it is off by exactly one: check the rounding direction and the first and last item.",
+    "ms_for_seconds": "the answer looks like milliseconds; return seconds.",
+    "per_node_not_per_gpu": "that is several GPUs' worth; the question asks for one GPU's share.",
+    "per_gpu_not_per_node": "that is one GPU's share; the question asks for all the GPUs together.",
+    "blocks_for_tokens": "that looks like a block count; return tokens.",
+    "bytes_for_tokens": "that looks like bytes; return tokens.",
+    "sequences_for_nodes": "that counts sequences, not nodes.",
+    "tb_for_tib": "you mixed TB (10^12) and TiB (2^40).",
+    "kb_for_kib": "you mixed KB (10^3) and KiB (2^10).",
+    "answer_in_mib": "the answer looks like MiB; return bytes.",
+    "answer_in_mb": "the answer looks like MB; return bytes.",
+    "answer_in_tib": "the answer looks like TiB; return bytes.",
+    "answer_in_tb": "the answer looks like TB; return bytes.",
+})
+
+#: Generic slips that describe the answer rather than a rule applied to every case: a right answer on
+#: another case does not rule them out (an off-by-one shows at one edge and not elsewhere).
+DESCRIPTIVE = frozenset({"off_by_one"})
+
+#: The binary-prefix mix-ups, as (slip key, decimal unit, binary unit).
+_PREFIX_MIXES = (("kb_for_kib", 10**3, 2**10), ("gb_for_gib", GB, GiB), ("tb_for_tib", 10**12, 2**40))
+PREFIX_MIX_KEYS = frozenset(key for key, _, _ in _PREFIX_MIXES)
+_BYTE_UNITS = (("answer_in_kib", KiB), ("answer_in_kb", KB), ("answer_in_mib", 2**20), ("answer_in_mb", 10**6),
+               ("answer_in_gib", GiB), ("answer_in_gb", GB), ("answer_in_tib", 2**40), ("answer_in_tb", 10**12))
+
+
+def _gpu_count(inputs: dict) -> int:
+    """The GPUs an exercise spreads over: its TP degree, else a node's GPUs (1 when it has neither)."""
+    tp = inputs.get("tp")
+    if isinstance(tp, int) and tp > 1:
+        return tp
+    g = inputs.get("gpus_per_node")
+    return g if isinstance(g, int) and g > 1 else 1
+
+
+def generic_slips(expected, unit: str, inputs: dict, taken=()) -> list:
+    """The slips learners make in any exercise, recomputed from the expected value (and the unit's context).
+
+    Off by one (ints), seconds and milliseconds, per node and per GPU (x or / the GPU count, where the
+    inputs have one), the next unit (blocks, tokens, bytes, sequences, where the inputs give the factor),
+    the answer in another byte unit (``unit`` "bytes"), and the KB/KiB, GB/GiB, TB/TiB mix-ups (values of
+    1,000 or more). A value some slip in ``taken`` already gives is left to that slip.
+    """
+    if isinstance(expected, bool) or not isinstance(expected, (int, float)) or not math.isfinite(expected):
+        return []
+    unit = (unit or "").strip()
+    out = []
+    if type(expected) is int:
+        out += [("off_by_one@more", expected + 1), ("off_by_one@less", expected - 1)]
+    if unit == "ms":
+        out.append(("seconds_for_ms", expected / 1e3))
+    if unit in ("s", "seconds"):
+        out.append(("ms_for_seconds", expected * 1e3))
+    g = _gpu_count(inputs)
+    if g > 1:
+        out += [("per_node_not_per_gpu", expected * g), ("per_gpu_not_per_node", expected / g)]
+    bs, bpt = inputs.get("block_size"), inputs.get("bytes_per_token")
+    if unit.startswith("token") and isinstance(bs, int) and bs > 1:
+        out.append(("blocks_for_tokens", expected / bs))
+    if unit.startswith("block") and isinstance(bs, int) and bs > 1:
+        out.append(("tokens_for_blocks", expected * bs))
+    if unit.startswith("token") and isinstance(bpt, (int, float)) and bpt > 1:
+        out.append(("bytes_for_tokens", expected * bpt))
+    if unit == "nodes" and isinstance(inputs.get("users"), int):
+        out.append(("sequences_for_nodes", inputs["users"]))
+    if unit == "bytes":
+        out += [(key, expected / size) for key, size in _BYTE_UNITS]
+    for key, decimal, binary in _PREFIX_MIXES:
+        # a figure printed in GiB (or GB, ...) read in the other unit, or a mix-up inside a large count
+        printed = unit in (f"{key[0].upper()}B", f"{key[0].upper()}iB")
+        if abs(expected) >= 1000 or printed:
+            out += [(f"{key}@up", expected * binary / decimal), (f"{key}@down", expected * decimal / binary)]
+    taken = list(taken)
+    return [(k, v) for k, v in out
+            if not _close(v, expected, 1e-9) and not any(_same(v, t) for t in taken)]
+
+
+def _same(a, b) -> bool:
+    try:
+        return _close(a, b, 1e-9)
+    except TypeError:
+        return False
+
+
+# --- topic slips learners make (issue 38): appended, the entries above are unchanged -------------------
+SLIPS.update({
+    "tp_floor_missing": "with tp = {tp} > KV heads = {kv_heads}, kv_heads // tp is 0: each GPU keeps at least one "
+                        "whole KV head, max(1, kv_heads // tp).",
+    "reserve_times_tp": "the reserve ({reserve_bytes:,} B) is for each GPU already: subtract it once per GPU, do not "
+                        "multiply it by tp.",
+    "mtp_layer_counted": "you counted the multi-token-prediction layer (num_nextn_predict_layers = {mtp_layers}); the "
+                         "cache is sized over num_hidden_layers = {layers}.",
+    "qk_head_dim_added": "you added the query/key head width (qk_nope_head_dim + qk_rope_head_dim) to the latent; the "
+                         "cache holds the latent ({latent_dim}) and the RoPE key alone ({rope_dim}).",
+    "window_not_capped": "a sequence shorter than the window ({sliding_window} tokens) holds only its own tokens in a "
+                         "sliding-window layer: min(seq_len, window), not the whole window.",
+    "paged_floor_not_ceil": "the paged policy allocates ceil(held / block_size) blocks, never fewer: a partial last "
+                            "block is a whole block allocated (you took the floor).",
+    "oracle_extra_slot": "the oracle reserves exactly prompt + output slots; the first generated token is one of the "
+                         "output's, so there is no extra slot for it.",
+    "target_ms_as_seconds": "the ITL target is in milliseconds ({itl_target_ms} ms = {itl_target_ms} / 1000 s): you "
+                            "used it as seconds.",
+    "weights_not_subtracted": "the weights are missing: every step reads them (W / tp per GPU) before any cache, so "
+                              "take their read time out of the target first.",
+    "partial_block_rounded_up": "a partial last block is never shared: round the prompt down to whole blocks of "
+                                "{block_size} tokens (floor), not up.",
+    "tokens_as_blocks": "this log prints tokens; you converted them to blocks ({wrong_value}). Return the count as "
+                        "printed.",
+    "hex_not_bytes": "the key came back as hex text (.hex()); return the bytes, not .hex(): the chapter prints keys in "
+                     "hex only to show them.",
+})
+GENERAL.update({
+    "tp_floor_missing": "with more GPUs than KV heads, kv_heads // tp is 0: each GPU keeps at least one KV head.",
+    "reserve_times_tp": "the reserve is per GPU already: do not multiply it by tp.",
+    "mtp_layer_counted": "the multi-token-prediction layer is counted; size the cache over num_hidden_layers.",
+    "qk_head_dim_added": "the query/key head width is added to the latent; the cache holds latent + RoPE key.",
+    "window_not_capped": "a sequence shorter than the window holds only its own tokens in a windowed layer.",
+    "paged_floor_not_ceil": "the paged policy allocates ceil(held / block_size) blocks, not the floor.",
+    "oracle_extra_slot": "the oracle reserves exactly prompt + output slots, no extra one.",
+    "target_ms_as_seconds": "the ITL target is in milliseconds, used as seconds.",
+    "weights_not_subtracted": "the weights' read time is not taken out of the target.",
+    "hex_not_bytes": "return the key's bytes, not .hex() text.",
+    "tokens_as_blocks": "the log prints tokens: return the count as printed.",
+    "partial_block_rounded_up": "a partial last block is not shared: round down to whole blocks, not up.",
+})
+
+
+SLIPS.update({
+    "speedup_inverted": "the speedup is upside down: divide the bf16 step time by the fp8 one (a number above 1).",
+    "contexts_swapped": "the two speedups are swapped: the first is at the short context, the second at the long one.",
+})
+GENERAL.update({
+    "speedup_inverted": "the speedup is upside down: bf16 step time / fp8 step time.",
+    "contexts_swapped": "the two speedups are swapped (short context first).",
+})
+
+
+def _q_fp8_speedups(i):
+    """(speedup at the short context, at the long one) of an fp8 cache over bf16: step(2 B) / step(1 B),
+    step = W + bytes_per_token x T x B (the weights stay bf16, read in full every step)."""
+    w, b = i["weight_bytes"], i["batch_size"]
+
+    def speedup(context, weights=w, batch=b):
+        step = [weights + formulas.kv_bytes_per_token(i["layers"], i["kv_heads"], i["head_dim"], d) * context * batch
+                for d in (2, 1)]
+        return step[0] / step[1]
+
+    contexts = (i["short_context"], i["long_context"])
+    expected = tuple(speedup(t) for t in contexts)
+    slips = [("kv_only_step", tuple(speedup(t, weights=0) for t in contexts)),
+             ("speedup_inverted", tuple(1 / x for x in expected)),
+             ("contexts_swapped", expected[::-1]),
+             ("missing_batch", tuple(speedup(t, batch=1) for t in contexts))]
+    return expected, [(k, v) for k, v in slips if not _close(v, expected, 1e-9)]
+
+
+QUANTITIES.update({"fp8_speedups": _q_fp8_speedups})

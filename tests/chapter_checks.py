@@ -23,3 +23,129 @@ def fails(grade_id: str, fn, **kwargs) -> str:
 def source_points(chapter: str) -> dict:
     """``{grade_id: points}`` of the chapter's test cells, read from its source notebook."""
     return notebook.grade_points(notebook.read(REPO / "course" / "source" / chapter / f"{chapter}.ipynb"))
+
+
+# --- slips through the shared mechanism (issue 38): every chapter's tests call these -------------------
+def _learner(values):
+    """A learner's function that returns ``values`` in turn, one per case (the cases are called in order)."""
+    it = iter(values)
+
+    def answer(*_args):
+        return next(it)
+    return answer
+
+
+def _variant_table(ex, case):
+    from autograder.checks import core
+    from kvlib import slips
+    inputs = core.slip_inputs_for(ex, case)
+    return slips.variants(ex.quantity, unit=ex.unit, **inputs)
+
+
+def _run(ex, values, cases):
+    """Run the slipped learner on ``cases`` through the checks' own pipeline: (summary, records, verdicts)."""
+    from autograder.checks import core
+    records = core.run_cases(ex, _learner(values), cases, quiet=True)
+    results = core.verdicts(ex, cases, records)
+    return core.summary(ex, cases, results, records=records), records, results
+
+
+def _as_answer(ex, value, expected):
+    """The slipped value as the learner's code would return it: an int where the exercise asks for one."""
+    if type(expected) is int and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if type(expected) is float and type(value) is int:
+        return float(value)
+    return value
+
+
+def slipped_learners(ex, cases):
+    """``{variant key: answers per case}``: a learner making that one slip (the right answer where it does not apply)."""
+    from kvlib import slips
+    tables = [_variant_table(ex, case) for case in cases]
+    keys = list(dict.fromkeys(k for _, table in tables for k, _ in table))
+    out = {}
+    for key in keys:
+        answers = []
+        for (expected, table), case in zip(tables, cases):
+            value = next((v for k, v in table if k == key), None)
+            answers.append(_as_answer(ex, expected if value is None else value, ex.expected_for(case)))
+        if any(not slips._close(a, e, 1e-9) for a, (e, _) in zip(answers, tables)):
+            out[key] = answers
+    return out
+
+
+def offered_slips_contradicting_a_case(exercises) -> list:
+    """Every slip a check offers as an alternative ("Or: ...") that some visible case rules out (should be []).
+
+    For each numeric exercise, each catalogued slip variant is made by a learner (the slipped value on each
+    case, the right one where the slip gives it); the check's summary is read back (``core.summary``:
+    the slips its message names) and each alternative is recomputed on every case from
+    ``kvlib.slips.variants``: on a failing case one of its ways must give the learner's value, on a passing
+    case one of those ways must give the right value (or not arise there). The lead must fit every failing case.
+    """
+    from kvlib import slips
+    bad = []
+    for ex in exercises.values():
+        if not ex.quantity or ex.value:
+            continue
+        cases = ex.cases()
+        for key, answers in slipped_learners(ex, cases).items():
+            summary, records, results = _run(ex, answers, cases)
+            if summary.message is None:
+                continue
+            named = summary.slips
+            if len(named) > 1:
+                assert "Or:" in summary.message, (ex.grade_id, key, summary.message)
+            tables = [_variant_table(ex, case) for case in cases]
+            tol = getattr(ex.answer, "rel_tol", 1e-6) or 1e-6
+            for rank, slip in enumerate(named):
+                ways = {k for t in tables for k, _ in t[1] if slips.base_key(k) == slip}
+                for c, (verdict, answer, (expected, table)) in enumerate(zip(results, answers, tables)):
+                    given = [(k, v) for k, v in table if k in ways]
+                    if not verdict.ok:
+                        fits = any(slips._close(answer, v, tol) or slips._matches(answer, v, expected, tol)
+                                   for _, v in given)
+                    elif rank == 0:
+                        continue
+                    else:
+                        fits = ({k for k, _ in given} != ways
+                                or any(slips._close(answer, v, tol) or slips._close(v, expected, tol) for _, v in given))
+                    if not fits:
+                        bad.append((ex.grade_id, key, slip, cases[c]["label"], summary.message))
+    return bad
+
+
+GENERIC_ON_EVERY_CASE = ("off_by_one@more", "off_by_one@less", "seconds_for_ms", "ms_for_seconds",
+                         "per_node_not_per_gpu", "per_gpu_not_per_node", "blocks_for_tokens", "tokens_for_blocks",
+                         "bytes_for_tokens", "sequences_for_nodes", "gb_for_gib@up", "gb_for_gib@down",
+                         "tb_for_tib@up", "kb_for_kib@down", "answer_in_kib", "answer_in_gb", "answer_in_tb")
+
+
+def generic_slips_unnamed(exercises) -> list:
+    """Each generic slip, made on every visible case of each numeric exercise, that the check fails to name.
+
+    The slipped answers come from the expected value alone (``kvlib.slips.generic_slips``); the check must
+    name a slip that reproduces them (the generic one, or the exercise's own slip with the same values).
+    Returns (grade id, slip, message) for each one unnamed, and checks that each exercise met at least one.
+    """
+    bad, met = [], {}
+    for ex in exercises.values():
+        if not ex.quantity or ex.value:
+            continue
+        cases = ex.cases()
+        if not isinstance(ex.expected_for(cases[0]), (int, float)):
+            continue       # a tuple answer: its elements are judged together, not as one figure
+        learners = slipped_learners(ex, cases)
+        for key in GENERIC_ON_EVERY_CASE:
+            answers = learners.get(key)
+            if answers is None:
+                continue       # not generic here (no unit or factor for it, or an own slip gives it)
+            met[ex.grade_id] = met.get(ex.grade_id, 0) + 1
+            summary, _, _ = _run(ex, answers, cases)
+            if summary.message is None or not summary.slips:
+                bad.append((ex.grade_id, key, summary.message))
+    numeric = [gid for gid, ex in exercises.items() if ex.quantity and not ex.value
+               and isinstance(ex.expected_for(ex.cases()[0]), (int, float))]
+    bad += [(gid, "no generic slip met", None) for gid in numeric if gid not in met]
+    return bad

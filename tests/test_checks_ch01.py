@@ -347,7 +347,9 @@ def test_reading_torch_dtype_is_named():
         size = {"float32": 4, "bfloat16": 2}.get(config.get("torch_dtype"), dtype_bytes)
         return bytes_per_token_from_config(config, size)
     message = fails(ch01.check_q1, reads_torch_dtype)
-    assert "Llama-2-7b" in message and "4 bytes per element (fp32)" in message
+    # the slip that fits every failing case leads; fp32 fits the float32 config only, so it is not offered
+    assert "Llama-2-7b" in message and "does not follow the argument dtype_bytes" in message
+    assert "4 bytes per element (fp32)" not in message and "Or:" not in message
 
 
 def test_gpt2_names_missing_gives_the_hint():
@@ -532,3 +534,16 @@ def test_the_release_stub_says_not_written_yet():
         raise NotImplementedError()
     assert "not written yet" in fails(ch01.check_q1, stub)
     assert "not written yet" in fails(ch01.check_q1, stub, hidden=True)
+
+
+# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+def test_no_offered_slip_contradicts_a_case():
+    """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
+    from chapter_checks import offered_slips_contradicting_a_case
+    assert offered_slips_contradicting_a_case(ch01.EXERCISES) == []
+
+
+def test_generic_slips_are_named():
+    """Off by one, s/ms, per GPU/node, the next unit, KB/GB/TB mix-ups: named in every numeric exercise."""
+    from chapter_checks import generic_slips_unnamed
+    assert generic_slips_unnamed(ch01.EXERCISES) == []

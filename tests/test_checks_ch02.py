@@ -232,3 +232,49 @@ def test_hidden_failures_reveal_no_inputs():
             for value in case["kwargs"].values():
                 if isinstance(value, int) and value > 100:
                     assert f"{value:,}" not in message and str(value) not in message
+
+
+# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+def test_no_offered_slip_contradicts_a_case():
+    """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
+    from chapter_checks import offered_slips_contradicting_a_case
+    assert offered_slips_contradicting_a_case(ch02.EXERCISES) == []
+
+
+def test_generic_slips_are_named():
+    """Off by one, s/ms, per GPU/node, the next unit, KB/GB/TB mix-ups: named in every numeric exercise."""
+    from chapter_checks import generic_slips_unnamed
+    assert generic_slips_unnamed(ch02.EXERCISES) == []
+
+
+# --- topic slips (issue 38 §3) ------------------------------------------------------------------------
+def test_tp_floor_of_one_missing_is_named():
+    # kv_heads // tp without max(1, ...): 0 bytes on the TP 16 > K = 8 case (hand: 8 // 16 = 0)
+    def no_floor(layers, kv_heads, head_dim, dtype_bytes, tp):
+        return 2 * layers * (kv_heads // tp) * head_dim * dtype_bytes
+    message = fails("ch02_q2_kv_bytes_per_token_per_gpu", no_floor)
+    assert "kv_heads // tp is 0" in message and "max(1, kv_heads // tp)" in message, message
+    assert "Or:" not in message
+
+
+def test_query_heads_split_over_tp_is_named():
+    # the query heads split over the GPUs: Llama 3.3 70B at TP 8 gives 2 x 80 x 64/8 x 128 x 2 = 327,680 B
+    def query_heads(layers, kv_heads, head_dim, dtype_bytes, tp):
+        heads = {8: 64, 1: 64}.get(kv_heads, 32) if layers == 80 else (28 if kv_heads == 4 else 32)
+        return 2 * layers * max(1, heads // tp) * head_dim * dtype_bytes
+    message = fails("ch02_q2_kv_bytes_per_token_per_gpu", query_heads)
+    assert "327,680" in message and "query heads" in message, message
+
+
+def test_reserve_times_tp_and_clamped_weights_are_named():
+    def reserve_times_tp(cuda_memory_bytes, weight_bytes, reserve_bytes, layers, kv_heads, head_dim, dtype_bytes,
+                         tp, seq_len):
+        budget = cuda_memory_bytes - -(-weight_bytes // tp) - reserve_bytes * tp
+        return max(0, budget // (kv_bytes_per_token_per_gpu(layers, kv_heads, head_dim, dtype_bytes, tp) * seq_len))
+
+    def weights_whole_clamped(cuda_memory_bytes, weight_bytes, reserve_bytes, layers, kv_heads, head_dim,
+                              dtype_bytes, tp, seq_len):
+        budget = cuda_memory_bytes - weight_bytes - reserve_bytes
+        return max(0, budget // (kv_bytes_per_token_per_gpu(layers, kv_heads, head_dim, dtype_bytes, tp) * seq_len))
+    assert "do not multiply it by tp" in fails("ch02_q3_sequences_per_gpu", reserve_times_tp)
+    assert "1/" in fails("ch02_q3_sequences_per_gpu", weights_whole_clamped)      # "holds 1/tp of the weights"

@@ -241,3 +241,32 @@ def test_judge_works_from_json_records():
     verdicts = core.verdicts(ex, cases, records)
     assert [v.ok for v in verdicts] == [ch03.config_expected(c) == q2_split(**c["kwargs"]) for c in cases]
     assert "mla_split_by_tp" in verdicts[0].slips
+
+
+# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+def test_no_offered_slip_contradicts_a_case():
+    """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
+    from chapter_checks import offered_slips_contradicting_a_case
+    assert offered_slips_contradicting_a_case(ch03.EXERCISES) == []
+
+
+def test_generic_slips_are_named():
+    """Off by one, s/ms, per GPU/node, the next unit, KB/GB/TB mix-ups: named in every numeric exercise."""
+    from chapter_checks import generic_slips_unnamed
+    assert generic_slips_unnamed(ch03.EXERCISES) == []
+
+
+# --- topic slips (issue 38 §3) ------------------------------------------------------------------------
+def test_mtp_layer_and_qk_head_dim_are_named():
+    # DeepSeek-V3: 61 layers + 1 MTP layer (num_nextn_predict_layers); qk_head_dim = 128 + 64 added to 512
+    def counts_mtp(config, dtype_bytes=2):
+        f = _fields(config)
+        layers = f["num_hidden_layers"] + f.get("num_nextn_predict_layers", 0)
+        return layers * (f["kv_lora_rank"] + f["qk_rope_head_dim"]) * dtype_bytes
+
+    def adds_qk_head_dim(config, dtype_bytes=2):
+        f = _fields(config)
+        return f["num_hidden_layers"] * (f["kv_lora_rank"] + f["qk_nope_head_dim"] + f["qk_rope_head_dim"]) * dtype_bytes
+    assert "multi-token-prediction layer" in fails(Q1, counts_mtp)
+    message = fails(Q1, adds_qk_head_dim)
+    assert "query/key head width" in message, message

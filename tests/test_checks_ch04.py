@@ -222,3 +222,46 @@ def test_calling_kvlib_trips():
                                   capacity_tokens=10**7, block_size=block_size)
         return r.reservation_slot_steps + r.internal_slot_steps
     assert "must not call" in fails("ch04_q5_allocator_waste", cheat)
+
+
+# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+def test_no_offered_slip_contradicts_a_case():
+    """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
+    from chapter_checks import offered_slips_contradicting_a_case
+    assert offered_slips_contradicting_a_case(ch04.EXERCISES) == []
+
+
+def test_generic_slips_are_named():
+    """Off by one, s/ms, per GPU/node, the next unit, KB/GB/TB mix-ups: named in every numeric exercise."""
+    from chapter_checks import generic_slips_unnamed
+    assert generic_slips_unnamed(ch04.EXERCISES) == []
+
+
+# --- topic slips (issue 38 §3) ------------------------------------------------------------------------
+def test_window_not_capped_on_short_sequences_is_named():
+    # sliding layers held at the whole window even when the sequence is shorter than it
+    def whole_window(config, seq_len, dtype_bytes=2):
+        per = 2 * config["num_key_value_heads"] * config["head_dim"] * dtype_bytes
+        return sum(per * (config["sliding_window"] if k == "sliding_attention" else seq_len)
+                   for k in config["layer_types"])
+    message = fails("ch04_q3_hybrid_sequence_bytes", whole_window)
+    assert "min(seq_len, window)" in message, message
+
+
+def test_paged_floor_is_named():
+    # floor(held / block_size) blocks: a negative waste, clamped or not, is named as the floor for the ceiling
+    def paged_floor(requests, policy, block_size, max_seq_len):
+        if policy != "paged":
+            return allocator_waste(requests, policy, block_size, max_seq_len)
+        return sum((p + 1) // block_size * block_size - (p + 1) for p, _ in requests)
+    message = fails("ch04_q5_allocator_waste", paged_floor)
+    assert "ceil(held / block_size)" in message, message
+
+
+def test_oracle_extra_slot_is_named():
+    def extra_slot(requests, policy, block_size, max_seq_len):
+        if policy != "oracle":
+            return allocator_waste(requests, policy, block_size, max_seq_len)
+        return sum(p + o + 1 - (p + 1) for p, o in requests)
+    message = fails("ch04_q5_allocator_waste", extra_slot)
+    assert "no extra slot" in message, message

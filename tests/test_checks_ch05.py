@@ -269,7 +269,9 @@ def test_calling_kvlib_offload_trips():
 def test_wrong_types_are_rejected():
     assert "returned a float" in fails("ch05_q2_prefill_tokens_saved",
                                        lambda p, n, bs: float(prefill_tokens_saved(p, n, bs)))
-    assert "return bytes" in fails("ch05_q3_prefix_key", lambda t, bs, s: prefix_key(t, bs, s).hex())
+    # the key as hex text (the chapter prints keys so): told to return the bytes, not .hex() -- not to "encode it"
+    hexed = fails("ch05_q3_prefix_key", lambda t, bs, s: prefix_key(t, bs, s).hex())
+    assert "return the bytes, not .hex()" in hexed and "encode" not in hexed, hexed
     message = fails("ch05_q5_fetch_or_recompute", lambda *a: fetch_or_recompute(*a) == "fetch")
     assert "'fetch', 'recompute'" in message
     assert "not one of the choices" in fails("ch05_q5_fetch_or_recompute", lambda *a: fetch_or_recompute(*a).upper())
@@ -292,3 +294,25 @@ def test_hidden_messages_reveal_no_inputs(grade_id, fn):
         assert "label" not in message and "hidden" in message
         for case in ex.cases(True, seed):
             assert repr(case["kwargs"].get("cache_salt")) not in message or case["kwargs"].get("cache_salt") is None
+
+
+# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+def test_no_offered_slip_contradicts_a_case():
+    """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
+    from chapter_checks import offered_slips_contradicting_a_case
+    assert offered_slips_contradicting_a_case(ch05.EXERCISES) == []
+
+
+def test_generic_slips_are_named():
+    """Off by one, s/ms, per GPU/node, the next unit, KB/GB/TB mix-ups: named in every numeric exercise."""
+    from chapter_checks import generic_slips_unnamed
+    assert generic_slips_unnamed(ch05.EXERCISES) == []
+
+
+# --- topic slips (issue 38 §3) ------------------------------------------------------------------------
+def test_partial_block_rounded_up_is_named():
+    # (N - 1) x ceil(P / bs) x bs tokens shared: the partial last block counted as a whole one
+    def rounds_up(prompt_tokens, num_requests, bytes_per_token, block_size):
+        return (num_requests - 1) * -(-prompt_tokens // block_size) * block_size * bytes_per_token
+    message = fails("ch05_q1_prefix_bytes_saved", rounds_up)
+    assert "round the prompt down to whole blocks" in message, message

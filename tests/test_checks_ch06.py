@@ -216,11 +216,18 @@ def test_hidden_messages_reveal_no_inputs(grade_id, fn, key, phrases):
     assert not re.search(r"\d{3,}", message), message
 
 
-def test_fp8_speedup_wrong_answer_gets_the_hint():
+def test_fp8_speedup_weights_forgotten_is_named_and_the_hint_follows_the_slip():
+    # the weights forgotten, the very slip of the chapter's erratum: 2 x halved cache, so (2.0, 2.0) exactly
     def halves_the_whole_step(weight_bytes, layers, kv_heads, head_dim, batch_size, short_context, long_context):
         return (2.0, 2.0)
     message = fails("ch06_q4_fp8_speedups", halves_the_whole_step)
-    assert "the weights stay bf16" in message and "expected (1.11794, 1.81056)" in message
+    assert "the weights are missing" in message and "expected (1.11794, 1.81056)" in message
+    assert "Hint:" not in message          # the named slip's words are the advice, not the first case's hint
+
+
+def test_fp8_speedup_no_slip_gets_the_case_hint():
+    message = fails("ch06_q4_fp8_speedups", lambda *args: (1.5, 1.5))
+    assert "matches no known slip" in message and "the weights stay bf16" in message
 
 
 def test_fp8_speedups_as_a_list_is_a_type_error():
@@ -253,3 +260,16 @@ def test_calling_kvlib_is_refused():
         return math.ceil(kv.crossover_tokens(weight_bytes, kv.kv_bytes_per_token(layers, kv_heads, head_dim,
                                                                                   dtype_bytes)) / batch_size)
     assert "must not call" in fails("ch06_q1_crossover_context", via_kvlib)
+
+
+# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+def test_no_offered_slip_contradicts_a_case():
+    """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
+    from chapter_checks import offered_slips_contradicting_a_case
+    assert offered_slips_contradicting_a_case(ch06.EXERCISES) == []
+
+
+def test_generic_slips_are_named():
+    """Off by one, s/ms, per GPU/node, the next unit, KB/GB/TB mix-ups: named in every numeric exercise."""
+    from chapter_checks import generic_slips_unnamed
+    assert generic_slips_unnamed(ch06.EXERCISES) == []

@@ -230,6 +230,14 @@ def test_hidden_slip_is_named_in_general_words(grade_id, fn, key, phrases, capsy
         assert case["label"] not in hidden
 
 
+@pytest.fixture(autouse=True)
+def _no_earlier_answers():
+    """Each test starts with no q1 answers on record (a later step is judged on the learner's own q1)."""
+    core._ANSWERS.clear()
+    yield
+    core._ANSWERS.clear()
+
+
 # --- steps that build on q1: an early slip is charged once --------------------
 def test_a_q1_slip_is_not_charged_again():
     """A learner whose q1 forgets the TP split, and whose later steps call it, fails q1 only."""
@@ -272,3 +280,57 @@ def test_release_stub_says_not_written_yet():
         raise NotImplementedError
 
     assert "not written yet" in fails("ch07_q5_nodes", stub)
+
+
+# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+def test_no_offered_slip_contradicts_a_case():
+    """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
+    from chapter_checks import offered_slips_contradicting_a_case
+    assert offered_slips_contradicting_a_case(ch07.EXERCISES) == []
+
+
+def test_generic_slips_are_named():
+    """Off by one, s/ms, per GPU/node, the next unit, KB/GB/TB mix-ups: named in every numeric exercise."""
+    from chapter_checks import generic_slips_unnamed
+    assert generic_slips_unnamed(ch07.EXERCISES) == []
+
+
+# --- topic slips (issue 38 §3) ------------------------------------------------------------------------
+def test_itl_target_as_seconds_and_weights_forgotten_are_named():
+    def target_as_seconds(itl_target_ms, weight_bytes, tp, bandwidth_bytes_per_s, tp_overhead, efficiency, layers,
+                          kv_heads, head_dim, dtype_bytes, context):
+        return sequences_by_itl(itl_target_ms * 1000, weight_bytes, tp, bandwidth_bytes_per_s, tp_overhead,
+                                efficiency, layers, kv_heads, head_dim, dtype_bytes, context)
+
+    def no_weights(itl_target_ms, weight_bytes, tp, bandwidth_bytes_per_s, tp_overhead, efficiency, layers,
+                   kv_heads, head_dim, dtype_bytes, context):
+        readable = itl_target_ms / 1000 / _slow(tp, tp_overhead, efficiency) * bandwidth_bytes_per_s
+        return math.floor(readable / kv_per_sequence_per_gpu(layers, kv_heads, head_dim, dtype_bytes, context, tp))
+    assert "used it as seconds" in fails("ch07_q4_sequences_by_itl", target_as_seconds)
+    assert "the weights are missing" in fails("ch07_q4_sequences_by_itl", no_weights)
+
+
+def test_a_float_q1_is_charged_once():
+    """q1 returned as a float of the right value: q1 fails on its type, q2 is judged on that value and passes."""
+    def q1_float(*args):
+        return float(kv_per_sequence_per_gpu(*args))
+
+    def q2(gpu_memory_bytes, utilization, weight_bytes, overhead_bytes, layers, kv_heads, head_dim, dtype_bytes,
+           context, tp):
+        pool = math.ceil(gpu_memory_bytes * utilization) - math.ceil(weight_bytes / tp) - overhead_bytes
+        return int(pool // q1_float(layers, kv_heads, head_dim, dtype_bytes, context, tp))
+    assert "float" in fails("ch07_q1_kv_per_sequence_per_gpu", q1_float)
+    core.check(EX["ch07_q2_sequences_by_memory"], q2)
+
+
+def test_a_q1_of_zero_is_not_charged_again():
+    """kv_heads // tp without max(1, ...): q1 names the slip; a q2 dividing by that 0 is excused, not failed."""
+    def q1_no_floor(layers, kv_heads, head_dim, dtype_bytes, context, tp):
+        return 2 * layers * (kv_heads // tp) * head_dim * dtype_bytes * context
+
+    def q2(gpu_memory_bytes, utilization, weight_bytes, overhead_bytes, layers, kv_heads, head_dim, dtype_bytes,
+           context, tp):
+        pool = math.ceil(gpu_memory_bytes * utilization) - math.ceil(weight_bytes / tp) - overhead_bytes
+        return pool // q1_no_floor(layers, kv_heads, head_dim, dtype_bytes, context, tp)
+    assert "kv_heads // tp is 0" in fails("ch07_q1_kv_per_sequence_per_gpu", q1_no_floor)
+    core.check(EX["ch07_q2_sequences_by_memory"], q2)

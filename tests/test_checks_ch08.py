@@ -235,3 +235,36 @@ def test_wrong_types_rejected():
 def test_a_wrong_cause_names_the_case():
     message = fails("ch08_q4_mismatch_cause", lambda *a: "agrees")
     assert "12.log with the count changed to 7,193" in message and "'rounding'" in message
+
+
+# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+def test_no_offered_slip_contradicts_a_case():
+    """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
+    from chapter_checks import offered_slips_contradicting_a_case
+    assert offered_slips_contradicting_a_case(ch08.EXERCISES) == []
+
+
+def test_generic_slips_are_named():
+    """Off by one, s/ms, per GPU/node, the next unit, KB/GB/TB mix-ups: named in every numeric exercise."""
+    from chapter_checks import generic_slips_unnamed
+    assert generic_slips_unnamed(ch08.EXERCISES) == []
+
+
+# --- topic slips (issue 38 §3) ------------------------------------------------------------------------
+def test_gib_figure_converted_to_gb_is_named():
+    from kvlib import slips
+    # 30.42 GiB printed, returned as GB: 30.42 x 2^30 / 10^9 = 32.663 (by hand)
+    d = slips.diagnose("log_figure", 30.42 * 2**30 / 10**9, unit="GiB", printed=30.42, wrong={})
+    assert d.slip.key == "gb_for_gib", d.message
+
+
+def test_tokens_converted_to_blocks_is_named():
+    ex = ch08.EXERCISES["ch08_q2_kv_count"]
+    token_cases = [c for c in ex.cases() if "tokens_as_blocks" in ex.slip_inputs(c)["wrong"]]
+    assert token_cases, "a visible log that prints tokens"
+    from kvlib import slips
+    case = token_cases[0]
+    blocks = ex.slip_inputs(case)["wrong"]["tokens_as_blocks"]
+    assert blocks * 16 <= ex.expected_for(case) < (blocks + 1) * 16       # tokens // 16 (vLLM's default block)
+    d = slips.diagnose("log_figure", blocks, unit=ex.unit, **ex.slip_inputs(case))
+    assert d.slip.key == "tokens_as_blocks" and "converted them to blocks" in d.message

@@ -258,3 +258,40 @@ def test_random_ids_rarely_share_a_problem():
     ids = [f"s{rng.getrandbits(32):08x}" for _ in range(40)]
     for topic in ("pool", "plan_step", "step_time"):
         assert len({student_problem(i, topic).answer for i in ids}) >= 10, topic
+
+
+# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+def test_no_offered_slip_contradicts_a_case():
+    """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
+    from chapter_checks import offered_slips_contradicting_a_case
+    assert offered_slips_contradicting_a_case(ch09.EXERCISES) == []
+
+
+def test_generic_slips_are_named():
+    """Off by one, s/ms, per GPU/node, the next unit, KB/GB/TB mix-ups: named in every numeric exercise."""
+    from chapter_checks import generic_slips_unnamed
+    assert generic_slips_unnamed(ch09.EXERCISES) == []
+
+
+# --- topic slips of the drills (issue 38 §3), with figures by hand ------------------------------------
+def test_drill_topic_slips_are_named():
+    from kvlib import slips
+    # pool: 80e9 B x 0.9 - 16e9 - 2e9 = 54e9 B / 131,072 B = 411,987 tokens; without u: 62e9 / 131,072 = 473,022
+    pool = dict(gpu_bytes=80 * 10**9, utilization=0.9, weight_bytes=16 * 10**9, other_bytes=2 * 10**9,
+                bytes_per_token=131_072)
+    assert slips.expected_value("kv_pool_tokens", **pool) == 411_987
+    assert slips.diagnose("kv_pool_tokens", 473_022, unit="tokens", **pool).slip.key == "ignored_utilization"
+    # MLA, fp8: 61 x (512 + 64) x 1 = 35,136 B; in bf16 70,272
+    mla = dict(layers=61, latent_dim=512, rope_dim=64, dtype_bytes=1, num_heads=128, qk_head_dim=192)
+    d = slips.diagnose("mla_bytes_per_token", 70_272, unit="bytes", **mla)
+    assert d.slip.key == "wrong_16bit_vs_fp8" and "you used 2" in d.message, d.message   # then "Or: factor 2"
+    # TP 8, Llama 3.3 70B: 2 x 80 x 1 x 128 x 2 = 40,960 B; the 64 query heads split over 8 GPUs: 327,680
+    tp = dict(layers=80, kv_heads=8, head_dim=128, dtype_bytes=2, num_heads=64, tp=8)
+    assert "query heads" in slips.diagnose("kv_bytes_per_token_per_gpu", 327_680, unit="bytes", **tp).message
+    # nodes: 1 KV head per GPU, 16,384 B per token, 8,192 tokens = 134,217,728 B per sequence; 40e9 B hold 298;
+    # 1,000 users need ceil(3.36) = 4 nodes; the floor gives 3
+    nodes = dict(layers=32, kv_heads=8, head_dim=128, dtype_bytes=2, num_heads=32, tp=8, users=1000, seq_len=8192,
+                 pool_bytes_per_gpu=40 * 10**9)
+    assert slips.expected_value("nodes_for_memory", **nodes) == 4
+    d = slips.diagnose("nodes_for_memory", 3, unit="nodes", **nodes)
+    assert d.slip.key == "floor_nodes" and "Or:" not in d.message, d.message

@@ -112,7 +112,8 @@ def config_slip_inputs(case: dict) -> dict:
         raw = _text_fields(config)
         inputs.update(latent_dim=spec.kv_lora_rank, rope_dim=spec.qk_rope_head_dim,
                       qk_nope_head_dim=spec.qk_nope_head_dim, v_head_dim=spec.v_head_dim,
-                      q_lora_rank=spec.q_lora_rank, head_dim_field=raw.get("head_dim"))
+                      q_lora_rank=spec.q_lora_rank, head_dim_field=raw.get("head_dim"),
+                      mtp_layers=getattr(spec, "mtp_layers", 0))
     return inputs
 
 

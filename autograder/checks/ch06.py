@@ -295,6 +295,8 @@ EXERCISES = exercises(
         hidden_cases=_q4_hidden,
         expected=_q4_expected,
         answer=Tuple((Float(rel_tol=STEP_TOLERANCE), Float(rel_tol=STEP_TOLERANCE))),
+        quantity="fp8_speedups",
+        slip_inputs=lambda case: dict(case["kwargs"]),
         unit="(speedup at the short context, at the long one)",
         hidden_note="(Hidden cases use other bundled models, batches and contexts.)",
     ),

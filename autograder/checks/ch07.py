@@ -131,8 +131,9 @@ def _kv_per_seq_gpu(case) -> int:
 
 
 def _per_seq(case, earlier):
-    """One sequence's bytes per GPU: the learner's own q1 answer when there is one (builds_on)."""
-    return earlier if earlier else _kv_per_seq_gpu(case)
+    """One sequence's bytes per GPU: the learner's own q1 answer when there is one (builds_on), whatever
+    its number type; a q1 answer of 0 leaves a later step nothing to be judged on (``core.judge`` excuses it)."""
+    return earlier if earlier is not None else _kv_per_seq_gpu(case)
 
 
 def _sequences_by_memory(case, earlier=None):
@@ -172,18 +173,19 @@ def _geometry_inputs(case) -> dict:
     return inputs
 
 
-def _memory_inputs(case) -> dict:
+def _memory_inputs(case, earlier=None) -> dict:
     k = case["kwargs"]
     return dict(gpu_bytes=k["gpu_memory_bytes"], label_bytes=case["context"]["label_bytes"],
                 utilization=k["utilization"], weight_bytes=k["weight_bytes"], other_bytes=k["overhead_bytes"],
-                tp=k["tp"], kv_heads=k["kv_heads"], kv_bytes_per_sequence_per_gpu=_kv_per_seq_gpu(case))
+                tp=k["tp"], kv_heads=k["kv_heads"], kv_bytes_per_sequence_per_gpu=_per_seq(case, earlier or None))
 
 
-def _latency_inputs(case) -> dict:
+def _latency_inputs(case, earlier=None) -> dict:
+    """The slips are recomputed on the learner's own q1 answer, as the expected value is (never charged twice)."""
     k = case["kwargs"]
     inputs = {name: k[name] for name in ("weight_bytes", "tp", "bandwidth_bytes_per_s", "tp_overhead", "efficiency",
                                          "sequences", "itl_target_ms", "kv_heads")}
-    inputs["kv_bytes_per_sequence_per_gpu"] = _kv_per_seq_gpu(case)
+    inputs["kv_bytes_per_sequence_per_gpu"] = _per_seq(case, earlier or None)
     return inputs
 
 

@@ -149,6 +149,8 @@ def count_slip_inputs(case: dict) -> dict:
         wrong["max_seq_len_not_capacity"] = s.max_model_len
     if s.num_gpu_blocks is not None:
         wrong["blocks_as_tokens"] = s.num_gpu_blocks * (s.block_size or DEFAULT_BLOCK_SIZE)
+    elif s.gpu_kv_cache_tokens:       # a log that prints tokens, converted to blocks
+        wrong["tokens_as_blocks"] = s.gpu_kv_cache_tokens // (s.block_size or DEFAULT_BLOCK_SIZE)
     return {"printed": count_expected(case), "wrong": wrong}
 
 

@@ -75,6 +75,7 @@ import contextlib
 import copy
 import inspect
 import io
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Callable
@@ -176,6 +177,7 @@ class Verdict:
     kind: str = ""          # "value" (judged on its value), "type", "error", "kvlib"
     head: str = ""          # the case's line, before the diagnosis
     tail: str = ""          # after it (a hint, a note on the type)
+    variants: tuple = ()    # the slip variants (kvlib.slips.matching_variants) that reproduce the answer
 
     @property
     def slip(self) -> str | None:
@@ -224,22 +226,36 @@ def run_cases(exercise, student_fn, cases, *, quiet: bool = False, where: list |
 
 def learner_answers(exercise: Exercise, records) -> list:
     """The learner's answer per record when it has the exercise's type, else None (for ``earlier``)."""
+    numeric = exercise.answer.fits(0) or exercise.answer.fits(0.0)
     out = []
     for record in records:
         try:
             value = answers.decode(record)
         except answers.RecordError:
             value = None
-        out.append(value if value is not None and exercise.answer.fits(value) else None)
+        if value is not None and not exercise.answer.fits(value):
+            # a number of the other type is still the learner's answer: a later step is judged on it (a float
+            # for an int is charged once, in its own step)
+            value = value if numeric and type(value) in (int, float) and math.isfinite(value) else None
+        out.append(value)
     return out
 
 
 # ---------------------------------------------------------------------------
 # Judging a record (anywhere: needs only the case and the record)
 # ---------------------------------------------------------------------------
-def matching_slips(quantity: str, answer, inputs: dict, rel_tol: float = 1e-6) -> tuple:
-    """Every slip of the kvlib catalogue that reproduces ``answer`` (in catalogue order)."""
-    return slips.matching(quantity, answer, rel_tol=rel_tol, **inputs)
+def matching_slips(quantity: str, answer, inputs: dict, rel_tol: float = 1e-6, unit: str = "") -> tuple:
+    """Every slip of the kvlib catalogue that reproduces ``answer`` (in catalogue order), the generic ones last."""
+    return slips.matching(quantity, answer, rel_tol=rel_tol, unit=unit, **inputs)
+
+
+def slip_inputs_for(exercise: Exercise, case: dict, earlier=_MISSING) -> dict:
+    """kvlib.slips' keywords for ``case``; a step that builds on another gets the learner's earlier answer."""
+    if exercise.slip_inputs is None:
+        return {}
+    if exercise.builds_on and _accepts(exercise.slip_inputs, "earlier"):
+        return exercise.slip_inputs(case, earlier=None if earlier is _MISSING else earlier)
+    return exercise.slip_inputs(case)
 
 
 def _rel_tol(exercise: Exercise) -> float:
@@ -257,12 +273,14 @@ def _number(record: dict, value):
 
 
 def judge(exercise: Exercise, case: dict, record: dict, *, hidden: bool = False, earlier=_MISSING,
-          lead: str | None = None) -> Verdict:
+          lead: str | None = None, allowed=None) -> Verdict:
     """The verdict on one case from the record of what the learner's function did.
 
     Visible verdicts name the case, the call, the answer and the expected
     value; hidden verdicts name only the slip, in general words. The value is
-    judged before the type. ``lead``: the slip to name first when it matches.
+    judged before the type. ``lead``: the slip to name first when it matches;
+    ``allowed``: the only slips that may be named (``fitting_slips``: the
+    others are ruled out by other cases), in that order.
     """
     if exercise.value:
         return _judge_value(exercise, case, record)
@@ -271,6 +289,14 @@ def judge(exercise: Exercise, case: dict, record: dict, *, hidden: bool = False,
         names = ", ".join(record["kvlib_calls"])
         return Verdict(False, f"build this by hand: exercise {exercise.grade_id} must not call {names}.",
                        ("kvlib_called",), "kvlib")
+    if exercise.builds_on and earlier is not _MISSING and earlier is not None:
+        try:
+            exercise.expected_for(case, earlier)
+        except (ZeroDivisionError, ValueError, OverflowError):
+            # the learner's earlier step gave a value this one cannot be built on (a zero): that slip was
+            # charged in its own step, so this case is not charged again
+            return Verdict(True, f"not judged: it builds on your {exercise.builds_on} answer ({earlier!r}), "
+                                 "which is wrong here (see that check).", ("builds_on_wrong_step",), "excused")
     head = "on a hidden case: " if hidden else f"on case \"{case['label']}\":\n"
     hint = case.get("context", {}).get("hint")
     if record.get("error") == "NotImplementedError":
@@ -292,10 +318,16 @@ def judge(exercise: Exercise, case: dict, record: dict, *, hidden: bool = False,
     if type_ok and kind.equal(value, expected):
         return Verdict(True, "correct.")
     number = _number(record, value)
-    keys = ()
+    keys = found = ()
     if exercise.quantity and number is not None:
-        keys = matching_slips(exercise.quantity, number, exercise.slip_inputs(case), _rel_tol(exercise))
+        found = slips.matching_variants(exercise.quantity, number, rel_tol=_rel_tol(exercise), unit=exercise.unit,
+                                        **slip_inputs_for(exercise, case, earlier))
+        keys = tuple(dict.fromkeys(slips.base_key(k) for k in found))
+    named = keys if allowed is None else tuple(k for k in allowed if k in keys)
     type_note = "" if type_ok else kind.wrong_type(fn, record.get("type", "?"))
+    if type(value) is str and type(expected) is bytes and value.strip().lower() == expected.hex():
+        return Verdict(False, head + f"{fn} {slips.message('hex_not_bytes')}", ("wrong_type", "hex_not_bytes"),
+                       "type")
     if value is None and record.get("type") == "builtins.NoneType":
         type_note = f"{fn} returned None: did you forget the return statement?"
     if not type_ok and not keys:
@@ -306,18 +338,24 @@ def judge(exercise: Exercise, case: dict, record: dict, *, hidden: bool = False,
         if problem and type(value) is tuple and len(value) == len(kind.items):
             type_note += f" ({problem(value)}.)"
         return Verdict(False, head + type_note + (" (The value itself is right.)" if right else ""),
-                       ("wrong_type",), "type")
+                       ("wrong_type", "float_not_int") if right and type(number) is float else ("wrong_type",),
+                       "type")
     if hidden:
-        texts = [slips.general(k) for k in keys[:2]]
+        if lead in named:
+            named = (lead,) + tuple(k for k in named if k != lead)
+        texts = [slips.general(k) for k in named[:2]]
         text = " Or: ".join(texts) if texts else "the answer matches no known slip: recheck each part."
         note = f" {type_note}" if type_note else ""
-        return Verdict(False, f"{fn} is wrong {head}{text}{note} {exercise.hidden_note}".rstrip(), keys, "value")
+        return Verdict(False, f"{fn} is wrong {head}{text}{note} {exercise.hidden_note}".rstrip(), keys, "value",
+                       variants=found)
     shown = kind.show(value) if type_ok else (f"{number:,}" if type(number) in (int, float)
                                               else repr(number) if number is not None else record.get("type", "?"))
     line = f"{exercise.call_text(case)} returned {shown}; expected {kind.show(expected)} {exercise.unit}".rstrip()
-    diagnosis = _diagnosis(exercise, case, number, keys, lead)
-    tail = (f"\n{type_note}" if type_note else "") + (f"\nHint: {hint}" if hint and not keys else "")
-    return Verdict(False, head + line + ".\n" + diagnosis + tail, keys, "value", head + line + ".\n", tail)
+    diagnosis = _diagnosis(exercise, case, number, lead, allowed, earlier)
+    # a case's hint helps only where no slip is named: a named slip's words are its advice
+    tail = (f"\n{type_note}" if type_note else "") + (f"\nHint: {hint}" if hint and not named else "")
+    return Verdict(False, head + line + ".\n" + diagnosis + tail, keys, "value", head + line + ".\n", tail,
+                   variants=found)
 
 
 NO_STUDENT = ("there is no student id, so there is no question of yours to check against: set STUDENT_ID = "
@@ -354,7 +392,7 @@ def _judge_value(exercise: Exercise, case: dict, record: dict) -> Verdict:
     inputs = exercise.slip_inputs(case) if exercise.slip_inputs else {}
     keys = ()
     if exercise.quantity:
-        keys = matching_slips(exercise.quantity, value, inputs, getattr(kind, "rel_tol", 0.0) or 1e-9)
+        keys = matching_slips(exercise.quantity, value, inputs, getattr(kind, "rel_tol", 0.0) or 1e-9, exercise.unit)
     head = (f"{name} = {kind.show(value)} {exercise.unit} is not the answer to your question "
             f"({tolerance_text(exercise)}; student {case['context']['student']!r})")
     if keys:
@@ -373,10 +411,10 @@ def passed_line(exercise: Exercise, count: int, hidden: bool = False) -> str:
     return f"✓ {exercise.function_name}: all {count} {'hidden' if hidden else 'visible'} cases right ({exercise.grade_id})"
 
 
-def _diagnosis(exercise: Exercise, case: dict, number, keys, lead) -> str:
+def _diagnosis(exercise: Exercise, case: dict, number, lead, allowed=None, earlier=_MISSING) -> str:
     if exercise.quantity and number is not None:
-        return slips.diagnose(exercise.quantity, number, rel_tol=_rel_tol(exercise), lead=lead,
-                              **exercise.slip_inputs(case)).message
+        return slips.diagnose(exercise.quantity, number, rel_tol=_rel_tol(exercise), lead=lead, only=allowed,
+                              unit=exercise.unit, **slip_inputs_for(exercise, case, earlier)).message
     return "recheck it step by step."
 
 
@@ -402,38 +440,130 @@ def common_slip(results) -> str | None:
     return shared[0] if shared else None
 
 
-def summarise(exercise: Exercise, cases, results, *, hidden: bool = False, earlier=None,
-              records=None) -> str | None:
-    """The one message for an exercise's verdicts (None when every case passed).
+def _prior(earlier, k):
+    return earlier[k] if earlier is not None and k < len(earlier) else _MISSING
 
-    Visible: the first failing case, with the slip that every failing case
-    shares named first; when no one slip fits them all, that is said instead of
-    naming one that does not fit. Hidden: a failure that one slip explains.
+
+def fitting_slips(exercise: Exercise, cases, results, records, earlier=None, *, failing_only: bool = False) -> tuple:
+    """The slips that fit every case: each reproduces every failing case's value and every passing one's.
+
+    A slip variant (``kvlib.slips.matching_variants``) must give the learner's
+    answer on every case that failed on its value, and no passing case may
+    rule it out (``kvlib.slips.ruled_out``: applied there, it gives another
+    number than the learner's right one). Catalogue keys, in the first failing
+    case's order; () when none fits or nothing failed on its value.
+    ``failing_only``: the slips that fit every failing case, whatever the passing ones say.
+    """
+    if not exercise.quantity or records is None:
+        return ()
+    judged = [v for v in results if not v.ok and v.kind == "value"]
+    if not judged or any(not v.variants for v in judged):
+        return ()
+    # a slip may be made one way on one case and another way on the next (the element size read from each
+    # config): every failing case must show the slip, in some way
+    ways: dict = {}
+    for v in judged:
+        for t in v.variants:
+            ways.setdefault(slips.base_key(t), set()).add(t)
+    shared = [key for key in dict.fromkeys(slips.base_key(t) for t in judged[0].variants)
+              if all(key in v.slips for v in judged[1:])]
+    for k, v in enumerate([] if failing_only else results):
+        if not shared:
+            break
+        if not v.ok or v.kind == "excused" or k >= len(records):
+            continue
+        number = _number(records[k], _decoded(records[k]))
+        if number is None:
+            continue
+        out = slips.ruled_out(exercise.quantity, number, rel_tol=_rel_tol(exercise), unit=exercise.unit,
+                              **slip_inputs_for(exercise, cases[k], _prior(earlier, k)))
+        # a passing case rules a slip out when every way it was made elsewhere gives another number here
+        shared = [key for key in shared if not ways[key] <= out]
+    return tuple(shared)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """An exercise's outcome as data: the message a learner sees and the slips it names.
+
+    ``slips``: the catalogue keys the message names, the lead first (a key
+    ``a+b`` is two slips made at once: ``combined``); ``fitting``: every slip
+    that fits every case (``fitting_slips``); ``kind``: the first failure's
+    kind ("value", "type", "error", "kvlib"), "" when every case passed.
+    """
+
+    message: str | None
+    slips: tuple = ()
+    combined: bool = False
+    fitting: tuple = ()
+    kind: str = ""
+
+
+def summary(exercise: Exercise, cases, results, *, hidden: bool = False, earlier=None, records=None) -> Summary:
+    """The one message for an exercise's verdicts, and the slips it names (message None when all passed).
+
+    Visible: the first failing case, naming only slips that fit every case
+    (``fitting_slips``: the lead, and an alternative only when it fits every
+    case too); a slip that fits every failing case but that a passing case
+    rules out is named alone; when none fits every failing case, that is said
+    instead of naming one. Hidden: the same, in general words.
     """
     failures = [(k, v) for k, v in enumerate(results) if not v.ok]
     if not failures:
-        return None
-    if hidden:
-        unique = [v for _, v in failures if len(v.slips) == 1]
-        return (unique or [v for _, v in failures])[0].message
-    k, first = failures[0]
-    message = first.message
+        return Summary(None)
+    fitting = fitting_slips(exercise, cases, results, records, earlier)
+    if not fitting:
+        # a slip that fits every failing case but that a passing case rules out is named alone, never
+        # beside another (the learner may have made it only where a case differs: a field spelled otherwise)
+        fitting = fitting_slips(exercise, cases, results, records, earlier, failing_only=True)[:1]
     value_failures = [v for _, v in failures if v.kind == "value"]
-    if len(value_failures) > 1 and first.kind == "value" and records is not None:
-        lead = common_slip(results)
-        prior = earlier[k] if earlier is not None and k < len(earlier) else _MISSING
-        if lead:
-            message = judge(exercise, cases[k], records[k], earlier=prior, lead=lead).message
-            message += f"\n(The same slip explains all {len(value_failures)} failing cases.)"
-        elif any(v.slips for v in value_failures):
+    k, first = failures[0]
+    if hidden:
+        if fitting:
+            k, first = next((j, v) for j, v in failures if v.kind == "value")
+            message = judge(exercise, cases[k], records[k], hidden=True, earlier=_prior(earlier, k),
+                            lead=fitting[0], allowed=fitting).message
+            return _summary(message, fitting[:2], fitting, "value")
+        # no slip fits them all: the failure that one slip explains, named alone (no alternative)
+        unique = [(j, v) for j, v in failures if len(v.slips) == 1]
+        k, chosen = (unique or failures)[0]
+        if records is not None and chosen.kind == "value" and chosen.slips:
+            message = judge(exercise, cases[k], records[k], hidden=True, earlier=_prior(earlier, k),
+                            allowed=chosen.slips[:1]).message
+            return _summary(message, chosen.slips[:1], (), "value")
+        return _summary(chosen.message, chosen.slips[:1] if chosen.kind == "value" else (), (), chosen.kind)
+    message, named = first.message, ()
+    if first.kind == "value" and records is not None and exercise.quantity:
+        prior = _prior(earlier, k)
+        if fitting:
+            message = judge(exercise, cases[k], records[k], earlier=prior, lead=fitting[0], allowed=fitting).message
+            named = fitting[:2]
+            if len(value_failures) > 1:
+                message += f"\n(The same slip explains all {len(value_failures)} failing cases.)"
+        elif first.slips:
             number = _number(records[k], _decoded(records[k]))
             expected = exercise.expected_for(cases[k], prior)
-            ratio = slips.ratio_text(number, expected) if number is not None else "wrong"
+            ratio = slips.ratio_text(number, expected, exercise.unit) if number is not None else "wrong"
+            hint = cases[k].get("context", {}).get("hint")
             message = (first.head + f"{ratio}; no one known slip explains every failing case "
-                       "(each fits some cases only): recheck each factor." + first.tail)
+                       "(each fits some cases only): recheck each factor." + first.tail
+                       + (f"\nHint: {hint}" if hint and "Hint:" not in first.tail else ""))
+    elif first.kind == "value":
+        named = first.slips[:2]
     more = len(failures) - 1
     tail = f"\n({more} more visible case{'s' if more > 1 else ''} fail{'' if more > 1 else 's'}.)" if more else ""
-    return message + tail
+    return _summary(message + tail, named, fitting, first.kind)
+
+
+def _summary(message, named, fitting, kind) -> Summary:
+    named = tuple(named)
+    return Summary(message, named, bool(named) and slips.COMBINED in named[0], tuple(fitting), kind)
+
+
+def summarise(exercise: Exercise, cases, results, *, hidden: bool = False, earlier=None,
+              records=None) -> str | None:
+    """The message of ``summary`` (None when every case passed)."""
+    return summary(exercise, cases, results, hidden=hidden, earlier=earlier, records=records).message
 
 
 def _decoded(record):
