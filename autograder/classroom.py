@@ -330,6 +330,7 @@ def grade_class(submitted_dir, assignment: str, *, course=None, jobs=None, db_ur
                 mismatched.append(result["student"])
 
     _write_csv(csv_path, results, points)
+    report = _class_report(out, assignment, db_url, csv_path)
     feedback = None
     if feedback_dir:
         feedback = generate_feedback(course_dir, assignment, db_url, autograded_dir, Path(feedback_dir),
@@ -339,12 +340,30 @@ def grade_class(submitted_dir, assignment: str, *, course=None, jobs=None, db_ur
                "jobs": jobs if plan else 0, "duration_s": round(time.monotonic() - started, 1),
                "isolation": level, "seed": seed_info, "out": str(out),
                "gradebook": shown(db_url), "csv": str(csv_path), "results": str(results_dir),
-               "autograded": str(autograded_dir), "feedback": feedback, "environment_error": environment,
+               "autograded": str(autograded_dir), "feedback": feedback, "report": report,
+               "environment_error": environment,
                "consistent": not mismatched, "mismatched": mismatched,
                "counts": {s: sum(r["status"] == s for r in results) for s in STATUSES},
                "rows": [{k: r.get(k) for k in ("student", "score", "max_score", "status", "reason", "isolation")}
                         for r in results]}
     return summary
+
+
+def report_paths(csv_path: Path, assignment: str) -> tuple[Path, Path]:
+    """Where grade-class writes the class's slip report: beside its CSV."""
+    return (csv_path.with_name(f"{assignment}_report.html"), csv_path.with_name(f"{assignment}_report.csv"))
+
+
+def _class_report(out: Path, assignment: str, db_url: str, csv_path: Path) -> dict:
+    """The slip report (``autograder.report``) beside the CSV; a fault there never fails the grading."""
+    from . import report as R
+
+    html_path, report_csv = report_paths(csv_path, assignment)
+    try:
+        written = R.write(R.class_report(out, assignment, db_url=db_url), html_path, report_csv)
+    except Exception as exc:  # noqa: BLE001 -- the grades are written; say why the report is not
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    return written
 
 
 def _course_id(course_dir: Path) -> str:
@@ -484,6 +503,13 @@ def format_summary(summary: dict) -> str:
         if fb.get("unreleasable"):
             lines.append(f"  not releasable (no submission_secret.txt: not submitted through nbgrader's "
                          f"exchange): {', '.join(fb['unreleasable'])}")
+    report = summary.get("report") or {}
+    if report.get("html"):
+        lines.append(f"slip report: {report['html']} (and {report['csv']}; "
+                     f"python -m autograder report {summary['out']} --assignment {summary['assignment']} --names "
+                     "names the students)")
+    elif report.get("error"):
+        lines.append(f"slip report not written: {report['error']}")
     if summary.get("not_graded"):
         lines.append(f"not graded yet: {', '.join(summary['not_graded'])}")
     if summary.get("environment_error"):
