@@ -415,13 +415,29 @@ def feedback_preprocessors(root: Path) -> list:
 RELEASE_FILES = ("timestamp.txt", "submission_secret.txt")
 
 
+def unreleased_dir(dest: Path) -> Path:
+    """Where the feedback of students who cannot be released goes: beside ``dest``, never under it.
+
+    ``nbgrader release_feedback`` reads every ``feedback/*/<assignment>/*.html`` and stops, for the
+    whole class, at the first folder without ``submission_secret.txt`` (a submission put into
+    ``submitted/`` by hand has none): those students' feedback must not be there."""
+    dest = Path(dest)
+    return dest.with_name(dest.name + "-not-released")
+
+
 def generate_feedback(course_dir: Path, assignment: str, db_url: str, autograded_dir: Path, dest: Path,
                       students: list, submitted: Path | None = None) -> dict:
     """nbgrader generate_feedback (the course config's preprocessors: grades, no hidden tests) for
-    ``students``' autograded notebooks; HTML in ``dest/<student>/<assignment>/``, with the submission's
-    ``timestamp.txt`` and ``submission_secret.txt`` beside it (nbgrader's feedback layout: with ``dest``
-    the course's ``feedback/``, ``nbgrader release_feedback`` releases it). Runs no code."""
+    ``students``' autograded notebooks. Runs no code.
+
+    A student whose submission came through nbgrader's exchange (``timestamp.txt`` and
+    ``submission_secret.txt`` beside the notebook) gets ``dest/<student>/<assignment>/<assignment>.html``
+    with both files beside it: nbgrader's feedback layout, so with ``dest`` the course's ``feedback/``,
+    ``nbgrader release_feedback`` releases it. Anyone else (handed in by e-mail, an LMS download) gets
+    the same HTML in ``unreleased_dir(dest)/<student>/<assignment>/``, where release does not look, and
+    is listed as ``unreleasable``; a copy left in the other place by an earlier run is removed."""
     written, missing, unreleasable = {}, [], []
+    aside = unreleased_dir(dest)
     with _quiet_stderr(True), tempfile.TemporaryDirectory(prefix="kv-course-feedback-") as tmp:
         root = stage_course(course_dir, Path(tmp) / "course", [assignment])
         for student in students:
@@ -446,23 +462,35 @@ def generate_feedback(course_dir: Path, assignment: str, db_url: str, autograded
         for student in students:
             html = root / "feedback" / student / assignment / f"{assignment}.html"
             if html.is_file():
-                target = Path(dest) / student / assignment / f"{assignment}.html"
+                origin = submitted / student / assignment if submitted is not None else None
+                releasable = origin is not None and all(_plain_small(origin / name) for name in RELEASE_FILES)
+                released = Path(dest) / student / assignment / f"{assignment}.html"
+                kept = aside / student / assignment / f"{assignment}.html"
+                target, stale = (released, kept) if releasable else (kept, released)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(html, target)
-                written[student] = str(target)
-                kept = [name for name in RELEASE_FILES if submitted is not None
-                        and _copy_plain(submitted / student / assignment / name, target.parent / name)]
-                if "submission_secret.txt" not in kept:
+                if releasable:
+                    for name in RELEASE_FILES:
+                        _copy_plain(origin / name, target.parent / name)
+                else:
                     unreleasable.append(student)
+                if stale.is_file() and not stale.is_symlink():
+                    stale.unlink()
+                written[student] = str(target)
             elif student not in missing and student not in failed:
                 failed[student] = "nbgrader wrote no feedback"
-    return {"dir": str(dest), "written": len(written), "missing": sorted(missing), "failed": failed,
-            "unreleasable": unreleasable}
+    return {"dir": str(dest), "written": len(written), "files": written, "missing": sorted(missing),
+            "failed": failed, "unreleasable": unreleasable, "unreleased_dir": str(aside) if unreleasable else None}
+
+
+def _plain_small(path: Path) -> bool:
+    """A small regular file (never a link a student planted)."""
+    return not path.is_symlink() and path.is_file() and path.stat().st_size <= 4096
 
 
 def _copy_plain(src: Path, dest: Path) -> bool:
     """Copy ``src`` if it is a small regular file (never a link a student planted); True if copied."""
-    if src.is_symlink() or not src.is_file() or src.stat().st_size > 4096:
+    if not _plain_small(src):
         return False
     shutil.copyfile(src, dest)
     return True
@@ -501,8 +529,10 @@ def format_summary(summary: dict) -> str:
         for student, why in fb["failed"].items():
             lines.append(f"  no feedback for {student}: {why}")
         if fb.get("unreleasable"):
-            lines.append(f"  not releasable (no submission_secret.txt: not submitted through nbgrader's "
-                         f"exchange): {', '.join(fb['unreleasable'])}")
+            lines.append(f"  not releasable (no submission_secret.txt or timestamp.txt: not submitted through "
+                         f"nbgrader's exchange): {', '.join(fb['unreleasable'])}; their feedback is in "
+                         f"{fb['unreleased_dir']}/<student>/{summary['assignment']}/ (hand it out yourself); "
+                         f"nbgrader release_feedback releases everyone else's")
     report = summary.get("report") or {}
     if report.get("html"):
         lines.append(f"slip report: {report['html']} (and {report['csv']}; "
