@@ -266,6 +266,7 @@ def plot_png(report: ClassReport) -> bytes:
     import matplotlib
     matplotlib.use("Agg", force=False)
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     gids = [e.grade_id for e in report.exercises]
     keys = [s.key for s in report.slips]
@@ -283,6 +284,7 @@ def plot_png(report: ClassReport) -> bytes:
     ax.set_xticks(range(len(gids)))
     ax.set_xticklabels([g.split("_", 2)[1] if g.count("_") >= 2 else g for g in gids])
     ax.set_ylabel("students")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))   # students come whole
     ax.set_title(f"{report.assignment}: slips per exercise ({len(report.students)} students)")
     if keys or any(unexplained):
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
