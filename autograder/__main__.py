@@ -1,4 +1,4 @@
-"""``python -m autograder grade|grade-class``: the grading command line.
+"""``python -m autograder grade|grade-class|report``: the grading command line.
 
 Exit statuses (the report, or the JSON, is on stdout whenever one was made):
 
@@ -59,7 +59,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--student", action="append", metavar="ID", help="grade (or regrade) only this student, "
                                                                     "keeping everyone else's grades (repeatable)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+    p = sub.add_parser("report", help="what the class got wrong: slips and scores per exercise of a graded class")
+    p.add_argument("out", help="grade-class's output folder (holds results/<assignment>/ and gradebook.db)")
+    p.add_argument("--assignment", required=True, help="chapter id, e.g. ch01_kv_formula")
+    p.add_argument("--db", help="gradebook SQLAlchemy URL (default: the sqlite gradebook.db in the output folder)")
+    p.add_argument("--html", metavar="FILE", help="write the report as one self-contained HTML page")
+    p.add_argument("--csv", metavar="FILE", help="write the report's tables as CSV")
+    p.add_argument("--names", action="store_true", help="name the students behind each slip (default: nobody named)")
+    p.add_argument("--json", action="store_true", help="print the report's figures as JSON")
     return parser
+
+
+def _report(args) -> int:
+    from . import report as R
+
+    built = R.class_report(args.out, args.assignment, db_url=args.db)
+    written = R.write(built, args.html, args.csv, names=args.names)
+    if args.json:
+        print(json.dumps(R.to_dict(built, names=args.names) | {"written": written}, indent=2))
+    else:
+        print(R.to_text(built, names=args.names))
+        for kind, path in written.items():
+            print(f"{kind}: {path}")
+    return EXIT_OK
 
 
 EXIT_OK, EXIT_INCONSISTENT, EXIT_USAGE, EXIT_ISOLATION, EXIT_ERROR_STATUS, EXIT_ENVIRONMENT = 0, 1, 2, 3, 4, 5
@@ -72,6 +95,8 @@ def main(argv=None) -> int:
     from .sandbox import IsolationError
 
     try:
+        if args.command == "report":
+            return _report(args)
         if args.command == "grade":
             result = grade_submission(args.submission, args.assignment, course=args.course,
                                       timeout=args.timeout, student=args.student, quiet=not args.verbose)

@@ -330,6 +330,7 @@ def grade_class(submitted_dir, assignment: str, *, course=None, jobs=None, db_ur
                 mismatched.append(result["student"])
 
     _write_csv(csv_path, results, points)
+    report = _class_report(out, assignment, db_url, csv_path)
     feedback = None
     if feedback_dir:
         feedback = generate_feedback(course_dir, assignment, db_url, autograded_dir, Path(feedback_dir),
@@ -339,12 +340,30 @@ def grade_class(submitted_dir, assignment: str, *, course=None, jobs=None, db_ur
                "jobs": jobs if plan else 0, "duration_s": round(time.monotonic() - started, 1),
                "isolation": level, "seed": seed_info, "out": str(out),
                "gradebook": shown(db_url), "csv": str(csv_path), "results": str(results_dir),
-               "autograded": str(autograded_dir), "feedback": feedback, "environment_error": environment,
+               "autograded": str(autograded_dir), "feedback": feedback, "report": report,
+               "environment_error": environment,
                "consistent": not mismatched, "mismatched": mismatched,
                "counts": {s: sum(r["status"] == s for r in results) for s in STATUSES},
                "rows": [{k: r.get(k) for k in ("student", "score", "max_score", "status", "reason", "isolation")}
                         for r in results]}
     return summary
+
+
+def report_paths(csv_path: Path, assignment: str) -> tuple[Path, Path]:
+    """Where grade-class writes the class's slip report: beside its CSV."""
+    return (csv_path.with_name(f"{assignment}_report.html"), csv_path.with_name(f"{assignment}_report.csv"))
+
+
+def _class_report(out: Path, assignment: str, db_url: str, csv_path: Path) -> dict:
+    """The slip report (``autograder.report``) beside the CSV; a fault there never fails the grading."""
+    from . import report as R
+
+    html_path, report_csv = report_paths(csv_path, assignment)
+    try:
+        written = R.write(R.class_report(out, assignment, db_url=db_url), html_path, report_csv)
+    except Exception as exc:  # noqa: BLE001 -- the grades are written; say why the report is not
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    return written
 
 
 def _course_id(course_dir: Path) -> str:
@@ -396,13 +415,29 @@ def feedback_preprocessors(root: Path) -> list:
 RELEASE_FILES = ("timestamp.txt", "submission_secret.txt")
 
 
+def unreleased_dir(dest: Path) -> Path:
+    """Where the feedback of students who cannot be released goes: beside ``dest``, never under it.
+
+    ``nbgrader release_feedback`` reads every ``feedback/*/<assignment>/*.html`` and stops, for the
+    whole class, at the first folder without ``submission_secret.txt`` (a submission put into
+    ``submitted/`` by hand has none): those students' feedback must not be there."""
+    dest = Path(dest)
+    return dest.with_name(dest.name + "-not-released")
+
+
 def generate_feedback(course_dir: Path, assignment: str, db_url: str, autograded_dir: Path, dest: Path,
                       students: list, submitted: Path | None = None) -> dict:
     """nbgrader generate_feedback (the course config's preprocessors: grades, no hidden tests) for
-    ``students``' autograded notebooks; HTML in ``dest/<student>/<assignment>/``, with the submission's
-    ``timestamp.txt`` and ``submission_secret.txt`` beside it (nbgrader's feedback layout: with ``dest``
-    the course's ``feedback/``, ``nbgrader release_feedback`` releases it). Runs no code."""
+    ``students``' autograded notebooks. Runs no code.
+
+    A student whose submission came through nbgrader's exchange (``timestamp.txt`` and
+    ``submission_secret.txt`` beside the notebook) gets ``dest/<student>/<assignment>/<assignment>.html``
+    with both files beside it: nbgrader's feedback layout, so with ``dest`` the course's ``feedback/``,
+    ``nbgrader release_feedback`` releases it. Anyone else (handed in by e-mail, an LMS download) gets
+    the same HTML in ``unreleased_dir(dest)/<student>/<assignment>/``, where release does not look, and
+    is listed as ``unreleasable``; a copy left in the other place by an earlier run is removed."""
     written, missing, unreleasable = {}, [], []
+    aside = unreleased_dir(dest)
     with _quiet_stderr(True), tempfile.TemporaryDirectory(prefix="kv-course-feedback-") as tmp:
         root = stage_course(course_dir, Path(tmp) / "course", [assignment])
         for student in students:
@@ -427,23 +462,35 @@ def generate_feedback(course_dir: Path, assignment: str, db_url: str, autograded
         for student in students:
             html = root / "feedback" / student / assignment / f"{assignment}.html"
             if html.is_file():
-                target = Path(dest) / student / assignment / f"{assignment}.html"
+                origin = submitted / student / assignment if submitted is not None else None
+                releasable = origin is not None and all(_plain_small(origin / name) for name in RELEASE_FILES)
+                released = Path(dest) / student / assignment / f"{assignment}.html"
+                kept = aside / student / assignment / f"{assignment}.html"
+                target, stale = (released, kept) if releasable else (kept, released)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(html, target)
-                written[student] = str(target)
-                kept = [name for name in RELEASE_FILES if submitted is not None
-                        and _copy_plain(submitted / student / assignment / name, target.parent / name)]
-                if "submission_secret.txt" not in kept:
+                if releasable:
+                    for name in RELEASE_FILES:
+                        _copy_plain(origin / name, target.parent / name)
+                else:
                     unreleasable.append(student)
+                if stale.is_file() and not stale.is_symlink():
+                    stale.unlink()
+                written[student] = str(target)
             elif student not in missing and student not in failed:
                 failed[student] = "nbgrader wrote no feedback"
-    return {"dir": str(dest), "written": len(written), "missing": sorted(missing), "failed": failed,
-            "unreleasable": unreleasable}
+    return {"dir": str(dest), "written": len(written), "files": written, "missing": sorted(missing),
+            "failed": failed, "unreleasable": unreleasable, "unreleased_dir": str(aside) if unreleasable else None}
+
+
+def _plain_small(path: Path) -> bool:
+    """A small regular file (never a link a student planted)."""
+    return not path.is_symlink() and path.is_file() and path.stat().st_size <= 4096
 
 
 def _copy_plain(src: Path, dest: Path) -> bool:
     """Copy ``src`` if it is a small regular file (never a link a student planted); True if copied."""
-    if src.is_symlink() or not src.is_file() or src.stat().st_size > 4096:
+    if not _plain_small(src):
         return False
     shutil.copyfile(src, dest)
     return True
@@ -482,8 +529,17 @@ def format_summary(summary: dict) -> str:
         for student, why in fb["failed"].items():
             lines.append(f"  no feedback for {student}: {why}")
         if fb.get("unreleasable"):
-            lines.append(f"  not releasable (no submission_secret.txt: not submitted through nbgrader's "
-                         f"exchange): {', '.join(fb['unreleasable'])}")
+            lines.append(f"  not releasable (no submission_secret.txt or timestamp.txt: not submitted through "
+                         f"nbgrader's exchange): {', '.join(fb['unreleasable'])}; their feedback is in "
+                         f"{fb['unreleased_dir']}/<student>/{summary['assignment']}/ (hand it out yourself); "
+                         f"nbgrader release_feedback releases everyone else's")
+    report = summary.get("report") or {}
+    if report.get("html"):
+        lines.append(f"slip report: {report['html']} (and {report['csv']}; "
+                     f"python -m autograder report {summary['out']} --assignment {summary['assignment']} --names "
+                     "names the students)")
+    elif report.get("error"):
+        lines.append(f"slip report not written: {report['error']}")
     if summary.get("not_graded"):
         lines.append(f"not graded yet: {', '.join(summary['not_graded'])}")
     if summary.get("environment_error"):

@@ -12,7 +12,8 @@ the grading seed). Per test the lower of the two scores counts. The result::
     {"assignment", "student", "score", "max_score", "status", "reason",
      "isolation", "seed", "timeout_s", "verdict": {...},
      "tests": [{"grade_id", "points", "max_points", "passed", "needs_manual",
-                "feedback", "nbgrader_points", "verdict_points"}]}
+                "feedback", "nbgrader_points", "verdict_points",
+                "slip", "slips", "attempted", "failures"}]}
 
 ``status`` is ``graded`` (every test scored automatically), ``needs_manual``
 (nbgrader left points to a person: the kernel died, stopped answering or
@@ -22,7 +23,15 @@ not UTF-8, not JSON, not nbformat 4, another assignment's notebook).
 message of the AssertionError its check raised (the named slip), or the
 outside check's when only that one failed, never the test's source.
 ``isolation`` names the sandbox level; ``seed`` where the hidden cases came
-from (``grading_seed``).
+from (``grading_seed``). The outside check's diagnosis, as data (what
+``autograder.report`` counts; ``autograder.verdict.slip_summary``): ``slips``,
+per failed test, one entry per catalogued slip key that some failing case's
+answer reproduces (``key``, ``parts``, ``combined`` for "a+b", two slips at
+once, ``cases`` it reproduces of the ``of`` failing cases judged on their
+value, an ``example`` answer); ``slip``, the key that reproduces all of them
+(the diagnosis), or null; ``attempted``, false when every case met the
+release's stub (NotImplementedError) or no such function; ``failures``, the
+failing cases by kind (value, type, error, kvlib).
 
 The grading modules, by job:
 

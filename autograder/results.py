@@ -12,6 +12,7 @@ from . import notebook as _nb
 from .course import NbGrader
 from .kernel import UNREACHABLE
 from .seed import describe_seed
+from .verdict import named_slip
 
 STATUSES = ("graded", "needs_manual", "error")
 
@@ -203,6 +204,11 @@ def combine(nb: dict, v, level: str) -> tuple[list, str, str]:
             t["feedback"] = ("checked outside the notebook: " + (ev.feedback if ev is not None else
                              "no verdict for this test")).strip()
         t["passed"] = t["passed"] and vpassed
+        # the outside check's diagnosis, as data (the class report counts slips by these keys)
+        t["slips"] = list(getattr(ev, "slips", None) or []) if not t["passed"] else []
+        t["slip"] = named_slip(t["slips"])
+        t["attempted"] = bool(getattr(ev, "attempted", True)) if ev is not None else True
+        t["failures"] = dict(getattr(ev, "failures", None) or {}) if not t["passed"] else {}
     if lowered:
         notes.append(f"the grader's own check (run outside the notebook, in the {level} sandbox) failed "
                      f"{', '.join(lowered)}, which passed in the notebook")

@@ -69,11 +69,15 @@ class ExerciseVerdict:
     feedback: str
     cases: int = 0
     cases_passed: int = 0
+    slips: list = field(default_factory=list)    # the catalogued slips of the failing cases (``slip_summary``)
+    attempted: bool = True                        # False: every case met the release's stub (or no function)
+    failures: dict = field(default_factory=dict)  # failing cases by kind: value, type, error, kvlib
 
     def as_test(self) -> dict:
         """The shape of one entry of the grading JSON's ``tests``."""
         return {"grade_id": self.grade_id, "points": self.points, "max_points": self.max_points,
-                "passed": self.passed, "feedback": self.feedback}
+                "passed": self.passed, "feedback": self.feedback, "slips": self.slips,
+                "attempted": self.attempted, "failures": self.failures}
 
 
 @dataclass
@@ -241,7 +245,7 @@ def _judge_exercise(exercise, gid: str, points: float, cases, hidden_from: int, 
     records = [_clean_record(records[k]) if k < len(records) else {
         "error": "RuntimeError", "error_message": "no result for this case"} for k in range(len(cases))]
     answers_given = core.learner_answers(exercise, records)
-    parts = []
+    parts, judged = [], []
     for hidden, lo, hi in ((False, 0, hidden_from), (True, hidden_from, len(cases))):
         prior = earlier[lo:hi] if earlier is not None else None
         try:
@@ -251,6 +255,8 @@ def _judge_exercise(exercise, gid: str, points: float, cases, hidden_from: int, 
         except Exception as exc:  # noqa: BLE001 -- a record nobody foresaw is a failure, not a crash
             results, message = [], f"the result could not be judged ({type(exc).__name__})"
         parts.append((sum(v.ok for v in results), hi - lo, message))
+        judged += [(case, record, v, hidden, prior[k] if prior is not None and k < len(prior) else None)
+                   for k, (case, record, v) in enumerate(zip(cases[lo:hi], records[lo:hi], results))]
     passed = sum(p[0] for p in parts)
     failing = [p[2] for p in parts if p[2] is not None]
     if not failing:
@@ -258,8 +264,77 @@ def _judge_exercise(exercise, gid: str, points: float, cases, hidden_from: int, 
                 else f"✓ {exercise.function_name}: all {len(cases)} cases right ({gid})")
         return ExerciseVerdict(gid, points, points, True, text, len(cases), passed), answers_given
     more = "" if len(failing) == 1 else "\n(Hidden cases fail too.)"
-    return (ExerciseVerdict(gid, 0.0, points, False, f"✗ {gid}: {failing[0]}{more}", len(cases), passed),
+    return (ExerciseVerdict(gid, 0.0, points, False, f"✗ {gid}: {failing[0]}{more}", len(cases), passed,
+                            slips=slip_summary(exercise, judged),
+                            attempted=not all(r.get("error") in NOT_ATTEMPTED for r in records),
+                            failures=_failure_kinds(judged)),
             answers_given)
+
+
+#: A record with one of these errors means the learner had not written the function: the release's
+#: stub raising NotImplementedError, or no function of that name at all.
+NOT_ATTEMPTED = ("NotImplementedError", "NameError")
+
+
+def slip_summary(exercise, judged) -> list:
+    """The catalogued slips behind an exercise's failing cases, as the grading JSON stores them.
+
+    ``judged``: ``(case, record, core.Verdict, hidden, earlier)`` per case (``earlier``: the learner's
+    answer to the step it builds on). One entry per slip key that some
+    failing case's answer reproduces (``core.Verdict.slips``, from ``kvlib.slips``), the keys that
+    explain the most failing cases first::
+
+        {"key": "query_heads+missing_kv_factor", "parts": ["query_heads", "missing_kv_factor"],
+         "combined": true, "cases": 3, "of": 3, "example": {"case": "...", "answer": 65536,
+         "expected": 131072, "hidden": false}}
+
+    ``cases``: the failing cases it reproduces, ``of``: the failing cases judged on their value (``cases
+    == of``: it explains all of them). Failure kinds that are not slips (an error, a wrong type, a kvlib
+    call) are left out. ``example``: the first such case, visible before hidden; a hidden one gives only
+    the answer, and a value exercise (the learner's own problem) no case.
+    """
+    from kvlib import slips as catalogue
+
+    from .checks import answers
+
+    failing = [item for item in judged if not item[2].ok and item[2].kind == "value"]
+    found: dict = {}
+    for case, record, v, hidden, earlier in sorted(failing, key=lambda item: item[3]):   # visible first (stable)
+        for key in v.slips:
+            if not all(part in catalogue.SLIPS for part in key.split(catalogue.COMBINED)):
+                continue
+            entry = found.get(key)
+            if entry is None:
+                try:
+                    answer = answers.decode(record)
+                except answers.RecordError:
+                    answer = record.get("number")
+                example = {"case": None if (hidden or getattr(exercise, "value", False)) else case.get("label"),
+                           "answer": list(answer) if isinstance(answer, tuple) else answer, "hidden": hidden}
+                if not hidden:
+                    expected = (exercise.expected_for(case, earlier) if getattr(exercise, "builds_on", None)
+                                else exercise.expected_for(case))
+                    example["expected"] = list(expected) if isinstance(expected, tuple) else expected
+                entry = found[key] = {"key": key, "parts": key.split(catalogue.COMBINED),
+                                      "combined": catalogue.COMBINED in key, "cases": 0, "of": len(failing),
+                                      "example": example}
+            entry["cases"] += 1
+    return sorted(found.values(), key=lambda e: -e["cases"])
+
+
+def _failure_kinds(judged) -> dict:
+    """``{kind: failing cases}`` (``core.Verdict.kind``: value, type, error, kvlib)."""
+    out: dict = {}
+    for item in judged:
+        if not item[2].ok:
+            out[item[2].kind or "other"] = out.get(item[2].kind or "other", 0) + 1
+    return out
+
+
+def named_slip(slips: list) -> str | None:
+    """The diagnosis of an exercise: the first slip (catalogue order) that reproduces every failing case
+    judged on its value, or None when no one slip does (``slip_summary``'s entries)."""
+    return next((e["key"] for e in slips if e["cases"] == e["of"]), None)
 
 
 def _runner_path() -> Path:
@@ -376,6 +451,7 @@ def grade(submission, assignment: str = "ch01_kv_formula", *, reference=None, co
                                                        reported[t.grade_id], answered.get(ex.builds_on))
         t.points, t.passed, t.feedback = judged.points, judged.passed, judged.feedback
         t.cases, t.cases_passed = judged.cases, judged.cases_passed
+        t.slips, t.attempted, t.failures = judged.slips, judged.attempted, judged.failures
     missing = [gid for gid in lay.answer_ids if not sources[gid]]
     notes = []
     if died:

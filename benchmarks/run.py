@@ -10,6 +10,8 @@ Sections (each a function below):
   simulators the simulators and planner at widget sizes (benchmarks/bench_simulators.py)
   grading    seconds per submission: plain `nbgrader autograde` vs `python -m autograder grade-class`
              on all cores, with and without isolation, on generated submissions
+  report     the class slip report (python -m autograder report) on a generated class of
+             --class-size stored results (benchmarks/bench_report.py)
   setup      wall time and disk size of ./dev.sh setup on an empty venv; `import kvlib` time
   site       ./dev.sh site's build (ten chapters executed, Sphinx): seconds and megabytes
   engine     ./dev.sh engine on an empty venv (time, disk) and vLLM CPU engine starts
@@ -441,6 +443,11 @@ def bench_grading(args) -> str:
         f"Scores out of {_max_points(assignment):g} by kind (plain nbgrader): " + "; ".join(by_kind) + "."])
 
 
+def bench_report(args) -> str:
+    import bench_report as B
+    return B.bench(args.class_size, args.repeats)
+
+
 # --- 6. setup and import ---------------------------------------------------------------------------
 def _du(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
@@ -500,7 +507,7 @@ def bench_forward(args) -> str:
 
 
 SECTIONS = {"vllm": bench_vllm, "notebooks": bench_notebooks, "widgets": bench_widgets, "tests": bench_tests,
-            "simulators": bench_simulators, "grading": bench_grading, "setup": bench_setup,
+            "simulators": bench_simulators, "grading": bench_grading, "report": bench_report, "setup": bench_setup,
             "site": bench_site, "engine": bench_engine, "forward": bench_forward}
 OPT_IN = ("engine",)        # run only when named in --only; otherwise the file's section is kept
 

@@ -111,6 +111,20 @@ def test_class_into_postgres(postgres_url, notebooks, tmp_path):  # noqa: F811
     assert book["no_kv_factor"][1] == {**{H.TEST[q]: H.POINTS[q] for q in H.Q}, H.TEST["q2"]: 0}
     again = json.loads(_run(_args(submitted, tmp_path / "out", "--db", url, "--json")).stdout)
     assert again["graded_now"] == 0 and sorted(again["skipped"]) == sorted(book)
+    # the slip report from the PostgreSQL gradebook: written by grade-class, and on request
+    from autograder import report as R
+    from nbgrader.api import Gradebook
+
+    assert Path(again["report"]["html"]).is_file(), again["report"]
+    kinds = {"honest": "right", "honest_2": "right", "no_kv_factor": "q2_no_kv_factor", "blank": "blank"}
+    assert _got_report(R.class_report(tmp_path / "out", ASSIGNMENT, db_url=url)) == _expected_report(kinds)
+    with Gradebook(url, "kv-course") as gb:      # the instructor gives q2's point by hand (the formgrader)
+        grade = gb.find_grade(H.TEST["q2"], ASSIGNMENT, ASSIGNMENT, "no_kv_factor")
+        grade.manual_score = 1
+        gb.db.commit()
+    q2 = next(e for e in R.class_report(tmp_path / "out", ASSIGNMENT, db_url=url).exercises
+              if e.grade_id == H.TEST["q2"])
+    assert (q2.counts["full"], q2.counts["zero"], q2.slips) == (3, 0, {})    # the gradebook's points count
 
 
 # ---------------------------------------------------------------------------
@@ -271,27 +285,31 @@ def _hidden_numbers(shown_to_all: str = "") -> set:
     return numbers
 
 
+def _feedback_html(exported, student: str) -> str:
+    """A student's feedback page, where grade-class wrote it (these submissions have no exchange secret:
+    beside the feedback folder, where release does not look)."""
+    return Path(exported["summary"]["feedback"]["files"][student]).read_text(encoding="utf-8")
+
+
 def test_feedback_html_has_no_hidden_tests_or_hidden_cases(exported):
-    feedback = Path(exported["summary"]["feedback"]["dir"])
     assert exported["summary"]["feedback"]["written"] == len(EXPORTED)
-    blank = (feedback / "blank" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text(encoding="utf-8")
+    blank = _feedback_html(exported, "blank")
     hidden = _hidden_numbers(shown_to_all=blank)
     assert len(hidden) >= 10     # the check below has something to find
     for student in EXPORTED:
-        html = (feedback / student / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text(encoding="utf-8")
+        html = _feedback_html(exported, student)
         assert "bytes_per_token_from_config" in html and "### BEGIN HIDDEN TESTS" not in html
         assert "hidden=True" not in html, student
         leaked = sorted(n for n in hidden if n in html)
         assert leaked == [], (student, leaked[:5])
     # the scores in the feedback are the gradebook's
-    html = (feedback / "no_kv_factor" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text(encoding="utf-8")
+    html = _feedback_html(exported, "no_kv_factor")
     assert "factor 2 for K and V is missing" in html
     assert f"Score: {FULL - 1}" in html or f"{FULL - 1}.0 / {FULL}.0" in html or f"{FULL - 1} / {FULL}" in html
 
 
 def test_feedback_runs_no_script_a_student_wrote(exported):
-    html = (Path(exported["summary"]["feedback"]["dir"]) / "active_output" / ASSIGNMENT
-            / f"{ASSIGNMENT}.html").read_text(encoding="utf-8")
+    html = _feedback_html(exported, "active_output")
     assert 'id="kept"' in html and "bold stays" in html     # the output is there, made harmless
     assert [p for p in H.active_parts(html) if "HOSTILE" in p] == []
 
@@ -379,3 +397,123 @@ def test_required_isolation_missing_exits_3_before_grading(tmp_path, notebooks):
     run = _run(_args(submitted, tmp_path / "out"), REQUIRE_ISOLATION="1", SANDBOX_LEVEL="rlimits",
                SANDBOX_MIN_LEVEL="bwrap")
     assert run.returncode == 3 and not (tmp_path / "out" / "gradebook.db").exists()
+
+
+# ---------------------------------------------------------------------------
+# The class slip report (autograder.report): from these real results, and a generated class of 200
+# ---------------------------------------------------------------------------
+Q_OF = {H.TEST[q]: q for q in H.Q}
+#: What each slipped answer of benchmarks/bench_report.py does, by construction: the exercise it breaks
+#: and the catalogue's key for that mistake (the factor 2 dropped; bits for bytes; a ceiling for the floor;
+#: the label's GB read as GiB: two slips at once).
+SLIP_OF = {"q1_bits": ("q1", "bits_not_bytes"), "q2_no_kv_factor": ("q2", "missing_kv_factor"),
+           "q4_ceil": ("q4", "ceil_not_floor"), "q5_label_gib": ("q5", "label_memory+gb_for_gib")}
+
+
+def _bench_report():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import bench_report
+    return bench_report
+
+
+def _expected_report(kinds: dict) -> dict:
+    """{q: (full, zero, not attempted, {slip: students})} of a class, from what each kind does."""
+    out = {}
+    for q in H.Q:
+        slipped = [k for k in kinds.values() if k in SLIP_OF and SLIP_OF[k][0] == q]
+        blank = sum(k == "blank" for k in kinds.values())
+        slips = {SLIP_OF[slipped[0]][1]: len(slipped)} if slipped else {}
+        out[q] = (len(kinds) - blank - len(slipped), len(slipped), blank, slips)
+    return out
+
+
+def _got_report(built) -> dict:
+    return {Q_OF[e.grade_id]: (e.counts["full"], e.counts["zero"], e.counts["not_attempted"], e.slips)
+            for e in built.exercises}
+
+
+def test_grade_class_writes_the_slip_report_beside_its_csv(exported):
+    from autograder import report as R
+
+    summary = exported["summary"]
+    written = summary["report"]
+    assert Path(written["html"]) == Path(summary["csv"]).with_name(f"{ASSIGNMENT}_report.html")
+    assert Path(written["csv"]) == Path(summary["csv"]).with_name(f"{ASSIGNMENT}_report.csv")
+    built = R.class_report(summary["out"], ASSIGNMENT)
+    # honest and active_output right everywhere; no_kv_factor drops the factor 2 in q2; blank tries nothing
+    kinds = {"honest": "right", "active_output": "right", "no_kv_factor": "q2_no_kv_factor", "blank": "blank"}
+    assert _got_report(built) == _expected_report(kinds)
+    assert [(s.key, sorted(s.students), s.combined) for s in built.slips] == [("missing_kv_factor", ["no_kv_factor"], False)]
+    assert built.ranked[0].grade_id == H.TEST["q2"]          # 2 of 4 lost points there (1 on the others)
+    page = Path(written["html"]).read_text(encoding="utf-8")
+    assert "missing_kv_factor" in page and 'src="data:image/png;base64,' in page
+    for student in ("honest", "active_output", "no_kv_factor"):     # nobody named without --names
+        assert student not in page and student not in Path(written["csv"]).read_text()
+
+
+def test_report_command_names_students_only_when_asked(exported, tmp_path, capsys):
+    from autograder.__main__ import main
+
+    out = exported["summary"]["out"]
+    assert main(["report", out, "--assignment", ASSIGNMENT, "--html", str(tmp_path / "r.html"),
+                 "--csv", str(tmp_path / "r.csv")]) == 0
+    text = capsys.readouterr().out
+    assert "missing_kv_factor" in text and "no_kv_factor" not in text
+    assert "no_kv_factor" not in (tmp_path / "r.html").read_text() + (tmp_path / "r.csv").read_text()
+    assert main(["report", out, "--assignment", ASSIGNMENT, "--names", "--html", str(tmp_path / "n.html"),
+                 "--csv", str(tmp_path / "n.csv")]) == 0
+    assert "no_kv_factor" in capsys.readouterr().out
+    assert "no_kv_factor" in (tmp_path / "n.html").read_text() and "no_kv_factor" in (tmp_path / "n.csv").read_text()
+    rows = list(csv.DictReader(open(tmp_path / "n.csv", newline="")))
+    q2 = next(r for r in rows if r["section"] == "exercise" and r["grade_id"] == H.TEST["q2"])
+    assert (q2["full"], q2["zero"], q2["not_attempted"], q2["students"]) == ("2", "1", "1", "4")
+
+
+def test_report_command_bad_input_is_one_line(exported, tmp_path, capsys):
+    from autograder.__main__ import main
+
+    assert main(["report", str(tmp_path / "nowhere"), "--assignment", ASSIGNMENT]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"no such folder: {tmp_path / 'nowhere'}" in err
+    assert main(["report", exported["summary"]["out"], "--assignment", "ch99_nothing"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "ch99_nothing" in err and f"graded there: {ASSIGNMENT}" in err
+    assert main(["report", exported["summary"]["out"], "--assignment", ASSIGNMENT,
+                 "--html", str(tmp_path / "no" / "dir" / "r.html")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_report_counts_a_generated_class_of_200_exactly(exported, tmp_path):
+    """200 students (right, slipped, blank), stored as grade-class stores them; the right and blank results
+    are real ones, each slipped one the right result with its exercise judged again by the grader's own
+    judging, in-process (benchmarks/bench_report.py). Then a second run regrades 20 of them."""
+    from autograder import report as R
+    from autograder.classroom import _record
+    from nbgrader.api import Gradebook
+
+    B = _bench_report()
+    results = Path(exported["summary"]["results"])
+    right, blank = (json.loads((results / f"{s}.json").read_text()) for s in ("honest", "blank"))
+    made = B.templates(right, blank)
+    kinds = B.class_kinds(200)
+    assert len(kinds) == 200 and set(kinds.values()) == {"right", "blank", *SLIP_OF}
+    out = tmp_path / "class"
+    B.write_class(out, Path(exported["summary"]["out"]) / "gradebook.db", kinds, made)
+    built = R.class_report(out, ASSIGNMENT)
+    assert len(built.students) == 200 and built.errors == []
+    assert _got_report(built) == _expected_report(kinds)
+    by_key = {s.key: s for s in built.slips}
+    for kind, (q, key) in SLIP_OF.items():
+        assert sorted(by_key[key].students) == sorted(s for s, k in kinds.items() if k == kind)
+        assert by_key[key].exercises == {H.TEST[q]: sum(k == kind for k in kinds.values())}
+        assert by_key[key].combined == ("+" in key) and R.example_text(by_key[key]).startswith(H.TEST[q])
+    lost = {q: full for q, (full, _, _, _) in _expected_report(kinds).items()}
+    assert [Q_OF[e.grade_id] for e in built.ranked][:1] == [min(lost, key=lambda q: (lost[q], -H.POINTS[q]))]
+
+    # a second run: 20 slipped students resubmit right answers and are graded again; the latest counts
+    again = sorted(s for s, k in kinds.items() if k in SLIP_OF)[:20]
+    with Gradebook(f"sqlite:///{out / 'gradebook.db'}") as gb:
+        for student in again:
+            _record(gb, ASSIGNMENT, dict(made["right"], student=student), out / "results" / ASSIGNMENT)
+            kinds[student] = "right"
+    assert _got_report(R.class_report(out, ASSIGNMENT)) == _expected_report(kinds)

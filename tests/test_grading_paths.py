@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import sys
@@ -266,19 +267,80 @@ def test_release_and_fetch_feedback_after_grade_class(cli_class, tmp_path):
                       for s in ("reader", "honest", "blank"))
     assert released == expected
     # the student side: their cached submission (as nbgrader submit left it) finds its feedback
-    folder = cli_class["submitted"] / "honest" / ASSIGNMENT
+    fetched = _fetch_feedback(cli_class["submitted"], "honest", exchange, tmp_path)
+    assert len(fetched) == 1 and "Score" in fetched[0].read_text()
+
+
+def _fetch_feedback(submitted: Path, student: str, exchange: Path, tmp_path: Path) -> list:
+    """``nbgrader fetch_feedback`` as ``student``, from the submission cache ``nbgrader submit`` left
+    (a copy of their submitted folder); the feedback pages it brought."""
+    folder = submitted / student / ASSIGNMENT
     timestamp = (folder / "timestamp.txt").read_text()
-    mine = cache / "kv-course" / f"honest+{ASSIGNMENT}+{timestamp}"
+    cache = tmp_path / f"cache-{student}"
+    mine = cache / "kv-course" / f"{student}+{ASSIGNMENT}+{timestamp}"
     mine.mkdir(parents=True)
     for name in (f"{ASSIGNMENT}.ipynb", "submission_secret.txt", "timestamp.txt"):
         shutil.copy2(folder / name, mine / name)
-    home = tmp_path / "student"
+    home = tmp_path / f"home-{student}"
     home.mkdir()
     run = _run([sys.executable, "-m", "nbgrader", "fetch_feedback", ASSIGNMENT, "--course=kv-course",
-                f"--Exchange.root={exchange}", f"--Exchange.cache={cache}", "--student=honest"], cwd=home)
+                f"--Exchange.root={exchange}", f"--Exchange.cache={cache}", f"--student={student}"], cwd=home)
     assert run.returncode == 0, run.stderr[-3000:]
-    fetched = list((home / ASSIGNMENT / "feedback").rglob(f"{ASSIGNMENT}.html"))
-    assert len(fetched) == 1 and "Score" in fetched[0].read_text()
+    return list((home / ASSIGNMENT / "feedback").rglob(f"{ASSIGNMENT}.html"))
+
+
+def test_a_mixed_class_releases_feedback_to_everyone_with_a_secret(cli_class, tmp_path):
+    """Two submissions through the exchange, one put into submitted/ by hand (no timestamp.txt, no
+    submission_secret.txt), and a page an older grade-class left for it in feedback/: release_feedback
+    stops at that page (FileNotFoundError), leaving whoever comes after it unreleased. The hand-placed student's page goes beside
+    feedback/, the summary says where, and the other two release and fetch theirs."""
+    from nbgrader.utils import notebook_hash
+
+    from autograder.classroom import format_summary
+
+    course = tmp_path / "course"
+    shutil.copytree(cli_class["submitted"], course / "submitted")
+    for name in ("timestamp.txt", "submission_secret.txt"):
+        (course / "submitted" / "blank" / ASSIGNMENT / name).unlink()
+    # the feedback folder as an older grade-class left it: every page, the hand-placed one without a secret
+    shutil.copytree(cli_class["course"] / "feedback", course / "feedback")
+    stale = course / "feedback" / "blank" / ASSIGNMENT / f"{ASSIGNMENT}.html"
+    for name in ("timestamp.txt", "submission_secret.txt"):
+        (stale.parent / name).unlink()
+    shutil.copy2(REPO / "course" / "nbgrader_config.py", course / "nbgrader_config.py")
+    exchange = tmp_path / "exchange"
+    exchange.mkdir()
+    release = [sys.executable, "-m", "nbgrader", "release_feedback", ASSIGNMENT,
+               f"--Exchange.root={exchange}", f"--CourseDirectory.root={course}"]
+    # what an instructor met: release stops at the page without its files (FileNotFoundError), whoever is next
+    run = _run(release, cwd=course)
+    assert run.returncode != 0 and "FileNotFoundError" in run.stderr and str(stale.parent) in run.stderr
+    shutil.rmtree(exchange)
+    exchange.mkdir()
+
+    run = _grade_class(course / "submitted", cli_class["out"], "--feedback", course / "feedback", "--json")
+    assert run.returncode == 0, run.stderr[-3000:]
+    summary = json.loads(run.stdout)
+    assert summary["graded_now"] == 0      # graded already (same notebooks): only the feedback is written
+    fb = summary["feedback"]
+    aside = tmp_path / "course" / "feedback-not-released"
+    assert fb["unreleasable"] == ["blank"] and fb["unreleased_dir"] == str(aside)
+    assert fb["files"]["blank"] == str(aside / "blank" / ASSIGNMENT / f"{ASSIGNMENT}.html")
+    assert "Score" in (aside / "blank" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    assert not stale.exists()
+    assert f"their feedback is in {aside}/<student>/{ASSIGNMENT}/" in format_summary(summary)
+
+    run = _run(release, cwd=course)
+    assert run.returncode == 0, run.stderr[-3000:]
+    secrets = {s: (course / "submitted" / s / ASSIGNMENT / "submission_secret.txt").read_text()
+               for s in ("honest", "reader")}
+    released = sorted(p.name for p in (exchange / "kv-course" / "feedback").glob("*.html"))
+    assert released == sorted(f"{notebook_hash(secret=v, notebook_id=ASSIGNMENT)}.html" for v in secrets.values())
+    for student, score in (("honest", FULL), ("reader", 0)):
+        fetched = _fetch_feedback(course / "submitted", student, exchange, tmp_path)
+        assert len(fetched) == 1, student
+        shown = re.search(r"Score:\s*([0-9.]+)\s*/\s*([0-9.]+)", fetched[0].read_text())
+        assert shown and (float(shown.group(1)), float(shown.group(2))) == (score, FULL), student
 
 
 def test_a_resumed_run_reuses_its_seed_and_regrades_only_stale_results(cli_class):

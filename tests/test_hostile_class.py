@@ -236,7 +236,8 @@ def test_nothing_escaped(hostile_class):
     found += [str(p) for p in REPO.glob("HOSTILE-*")]
     assert found == []
     # no escape printed anything, anywhere a grader or a student would look
-    for folder in (hostile_class["out"], hostile_class["feedback"]):
+    feedback = hostile_class["feedback"]
+    for folder in (hostile_class["out"], feedback, feedback.with_name(feedback.name + "-not-released")):
         for p in folder.rglob("*"):
             if p.is_file() and p.suffix in (".json", ".ipynb", ".html", ".csv"):
                 assert b"HOSTILE-ESCAPE" not in p.read_bytes(), p
@@ -281,8 +282,10 @@ def test_feedback_for_everyone_graded(hostile_class):
     hidden_lines = [line.strip() for c in H.load_source()["cells"] if "### BEGIN HIDDEN TESTS" in H._src(c)
                     for line in H._src(c).split("### BEGIN HIDDEN TESTS")[1].splitlines()[1:-1]]
     assert len(hidden_lines) == len(H.Q) and all("hidden=True" in line for line in hidden_lines)
+    # no submission here came through nbgrader's exchange: every page is where release does not look
+    assert sorted(summary["unreleasable"]) == sorted(summary["files"]) and not list(feedback.rglob("*.html"))
     for student in set(results) - set(summary["missing"]):
-        html = (feedback / student / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text(encoding="utf-8")
+        html = Path(summary["files"][student]).read_text(encoding="utf-8")
         assert "### BEGIN HIDDEN TESTS" not in html and not any(line in html for line in hidden_lines), student
-    fooled = (feedback / "monkeypatch_checks" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text(encoding="utf-8")
+    fooled = Path(summary["files"]["monkeypatch_checks"]).read_text(encoding="utf-8")
     assert "[grader] checked outside the notebook" in fooled

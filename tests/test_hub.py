@@ -24,7 +24,9 @@ One test, ``test_a_class_on_jupyterhub``, runs a whole assignment cycle:
   contents API to save their answers;
 * one student tries to read another's submission (the exchange's inbound, the
   other's home, the other's server) and the instructor's source, and fails;
-* each student fetches feedback: exactly their own, with their own score.
+* each student fetches feedback: exactly their own, with their own score;
+* the class slip report grade-class wrote, and ``autograder.report`` on the PostgreSQL gradebook,
+  count the slips these three notebooks make by construction.
 
 Scores are sums of the contract's points (course/source/ch01_kv_formula: q1 3, q2 1,
 q3 1, q4 2, q5 2, q6 2; ``hostile.FULL``): the solutions all 11, a q2 without the factor 2
@@ -474,6 +476,7 @@ def test_a_class_on_jupyterhub(scratch):
         assert summary["seed"]["source"] == "$KV_COURSE_GRADING_SEED"
         book = _scores(db_url)
         assert book == expected, book
+        _check_slip_report(summary, instructor.home / "grading", db_url, students)
         t0 = time.monotonic()
         restored = _dump_and_restore(pg, "kv_course_hub", "kv_course_restored")   # GUIDE.md, "back up"
         assert _scores(restored) == expected
@@ -513,6 +516,25 @@ def test_a_class_on_jupyterhub(scratch):
     for account in accounts:
         with pytest.raises(KeyError):
             pwd.getpwnam(account.name)
+
+
+def _check_slip_report(summary: dict, out: Path, db_url: str, students: list):
+    """grade-class wrote the slip report beside its CSV, and the report (from the PostgreSQL gradebook)
+    says what the three notebooks do by construction: the first right everywhere, the second without
+    the factor 2 for K and V in q2 (slip missing_kv_factor), the third blank (nothing attempted)."""
+    from autograder import report as R
+
+    assert Path(summary["report"]["html"]).is_file(), summary["report"]
+    page = Path(summary["report"]["html"]).read_text(encoding="utf-8")
+    assert not any(s.name in page for s in students)                      # nobody named
+    built = R.class_report(out, ASSIGNMENT, db_url=db_url)
+    got = {e.grade_id: (e.counts["full"], e.counts["zero"], e.counts["not_attempted"], e.slips)
+           for e in built.exercises}
+    want = {H.TEST[q]: (2, 0, 1, {}) for q in H.Q}
+    want[H.TEST["q2"]] = (1, 1, 1, {"missing_kv_factor": 1})
+    assert got == want, got
+    assert [(s.key, sorted(s.students)) for s in built.slips] == [("missing_kv_factor", [students[1].name])]
+    assert built.ranked[0].grade_id == H.TEST["q2"]
 
 
 def _dump_and_restore(pg: P.PgServer, name: str, new_name: str) -> str:

@@ -226,7 +226,9 @@ def test_json_shape(classroom):
     v = grade(H.build(H.BY_NAME["honest"], classroom["kit"]))
     d = json.loads(json.dumps(v.as_dict()))
     assert {"assignment", "score", "max_score", "status", "reason", "tests", "isolation"} <= set(d)
-    assert [set(t) for t in d["tests"]] == [{"grade_id", "points", "max_points", "passed", "feedback"}] * len(H.Q)
+    assert [set(t) for t in d["tests"]] == [{"grade_id", "points", "max_points", "passed", "feedback", "slips",
+                                             "attempted", "failures"}] * len(H.Q)
+    assert all(t["slips"] == [] and t["attempted"] and t["failures"] == {} for t in d["tests"])   # all passed
     assert d["score"] == d["max_score"] == H.FULL and d["status"] == "graded" and d["isolation"] == LEVEL
 
 
