@@ -32,7 +32,7 @@ import random
 import kvlib as kv
 
 from .answers import Choice
-from .cases import config_case, dtype_name, non_mla_models
+from .cases import config_case, dtype_name, mutate_config, non_mla_models
 from .core import Exercise, exercises
 
 V3 = "deepseek-ai/DeepSeek-V3"
@@ -48,6 +48,7 @@ HIDDEN_NOTE_SLIP = "(Hidden cases use other MLA geometries and other answers of 
 _HEAD_DIM_HINT = ("an MLA config's head_dim (and hidden_size / num_attention_heads) is not what the cache "
                   "stores: read kv_lora_rank and qk_rope_head_dim.")
 _NESTED_HINT = "a multimodal wrapper keeps the language model's fields under text_config."
+_MHA_HINT = "no num_key_value_heads (absent or null) means one KV head per query head: K = H."
 
 
 # ---------------------------------------------------------------------------
@@ -158,8 +159,9 @@ def _q1_hidden(seed: int) -> tuple:
 # ---------------------------------------------------------------------------
 # Exercise 2: per-GPU bytes per token under tensor parallelism, MLA or GQA
 # ---------------------------------------------------------------------------
-def _gqa_case(model: str, tp: int, dtype_bytes=None, hint: str = "") -> dict:
-    case = config_case(model, kv.bundled_config(model), dtype_bytes, "as published", hint)
+def _gqa_case(model: str, tp: int, dtype_bytes=None, hint: str = "", variant: str = "as published") -> dict:
+    config = mutate_config(random.Random(0), variant, kv.bundled_config(model))
+    case = config_case(model, config, dtype_bytes, variant, hint)
     case["kwargs"]["tp"] = tp
     case["label"] += f", tp={tp}"
     return case
@@ -175,6 +177,11 @@ Q2_VISIBLE = (
     _mla_case(mla_config("as published"), "as published", 1, tp=1),
     _mla_case(mla_config("DeepSeek-V2-Lite attention fields"), "DeepSeek-V2-Lite attention fields", tp=4,
               hint="num_key_value_heads in an MLA config does not split the cache across ranks."),
+    # the variants the text names: an explicit head_dim (Qwen3-0.6B: 128, not 1024 // 16 = 64), an MHA
+    # config without num_key_value_heads (Llama 2 7B: K = H = 32), a dtype_bytes of 4 on ordinary attention
+    _gqa_case("Qwen/Qwen3-0.6B", 2, 4, hint="head_dim, when the config gives it, wins over "
+                                            "hidden_size // num_attention_heads."),
+    _gqa_case("meta-llama/Llama-2-7b-hf", 4, variant="num_key_value_heads removed", hint=_MHA_HINT),
 )
 
 
@@ -193,11 +200,16 @@ def _q2_hidden(seed: int) -> tuple:
         variant = rng.choice(MLA_VARIANTS)
         config = mla_config(variant, rng)
         cases.append(_mla_case(config, variant, rng.choice([None, 1, 2, 4]), tp=rng.choice(_valid_tps(config))))
-    models = non_mla_models()
+    # only configs with the fields the text names (num_hidden_layers, num_attention_heads, hidden_size):
+    # GPT-2's n_layer / n_head / n_embd is chapter 01's variant, never stated here
+    models = [m for m in non_mla_models() if "num_hidden_layers" in kv.bundled_config(m)]
     for _ in range(6):
         model = rng.choice(models)
         tp = rng.choice(_valid_tps(kv.bundled_config(model)))
-        cases.append(_gqa_case(model, tp, rng.choice([None, 1, 2, 4])))
+        variant = rng.choice(["as published", "as published", "num_key_value_heads removed"])
+        if kv.bundled_config(model).get("num_key_value_heads") != kv.bundled_config(model)["num_attention_heads"]:
+            variant = "as published"     # removing K from a GQA config would change the model, not its spelling
+        cases.append(_gqa_case(model, tp, rng.choice([None, 1, 2, 4]), variant=variant))
     rng.shuffle(cases)
     return tuple(cases)
 

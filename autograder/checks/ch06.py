@@ -35,7 +35,7 @@ import random
 import kvlib as kv
 
 from .answers import Choice, Float, Tuple
-from .cases import bytes_per_token, dtype_name, geometry_case, geometry_slip_inputs, non_mla_models, short
+from .cases import bytes_per_token, dtype_name, geometry_case, geometry_slip_inputs, model_spec, non_mla_models, short
 from .core import Exercise, exercises
 
 STEP_TOLERANCE = 1e-3     # floats: within 0.1% (a rounding of the bandwidth or the weights stays outside)
@@ -44,7 +44,7 @@ HIDDEN_NOTE = "(Hidden cases use other bundled models, batches, contexts, GPUs a
 
 
 def _weights(model: str) -> int:
-    return kv.load_model(model).weight_bytes(2)
+    return model_spec(model).weight_bytes(2)
 
 
 def _case(model: str, dtype_bytes: int, label: str, **extra) -> dict:
