@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import random
 import re
+from fractions import Fraction
 
 import kvlib as kv
 from kvlib.vllm import DEFAULT_BLOCK_SIZE, parse_log, read_bundled_log
@@ -258,6 +259,13 @@ Q3_VISIBLE = (
                "trailing zero)", tp=4),
     range_case("llama-3.1-8b", "3.81", "Llama 3.1 8B, 3.81 GiB, an fp8 cache", dtype_bytes=1),
     range_case("qwen3-0.6b", "1.57", "Qwen3 0.6B at TP 16: more ranks than KV heads", tp=16),
+    # the window's two edges, exactly on a block boundary (Llama 3.1 8B's block: 2 x 32 x 8 x 128 x 2 x 16 =
+    # 2 MiB, and 53.375 GiB = 27,328 blocks): the open upper end of "53.37" is not a byte it stands for
+    # (27,327 at most), the closed lower end of "53.38" is (27,328 at least)
+    range_case("llama-3.1-8b", "53.37", "Llama 3.1 8B, 53.37 GiB: the window's open upper end, 53.375 GiB, "
+               "is exactly 27,328 blocks"),
+    range_case("llama-3.1-8b", "53.38", "Llama 3.1 8B, 53.38 GiB: the window's closed lower end, 53.375 GiB, "
+               "is exactly 27,328 blocks"),
 )
 
 
@@ -270,14 +278,44 @@ def _uniform_models() -> list:
     return out
 
 
+def _power_of_two_block_models() -> list:
+    """Uniform models whose bf16 16-token block at TP 1 is a power of two of bytes (so a printed figure's edge
+    can fall exactly on a block boundary): Llama 3.1 8B, Llama 2 7B, Mistral 7B, Mixtral, Qwen2.5 32B."""
+    out = []
+    for model in _uniform_models():
+        spec = kv.load_model(model)
+        b = 2 * spec.num_kv_layers * spec.num_kv_heads * spec.head_dim * 2 * 16
+        if b & (b - 1) == 0 and b <= 2 ** 27:
+            out.append(model)
+    return out
+
+
+def edge_case(rng: random.Random) -> dict:
+    """A printed figure whose window edge, (X +- 0.005) GiB = j/8 GiB (j odd), is exactly a whole number of
+    blocks (every block here divides 2^27 B = 1/8 GiB): the open upper end or the closed lower end."""
+    j = 2 * rng.randint(8, 280) + 1
+    upper = rng.random() < 0.5
+    gib = _two_decimals(Fraction(j, 8) + (Fraction(-1, 200) if upper else Fraction(1, 200)))
+    return range_case(rng.choice(_power_of_two_block_models()), gib, "hidden: a window edge on a block boundary",
+                      dtype_bytes=rng.choice([1, 2]), block_size=rng.choice([16, 32]), tp=rng.choice([1, 2, 4, 8]))
+
+
+def _two_decimals(x: Fraction) -> str:
+    hundredths = x * 100
+    assert hundredths.denominator == 1, x
+    return f"{hundredths.numerator // 100}.{hundredths.numerator % 100:02d}"
+
+
 def range_hidden(seed: int, count: int = 8) -> tuple:
     rng = random.Random(seed)
     models = _uniform_models()
     out = []
-    for _ in range(count):
+    for _ in range(count - 2):
         gib = rng.choice([f"{rng.uniform(0.5, 70):.2f}", f"{rng.uniform(1, 40):.1f}"])
         out.append(range_case(rng.choice(models), gib, "hidden", dtype_bytes=rng.choice([1, 2]),
                               block_size=rng.choice([16, 16, 32]), tp=rng.choice([1, 2, 4, 8])))
+    out += [edge_case(rng) for _ in range(2)]
+    rng.shuffle(out)
     return tuple(out)
 
 
