@@ -86,16 +86,17 @@ VISIBLE = (
 )
 
 
+@functools.cache   # every seed's plans draw from it; counting each model's parameters is slow
 def _full_attention_models():
     out = []
     for model in kv.bundled_models():
         spec = kv.load_model(model)
         if not spec.is_mla and set(spec.layer_kinds) == {"full"} and spec.num_params() > 10**9:
             out.append(model)
-    return out
+    return tuple(out)
 
 
-@functools.lru_cache(maxsize=8)   # five exercises draw the same plans from one seed
+@functools.lru_cache(maxsize=512)   # five exercises draw the same plans from one seed (a sweep: from many)
 def hidden_plans(seed: int) -> tuple:
     """Eight plans drawn from ``seed``: bundled full-attention models, GPUs, TP, contexts and assumptions."""
     rng = random.Random(seed + 7)

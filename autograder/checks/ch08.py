@@ -24,6 +24,7 @@ line ends, other printed figures), and other bundled models, GiB figures, TP and
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from fractions import Fraction
@@ -269,16 +270,18 @@ Q3_VISIBLE = (
 )
 
 
-def _uniform_models() -> list:
+@functools.cache   # every seed's cases draw from it
+def _uniform_models() -> tuple:
     out = []
     for model in kv.bundled_models():
         spec = kv.load_model(model)
         if not spec.is_mla and len(set(spec.layer_kinds)) == 1:
             out.append(model)
-    return out
+    return tuple(out)
 
 
-def _power_of_two_block_models() -> list:
+@functools.cache
+def _power_of_two_block_models() -> tuple:
     """Uniform models whose bf16 16-token block at TP 1 is a power of two of bytes (so a printed figure's edge
     can fall exactly on a block boundary): Llama 3.1 8B, Llama 2 7B, Mistral 7B, Mixtral, Qwen2.5 32B."""
     out = []
@@ -287,7 +290,7 @@ def _power_of_two_block_models() -> list:
         b = 2 * spec.num_kv_layers * spec.num_kv_heads * spec.head_dim * 2 * 16
         if b & (b - 1) == 0 and b <= 2 ** 27:
             out.append(model)
-    return out
+    return tuple(out)
 
 
 def edge_case(rng: random.Random) -> dict:
