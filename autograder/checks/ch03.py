@@ -269,6 +269,24 @@ def _q3_hidden(seed: int) -> tuple:
     return tuple(cases)
 
 
+#: The edges the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), each
+#: with the visible cases that sit on it (tests/test_case_variants.py checks that they exist).
+EDGES = {
+    "ch03_q2_kv_bytes_per_token_per_gpu": (
+        {"rule": "past tp = K each GPU keeps one whole head", "visible": (
+            "Qwen2.5-7B config, dtype_bytes left at its default, tp=8",)},
+        {"rule": "head_dim, when given, wins over hidden_size // num_attention_heads",
+         "visible": ("Qwen3-0.6B config, dtype_bytes=4, tp=2",)},
+        {"rule": "num_key_value_heads absent means K = H", "visible": (
+            "Llama-2-7b-hf config with num_key_value_heads removed, dtype_bytes left at its default, tp=4",)},
+    ),
+    "ch03_q3_name_the_slip": (
+        {"rule": "an answer that is none of the three named kinds is 'other'",
+         "visible": ("DeepSeek-V3, fp8: ordinary attention's formula",)},
+    ),
+}
+
+
 EXERCISES = exercises(
     Exercise(
         grade_id="ch03_q1_mla_bytes_per_token_from_config",

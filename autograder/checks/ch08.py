@@ -267,6 +267,8 @@ Q3_VISIBLE = (
                "is exactly 27,328 blocks"),
     range_case("llama-3.1-8b", "53.38", "Llama 3.1 8B, 53.38 GiB: the window's closed lower end, 53.375 GiB, "
                "is exactly 27,328 blocks"),
+    range_case("gpt2-large", "12.34", "GPT-2 large (MHA, head_dim 64), 12.34 GiB, an fp32 cache in 32-token blocks",
+               dtype_bytes=4, block_size=32),
 )
 
 
@@ -329,10 +331,12 @@ CAUSE_PARAMS = ("available_gib", "logged_blocks", "layers", "kv_heads", "head_di
                 "gpus")
 
 
-def cause_case(model: str, available_gib: str, logged_blocks: int, label: str, gpus: int = 1, hint: str = "") -> dict:
+def cause_case(model: str, available_gib: str, logged_blocks: int, label: str, gpus: int = 1, hint: str = "",
+               dtype_bytes: int = 2) -> dict:
     spec = kv.load_model(model)
     kwargs = dict(available_gib=available_gib, logged_blocks=logged_blocks, layers=spec.num_kv_layers,
-                  kv_heads=spec.num_kv_heads, head_dim=spec.head_dim, dtype_bytes=2, block_size=16, gpus=gpus)
+                  kv_heads=spec.num_kv_heads, head_dim=spec.head_dim, dtype_bytes=dtype_bytes, block_size=16,
+                  gpus=gpus)
     return {"label": label, "kwargs": kwargs, "context": {"model": model, "hint": hint}}
 
 
@@ -344,11 +348,19 @@ Q4_VISIBLE = (
     cause_case("llama-2-7b", "56.18", 7191, "12.log as printed: 7,191 blocks"),
     cause_case("llama-2-7b", "56.18", 7193, "12.log with the count changed to 7,193 (a labelled perturbation)",
                hint="two blocks past the window: the pool was not sized from exactly the printed figure."),
+    cause_case("llama-2-7b", "56.18", 7194, "12.log with the count changed to 7,194: three past the window",
+               hint="rounding covers at most 2 blocks outside the window."),
+    cause_case("llama-2-7b", "56.18", 7188, "12.log with the count changed to 7,188: two below the window"),
     cause_case("llama-2-7b", "56.18", 14382, "12.log had it come from two GPUs: 14,382 blocks", gpus=2),
     cause_case("llama-3.1-8b", "3.81", 3904, "07.log with an fp8 cache: 3,904 blocks",
                hint="one byte per element doubles the blocks."),
     cause_case("qwen3-0.6b", "69.66", 10190, "20.log had a backend forced 64-token blocks: 10,190 blocks"),
     cause_case("llama-3.1-8b", "3.81", 1000, "07.log's figure with another model's count: 1,000 blocks"),
+    # the dtype and the head width are inputs, not assumptions: an fp8 prediction that agrees, and GPT-2 large
+    # (head_dim 64) agreeing with its own window (4,491 to 4,494 blocks of 12.34 GiB)
+    cause_case("llama-3.1-8b", "3.81", 3904, "07.log's figure, predicted with an fp8 cache: 3,904 blocks",
+               dtype_bytes=1, hint="dtype_bytes is what you predicted with: start from it."),
+    cause_case("gpt2-large", "12.34", 4492, "GPT-2 large (MHA, head_dim 64), 12.34 GiB: 4,492 blocks"),
 )
 
 
@@ -378,6 +390,27 @@ def cause_hidden(seed: int, count: int = 8) -> tuple:
             n = block_range(gib, *geometry, 2, 16)[0]
         out.append(cause_case(model, gib, n, "hidden", gpus=gpus))
     return tuple(out)
+
+
+#: The edges the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), each
+#: with the visible cases that sit on it (tests/test_case_variants.py checks that they exist).
+EDGES = {
+    "ch08_q3_block_range": (
+        {"rule": "the window [(X - 0.005) 2^30, (X + 0.005) 2^30): its open upper end and its closed lower end, "
+                 "each exactly on a block boundary",
+         "visible": ("Llama 3.1 8B, 53.37 GiB: the window's open upper end, 53.375 GiB, is exactly 27,328 blocks",
+                     "Llama 3.1 8B, 53.38 GiB: the window's closed lower end, 53.375 GiB, is exactly 27,328 blocks")},
+        {"rule": "past tp = K each rank keeps one whole head", "visible": ("Qwen3 0.6B at TP 16: more ranks than KV heads",)},
+    ),
+    "ch08_q4_mismatch_cause": (
+        {"rule": "rounding: at most 2 blocks outside the window (2 past, 3 past, 2 below)",
+         "visible": ("12.log with the count changed to 7,193 (a labelled perturbation)",
+                     "12.log with the count changed to 7,194: three past the window",
+                     "12.log with the count changed to 7,188: two below the window")},
+        {"rule": "the causes in the table's order: the first that fits wins", "visible": (
+            "12.log had it come from two GPUs: 14,382 blocks", "07.log with an fp8 cache: 3,904 blocks")},
+    ),
+}
 
 
 EXERCISES = exercises(
