@@ -332,10 +332,20 @@ def _tp_per_gpu(rng, seed):
     return p
 
 
+def _not_the_layers(choices: tuple, batch: int, spec) -> int:
+    # a batch equal to the layer count (32 and 32) makes "batch forgotten" and "layers forgotten" the same
+    # wrong number, so no diagnosis can tell them apart: take the next choice instead (no other draw changes)
+    if batch != spec.num_kv_layers:
+        return batch
+    i = choices.index(batch)
+    return choices[i + 1] if i + 1 < len(choices) else choices[i - 1]
+
+
 def _crossover(rng, seed):
     spec = _spec(rng.choice(_gqa_models()))
     weights = _round_gb(spec.weight_bytes(2))
-    batch = rng.choice((8, 16, 32, 64, 128))
+    batches = (8, 16, 32, 64, 128)
+    batch = _not_the_layers(batches, rng.choice(batches), spec)
     inputs = dict(_geometry(spec), weight_bytes=weights, batch_size=batch)
     q = (f"{_config_text(spec)}; its bf16 weights are {_gb_text(weights)} (10^9 bytes). At a batch of {batch} "
          f"sequences, at what context does one decode step read as many KV bytes as weight bytes? "
@@ -347,7 +357,8 @@ def _step_time(rng, seed):
     spec = _spec(rng.choice(_gqa_models()))
     gpu = rng.choice([g for g in GPUS.values() if g.memory_bytes >= 40 * GB])
     weights = _round_gb(spec.weight_bytes(2))
-    batch, context = rng.choice((1, 8, 16, 32, 64)), rng.choice(_CONTEXTS)
+    batches = (1, 8, 16, 32, 64)
+    batch, context = _not_the_layers(batches, rng.choice(batches), spec), rng.choice(_CONTEXTS)
     bw = gpu.bandwidth_bytes_per_s
     inputs = dict(_geometry(spec), weight_bytes=weights, seq_len=context, batch_size=batch,
                   bandwidth_bytes_per_s=bw)
