@@ -73,6 +73,28 @@ HIDDEN_NOTE_GEOMETRY = "(Hidden cases use other models' geometry, dtype_bytes of
 _cfg = kv.bundled_config
 _HEAD_DIM_HINT = "an explicit head_dim in the config wins over hidden_size / num_attention_heads."
 
+
+def _head_dim_cases():
+    """The head_dim variants of the hidden cases, each once: written out where the config had none (Llama 3.1 8B,
+    96 against 4096 // 32 = 128), removed and null where it had one (Qwen3 0.6B: then 1024 // 16 = 64, not 128),
+    and GPT-2 with other sizes (12 layers, 16 heads of 80: n_embd 1280)."""
+    yield config_case("meta-llama/Llama-3.1-8B", dict(_cfg("meta-llama/Llama-3.1-8B"), head_dim=96),
+                      variant="explicit head_dim", hint=_HEAD_DIM_HINT)
+    qwen3 = _cfg("Qwen/Qwen3-0.6B")
+    yield config_case("Qwen/Qwen3-0.6B", {k: v for k, v in qwen3.items() if k != "head_dim"}, dtype_bytes=4,
+                      variant="head_dim removed", hint="no head_dim: hidden_size // num_attention_heads.")
+    yield config_case("Qwen/Qwen3-0.6B", dict(qwen3, head_dim=None), variant="head_dim: null",
+                      hint="head_dim set to null means the same as absent: hidden_size // num_attention_heads.")
+    yield config_case("openai-community/gpt2-large", dict(_cfg("openai-community/gpt2-large"), n_layer=12, n_head=16,
+                                                          n_embd=1280), variant="other GPT-2 sizes",
+                      hint="read n_layer, n_head and n_embd from the config you are given.")
+
+
+def _without_kv_heads(model: str) -> dict:
+    config = _cfg(model)
+    del config["num_key_value_heads"]
+    return config
+
 Q1_VISIBLE = (
     config_case("meta-llama/Llama-3.1-8B", _cfg("meta-llama/Llama-3.1-8B")),
     config_case("meta-llama/Llama-2-7b-hf", _cfg("meta-llama/Llama-2-7b-hf"),
@@ -85,7 +107,13 @@ Q1_VISIBLE = (
     config_case("meta-llama/Llama-3.1-8B", dict(_cfg("meta-llama/Llama-3.1-8B"), num_key_value_heads=None),
                 dtype_bytes=4, variant="num_key_value_heads: null",
                 hint="num_key_value_heads set to null means the same as absent: one KV head per query head."),
-)
+    # the hidden variants, each visible once: the field removed, another layer count, an explicit dtype_bytes=2
+    config_case("mistralai/Mistral-7B-v0.1", _without_kv_heads("mistralai/Mistral-7B-v0.1"), dtype_bytes=2,
+                variant="num_key_value_heads removed",
+                hint="no num_key_value_heads means one KV head per query head."),
+    config_case("Qwen/Qwen2.5-7B", dict(_cfg("Qwen/Qwen2.5-7B"), num_hidden_layers=40), variant="other layer count",
+                hint="read num_hidden_layers from the config you are given."),
+) + tuple(_head_dim_cases())
 
 Q2_VISIBLE = (
     geometry_case("llama-3.1-8b", 2, "Llama 3.1 8B, bf16, 8,192 tokens", seq_len=8192),
@@ -262,7 +290,11 @@ Q6_VISIBLE = (
     config_case("meta-llama/Llama-3.1-8B", dict(_cfg("meta-llama/Llama-3.1-8B"), num_key_value_heads=None),
                 dtype_bytes=1, variant="num_key_value_heads: null",
                 hint="num_key_value_heads set to null means the same as absent: one KV head per query head."),
-)
+    config_case("mistralai/Mistral-7B-v0.1", _without_kv_heads("mistralai/Mistral-7B-v0.1"),
+                variant="num_key_value_heads removed", hint="no num_key_value_heads means one KV head per query head."),
+    config_case("Qwen/Qwen2.5-7B", dict(_cfg("Qwen/Qwen2.5-7B"), num_hidden_layers=40), variant="other layer count",
+                hint="read num_hidden_layers from the config you are given."),
+) + tuple(_head_dim_cases())
 
 
 def kv_head_sharing_expected(case: dict) -> tuple:

@@ -81,6 +81,11 @@ Q1_VISIBLE = (
                 hint="GPT-2 configs name the query heads n_head and have no num_key_value_heads: K = H."),
     config_case("meta-llama/Llama-3.1-8B", dict(_cfg("meta-llama/Llama-3.1-8B"), num_key_value_heads=None),
                 variant="num_key_value_heads: null", hint=_MHA_HINT),
+    config_case("mistralai/Mistral-7B-v0.1", {k: v for k, v in _cfg("mistralai/Mistral-7B-v0.1").items()
+                                              if k != "num_key_value_heads"},
+                variant="num_key_value_heads removed", hint=_MHA_HINT),
+    config_case("meta-llama/Llama-3.1-8B", dict(_cfg("meta-llama/Llama-3.1-8B"), num_key_value_heads=4),
+                variant="other KV heads", hint="read num_key_value_heads from the config you are given."),
 )
 
 Q1_VARIANTS = ("as published", "num_key_value_heads removed", "num_key_value_heads: null", "other KV heads")

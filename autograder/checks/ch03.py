@@ -139,6 +139,10 @@ Q1_VISIBLE = (
     _mla_case(mla_config("head_dim and qk_head_dim written out"), "head_dim and qk_head_dim written out",
               hint=_HEAD_DIM_HINT),
     _mla_case(mla_config("nested under text_config"), "nested under text_config", 4, hint=_NESTED_HINT),
+    _mla_case(mla_config("other layer count", layers=40), "other layer count", 1,
+              hint="read num_hidden_layers from the config you are given."),
+    _mla_case(mla_config("num_key_value_heads removed"), "num_key_value_heads removed",
+              hint="an MLA config needs no num_key_value_heads: the latent is one per token."),
 )
 
 
@@ -182,6 +186,13 @@ Q2_VISIBLE = (
     _gqa_case("Qwen/Qwen3-0.6B", 2, 4, hint="head_dim, when the config gives it, wins over "
                                             "hidden_size // num_attention_heads."),
     _gqa_case("meta-llama/Llama-2-7b-hf", 4, variant="num_key_value_heads removed", hint=_MHA_HINT),
+    # the MLA variants the hidden cases draw, each once here
+    _mla_case(mla_config("nested under text_config"), "nested under text_config", 2, tp=2, hint=_NESTED_HINT),
+    _mla_case(mla_config("other latent and rope widths", latent_dim=256, rope_dim=32, layers=27),
+              "other latent and rope widths", tp=16),
+    _mla_case(mla_config("head_dim and qk_head_dim written out"), "head_dim and qk_head_dim written out", tp=8,
+              hint=_HEAD_DIM_HINT),
+    _mla_case(mla_config("other layer count", layers=40), "other layer count", tp=4),
 )
 
 
