@@ -250,7 +250,7 @@ def test_int_wrapped_gb_answer_is_named_as_gb():
     with pytest.raises(AssertionError) as info:
         q3(in_gb)
     assert "looks like GB (bytes / 10^9)" in str(info.value)
-    assert "same slip explains all 4 failing cases" in str(info.value)
+    assert "same slip explains all 5 failing cases" in str(info.value)
 
 
 def test_a_slip_that_fits_some_cases_is_not_the_lead():

@@ -49,6 +49,15 @@ Adding a chapter ``chNN_slug``
    ``Choice((...))``, ``BYTES``, ``Tuple((...))``); ``modules=`` the modules
    an answer may import beyond the standard library and kvlib; ``builds_on=``
    an earlier step judged against the learner's own answer.
+
+   Cases: hidden cases only of the kinds the exercise text names, and every input variant they
+   hold (a GPT-2 config, an explicit ``head_dim``, TP past the KV heads, dtype_bytes 1 and 4, a
+   rounding edge) also visible, with numbers that keep the slips apart (not L = B). ``EDGES =
+   {grade_id: ({"rule": ..., "visible": (case labels...)}, ...)}`` lists every boundary the text
+   decides (a tie, a rounding direction, a tolerance, an "other") with the visible cases on it:
+   exactly on the edge and one unit either side. ``tests/test_seed_sweep.py`` (the solution under
+   200 seeds) and ``tests/test_case_variants.py`` (an ignored dtype/TP/head_dim fails a visible
+   case; the listed edges exist) hold a new chapter to this without a line of test code.
 3. ``./dev.sh build`` and ``./dev.sh test``: ``tests/test_exercises.py`` checks,
    for every chapter in ``course/source``, that test cells and exercises agree,
    and the build's ``--check`` refuses a test cell with no exercise. The build

@@ -9,6 +9,7 @@ exercise's ``hidden_cases``.
 from __future__ import annotations
 
 import copy
+import functools
 import random
 
 import kvlib as kv
@@ -21,7 +22,20 @@ def short(model_id: str) -> str:
 
 
 def non_mla_models() -> list:
-    return [m for m in kv.bundled_models() if not kv.parse_config(kv.bundled_config(m)).is_mla]
+    return list(_non_mla_models())
+
+
+@functools.cache
+def _non_mla_models() -> tuple:
+    # Hidden-case builders ask for this list on every case; reading every bundled config each
+    # time made a 200-seed sweep of the chapters cost minutes (the configs never change in a run).
+    return tuple(m for m in kv.bundled_models() if not kv.parse_config(kv.bundled_config(m)).is_mla)
+
+
+@functools.cache
+def model_spec(model: str):
+    """``kv.load_model(model)`` of a bundled model, read once (a frozen ModelSpec)."""
+    return kv.load_model(model)
 
 
 def dtype_name(b: int) -> str:
@@ -136,7 +150,7 @@ def config_hidden(seed: int) -> tuple:
 # ---------------------------------------------------------------------------
 def geometry_case(model: str, dtype_bytes: int, label: str, **extra) -> dict:
     """A case with a bundled model's layers, kv_heads, head_dim, the given dtype_bytes and ``extra``."""
-    spec = kv.load_model(model)
+    spec = model_spec(model)
     kwargs = dict(layers=spec.num_kv_layers, kv_heads=spec.num_kv_heads, head_dim=spec.head_dim,
                   dtype_bytes=dtype_bytes)
     kwargs.update(extra)
@@ -174,7 +188,7 @@ def geometry_hidden(extra, count: int = 8):
 def node_budget_bytes(model: str, gpu: str, num_gpus: int, reserve_bytes: int) -> int:
     """KV budget: num_gpus x CUDA-reported memory, less bf16 weights and a reserve (``kv.kv_pool_bytes``, u = 1)."""
     return kv.kv_pool_bytes(gpu_bytes=num_gpus * kv.get_gpu(gpu).cuda_memory_bytes, utilization=1,
-                            weight_bytes=kv.load_model(model).weight_bytes(2), other_bytes=reserve_bytes)
+                            weight_bytes=model_spec(model).weight_bytes(2), other_bytes=reserve_bytes)
 
 
 # ---------------------------------------------------------------------------

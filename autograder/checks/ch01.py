@@ -73,6 +73,28 @@ HIDDEN_NOTE_GEOMETRY = "(Hidden cases use other models' geometry, dtype_bytes of
 _cfg = kv.bundled_config
 _HEAD_DIM_HINT = "an explicit head_dim in the config wins over hidden_size / num_attention_heads."
 
+
+def _head_dim_cases():
+    """The head_dim variants of the hidden cases, each once: written out where the config had none (Llama 3.1 8B,
+    96 against 4096 // 32 = 128), removed and null where it had one (Qwen3 0.6B: then 1024 // 16 = 64, not 128),
+    and GPT-2 with other sizes (12 layers, 16 heads of 80: n_embd 1280)."""
+    yield config_case("meta-llama/Llama-3.1-8B", dict(_cfg("meta-llama/Llama-3.1-8B"), head_dim=96),
+                      variant="explicit head_dim", hint=_HEAD_DIM_HINT)
+    qwen3 = _cfg("Qwen/Qwen3-0.6B")
+    yield config_case("Qwen/Qwen3-0.6B", {k: v for k, v in qwen3.items() if k != "head_dim"}, dtype_bytes=4,
+                      variant="head_dim removed", hint="no head_dim: hidden_size // num_attention_heads.")
+    yield config_case("Qwen/Qwen3-0.6B", dict(qwen3, head_dim=None), variant="head_dim: null",
+                      hint="head_dim set to null means the same as absent: hidden_size // num_attention_heads.")
+    yield config_case("openai-community/gpt2-large", dict(_cfg("openai-community/gpt2-large"), n_layer=12, n_head=16,
+                                                          n_embd=1280), variant="other GPT-2 sizes",
+                      hint="read n_layer, n_head and n_embd from the config you are given.")
+
+
+def _without_kv_heads(model: str) -> dict:
+    config = _cfg(model)
+    del config["num_key_value_heads"]
+    return config
+
 Q1_VISIBLE = (
     config_case("meta-llama/Llama-3.1-8B", _cfg("meta-llama/Llama-3.1-8B")),
     config_case("meta-llama/Llama-2-7b-hf", _cfg("meta-llama/Llama-2-7b-hf"),
@@ -85,13 +107,20 @@ Q1_VISIBLE = (
     config_case("meta-llama/Llama-3.1-8B", dict(_cfg("meta-llama/Llama-3.1-8B"), num_key_value_heads=None),
                 dtype_bytes=4, variant="num_key_value_heads: null",
                 hint="num_key_value_heads set to null means the same as absent: one KV head per query head."),
-)
+    # the hidden variants, each visible once: the field removed, another layer count, an explicit dtype_bytes=2
+    config_case("mistralai/Mistral-7B-v0.1", _without_kv_heads("mistralai/Mistral-7B-v0.1"), dtype_bytes=2,
+                variant="num_key_value_heads removed",
+                hint="no num_key_value_heads means one KV head per query head."),
+    config_case("Qwen/Qwen2.5-7B", dict(_cfg("Qwen/Qwen2.5-7B"), num_hidden_layers=40), variant="other layer count",
+                hint="read num_hidden_layers from the config you are given."),
+) + tuple(_head_dim_cases())
 
 Q2_VISIBLE = (
     geometry_case("llama-3.1-8b", 2, "Llama 3.1 8B, bf16, 8,192 tokens", seq_len=8192),
     geometry_case("llama-3.3-70b", 2, "Llama 3.3 70B, bf16, 8,192 tokens", seq_len=8192),
     geometry_case("qwen2.5-7b", 1, "Qwen2.5 7B, fp8, 32,768 tokens", seq_len=32768),
     geometry_case("llama-2-7b", 2, "Llama 2 7B (MHA), bf16, 4,000 tokens", seq_len=4000),
+    geometry_case("gpt2-large", 4, "GPT-2 large (MHA, head_dim 64), fp32, 1,024 tokens", seq_len=1024),
 )
 
 Q3_VISIBLE = (
@@ -99,6 +128,8 @@ Q3_VISIBLE = (
     geometry_case("llama-3.1-8b", 2, "Llama 3.1 8B, bf16, batch of 32 x 4,096 tokens", seq_len=4096, batch_size=32),
     geometry_case("mistral-7b", 1, "Mistral 7B, fp8, batch of 8 x 16,384 tokens", seq_len=16384, batch_size=8),
     geometry_case("phi-3-mini", 2, "Phi-3 mini (MHA), bf16, batch of 5 x 3,000 tokens", seq_len=3000, batch_size=5),
+    geometry_case("gpt2-large", 4, "GPT-2 large (MHA, head_dim 64), fp32, batch of 7 x 1,024 tokens", seq_len=1024,
+                  batch_size=7),
 )
 
 _B70 = node_budget_bytes("llama-3.3-70b", H100, 4, NODE_RESERVE_BYTES)
@@ -114,6 +145,16 @@ Q4_VISIBLE = (
                   budget_bytes=_B32, seq_len=32768),
     geometry_case("llama-3.1-8b", 2, "Llama 3.1 8B, a 1 GB budget, 8,192 tokens (less than one sequence)",
                   budget_bytes=kv.GB, seq_len=8192),
+    geometry_case("gpt2-large", 4, "GPT-2 large (MHA, head_dim 64) on one H100 (CUDA memory less weights and 4 GB), "
+                  "fp32, 1,024 tokens", budget_bytes=node_budget_bytes("gpt2-large", H100, 1, RESERVE_BYTES),
+                  seq_len=1024),
+    # the floor's edge: Llama 3.1 8B's 8,192-token sequence is exactly 1 GiB (131,072 B x 8,192)
+    geometry_case("llama-3.1-8b", 2, "Llama 3.1 8B, a budget of exactly 3 GiB: three 8,192-token sequences",
+                  budget_bytes=3 * kv.GiB, seq_len=8192),
+    geometry_case("llama-3.1-8b", 2, "Llama 3.1 8B, a budget one byte short of 3 GiB, 8,192 tokens",
+                  budget_bytes=3 * kv.GiB - 1, seq_len=8192),
+    geometry_case("llama-3.1-8b", 2, "Llama 3.1 8B, a budget one byte over 3 GiB, 8,192 tokens",
+                  budget_bytes=3 * kv.GiB + 1, seq_len=8192),
 )
 
 
@@ -251,7 +292,11 @@ Q6_VISIBLE = (
     config_case("meta-llama/Llama-3.1-8B", dict(_cfg("meta-llama/Llama-3.1-8B"), num_key_value_heads=None),
                 dtype_bytes=1, variant="num_key_value_heads: null",
                 hint="num_key_value_heads set to null means the same as absent: one KV head per query head."),
-)
+    config_case("mistralai/Mistral-7B-v0.1", _without_kv_heads("mistralai/Mistral-7B-v0.1"),
+                variant="num_key_value_heads removed", hint="no num_key_value_heads means one KV head per query head."),
+    config_case("Qwen/Qwen2.5-7B", dict(_cfg("Qwen/Qwen2.5-7B"), num_hidden_layers=40), variant="other layer count",
+                hint="read num_hidden_layers from the config you are given."),
+) + tuple(_head_dim_cases())
 
 
 def kv_head_sharing_expected(case: dict) -> tuple:
@@ -267,6 +312,30 @@ def kv_head_sharing_slip_inputs(case: dict) -> dict:
 
 
 Q6_SEED_OFFSET = 6      # q6's hidden configs are drawn apart from q1's
+
+
+#: The edges the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), each
+#: with the visible cases that sit on it (tests/test_case_variants.py checks that they exist).
+EDGES = {
+    "ch01_q1_bytes_per_token_from_config": (
+        {"rule": "num_key_value_heads null or absent means K = H (one KV head per query head)",
+         "visible": ("Llama-3.1-8B config with num_key_value_heads: null, dtype_bytes=4",
+                     "gpt2-large config, dtype_bytes left at its default")},
+        {"rule": "dtype_bytes left out means 2", "visible": ("Llama-3.1-8B config, dtype_bytes left at its default",)},
+    ),
+    "ch01_q4_sequences_that_fit": (
+        {"rule": "whole sequences only: the count is floored (exactly k sequences, one byte less, one byte more)",
+         "visible": ("Llama 3.1 8B, a budget of exactly 3 GiB: three 8,192-token sequences",
+                     "Llama 3.1 8B, a budget one byte short of 3 GiB, 8,192 tokens",
+                     "Llama 3.1 8B, a budget one byte over 3 GiB, 8,192 tokens")},
+        {"rule": "a budget below one sequence holds 0", "visible": (
+            "Llama 3.1 8B, a 1 GB budget, 8,192 tokens (less than one sequence)",)},
+    ),
+    "ch01_q5_sequences_on_gpu": (
+        {"rule": "weights that do not fit leave 0 sequences, never a negative count",
+         "visible": ("Llama 3.3 70B on one H100, bf16 weights (they do not fit), u = 0.9, 4 GB other, 8,192 tokens",)},
+    ),
+}
 
 
 EXERCISES = exercises(

@@ -81,6 +81,11 @@ Q1_VISIBLE = (
                 hint="GPT-2 configs name the query heads n_head and have no num_key_value_heads: K = H."),
     config_case("meta-llama/Llama-3.1-8B", dict(_cfg("meta-llama/Llama-3.1-8B"), num_key_value_heads=None),
                 variant="num_key_value_heads: null", hint=_MHA_HINT),
+    config_case("mistralai/Mistral-7B-v0.1", {k: v for k, v in _cfg("mistralai/Mistral-7B-v0.1").items()
+                                              if k != "num_key_value_heads"},
+                variant="num_key_value_heads removed", hint=_MHA_HINT),
+    config_case("meta-llama/Llama-3.1-8B", dict(_cfg("meta-llama/Llama-3.1-8B"), num_key_value_heads=4),
+                variant="other KV heads", hint="read num_key_value_heads from the config you are given."),
 )
 
 Q1_VARIANTS = ("as published", "num_key_value_heads removed", "num_key_value_heads: null", "other KV heads")
@@ -134,6 +139,7 @@ Q2_VISIBLE = (
     _tp_case("qwen2.5-7b", 2, 4, "Qwen2.5 7B, bf16, TP 4 (4 KV heads)"),
     _tp_case("llama-2-7b", 2, 4, "Llama 2 7B (MHA), bf16, TP 4"),
     _tp_case("llama-3.3-70b", 2, 8, "the Llama 3.3 70B shape with MQA (K = 1), bf16, TP 8", kv_heads=1),
+    _tp_case("gpt2-large", 4, 4, "GPT-2 large (MHA, head_dim 64), fp32, TP 4"),
 )
 
 
@@ -151,8 +157,8 @@ def _per_gpu_bytes_per_token(case: dict) -> int:
 # ---------------------------------------------------------------------------
 # q3: sequences per GPU on a node, from CUDA-reported memory, weights split
 # ---------------------------------------------------------------------------
-def _node_case(model: str, gpu: str, tp: int, seq_len: int, label: str, **extra) -> dict:
-    case = geometry_case(model, 2, label, **extra)
+def _node_case(model: str, gpu: str, tp: int, seq_len: int, label: str, dtype_bytes: int = 2, **extra) -> dict:
+    case = geometry_case(model, dtype_bytes, label, **extra)
     spec = kv.load_model(model)
     case["kwargs"] = dict(cuda_memory_bytes=kv.get_gpu(gpu).cuda_memory_bytes, weight_bytes=spec.weight_bytes(2),
                           reserve_bytes=RESERVE_BYTES, **case["kwargs"], tp=tp, seq_len=seq_len)
@@ -169,6 +175,10 @@ Q3_VISIBLE = (
     _node_case("llama-3.3-70b", "H100-SXM", 8, 8192, "the Llama 3.3 70B shape with MQA (K = 1) on 8 x H100, "
                "TP 8, 8,192 tokens", kv_heads=1),
     _node_case("llama-2-7b", "L40S", 4, 4096, "Llama 2 7B (MHA) on 4 x L40S, TP 4, 4,096 tokens"),
+    _node_case("gpt2-large", "L4", 2, 1024, "GPT-2 large (MHA, head_dim 64) on 2 x L4, TP 2, an fp8 cache, "
+               "1,024 tokens", dtype_bytes=1),
+    _node_case("qwen2.5-7b", "A100-40GB", 2, 16384, "Qwen2.5 7B on 2 x A100-40GB, TP 2, an fp32 cache, "
+               "16,384 tokens", dtype_bytes=4),
 )
 
 
@@ -250,6 +260,12 @@ Q4_VISIBLE = (
     _diagnose_case("qwen2.5-32b", 1, 4, "query_heads"),
     _diagnose_case("llama-3.1-8b", 2, 8, "total_not_per_gpu"),
     _diagnose_case("mistral-7b", 2, 1, "fp32_bytes"),
+    # the factor alone does not give the slip away: the total over more GPUs than KV heads is K times too
+    # large, not tp times (8, at TP 16); the query heads past tp = K are H / tp times too large, not H / K
+    # (2 at TP 16); the query heads of a 256-wide head at fp32 are 2 times too large
+    _diagnose_case("llama-3.1-8b", 1, 16, "total_not_per_gpu"),
+    _diagnose_case("llama-3.1-8b", 4, 16, "query_heads"),
+    _diagnose_case("gemma-2-9b", 4, 1, "query_heads"),
 )
 
 
@@ -279,6 +295,28 @@ def _q4_expected(case: dict) -> tuple:
     right = kv.kv_bytes_per_token(a["layers"], kv.kv_heads_per_gpu(a["kv_heads"], a["tp"]), a["head_dim"],
                                   a["dtype_bytes"])
     return (a["claimed_bytes"] // right, case["context"]["slip"])
+
+
+#: The edges the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), each
+#: with the visible cases that sit on it (tests/test_case_variants.py checks that they exist).
+EDGES = {
+    "ch02_q2_kv_bytes_per_token_per_gpu": (
+        {"rule": "past tp = K each GPU keeps one whole head: max(1, K // tp)",
+         "visible": ("Llama 3.3 70B, bf16, TP 8 (one KV head per GPU)",
+                     "Llama 3.1 8B, fp8, TP 16 (more GPUs than KV heads)",
+                     "the Llama 3.3 70B shape with MQA (K = 1), bf16, TP 8")},
+    ),
+    "ch02_q3_sequences_per_gpu": (
+        {"rule": "past tp = K the heads are replicated, the weights still split",
+         "visible": ("Llama 3.3 70B on 16 x A100-40GB, TP 16 (more GPUs than KV heads), 8,192 tokens",)},
+    ),
+    "ch02_q4_diagnose_colleague": (
+        {"rule": "the slip is read from the recomputed figures, not the factor: the total past tp = K is K times "
+                 "too large, not tp times; a factor 2 at fp32 is the query heads",
+         "visible": ("Llama-3.1-8B, fp8, TP 16: a colleague's 65,536 B", "Llama-3.1-8B, fp32, TP 16: a colleague's 65,536 B",
+                     "gemma-2-9b-it, fp32, TP 1: a colleague's 1,376,256 B")},
+    ),
+}
 
 
 EXERCISES = exercises(

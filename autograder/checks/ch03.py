@@ -32,7 +32,7 @@ import random
 import kvlib as kv
 
 from .answers import Choice
-from .cases import config_case, dtype_name, non_mla_models
+from .cases import config_case, dtype_name, mutate_config, non_mla_models
 from .core import Exercise, exercises
 
 V3 = "deepseek-ai/DeepSeek-V3"
@@ -48,6 +48,7 @@ HIDDEN_NOTE_SLIP = "(Hidden cases use other MLA geometries and other answers of 
 _HEAD_DIM_HINT = ("an MLA config's head_dim (and hidden_size / num_attention_heads) is not what the cache "
                   "stores: read kv_lora_rank and qk_rope_head_dim.")
 _NESTED_HINT = "a multimodal wrapper keeps the language model's fields under text_config."
+_MHA_HINT = "no num_key_value_heads (absent or null) means one KV head per query head: K = H."
 
 
 # ---------------------------------------------------------------------------
@@ -139,6 +140,10 @@ Q1_VISIBLE = (
     _mla_case(mla_config("head_dim and qk_head_dim written out"), "head_dim and qk_head_dim written out",
               hint=_HEAD_DIM_HINT),
     _mla_case(mla_config("nested under text_config"), "nested under text_config", 4, hint=_NESTED_HINT),
+    _mla_case(mla_config("other layer count", layers=40), "other layer count", 1,
+              hint="read num_hidden_layers from the config you are given."),
+    _mla_case(mla_config("num_key_value_heads removed"), "num_key_value_heads removed",
+              hint="an MLA config needs no num_key_value_heads: the latent is one per token."),
 )
 
 
@@ -159,8 +164,9 @@ def _q1_hidden(seed: int) -> tuple:
 # ---------------------------------------------------------------------------
 # Exercise 2: per-GPU bytes per token under tensor parallelism, MLA or GQA
 # ---------------------------------------------------------------------------
-def _gqa_case(model: str, tp: int, dtype_bytes=None, hint: str = "") -> dict:
-    case = config_case(model, kv.bundled_config(model), dtype_bytes, "as published", hint)
+def _gqa_case(model: str, tp: int, dtype_bytes=None, hint: str = "", variant: str = "as published") -> dict:
+    config = mutate_config(random.Random(0), variant, kv.bundled_config(model))
+    case = config_case(model, config, dtype_bytes, variant, hint)
     case["kwargs"]["tp"] = tp
     case["label"] += f", tp={tp}"
     return case
@@ -177,6 +183,18 @@ Q2_VISIBLE = (
     _mla_case(mla_config("as published"), "as published", 1, tp=1),
     _mla_case(mla_config("DeepSeek-V2-Lite attention fields"), "DeepSeek-V2-Lite attention fields", tp=4,
               hint="num_key_value_heads in an MLA config does not split the cache across ranks."),
+    # the variants the text names: an explicit head_dim (Qwen3-0.6B: 128, not 1024 // 16 = 64), an MHA
+    # config without num_key_value_heads (Llama 2 7B: K = H = 32), a dtype_bytes of 4 on ordinary attention
+    _gqa_case("Qwen/Qwen3-0.6B", 2, 4, hint="head_dim, when the config gives it, wins over "
+                                            "hidden_size // num_attention_heads."),
+    _gqa_case("meta-llama/Llama-2-7b-hf", 4, variant="num_key_value_heads removed", hint=_MHA_HINT),
+    # the MLA variants the hidden cases draw, each once here
+    _mla_case(mla_config("nested under text_config"), "nested under text_config", 2, tp=2, hint=_NESTED_HINT),
+    _mla_case(mla_config("other latent and rope widths", latent_dim=256, rope_dim=32, layers=27),
+              "other latent and rope widths", tp=16),
+    _mla_case(mla_config("head_dim and qk_head_dim written out"), "head_dim and qk_head_dim written out", tp=8,
+              hint=_HEAD_DIM_HINT),
+    _mla_case(mla_config("other layer count", layers=40), "other layer count", tp=4),
 )
 
 
@@ -198,7 +216,10 @@ def _q2_hidden(seed: int) -> tuple:
     for _ in range(6):
         model = rng.choice(models)
         tp = rng.choice(_valid_tps(kv.bundled_config(model)))
-        cases.append(_gqa_case(model, tp, rng.choice([None, 1, 2, 4])))
+        variant = rng.choice(["as published", "as published", "num_key_value_heads removed"])
+        if kv.bundled_config(model).get("num_key_value_heads") != kv.bundled_config(model)["num_attention_heads"]:
+            variant = "as published"     # removing K from a GQA config would change the model, not its spelling
+        cases.append(_gqa_case(model, tp, rng.choice([None, 1, 2, 4]), variant=variant))
     rng.shuffle(cases)
     return tuple(cases)
 
@@ -256,6 +277,24 @@ def _q3_hidden(seed: int) -> tuple:
         cases.append(_slip_case(f"{layers} layers, {latent} + {rope}, {dtype_name(dtype)}", kind,
                                 layers, latent, rope, dtype))
     return tuple(cases)
+
+
+#: The edges the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), each
+#: with the visible cases that sit on it (tests/test_case_variants.py checks that they exist).
+EDGES = {
+    "ch03_q2_kv_bytes_per_token_per_gpu": (
+        {"rule": "past tp = K each GPU keeps one whole head", "visible": (
+            "Qwen2.5-7B config, dtype_bytes left at its default, tp=8",)},
+        {"rule": "head_dim, when given, wins over hidden_size // num_attention_heads",
+         "visible": ("Qwen3-0.6B config, dtype_bytes=4, tp=2",)},
+        {"rule": "num_key_value_heads absent means K = H", "visible": (
+            "Llama-2-7b-hf config with num_key_value_heads removed, dtype_bytes left at its default, tp=4",)},
+    ),
+    "ch03_q3_name_the_slip": (
+        {"rule": "an answer that is none of the three named kinds is 'other'",
+         "visible": ("DeepSeek-V3, fp8: ordinary attention's formula",)},
+    ),
+}
 
 
 EXERCISES = exercises(

@@ -189,6 +189,10 @@ Q4_VISIBLE = (
              tp=4),
     fp8_case("qwen2.5-7b", 30 * kv.GiB + 12345, 32, "Qwen2.5 7B, 30 GiB and a little, 32-token blocks"),
     fp8_case("mistral-7b", 20 * kv.GB, 128, "Mistral 7B, 20 GB, 128-token blocks"),
+    fp8_case("gpt2-large", 10 * kv.GiB, 16, "GPT-2 large (MHA, head_dim 64), 10 GiB, 16-token blocks"),
+    # the whole-block edge: Llama 3.1 8B's fp8 16-token block is 65,536 x 16 B = 1 MiB
+    fp8_case("llama-3.1-8b", 1000 * kv.MiB, 16, "Llama 3.1 8B, exactly 1,000 fp8 blocks (1,000 MiB), 16-token blocks"),
+    fp8_case("llama-3.1-8b", 1000 * kv.MiB - 1, 16, "Llama 3.1 8B, one byte short of 1,000 fp8 blocks, 16-token blocks"),
 )
 
 
@@ -241,6 +245,26 @@ def alloc_hidden(seed: int) -> tuple:
             pairs.append((prompt, rng.randint(1, msl - prompt)))
         cases.append(alloc_case(pairs, rng.choice(alloc_sim.POLICIES), rng.choice([8, 16, 32, 256]), msl, "random"))
     return tuple(cases)
+
+
+#: The edges the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), each
+#: with the visible cases that sit on it (tests/test_case_variants.py checks that they exist).
+EDGES = {
+    "ch04_q2_block_waste": (
+        {"rule": "a 1-token block wastes nothing; one sequence still wastes its half block",
+         "visible": ("37 sequences in 1-token blocks", "1 sequences in 16-token blocks")},
+    ),
+    "ch04_q4_fp8_pool_tokens": (
+        {"rule": "whole blocks only: exactly k blocks, and one byte short of them (one block fewer)",
+         "visible": ("Llama 3.1 8B, exactly 1,000 fp8 blocks (1,000 MiB), 16-token blocks",
+                     "Llama 3.1 8B, one byte short of 1,000 fp8 blocks, 16-token blocks",
+                     "Qwen2.5 7B, 30 GiB and a little, 32-token blocks")},
+    ),
+    "ch04_q5_allocator_waste": (
+        {"rule": "a request that fills its last block exactly wastes nothing in it",
+         "visible": ("four requests paged in 16-token blocks (one fills its block exactly)",)},
+    ),
+}
 
 
 EXERCISES = exercises(

@@ -204,6 +204,9 @@ Q5_VISIBLE = (
     _fetch_case("Llama 3.1 8B, 20,000 tokens over a 2 GB/s link", "llama-3.1-8b", 20_000, 2 * 10**9),
     _fetch_case("Llama 2 7B (MHA), 4,096 tokens, 16 GB/s, H100 at 40% MFU", "llama-2-7b", 4096, 16 * 10**9,
                 mfu=0.4, hint="the GPU achieves mfu x peak FLOP/s, not its peak."),
+    # head_dim decides here: GPT-2 large's 64-wide heads keep the attention term small enough to recompute
+    # (were they 128 wide, fetching would win)
+    _fetch_case("GPT-2 large (MHA, head_dim 64), 4,096 tokens, 50 GB/s", "gpt2-large", 4096, PCIE5_ASSUMED),
 )
 
 
@@ -224,6 +227,31 @@ def _fetch_expected(case):
     return kv.offload.fetch_or_recompute(case["context"]["model"], k["tokens"], link_bytes_per_s=k["link_bytes_per_s"],
                                          peak_flop_per_s=k["peak_flop_per_s"], mfu=k["mfu"],
                                          num_params=k["num_params"], fetch_overhead_s=k["fetch_overhead_s"]).winner
+
+
+#: The edges the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), each
+#: with the visible cases that sit on it (tests/test_case_variants.py checks that they exist).
+EDGES = {
+    "ch05_q1_prefix_bytes_saved": (
+        {"rule": "only full blocks are shared: a partial last block and a prompt under one block share nothing of it",
+         "visible": ("Llama 3.1 8B, a 2,007-token prompt (7 tokens past a block), 100 requests",
+                     "Qwen2.5 7B, a 10-token prompt (less than one block), 50 requests")},
+        {"rule": "one request alone shares nothing (N - 1 = 0)", "visible": ("one request alone (nothing to share with)",)},
+    ),
+    "ch05_q2_prefill_tokens_saved": (
+        {"rule": "only full blocks are reused", "visible": (
+            "Llama 3.1 8B, a 2,007-token prompt (7 tokens past a block), 100 requests",
+            "Qwen2.5 7B, a 10-token prompt (less than one block), 50 requests")},
+    ),
+    "ch05_q3_prefix_key": (
+        {"rule": "no full block: NONE_HASH; a partial last block has no key",
+         "visible": ("5 tokens, 16-token blocks (no full block)", "95 tokens, 16-token blocks (a partial last block), no salt")},
+    ),
+    "ch05_q4_agent_prefill_tokens": (
+        {"rule": "a hit covers whole blocks only", "visible": (
+            "20 steps: 500, 37 and 13 tokens, 32-token blocks (nothing block-aligned)", "one step (nothing cached yet)")},
+    ),
+}
 
 
 EXERCISES = exercises(

@@ -35,7 +35,7 @@ import random
 import kvlib as kv
 
 from .answers import Choice, Float, Tuple
-from .cases import bytes_per_token, dtype_name, geometry_case, geometry_slip_inputs, non_mla_models, short
+from .cases import bytes_per_token, dtype_name, geometry_case, geometry_slip_inputs, model_spec, non_mla_models, short
 from .core import Exercise, exercises
 
 STEP_TOLERANCE = 1e-3     # floats: within 0.1% (a rounding of the bandwidth or the weights stays outside)
@@ -44,7 +44,7 @@ HIDDEN_NOTE = "(Hidden cases use other bundled models, batches, contexts, GPUs a
 
 
 def _weights(model: str) -> int:
-    return kv.load_model(model).weight_bytes(2)
+    return model_spec(model).weight_bytes(2)
 
 
 def _case(model: str, dtype_bytes: int, label: str, **extra) -> dict:
@@ -69,6 +69,7 @@ Q1_VISIBLE = (
     _case("llama-3.3-70b", 2, "Llama 3.3 70B, bf16 cache, batch 32", batch_size=32),
     _case("llama-2-7b", 2, "Llama 2 7B (MHA), bf16 cache, batch 8", batch_size=8),
     _case("qwen2.5-7b", 1, "Qwen2.5 7B, fp8 cache, batch 16", batch_size=16),
+    _case("gpt2-large", 4, "GPT-2 large (MHA, head_dim 64), fp32 cache, batch 4", batch_size=4),
 )
 
 
@@ -92,6 +93,8 @@ Q2_VISIBLE = (
           batch_size=64, bandwidth_bytes_per_s=_gpu(A100)),
     _case("llama-3.3-70b", 2, "Llama 3.3 70B on an MI300X, batch 16 × 8,192 tokens", seq_len=8192, batch_size=16,
           bandwidth_bytes_per_s=_gpu(MI300X)),
+    _case("gpt2-large", 4, "GPT-2 large (MHA, head_dim 64) on an L4, fp32 cache, batch 8 × 1,024 tokens",
+          seq_len=1024, batch_size=8, bandwidth_bytes_per_s=_gpu(L4)),
 )
 
 Q3_VISIBLE = (
@@ -103,6 +106,8 @@ Q3_VISIBLE = (
           seq_len=8192, batch_size=16, bandwidth_bytes_per_s=_gpu(MI300X), efficiency=0.6),
     _case("qwen2.5-7b", 1, "Qwen2.5 7B on an L4, fp8 cache, batch 4 × 2,048 tokens, 75% of peak bandwidth",
           seq_len=2048, batch_size=4, bandwidth_bytes_per_s=_gpu(L4), efficiency=0.75),
+    _case("gpt2-large", 4, "GPT-2 large (MHA, head_dim 64) on an A100-80GB, fp32 cache, batch 8 × 1,024 tokens, "
+          "80% of peak bandwidth", seq_len=1024, batch_size=8, bandwidth_bytes_per_s=_gpu(A100), efficiency=0.8),
 )
 
 
@@ -128,6 +133,7 @@ Q4_VISIBLE = (
     _fp8_case("llama-3.1-8b", 32, 1024, 32768),
     _fp8_case("llama-3.3-70b", 16, 2048, 65536),
     _fp8_case("llama-2-7b", 8, 512, 4096),      # Llama 2's context is 4,096 tokens
+    _fp8_case("gpt2-large", 16, 128, 1024),
 )
 
 
@@ -160,8 +166,8 @@ def _q4_hidden(seed: int) -> tuple:
 
 
 # --- q5: the optimisation that matters for a described workload ----------------------------------
-def _workload(model: str, label: str, seq_len: int, batch_size: int, hint: str = "") -> dict:
-    case = _case(model, 2, label, seq_len=seq_len, batch_size=batch_size)
+def _workload(model: str, label: str, seq_len: int, batch_size: int, hint: str = "", dtype_bytes: int = 2) -> dict:
+    case = _case(model, dtype_bytes, label, seq_len=seq_len, batch_size=batch_size)
     case["context"]["hint"] = hint or ("compare the two reads of one step: the weights, and batch_size × seq_len × "
                                        "bytes per token of cache; the larger one is what to shrink.")
     return case
@@ -173,6 +179,11 @@ Q5_VISIBLE = (
     _workload("llama-3.3-70b", "Llama 3.3 70B for a small team: batch 8, 4,096 tokens", 4096, 8),
     _workload("llama-3.1-8b", "Llama 3.1 8B answering over long documents: batch 4, 131,072 tokens", 131072, 4),
     _workload("llama-2-7b", "Llama 2 7B (MHA), batch 16, 4,096 tokens", 4096, 16),
+    # where the cache's dtype and head_dim decide: 16 x 8,192 tokens of Llama 3.1 8B read 17.2 GB at bf16 but
+    # 8.6 GB at fp8, against 16.1 GB of weights; GPT-2 large's 6 x 1,024 tokens read 1.13 GB at head_dim 64
+    # (2.26 GB were it 128), against 1.55 GB of weights
+    _workload("llama-3.1-8b", "Llama 3.1 8B with an fp8 cache: batch 16, 8,192 tokens", 8192, 16, dtype_bytes=1),
+    _workload("gpt2-large", "GPT-2 large (MHA, head_dim 64): batch 6, 1,024 tokens", 1024, 6),
 )
 
 
@@ -247,6 +258,18 @@ def _with_efficiency(rng, case):
 
 GEOMETRY_PARAMS = ("weight_bytes", "layers", "kv_heads", "head_dim", "dtype_bytes")
 STEP_PARAMS = GEOMETRY_PARAMS + ("seq_len", "batch_size", "bandwidth_bytes_per_s")
+
+
+#: The edges the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), each
+#: with the visible cases that sit on it (tests/test_case_variants.py checks that they exist).
+EDGES = {
+    "ch06_q5_optimisation": (
+        {"rule": "the larger read decides: cases where the cache dtype and head_dim move the cache's read across "
+                 "the weights'", "visible": ("Llama 3.1 8B with an fp8 cache: batch 16, 8,192 tokens",
+                                             "GPT-2 large (MHA, head_dim 64): batch 6, 1,024 tokens")},
+    ),
+}
+
 
 EXERCISES = exercises(
     Exercise(

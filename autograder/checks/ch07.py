@@ -50,7 +50,8 @@ HIDDEN_NOTE = ("(Hidden cases are other plans: other models, GPUs, TP degrees, c
 
 
 def plan_case(model, gpu, *, tp, users, context, itl_ms, label, gpus_per_node=8, utilization=0.92,
-              overhead_bytes=3 * kv.GB, efficiency=0.7, tp_overhead=0.3, spike_factor=1.3, redundancy_nodes=1):
+              overhead_bytes=3 * kv.GB, efficiency=0.7, tp_overhead=0.3, spike_factor=1.3, redundancy_nodes=1,
+              dtype_bytes=2):
     """One plan as a case: every input of every step, and kvlib's two limits (q3's load, q5's inputs)."""
     spec, card = kv.load_model(model), kv.get_gpu(gpu)
     weights = spec.weight_bytes(2)
@@ -58,8 +59,8 @@ def plan_case(model, gpu, *, tp, users, context, itl_ms, label, gpus_per_node=8,
                                  gpus_per_node=gpus_per_node, tp=tp, utilization=utilization,
                                  overhead_bytes_per_gpu=overhead_bytes, weight_bytes=weights, efficiency=efficiency,
                                  tp_overhead=tp_overhead, spike_factor=spike_factor,
-                                 redundancy_nodes=redundancy_nodes)
-    kwargs = dict(layers=spec.num_kv_layers, kv_heads=spec.num_kv_heads, head_dim=spec.head_dim, dtype_bytes=2,
+                                 redundancy_nodes=redundancy_nodes, kv_dtype_bytes=dtype_bytes)
+    kwargs = dict(layers=spec.num_kv_layers, kv_heads=spec.num_kv_heads, head_dim=spec.head_dim, dtype_bytes=dtype_bytes,
                   context=context, tp=tp, gpu_memory_bytes=card.cuda_memory_bytes, utilization=utilization,
                   weight_bytes=weights, overhead_bytes=overhead_bytes, bandwidth_bytes_per_s=card.bandwidth_bytes_per_s,
                   tp_overhead=tp_overhead, efficiency=efficiency, itl_target_ms=itl_ms,
@@ -84,19 +85,23 @@ VISIBLE = (
               label="Qwen2.5 3B (2 KV heads), 2,000 users at 8,192 tokens, 40 ms, 8 x H100, TP 8"),
     plan_case("qwen2.5-3b", "H100-SXM", tp=4, users=2000, context=8192, itl_ms=40,
               label="Qwen2.5 3B, the same plan with two TP-4 replicas per node"),
+    # the geometry and the cache dtype are inputs: a 64-wide head and a 1-byte cache
+    plan_case("gpt2-large", "H100-SXM", tp=4, users=5000, context=1024, itl_ms=20, dtype_bytes=1,
+              label="GPT-2 large (MHA, head_dim 64), 5,000 users at 1,024 tokens, 20 ms, 8 x H100, TP 4, an fp8 cache"),
 )
 
 
+@functools.cache   # every seed's plans draw from it; counting each model's parameters is slow
 def _full_attention_models():
     out = []
     for model in kv.bundled_models():
         spec = kv.load_model(model)
         if not spec.is_mla and set(spec.layer_kinds) == {"full"} and spec.num_params() > 10**9:
             out.append(model)
-    return out
+    return tuple(out)
 
 
-@functools.lru_cache(maxsize=8)   # five exercises draw the same plans from one seed
+@functools.lru_cache(maxsize=512)   # five exercises draw the same plans from one seed (a sweep: from many)
 def hidden_plans(seed: int) -> tuple:
     """Eight plans drawn from ``seed``: bundled full-attention models, GPUs, TP, contexts and assumptions."""
     rng = random.Random(seed + 7)
@@ -194,6 +199,16 @@ def _nodes_inputs(case) -> dict:
     inputs = {name: k[name] for name in Q5_PARAMS}
     inputs["replicas"] = k["gpus_per_node"] // k["tp"]
     return inputs
+
+
+#: The edges the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), each
+#: with the visible cases that sit on it (tests/test_case_variants.py checks that they exist).
+EDGES = {
+    "ch07_q1_kv_per_sequence_per_gpu": (
+        {"rule": "past tp = K each GPU keeps one whole head", "visible": (
+            "Qwen2.5 7B (4 KV heads), 2,000 users at 8,192 tokens, 40 ms, 8 x H100, TP 8",)},
+    ),
+}
 
 
 EXERCISES = exercises(

@@ -24,8 +24,10 @@ line ends, other printed figures), and other bundled models, GiB figures, TP and
 
 from __future__ import annotations
 
+import functools
 import random
 import re
+from fractions import Fraction
 
 import kvlib as kv
 from kvlib.vllm import DEFAULT_BLOCK_SIZE, parse_log, read_bundled_log
@@ -260,26 +262,67 @@ Q3_VISIBLE = (
                "trailing zero)", tp=4),
     range_case("llama-3.1-8b", "3.81", "Llama 3.1 8B, 3.81 GiB, an fp8 cache", dtype_bytes=1),
     range_case("qwen3-0.6b", "1.57", "Qwen3 0.6B at TP 16: more ranks than KV heads", tp=16),
+    # the window's two edges, exactly on a block boundary (Llama 3.1 8B's block: 2 x 32 x 8 x 128 x 2 x 16 =
+    # 2 MiB, and 53.375 GiB = 27,328 blocks): the open upper end of "53.37" is not a byte it stands for
+    # (27,327 at most), the closed lower end of "53.38" is (27,328 at least)
+    range_case("llama-3.1-8b", "53.37", "Llama 3.1 8B, 53.37 GiB: the window's open upper end, 53.375 GiB, "
+               "is exactly 27,328 blocks"),
+    range_case("llama-3.1-8b", "53.38", "Llama 3.1 8B, 53.38 GiB: the window's closed lower end, 53.375 GiB, "
+               "is exactly 27,328 blocks"),
+    range_case("gpt2-large", "12.34", "GPT-2 large (MHA, head_dim 64), 12.34 GiB, an fp32 cache in 32-token blocks",
+               dtype_bytes=4, block_size=32),
 )
 
 
-def _uniform_models() -> list:
+@functools.cache   # every seed's cases draw from it
+def _uniform_models() -> tuple:
     out = []
     for model in kv.bundled_models():
         spec = kv.load_model(model)
         if not spec.is_mla and len(set(spec.layer_kinds)) == 1:
             out.append(model)
-    return out
+    return tuple(out)
+
+
+@functools.cache
+def _power_of_two_block_models() -> tuple:
+    """Uniform models whose bf16 16-token block at TP 1 is a power of two of bytes (so a printed figure's edge
+    can fall exactly on a block boundary): Llama 3.1 8B, Llama 2 7B, Mistral 7B, Mixtral, Qwen2.5 32B."""
+    out = []
+    for model in _uniform_models():
+        spec = kv.load_model(model)
+        b = 2 * spec.num_kv_layers * spec.num_kv_heads * spec.head_dim * 2 * 16
+        if b & (b - 1) == 0 and b <= 2 ** 27:
+            out.append(model)
+    return tuple(out)
+
+
+def edge_case(rng: random.Random) -> dict:
+    """A printed figure whose window edge, (X +- 0.005) GiB = j/8 GiB (j odd), is exactly a whole number of
+    blocks (every block here divides 2^27 B = 1/8 GiB): the open upper end or the closed lower end."""
+    j = 2 * rng.randint(8, 280) + 1
+    upper = rng.random() < 0.5
+    gib = _two_decimals(Fraction(j, 8) + (Fraction(-1, 200) if upper else Fraction(1, 200)))
+    return range_case(rng.choice(_power_of_two_block_models()), gib, "hidden: a window edge on a block boundary",
+                      dtype_bytes=rng.choice([1, 2]), block_size=rng.choice([16, 32]), tp=rng.choice([1, 2, 4, 8]))
+
+
+def _two_decimals(x: Fraction) -> str:
+    hundredths = x * 100
+    assert hundredths.denominator == 1, x
+    return f"{hundredths.numerator // 100}.{hundredths.numerator % 100:02d}"
 
 
 def range_hidden(seed: int, count: int = 8) -> tuple:
     rng = random.Random(seed)
     models = _uniform_models()
     out = []
-    for _ in range(count):
+    for _ in range(count - 2):
         gib = rng.choice([f"{rng.uniform(0.5, 70):.2f}", f"{rng.uniform(1, 40):.1f}"])
         out.append(range_case(rng.choice(models), gib, "hidden", dtype_bytes=rng.choice([1, 2]),
                               block_size=rng.choice([16, 16, 32]), tp=rng.choice([1, 2, 4, 8])))
+    out += [edge_case(rng) for _ in range(2)]
+    rng.shuffle(out)
     return tuple(out)
 
 
@@ -290,10 +333,12 @@ CAUSE_PARAMS = ("available_gib", "logged_blocks", "layers", "kv_heads", "head_di
                 "gpus")
 
 
-def cause_case(model: str, available_gib: str, logged_blocks: int, label: str, gpus: int = 1, hint: str = "") -> dict:
+def cause_case(model: str, available_gib: str, logged_blocks: int, label: str, gpus: int = 1, hint: str = "",
+               dtype_bytes: int = 2) -> dict:
     spec = kv.load_model(model)
     kwargs = dict(available_gib=available_gib, logged_blocks=logged_blocks, layers=spec.num_kv_layers,
-                  kv_heads=spec.num_kv_heads, head_dim=spec.head_dim, dtype_bytes=2, block_size=16, gpus=gpus)
+                  kv_heads=spec.num_kv_heads, head_dim=spec.head_dim, dtype_bytes=dtype_bytes, block_size=16,
+                  gpus=gpus)
     return {"label": label, "kwargs": kwargs, "context": {"model": model, "hint": hint}}
 
 
@@ -305,11 +350,19 @@ Q4_VISIBLE = (
     cause_case("llama-2-7b", "56.18", 7191, "12.log as printed: 7,191 blocks"),
     cause_case("llama-2-7b", "56.18", 7193, "12.log with the count changed to 7,193 (a labelled perturbation)",
                hint="two blocks past the window: the pool was not sized from exactly the printed figure."),
+    cause_case("llama-2-7b", "56.18", 7194, "12.log with the count changed to 7,194: three past the window",
+               hint="rounding covers at most 2 blocks outside the window."),
+    cause_case("llama-2-7b", "56.18", 7188, "12.log with the count changed to 7,188: two below the window"),
     cause_case("llama-2-7b", "56.18", 14382, "12.log had it come from two GPUs: 14,382 blocks", gpus=2),
     cause_case("llama-3.1-8b", "3.81", 3904, "07.log with an fp8 cache: 3,904 blocks",
                hint="one byte per element doubles the blocks."),
     cause_case("qwen3-0.6b", "69.66", 10190, "20.log had a backend forced 64-token blocks: 10,190 blocks"),
     cause_case("llama-3.1-8b", "3.81", 1000, "07.log's figure with another model's count: 1,000 blocks"),
+    # the dtype and the head width are inputs, not assumptions: an fp8 prediction that agrees, and GPT-2 large
+    # (head_dim 64) agreeing with its own window (4,491 to 4,494 blocks of 12.34 GiB)
+    cause_case("llama-3.1-8b", "3.81", 3904, "07.log's figure, predicted with an fp8 cache: 3,904 blocks",
+               dtype_bytes=1, hint="dtype_bytes is what you predicted with: start from it."),
+    cause_case("gpt2-large", "12.34", 4492, "GPT-2 large (MHA, head_dim 64), 12.34 GiB: 4,492 blocks"),
 )
 
 
@@ -339,6 +392,27 @@ def cause_hidden(seed: int, count: int = 8) -> tuple:
             n = block_range(gib, *geometry, 2, 16)[0]
         out.append(cause_case(model, gib, n, "hidden", gpus=gpus))
     return tuple(out)
+
+
+#: The edges the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), each
+#: with the visible cases that sit on it (tests/test_case_variants.py checks that they exist).
+EDGES = {
+    "ch08_q3_block_range": (
+        {"rule": "the window [(X - 0.005) 2^30, (X + 0.005) 2^30): its open upper end and its closed lower end, "
+                 "each exactly on a block boundary",
+         "visible": ("Llama 3.1 8B, 53.37 GiB: the window's open upper end, 53.375 GiB, is exactly 27,328 blocks",
+                     "Llama 3.1 8B, 53.38 GiB: the window's closed lower end, 53.375 GiB, is exactly 27,328 blocks")},
+        {"rule": "past tp = K each rank keeps one whole head", "visible": ("Qwen3 0.6B at TP 16: more ranks than KV heads",)},
+    ),
+    "ch08_q4_mismatch_cause": (
+        {"rule": "rounding: at most 2 blocks outside the window (2 past, 3 past, 2 below)",
+         "visible": ("12.log with the count changed to 7,193 (a labelled perturbation)",
+                     "12.log with the count changed to 7,194: three past the window",
+                     "12.log with the count changed to 7,188: two below the window")},
+        {"rule": "the causes in the table's order: the first that fits wins", "visible": (
+            "12.log had it come from two GPUs: 14,382 blocks", "07.log with an fp8 cache: 3,904 blocks")},
+    ),
+}
 
 
 EXERCISES = exercises(

@@ -56,6 +56,7 @@ Q1_VISIBLE = (
     geometry_case("llama-3.3-70b", 2, "Llama 3.3 70B, bf16, 1 x 131,072 tokens", seq_len=131072, batch=1),
     geometry_case("qwen2.5-7b", 1, "Qwen2.5 7B, fp8, 8 x 32,768 tokens", seq_len=32768, batch=8),
     geometry_case("llama-2-7b", 2, "Llama 2 7B (MHA), bf16, 5 x 3,000 tokens", seq_len=3000, batch=5),
+    geometry_case("gpt2-large", 4, "GPT-2 large (MHA, head_dim 64), fp32, 3 x 1,024 tokens", seq_len=1024, batch=3),
 )
 
 
@@ -96,6 +97,11 @@ def drill_exercise(number: int, topic: str) -> Exercise:
         unit=sample.units,
         value=True,
     )
+
+
+#: The edges the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), each
+#: with the visible cases that sit on it (tests/test_case_variants.py checks that they exist).
+EDGES = {}
 
 
 EXERCISES = exercises(
