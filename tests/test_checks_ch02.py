@@ -260,7 +260,8 @@ def test_tp_floor_of_one_missing_is_named():
 def test_query_heads_split_over_tp_is_named():
     # the query heads split over the GPUs: Llama 3.3 70B at TP 8 gives 2 x 80 x 64/8 x 128 x 2 = 327,680 B
     def query_heads(layers, kv_heads, head_dim, dtype_bytes, tp):
-        heads = {8: 64, 1: 64}.get(kv_heads, 32) if layers == 80 else (28 if kv_heads == 4 else 32)
+        # each visible model's query heads: the 70B's 64, Qwen2.5 7B's 28, GPT-2 large's 20, else 32
+        heads = 64 if layers == 80 else 28 if kv_heads == 4 else 20 if layers == 36 else 32
         return 2 * layers * max(1, heads // tp) * head_dim * dtype_bytes
     message = fails("ch02_q2_kv_bytes_per_token_per_gpu", query_heads)
     assert "327,680" in message and "query heads" in message, message

@@ -284,7 +284,7 @@ def _q3_hidden(seed: int) -> tuple:
 EDGES = {
     "ch03_q2_kv_bytes_per_token_per_gpu": (
         {"rule": "past tp = K each GPU keeps one whole head", "visible": (
-            "Qwen2.5-7B config, dtype_bytes left at its default, tp=8",)},
+            "Qwen2.5-3B config, dtype_bytes left at its default, tp=8",)},
         {"rule": "head_dim, when given, wins over hidden_size // num_attention_heads",
          "visible": ("Qwen3-0.6B config, dtype_bytes=4, tp=2",)},
         {"rule": "num_key_value_heads absent means K = H", "visible": (

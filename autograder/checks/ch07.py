@@ -206,7 +206,7 @@ def _nodes_inputs(case) -> dict:
 EDGES = {
     "ch07_q1_kv_per_sequence_per_gpu": (
         {"rule": "past tp = K each GPU keeps one whole head", "visible": (
-            "Qwen2.5 7B (4 KV heads), 2,000 users at 8,192 tokens, 40 ms, 8 x H100, TP 8",)},
+            "Qwen2.5 3B (2 KV heads), 2,000 users at 8,192 tokens, 40 ms, 8 x H100, TP 8",)},
     ),
 }
 
