@@ -998,15 +998,16 @@ def test_general_words_carry_no_figures():
 
 # --- issue 38: alternatives fit every case; generic slips ---------------------------------------------
 def test_the_alternatives_check_has_teeth(monkeypatch):
-    """With passing cases ignored (nothing ruled out), chapter 02's check offers alternatives a case
-    contradicts, and the shared test finds them: e.g. 'the factor 2 is missing' beside the replicated heads,
-    though every TP <= K case passed."""
+    """With passing cases ignored (nothing ruled out), chapter 07's check offers alternatives a case
+    contradicts, and the shared test finds them: e.g. 'the element size is off (you used 1)' beside the
+    missing factor 2, though the fp8 case (GPT-2 large, 1-byte cache) passed."""
     from chapter_checks import offered_slips_contradicting_a_case
-    from autograder.checks import ch02
+    from autograder.checks import ch07
     from kvlib import slips as slips_module
     monkeypatch.setattr(slips_module, "ruled_out", lambda *a, **k: set())
-    bad = offered_slips_contradicting_a_case(ch02.EXERCISES)
-    assert bad and all(gid.startswith("ch02_") for gid, *_ in bad)
+    bad = offered_slips_contradicting_a_case(ch07.EXERCISES)
+    assert bad and all(gid.startswith("ch07_") for gid, *_ in bad)
+    assert any(alternative.startswith("ignored_dtype_bytes") for _, alternative, *_ in bad)
 
 
 def test_off_by_one_is_an_absolute_count():
