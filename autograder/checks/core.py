@@ -511,6 +511,10 @@ def summary(exercise: Exercise, cases, results, *, hidden: bool = False, earlier
     failures = [(k, v) for k, v in enumerate(results) if not v.ok]
     if not failures:
         return Summary(None)
+    if exercise.value:
+        # one case, the learner's own problem: its verdict already names the slips its number matches
+        first = failures[0][1]
+        return _summary(first.message, first.slips[:2] if first.kind == "value" else (), (), first.kind)
     fitting = fitting_slips(exercise, cases, results, records, earlier)
     if not fitting:
         # a slip that fits every failing case but that a passing case rules out is named alone, never
