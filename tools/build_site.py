@@ -169,6 +169,12 @@ def _html_maths(nb) -> None:
             data = output.get("data", {})
             if "text/html" in data:
                 data["text/html"] = math_to_mathml("".join(data["text/html"]))
+            if "text/markdown" in data:
+                # an HTML block inside Markdown (an erratum box in a worked answer's fold) is passed through
+                # as it is, so MyST's dollarmath never sees its $...$: convert those paragraphs here
+                paragraphs = "".join(data["text/markdown"]).split("\n\n")
+                data["text/markdown"] = "\n\n".join(math_to_mathml(p) if p.lstrip().startswith("<") else p
+                                                      for p in paragraphs)
 
 
 # -- the page ----------------------------------------------------------------------------------------
