@@ -42,8 +42,19 @@ def dtype_name(b: int) -> str:
     return {1: "fp8", 2: "bf16", 4: "fp32"}.get(b, f"{b}-byte")
 
 
-def random_seq_len(rng: random.Random) -> int:
-    return rng.choice([2 ** rng.randint(7, 18), rng.randint(1, 300_000)])
+def random_seq_len(rng: random.Random, case: dict | None = None) -> int:
+    """A length for a hidden case: a power of two or any count, within the case's model's context.
+
+    A sequence past ``max_position_embeddings`` is one no engine would start (kvlib.check_deployment),
+    so a case built from a bundled model draws again, and at last any length up to that limit.
+    """
+    model = (case or {}).get("context", {}).get("model")
+    limit = model_spec(model).max_position_embeddings if model else None
+    for _ in range(20):
+        length = rng.choice([2 ** rng.randint(7, 18), rng.randint(1, 300_000)])
+        if limit is None or length <= limit:
+            return length
+    return rng.randint(1, limit)
 
 
 # ---------------------------------------------------------------------------

@@ -159,16 +159,16 @@ Q4_VISIBLE = (
 
 
 def _with_seq_len(rng, case):
-    case["kwargs"]["seq_len"] = random_seq_len(rng)
+    case["kwargs"]["seq_len"] = random_seq_len(rng, case)
 
 
 def _with_batch(rng, case):
-    case["kwargs"]["seq_len"] = random_seq_len(rng)
+    case["kwargs"]["seq_len"] = random_seq_len(rng, case)
     case["kwargs"]["batch_size"] = rng.randint(1, 512)
 
 
 def _with_budget(rng, case):
-    seq_len = random_seq_len(rng)
+    seq_len = random_seq_len(rng, case)
     per_seq = bytes_per_token(case) * seq_len
     whole = rng.choice([0, rng.randint(1, 20), rng.randint(20, 2000)])
     case["kwargs"]["budget_bytes"] = whole * per_seq + rng.randint(1, per_seq - 1) if per_seq > 1 else whole

@@ -74,7 +74,7 @@ def _q1_slip_inputs(case: dict) -> dict:
 
 
 def _with_length_and_batch(rng, case):
-    case["kwargs"]["seq_len"] = random_seq_len(rng)
+    case["kwargs"]["seq_len"] = random_seq_len(rng, case)
     case["kwargs"]["batch"] = rng.randint(1, 256)
 
 
