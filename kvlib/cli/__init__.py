@@ -38,7 +38,7 @@ def _params_row(r):
 
 
 def _capacity_rows(r):
-    """The pool and the sequences that fit, or one 'does not fit: ...' row (never a negative pool)."""
+    """The sequences that fit, or one 'does not fit: ...' row for what the pool rows above do not already say."""
     if not r["fits"]:
         # the pool row above already says the weights leave no pool: only the other reasons, if any
         pool = r.get("vllm_pool") or {}
