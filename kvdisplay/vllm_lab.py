@@ -23,12 +23,13 @@ from kvlib.vllm.bundled import bundled_cpu_start
 from kvlib.vllm.log import strip_ansi
 from kvlib.vllm.cpu import predict_cpu_from_log
 from kvlib.vllm.cpu_engine import EngineRun, run_engine
-from kvlib.vllm.mismatch import block_bytes, block_range, classify_block_mismatch
+from kvlib.vllm.mismatch import block_bytes, block_range
 
 from .explorer import LABEL_WIDTH, SLIDER_WIDTH
 
 __all__ = ["LogPreset", "log_presets", "block_window_view", "block_window_explorer", "ENGINE_GEOMETRIES",
-           "engine_geometry", "engine_lab_view", "engine_lab", "KV_LINE_WORDS", "log_source_words"]
+           "engine_geometry", "engine_lab_view", "engine_lab", "KV_LINE_WORDS", "log_source_words",
+           "classify_at_settings"]
 
 _NO_ENGINE = os.devnull + "/no-engine"     # a path no Python is at: run_engine returns the committed log
 KV_LINE_WORDS = ("KV cache", "blocks:", "Maximum concurrency", "kv cache group sizes", "for KV Cache")
@@ -76,11 +77,59 @@ def kd_name(model: str) -> str:
     return kv.load_model(model).name.split("/")[-1]
 
 
+#: The settings the explorer's controls offer; a verdict tries the others, one control at a time.
+TP_CHOICES = (1, 2, 4, 8)
+BLOCK_SIZE_CHOICES = (16, 32, 64, 128)
+DTYPE_CHOICES = (2, 1)
+
+
+def classify_at_settings(available_gib: str, logged_blocks: int, layers: int, kv_heads: int, head_dim: int,
+                         dtype_bytes: int, block_size: int, tp: int) -> tuple:
+    """Why ``logged_blocks`` does (not) fit the window *at the settings shown*: ``(cause, words)``.
+
+    The explorer's verdict. Tried in order, the first that brings the count into the range wins:
+    ``agrees`` (inside ``block_range`` at this TP, dtype and block size), ``rounding`` (at most
+    ``ROUNDING_SLACK_BLOCKS`` outside it), then one control moved at a time, the rest as shown:
+    ``tensor_parallel`` (another TP of ``TP_CHOICES``), ``kv_cache_dtype`` (the other element
+    size), ``block_size`` (another of ``BLOCK_SIZE_CHOICES`` or 256), else ``wrong_model``. The
+    words name the setting that fits. (Exercise 4's ``classify_block_mismatch`` asks a different
+    question: a prediction made at TP 1.)
+
+    Used in: ch08_vllm_lab (through block_window_view).
+    """
+    from kvlib.vllm.mismatch import LARGER_BLOCK_SIZES, ROUNDING_SLACK_BLOCKS
+
+    def fits(span, slack=0):
+        return span[0] - slack <= logged_blocks <= span[1] + slack
+
+    geometry = (available_gib, layers, kv_heads, head_dim)
+    shown = block_range(*geometry, dtype_bytes, block_size, tp)
+    if fits(shown):
+        return "agrees", f"inside the window at TP {tp}, {block_size}-token blocks, {dtype_bytes}-byte cache."
+    if fits(shown, ROUNDING_SLACK_BLOCKS):
+        return "rounding", (f"{min(abs(logged_blocks - shown[0]), abs(logged_blocks - shown[1]))} block(s) outside "
+                            "the window: the pool was not sized from exactly the printed figure.")
+    for other in TP_CHOICES:
+        if other != tp and fits(block_range(*geometry, dtype_bytes, block_size, other)):
+            return "tensor_parallel", (f"fits at TP {other}, not the TP {tp} shown: each rank holds "
+                                       f"{kv.kv_heads_per_gpu(kv_heads, other)} of the {kv_heads} KV heads there.")
+    for other in DTYPE_CHOICES:
+        if other != dtype_bytes and fits(block_range(*geometry, other, block_size, tp)):
+            return "kv_cache_dtype", (f"fits with {other}-byte elements, not the {dtype_bytes} shown: "
+                                      + ("an fp8 cache." if other == 1 else "a 16-bit cache."))
+    for other in sorted(set(BLOCK_SIZE_CHOICES + LARGER_BLOCK_SIZES)):
+        if other != block_size and fits(block_range(*geometry, dtype_bytes, other, tp)):
+            return "block_size", (f"fits with {other}-token blocks, not the {block_size} shown: the attention "
+                                  "backend chose the block size.")
+    return "wrong_model", "no single control explains it: check the model and its dtype."
+
+
 def block_window_view(layers: int, kv_heads: int, head_dim: int, dtype_bytes: int, block_size: int, tp: int,
                       available_gib: str, logged_blocks: int | None = None) -> str:
     """HTML: bytes per block on a rank, the byte window a printed GiB figure stands for, the blocks it allows.
 
-    With ``logged_blocks``, the verdict (``classify_block_mismatch`` at TP 1, ``gpus`` = tp).
+    With ``logged_blocks``, the verdict, classified at the settings shown (``classify_at_settings``):
+    the mark and the cause always judge the same range.
 
     Used in: ch08_vllm_lab (through block_window_explorer).
     """
@@ -94,10 +143,10 @@ def block_window_view(layers: int, kv_heads: int, head_dim: int, dtype_bytes: in
         ("blocks", f"<b>{lo:,} – {hi:,}</b> (tokens {lo * block_size:,} – {hi * block_size:,})"),
     ]
     if logged_blocks is not None:
-        cause = classify_block_mismatch(available_gib, logged_blocks, layers, kv_heads, head_dim, dtype_bytes,
-                                        block_size, gpus=tp)
-        mark = "✓" if lo <= logged_blocks <= hi else "✗"
-        rows.append(("the log printed", f"{mark} {logged_blocks:,} blocks — {cause}: {CAUSE_WORDS[cause]}"))
+        cause, words = classify_at_settings(available_gib, logged_blocks, layers, kv_heads, head_dim, dtype_bytes,
+                                            block_size, tp)
+        mark = "✓" if cause == "agrees" else "✗"
+        rows.append(("the log printed", f"{mark} {logged_blocks:,} blocks — {cause}: {html.escape(words)}"))
     body = "".join(f"<tr><td style='padding:2px 12px 2px 0'>{html.escape(k)}</td><td>{v}</td></tr>"
                    for k, v in rows)
     return (f"<div style='font-family:sans-serif;font-size:13px;line-height:1.6'>"
@@ -196,12 +245,44 @@ def _spec_of(config: dict):
         return kv.load_model(str(path))
 
 
+def _layout_words(spec, kv_space_bytes: int, max_model_len: int) -> str:
+    """What the engine counts that a per-layer formula does not: KV-cache groups, padding layers, MLA's latent."""
+    from kvlib.vllm.cpu import predict_cpu
+    f = predict_cpu(spec, kv_space_bytes, max_model_len)
+    if spec.is_mla:
+        latent = (spec.kv_lora_rank or 0) + (spec.qk_rope_head_dim or 0)
+        return (f"an MLA layer caches one latent per token, kv_lora_rank + qk_rope_head_dim = {spec.kv_lora_rank} + "
+                f"{spec.qk_rope_head_dim} = {latent} numbers, with no separate key and value and no copy per KV head "
+                f"(2 × num_key_value_heads × head_dim would be {2 * spec.num_kv_heads * spec.head_dim}); "
+                f"a {f.block_size}-token block of {spec.num_kv_layers} layers is {f.bytes_per_block:,} B, so "
+                f"{f.num_blocks:,} blocks")
+    if len(f.groups) > 1:
+        kinds = list(spec.layer_kinds)
+        counts = {kind: kinds.count(kind) for kind in f.groups}
+        padding = f.group_size * len(f.groups) - len(kinds)
+        names = {"full": "full-attention", "sliding": "sliding-window"}
+        listed = " and ".join(f"{counts[k]} {names.get(k, k)} layers" for k in f.groups)
+        return (f"vLLM sorts the layers into {len(f.groups)} KV-cache groups of {f.group_size} layers each "
+                f"({listed}"
+                + (f"; the shorter group is topped up with {padding} padding layer{'s' if padding != 1 else ''}, "
+                   f"the log's 'Add {padding} padding layers' warning" if padding else "")
+                + f"). A block holds one page of every layer of a group, {f.group_size} × {f.page_bytes:,} = "
+                f"{f.bytes_per_block:,} B, so the space makes {f.num_blocks:,} blocks shared by the groups; one "
+                f"request takes blocks in each group ({f.blocks_per_request} in all, the sliding-window group only "
+                "its window's worth plus one), so concurrency is blocks ÷ that")
+    return ""
+
+
 def _explain(printed: int, learner: int | None, kvlib_tokens: int, blocks: int | None, block_size: int,
-             spec, space_bytes: int) -> str:
+             spec, space_bytes: int, max_model_len: int) -> str:
     if learner is None:
         return "no prediction of yours to compare: set your formula in the cell."
     if learner == printed:
         return "your prediction is the engine's figure, to the token."
+    layout = _layout_words(spec, space_bytes, max_model_len)
+    if layout:
+        return (f"{learner - printed:+,} tokens from the engine's figure. What your formula leaves out: {layout} "
+                f"(kvlib: {kvlib_tokens:,} tokens).")
     naive = space_bytes // spec.kv_bytes_per_token() if spec.kv_bytes_per_token() else None
     if blocks is not None and learner == blocks * block_size:
         return (f"you counted whole blocks × {block_size} tokens ({learner:,}); vLLM from 0.20 prints "
@@ -245,7 +326,7 @@ def engine_lab_view(run: EngineRun, learner_tokens: int | None = None) -> str:
     parts.append(f"<table>{head}{body}</table>")
     verdict = "kvlib agrees with the engine" if pred.agrees else f"kvlib disagrees: {pred.reason}"
     parts.append(f"<p>{html.escape(verdict)}.<br>You: "
-                 f"{html.escape(_explain(printed, learner_tokens, pred.tokens_min, blocks, bs, spec, space))}</p>")
+                 f"{html.escape(_explain(printed, learner_tokens, pred.tokens_min, blocks, bs, spec, space, run.start.max_model_len or run.max_model_len))}</p>")
     return "<div style='font-family:sans-serif;font-size:13px'>" + "".join(parts) + "</div>"
 
 
@@ -266,15 +347,16 @@ def engine_lab(geometry: str, kv_space_gib: int, max_model_len: int, my_tokens=N
     config = engine_geometry(geometry)
     if not start_engine:
         run = run_engine(config, kv_space_gib, max_model_len, timeout_s, python=_NO_ENGINE)
-        run = _replace_message(run, "START_ENGINE is False: showing the committed vLLM 0.32.0 CPU log of the "
-                                    f"closest bundled model ({run.source.split(':')[-1]}, 1 GiB, max_model_len "
-                                    "1000); set START_ENGINE = True to start the engine")
+        run = _replace_message(run, "START_ENGINE is False: " + _shown_words(geometry, config, run)
+                               + "; set START_ENGINE = True to start the engine")
     elif device == "gpu":   # untested: needs a CUDA GPU and vLLM's GPU build
         python = os.environ.get("KV_COURSE_GPU_ENGINE_PYTHON")
         run = run_engine(config, kv_space_gib, max_model_len, timeout_s, python=python or _NO_ENGINE,
                          llm_kwargs={"kv_cache_memory_bytes": kv_space_gib * kv.GiB})
     else:   # the CPU build; without it run_engine says so in one line and returns the committed log
         run = run_engine(config, kv_space_gib, max_model_len, timeout_s)
+    if start_engine and not run.ran:   # no engine here: name the committed start shown, as above
+        run = _replace_message(run, run.message.split(": showing")[0] + ": " + _shown_words(geometry, config, run))
     used = run.config
     learner = None
     if my_tokens is not None:
@@ -284,6 +366,20 @@ def engine_lab(geometry: str, kv_space_gib: int, max_model_len: int, my_tokens=N
             return HTML(engine_lab_view(run) + f"<p>your my_tokens raised {html.escape(type(exc).__name__)}: "
                         f"{html.escape(str(exc)[:200])}</p>")
     return HTML(engine_lab_view(run, learner))
+
+
+def _shown_words(geometry: str, config: dict, run: EngineRun) -> str:
+    """Which committed start is shown instead of ``geometry``, and that the prediction is for its config."""
+    name = run.source.split(":")[-1]
+    shown = run.config
+    shape = (f"{shown.get('num_hidden_layers')} layers, {shown.get('num_key_value_heads')} KV heads of "
+             f"{shown.get('head_dim')}")
+    where = (f"the committed vLLM 0.32.0 CPU start of the bundled '{name}' model ({shape}; "
+             f"{run.kv_space_gib} GiB, max_model_len {run.max_model_len})")
+    if shown == config:
+        return f"showing {where}"
+    return (f"the course has no committed start for '{geometry}', so this shows {where}, the closest; the "
+            "predictions below (yours and kvlib's) are for that model's config, not the one chosen")
 
 
 def _replace_message(run: EngineRun, message: str) -> EngineRun:

@@ -99,3 +99,62 @@ def test_engine_lines_are_shown_without_colour_codes():
     coloured = tuple(f"\x1b[0;36m(EngineCore pid=7)\x1b[0;0m {line}" for line in text.splitlines())
     html = kd.engine_lab_view(dataclasses.replace(committed, log_lines=coloured), 1_398_016)
     assert "CPU KV cache size" in html and "\x1b" not in html and "[0;36m" not in html
+
+
+# The explorer's verdict judges the range it shows (issue 34): one test per control. Llama 2 7B (32 layers,
+# 32 KV heads of 128), 56.18 GiB = 56.175 .. 56.185 GiB. A block is 2 x 32 x (32 / tp) x 128 x dtype x bs bytes.
+def _verdict(view):
+    return view.split("the log printed")[1]
+
+
+def test_verdict_at_the_tp_shown():
+    # TP 2: 4 MiB blocks, 14,380 .. 14,383; log 12's 7,191 fits only at TP 1 (8 MiB: 7,190 .. 7,191)
+    view = kd.block_window_view(32, 32, 128, 2, 16, 2, "56.18", 7191)
+    assert "blocks: 14,380 – 14,383" in view and "✗ 7,191" in view
+    assert "tensor_parallel" in _verdict(view) and "TP 1, not the TP 2" in _verdict(view)
+    assert "agrees" not in _verdict(view)
+    assert "✓" in kd.block_window_view(32, 32, 128, 2, 16, 2, "56.18", 14382)
+
+
+def test_verdict_at_the_block_size_shown():
+    # TP 4 with 64-token blocks: 2 x 32 x 8 x 128 x 2 x 64 = 8 MiB again, 7,190 .. 7,191; 7,192 is one block out
+    view = kd.block_window_view(32, 32, 128, 2, 64, 4, "56.18", 7192)
+    assert "blocks: 7,190 – 7,191" in view and "rounding" in _verdict(view) and "wrong_model" not in view
+    # 16-token blocks shown, a count only 32-token blocks give (16 MiB at TP 1: 56.175 .. 56.185 x 64 -> 3,595)
+    view = kd.block_window_view(32, 32, 128, 2, 16, 1, "56.18", 3595)
+    assert "block_size" in _verdict(view) and "32-token blocks, not the 16 shown" in _verdict(view)
+
+
+def test_verdict_at_the_dtype_shown():
+    # fp8 shown at TP 1: 4 MiB blocks, 14,380 .. 14,383; log 12's 7,191 needs 2-byte elements
+    view = kd.block_window_view(32, 32, 128, 1, 16, 1, "56.18", 7191)
+    assert "✗" in view and "kv_cache_dtype" in _verdict(view) and "2-byte elements, not the 1 shown" in view
+    # bf16 shown, a count of 1-byte elements -- TP is tried first: 14,382 is TP 2 at bf16 as well
+    assert "tensor_parallel" in _verdict(kd.block_window_view(32, 32, 128, 2, 16, 1, "56.18", 14382))
+
+
+def test_verdict_at_the_printed_gib_shown():
+    # moving the printed figure to 40.00 GiB: 39.995 .. 40.005 x 128 = 5,119.36 .. 5,120.64 -> 5,119 .. 5,120
+    view = kd.block_window_view(32, 32, 128, 2, 16, 1, "40.00", 7191)
+    assert "blocks: 5,119 – 5,120" in view and "wrong_model" in _verdict(view)
+    assert "agrees" in _verdict(kd.block_window_view(32, 32, 128, 2, 16, 1, "40.00", 5120))
+
+
+def test_engine_cell_names_the_start_it_shows_instead():
+    # tiny MHA has no committed start: the GQA one is shown, and both predictions are for its config
+    html = kd.engine_lab("tiny MHA", 1, 1000, _whole_blocks).data
+    assert "no committed start for &#x27;tiny MHA&#x27;" in html and "&#x27;llama_gqa&#x27;" in html
+    assert "3 layers, 2 KV heads of 32" in html and "1,398,016" in html      # the GQA config's whole blocks
+
+
+def test_engine_cell_explains_gemma2_groups_and_mla_latent():
+    # Gemma-2 tiny: 4 sliding + 3 full layers -> two groups of 4, one padding layer; a block is 4 pages of
+    # 2 x 2 x 64 x 2 x 128 = 65,536 B = 262,144 B, 2^30 / 262,144 = 4,096 blocks; 8 + 9 = 17 blocks a request
+    gemma = kd.engine_lab("tiny Gemma-2 (sliding-window hybrid)", 1, 1000, _whole_blocks).data
+    assert "2 KV-cache groups of 4 layers" in gemma and "1 padding layer" in gemma
+    assert "262,144 B" in gemma and "4,096 blocks" in gemma and "17 in all" in gemma
+    assert "recheck bytes per block" not in gemma
+    # MLA tiny: 512 + 64 = 576 numbers a token a layer, 128 x 576 x 2 B x 3 layers = 442,368 B, 2,427 blocks
+    mla = kd.engine_lab("tiny DeepSeek (MLA)", 1, 1000, _whole_blocks).data
+    assert "512 + 64 = 576" in mla and "442,368 B" in mla and "2,427 blocks" in mla
+    assert "recheck bytes per block" not in mla
