@@ -66,8 +66,9 @@ GPUS = {
                "NVIDIA A10 datasheet (24 GB GDDR6, 600 GB/s, 125 TFLOP/s bf16 dense); CUDA ~22.06 GiB"),
     "RTX-4090": GPU("RTX-4090", 24 * GB, _gib(23.65), int(1.008 * TB), 165 * _T, 330 * _T,
                     "NVIDIA Ada whitepaper (24 GB GDDR6X, 1,008 GB/s, 165 TFLOP/s bf16 with fp32 acc.); CUDA ~23.65 GiB"),
-    "RTX-3090": GPU("RTX-3090", 24 * GB, _gib(23.58), 936 * GB, 71 * _T, None,
-                    "NVIDIA Ampere GA102 whitepaper (936 GB/s, 71 TFLOP/s bf16); CUDA 23.58 GiB in vLLM logs 07 and 14"),
+    "RTX-3090": GPU("RTX-3090", 24 * GiB, _gib(23.58), 936 * GB, 71 * _T, None,
+                    "NVIDIA Ampere GA102 whitepaper (24 GB GDDR6X: 24 x 8 Gb chips, i.e. 24 GiB; 936 GB/s, 71 TFLOP/s "
+                    "bf16); CUDA 23.58 GiB in vLLM logs 07 and 14"),
     "T4": GPU("T4", 16 * GB, _gib(14.75), 320 * GB, 65 * _T, None,
               "NVIDIA T4 datasheet (16 GB, 320 GB/s, 65 TFLOP/s fp16; no bf16, fp16 figure given); CUDA ~14.75 GiB"),
     "MI300X": GPU("MI300X", 192 * GB, _gib(191.98), int(5.3 * TB), 1307 * _T, 2615 * _T,

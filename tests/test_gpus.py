@@ -23,7 +23,7 @@ DATASHEETS = {
     "A10G": (24 * GB, 22.3, 600 * GB, 70 * T, None),
     "A10": (24 * GB, 22.06, 600 * GB, 125 * T, None),
     "RTX-4090": (24 * GB, 23.65, 1.008 * T, 165 * T, 330 * T),
-    "RTX-3090": (24 * GB, 23.58, 936 * GB, 71 * T, None),
+    "RTX-3090": (24 * GiB, 23.58, 936 * GB, 71 * T, None),   # 24 chips of 8 Gbit: the label's "24 GB" is GiB
     "T4": (16 * GB, 14.75, 320 * GB, 65 * T, None),
     "MI300X": (192 * GB, 191.98, 5.3 * T, 1307 * T, 2615 * T),
 }
