@@ -71,7 +71,8 @@ def planner_view(model: str, gpu: str, gpus_per_node: int, tp: int, users: int, 
     return (f"<div style='font-family:sans-serif;font-size:13px;line-height:1.5'>"
             f"total KV cache: <b>{gb(p.total_kv_bytes)}</b> &nbsp;·&nbsp; binds: "
             f"<b style='color:{color}'>{binds}</b> ({p.sequences_per_replica_by_memory:,} by memory, "
-            f"{p.sequences_per_replica_by_latency:,} by ITL per replica) &nbsp;·&nbsp; deploy "
+            f"{p.sequences_per_replica_by_latency:,} by ITL, at most {p.max_num_seqs:,} by vLLM's max_num_seqs per "
+            f"replica) &nbsp;·&nbsp; deploy "
             f"<b>{p.nodes_with_headroom} nodes</b>"
             f"<table style='margin-top:6px;border-collapse:collapse'>{''.join(rows)}</table></div>")
 

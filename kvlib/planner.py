@@ -14,7 +14,12 @@ The plan follows seed 003 section 8, one step per line of the report:
 4. Latency check at that load: each GPU reads ``W / tp + n * kv_per_seq_per_gpu``
    bytes per step; ``ITL = bytes / BW * (1 + tp_overhead) / efficiency``
    (tp_overhead, the all-reduce cost, only when tp > 1). If the ITL misses
-   the target, the sequences per replica are cut until it is met.
+   the target, the sequences per replica are cut until it is met. This is a
+   mean steady-state step; the target is usually a p95, set by the steps that
+   also carry a prefill chunk, so ``itl_margin_ms`` holds that back
+   (``prefill_chunk_seconds``). The all-reduce is really two per layer at a
+   near-fixed latency (``allreduce_seconds_per_step``); the fraction stands in.
+   A replica also runs at most vLLM's ``max_num_seqs`` sequences.
 5. Throughput: ``sequences_per_node / ITL`` tokens/s per node.
 6. Nodes: ``ceil(users / sequences_per_node)``; with headroom
    ``ceil(nodes * spike_factor) + redundancy_nodes`` (N+1).
@@ -46,12 +51,13 @@ from dataclasses import asdict, dataclass
 from . import formulas
 from .assumptions import DEFAULT_OVERHEAD_BYTES, DEFAULT_UTILIZATION
 from .config import load_model
-from .feasibility import check_deployment, tp_refusal
+from .feasibility import check_deployment, default_max_num_seqs, tp_refusal
 from .gpus import get_gpu
 from .units import format_gb_gib
 
 __all__ = ["PlanError", "Plan", "plan_capacity", "step_slowdown", "itl_seconds", "sequences_under_itl",
-           "nodes_needed", "nodes_with_headroom",
+           "nodes_needed", "nodes_with_headroom", "prefill_chunk_seconds", "allreduce_seconds_per_step",
+           "ALLREDUCES_PER_LAYER",
            "DEFAULT_UTILIZATION", "DEFAULT_OVERHEAD_BYTES", "DEFAULT_EFFICIENCY",
            "DEFAULT_TP_OVERHEAD", "DEFAULT_SPIKE_FACTOR", "DEFAULT_REDUNDANCY_NODES"]
 
@@ -59,6 +65,9 @@ DEFAULT_EFFICIENCY = 0.70           # achieved / peak bandwidth (seed 003: 60-75
 DEFAULT_TP_OVERHEAD = 0.30          # all-reduce cost as a fraction of the step (seed 003 s8)
 DEFAULT_SPIKE_FACTOR = 1.30         # traffic spike headroom (seed 003 s8)
 DEFAULT_REDUNDANCY_NODES = 1        # N+1
+#: Tensor-parallel all-reduces per decoder layer: after attention's o_proj and after the MLP's down_proj
+#: (both ``RowParallelLinear`` with ``reduce_results``, ``vllm/model_executor/layers/linear.py``).
+ALLREDUCES_PER_LAYER = 2
 
 
 class PlanError(ValueError):
@@ -133,6 +142,44 @@ def sequences_under_itl(itl_target_s, weight_bytes_per_gpu, kv_bytes_per_sequenc
     """
     return formulas._floor((itl_target_s / slowdown * bandwidth_bytes_per_s - weight_bytes_per_gpu)
                            / kv_bytes_per_sequence_per_gpu)
+
+
+def prefill_chunk_seconds(num_params, chunk_tokens, tp, flop_per_s, mfu=0.5):
+    """Time a prefill chunk of ``C`` prompt tokens adds to the decode step that carries it: ``2 P C / (t F m)`` [s].
+
+    With chunked prefill (vLLM V1's default) a new request's prompt is cut into
+    chunks that ride in the same steps as the running sequences' decode tokens,
+    so a step that carries one lasts the decode step plus the chunk's compute:
+    ``2 P`` FLOPs per token over ``P`` (active) parameters, split over ``t``
+    GPUs of ``F`` FLOP/s each at model FLOPs utilization ``m`` (attention over
+    the prompt left out: it adds more for long prompts). Those steps set the
+    tail of the ITL, so a plan aims its *mean* step at the p95 target less this
+    margin. ``C`` is at most vLLM's per-step token budget,
+    ``max_num_batched_tokens``. Taught in ch07_capacity_plan. A 512-token chunk
+    of a 70.6e9-parameter model on 8 GPUs of 989 TFLOP/s at 50%:
+    2 x 70.6e9 x 512 / (8 x 989e12 x 0.5) = 18.3 ms:
+
+    >>> round(prefill_chunk_seconds(70.6e9, 512, 8, 989e12) * 1e3, 1)
+    18.3
+    """
+    return 2 * num_params * chunk_tokens / (tp * flop_per_s * mfu)
+
+
+def allreduce_seconds_per_step(layers, tp, latency_s, per_layer=ALLREDUCES_PER_LAYER):
+    """Time a decode step spends in tensor-parallel all-reduces: ``2 L l`` when ``t > 1``, else 0 [s].
+
+    Each layer reduces twice (``ALLREDUCES_PER_LAYER``), and a decode step's
+    message is small (batch x hidden x 2 bytes), so each all-reduce costs a
+    near-fixed latency ``l`` rather than a share of the step: the planner's
+    ``tp_overhead`` fraction is a stand-in for this. ``l`` is an assumption to
+    replace with a measurement (nccl-tests' ``all_reduce_perf`` at the step's
+    message size). Taught in ch07_capacity_plan. 80 layers at 20 us:
+    2 x 80 x 20e-6 = 3.2 ms:
+
+    >>> round(allreduce_seconds_per_step(80, 8, 20e-6) * 1e3, 2), allreduce_seconds_per_step(80, 1, 20e-6)
+    (3.2, 0)
+    """
+    return per_layer * layers * latency_s if tp > 1 else 0
 
 
 def nodes_needed(users, sequences_per_node):
@@ -215,6 +262,9 @@ class Plan:
     sequences_per_node: int
     nodes: int
     nodes_with_headroom: int
+    # added later: the scheduler's cap and the p95 margin
+    max_num_seqs: int = 1024       # vLLM's default max_num_seqs on the GPU (sequences per replica at most)
+    itl_margin_s: float = 0.0      # held back from the target for the steps that carry prefill chunks
 
     @property
     def sequences_per_node_by_memory(self) -> int:
@@ -226,8 +276,13 @@ class Plan:
 
     @property
     def limited_by(self) -> str:
-        """'memory' when the KV pool sets the sequences per node, 'latency' when the ITL does."""
-        return "memory" if self.sequences_per_replica == self.sequences_per_replica_by_memory else "latency"
+        """'memory' when the KV pool sets the sequences per node, 'latency' when the ITL does, 'max_num_seqs'
+        when the engine's scheduler cap is below both."""
+        if self.sequences_per_replica == self.sequences_per_replica_by_memory:
+            return "memory"
+        if self.sequences_per_replica == self.sequences_per_replica_by_latency:
+            return "latency"
+        return "max_num_seqs"
 
     @property
     def tokens_per_s_per_node(self) -> float:
@@ -260,7 +315,8 @@ def plan_capacity(model, *, users: int, context: int, itl_ms: float, gpu="H100-S
                   weight_dtype_bytes=2, kv_dtype_bytes=None, bandwidth_bytes_per_s=None,
                   efficiency: float = DEFAULT_EFFICIENCY, tp_overhead: float = DEFAULT_TP_OVERHEAD,
                   spike_factor: float = DEFAULT_SPIKE_FACTOR,
-                  redundancy_nodes: int = DEFAULT_REDUNDANCY_NODES, hub: bool = False) -> Plan:
+                  redundancy_nodes: int = DEFAULT_REDUNDANCY_NODES, hub: bool = False, max_num_seqs=None,
+                  itl_margin_ms: float = 0) -> Plan:
     """Plan nodes of ``gpus_per_node`` GPUs for ``users`` sequences of ``context`` tokens.
 
     ``tp`` defaults to ``gpus_per_node`` (one replica per node);
@@ -300,6 +356,11 @@ def plan_capacity(model, *, users: int, context: int, itl_ms: float, gpu="H100-S
     _number("tp_overhead", tp_overhead, minimum=0)
     _number("spike_factor", spike_factor, minimum=1)
     _number("redundancy_nodes", redundancy_nodes, integer=True, minimum=0)
+    _number("itl_margin_ms", itl_margin_ms, minimum=0)
+    if not itl_margin_ms < itl_ms:
+        raise PlanError(f"itl_margin_ms ({itl_margin_ms}) must be below itl_ms ({itl_ms})")
+    cap = default_max_num_seqs(card) if max_num_seqs is None else _number("max_num_seqs", max_num_seqs,
+                                                                          integer=True, minimum=1)
     if weight_bytes is None:
         params = spec.num_params() if num_params is None else _number("num_params", num_params, above=0)
         _number("weight_dtype_bytes", weight_dtype_bytes, above=0)
@@ -331,14 +392,16 @@ def plan_capacity(model, *, users: int, context: int, itl_ms: float, gpu="H100-S
     # Step 4: latency at the memory limit, then cut to the ITL target if needed.
     slowdown = step_slowdown(tp, tp_overhead, efficiency)
     target_s = itl_ms / 1e3
+    mean_target_s = (itl_ms - itl_margin_ms) / 1e3      # the mean step, leaving the margin for the tail
     bytes_mem = w_gpu + by_memory * per_seq_gpu
     itl_mem = itl_seconds(w_gpu, per_seq_gpu, by_memory, bw, slowdown)
-    by_latency = sequences_under_itl(target_s, w_gpu, per_seq_gpu, bw, slowdown)
+    by_latency = sequences_under_itl(mean_target_s, w_gpu, per_seq_gpu, bw, slowdown)
     if by_latency < 1:
+        margin = f" less the {itl_margin_ms:g} ms margin" if itl_margin_ms else ""
         raise PlanError(
-            f"itl_ms: {itl_ms} ms cannot be met: reading the weights ({format_gb_gib(w_gpu)} per GPU) and one "
+            f"itl_ms: {itl_ms} ms{margin} cannot be met: reading the weights ({format_gb_gib(w_gpu)} per GPU) and one "
             f"sequence already takes {(w_gpu + per_seq_gpu) / bw * slowdown * 1e3:.1f} ms per step")
-    n = min(by_memory, by_latency)
+    n = min(by_memory, by_latency, cap)
     step_bytes = w_gpu + n * per_seq_gpu
     # Steps 5 and 6: nodes, then headroom.
     per_node = replicas * n
@@ -359,4 +422,5 @@ def plan_capacity(model, *, users: int, context: int, itl_ms: float, gpu="H100-S
         step_s_bound=itl_seconds(w_gpu, per_seq_gpu, n, bw), itl_s=itl_seconds(w_gpu, per_seq_gpu, n, bw, slowdown),
         sequences_per_node=per_node, nodes=nodes,
         nodes_with_headroom=nodes_with_headroom(nodes, spike_factor, redundancy_nodes),
+        max_num_seqs=cap, itl_margin_s=itl_margin_ms / 1e3,
     )

@@ -25,6 +25,12 @@ def test_latency_binds_at_a_tight_target():
     assert re.search(r"binds: <b[^>]*>latency</b>", view)
 
 
+def test_max_num_seqs_binds_a_short_context_on_an_h100():
+    # Qwen2.5 3B at 256 tokens: 9,437,184 B a sequence, far more than 1,024 fit; vLLM runs 1,024 (>= 70 GiB, no A100)
+    view = planner_view("qwen2.5-3b", "H100-SXM", 8, 1, 5000, 256, 200)
+    assert re.search(r"binds: <b[^>]*>max_num_seqs</b>", view) and "at most 1,024 by vLLM's max_num_seqs" in view
+
+
 def test_a_plan_that_cannot_be_met_says_why():
     view = planner_view("llama-3.3-70b", "H100-SXM", 8, 1, 2000, 6144, 60)   # 141 GB of weights on one GPU
     assert "no plan" in view and "tp" in view and "total KV cache: <b>—</b>" in view

@@ -497,3 +497,37 @@ def test_hub_is_asked_only_when_hub_is_true(monkeypatch):
                         lambda repo_id: (kvlib.bundled_config("llama-3.1-8b"), f"hub:{repo_id}"))
     p = plan_capacity("someone/llama-copy", users=10, context=4096, itl_ms=60, hub=True)
     assert (p.model, p.kv_bytes_per_token, p.kv_bytes_per_token_per_gpu) == ("someone/llama-copy", 131_072, 16_384)
+
+
+# --- issue 34: the p95 margin, the all-reduce latency, vLLM's max_num_seqs cap ---------------------------------
+def test_prefill_chunk_and_allreduce_by_hand():
+    from kvlib.planner import allreduce_seconds_per_step, prefill_chunk_seconds
+    # 2 x 8.03e9 x 1,024 / (1 x 989e12 x 0.5) = 33.26 ms; on 4 GPUs a quarter of it
+    assert prefill_chunk_seconds(8.03e9, 1024, 1, 989e12) == pytest.approx(0.033255, rel=1e-4)
+    assert prefill_chunk_seconds(8.03e9, 1024, 4, 989e12) == pytest.approx(0.033255 / 4, rel=1e-4)
+    # two all-reduces per layer: 32 layers x 2 x 15 us = 0.96 ms at TP 2; none on one GPU
+    assert allreduce_seconds_per_step(32, 2, 15e-6) == pytest.approx(0.96e-3)
+    assert allreduce_seconds_per_step(32, 1, 15e-6) == 0
+
+
+def test_itl_margin_is_taken_off_the_target():
+    # seed 003 s8 at 60 ms less an 18 ms margin: (0.042 x 3.35e12 x 0.7 / 1.3 - 17.65e9) / 245.76e6 = 236.5 -> 236,
+    # below memory's 241: latency binds
+    p = plan_capacity("llama-3-70b", **SEED_8, itl_margin_ms=18)
+    assert p.sequences_per_replica_by_latency == 236 and p.limited_by == "latency" and p.itl_margin_s == 0.018
+    assert p.sequences_per_replica_by_memory == 241 and p.nodes == math.ceil(2000 / 236) == 9
+    with pytest.raises(PlanError, match="itl_margin_ms"):
+        plan_capacity("llama-3-70b", **dict(SEED_8, itl_ms=10), itl_margin_ms=10)
+
+
+def test_max_num_seqs_caps_a_replica():
+    # Qwen2.5 3B at 256 tokens: 2 x 36 x 2 x 128 x 2 x 256 = 9,437,184 B a sequence; an H100's pool holds
+    # thousands, vLLM schedules 1,024 (get_batch_defaults: >= 70 GiB, not an A100); an A100 256
+    h100 = plan_capacity("qwen2.5-3b", users=5000, context=256, itl_ms=200, gpu="H100-SXM", tp=1)
+    assert h100.kv_bytes_per_sequence_per_gpu == 2 * 36 * 2 * 128 * 2 * 256
+    assert h100.sequences_per_replica_by_memory > 1024 and h100.sequences_per_replica_by_latency > 1024
+    assert (h100.max_num_seqs, h100.sequences_per_replica, h100.limited_by) == (1024, 1024, "max_num_seqs")
+    a100 = plan_capacity("qwen2.5-3b", users=5000, context=256, itl_ms=200, gpu="A100-80GB", tp=1)
+    assert (a100.max_num_seqs, a100.sequences_per_replica, a100.sequences_per_node) == (256, 256, 8 * 256)
+    assert plan_capacity("qwen2.5-3b", users=5000, context=256, itl_ms=200, tp=1,
+                         max_num_seqs=2048).sequences_per_replica == 2048
