@@ -334,3 +334,13 @@ def test_a_q1_of_zero_is_not_charged_again():
         return pool // q1_no_floor(layers, kv_heads, head_dim, dtype_bytes, context, tp)
     assert "kv_heads // tp is 0" in fails("ch07_q1_kv_per_sequence_per_gpu", q1_no_floor)
     core.check(EX["ch07_q2_sequences_by_memory"], q2)
+
+
+def test_q4_returns_zero_when_the_weights_alone_miss_the_target():
+    """Exercise 4's text (issue 34): no sequence meets the target -> 0. Llama 3.1 8B on one H100: 16.06 GB of
+    weights / 3.35 TB/s / 0.7 = 6.85 ms already, so a 5 ms target leaves nothing (the formula gives a negative)."""
+    from autograder.checks import ch07
+    case = ch07.VISIBLE[2]
+    assert case["kwargs"]["tp"] == 1 and case["kwargs"]["weight_bytes"] / 3.35e12 / 0.7 > 0.005
+    tight = dict(case, kwargs=dict(case["kwargs"], itl_target_ms=5))
+    assert ch07._sequences_by_itl(tight) == 0

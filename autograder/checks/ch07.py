@@ -160,8 +160,10 @@ def _itl_ms(case, earlier=None):
 
 def _sequences_by_itl(case, earlier=None):
     k = case["kwargs"]
-    return planner.sequences_under_itl(k["itl_target_ms"] / 1e3, kv.weight_bytes_per_gpu(k["weight_bytes"], k["tp"]),
-                                       _per_seq(case, earlier), k["bandwidth_bytes_per_s"], _slowdown(k))
+    # the exercise: 0 when the weights and one sequence alone miss the target (no sequence can be served)
+    return max(0, planner.sequences_under_itl(k["itl_target_ms"] / 1e3,
+                                              kv.weight_bytes_per_gpu(k["weight_bytes"], k["tp"]),
+                                              _per_seq(case, earlier), k["bandwidth_bytes_per_s"], _slowdown(k)))
 
 
 def _nodes(case):
