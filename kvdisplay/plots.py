@@ -16,17 +16,23 @@ _UNIT = re.compile(r"\(.+\)")
 
 
 def line_plot(x, series, *, xlabel: str, ylabel: str, title: str = "", hlines=None, xlog=False, ylog=False,
-              figsize=(8, 4.4)):
+              figsize=(8, 4.4), xticks=None):
     """A line plot; returns the matplotlib Figure (the notebook's last expression shows it).
 
     ``series`` maps a legend label to y values (one per x, or a ``(ys, style)`` pair
     with matplotlib keyword arguments); ``hlines`` maps a label to a constant y (or
     ``(y, style)``). Both axis labels must name their unit in parentheses, e.g.
-    "memory (GB, 10⁹ B)": a ValueError says which label lacks one.
+    "memory (GB, 10⁹ B)": a ValueError says which label lacks one. ``xticks`` lists the x
+    values to mark, each labelled in full ("1", "2", "4", "1,024"); a log x axis then runs in
+    base 2, for axes in powers of two (TP sizes, contexts).
 
     >>> fig = line_plot([1, 2], {"cache": [1, 2]}, xlabel="tokens (count)", ylabel="memory (GB)")
     >>> fig.axes[0].get_xlabel()
     'tokens (count)'
+    >>> fig = line_plot([1, 2, 4, 8], {"copies": [1, 1, 1, 2]}, xlabel="TP (GPUs)", ylabel="copies (count)",
+    ...                 xlog=True, xticks=[1, 2, 4, 8])
+    >>> [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    ['1', '2', '4', '8']
 
     Used in: ch01_kv_formula, ch02_gqa_tp, ch03_mla, ch04_pool_paging, ch06_crossover, ch07_capacity_plan, ch05_prefix_reuse, ch08_vllm_lab, ch09_interview_drills.
     """
@@ -44,7 +50,15 @@ def line_plot(x, series, *, xlabel: str, ylabel: str, title: str = "", hlines=No
     for label, value in (hlines or {}).items():
         y, style = value if isinstance(value, tuple) else (value, {})
         ax.axhline(y, label=label, **{"linestyle": "--", **style})
-    ax.set_xscale("log" if xlog else "linear")
+    if xlog and xticks is not None:
+        ax.set_xscale("log", base=2)
+    else:
+        ax.set_xscale("log" if xlog else "linear")
+    if xticks is not None:
+        ax.set_xticks(list(xticks), [f"{t:,}" for t in xticks])
+        from matplotlib.ticker import NullLocator
+
+        ax.xaxis.set_minor_locator(NullLocator())
     ax.set_yscale("log" if ylog else "linear")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)

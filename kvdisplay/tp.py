@@ -22,6 +22,7 @@ from .text import model_name
 
 DEFAULT_RESERVE_BYTES = 5 * kv.GB   # activations and workspace per GPU under TP (chapter 02's Question 2)
 TP_SIZES = tuple(2**i for i in range(7))         # 1 .. 64 GPUs
+GPUS_PER_NODE = 8                                # an HGX/DGX server: TP past 8 spans nodes
 CONTEXTS = tuple(2**i for i in range(10, 21))    # 1,024 .. 1,048,576 tokens
 SLIDER_WIDTH = "640px"
 LABEL_WIDTH = "170px"
@@ -108,12 +109,16 @@ def tp_explorer_view(layers: int, num_heads: int, kv_heads: int, head_dim: int, 
     ``kv.weight_bytes_per_gpu(W, tp)`` [B]; sequences per GPU =
     ``kv.max_concurrency(M - W/tp - R, per-GPU bytes per token * T)`` with M the GPU's memory
     as CUDA reports it. Past ``tp = K`` the view says how many copies of each head the
-    node keeps. A split no engine runs (query or KV heads not dividing) is named instead.
+    GPUs keep; past ``GPUS_PER_NODE`` it says how many 8-GPU nodes the TP group spans (TP
+    across nodes is unusual: engines use pipeline or data parallelism between nodes). A
+    split no engine runs (query or KV heads not dividing) is named instead.
 
     >>> view = tp_explorer_view(80, 64, 8, 128, 2, tp=8, seq_len=8192, weight_bytes=141_107_412_992)
     >>> "per-GPU bytes per token: <b>40,960 B (40 KiB)</b>" in view
     True
     >>> "2 copies of each KV head" in tp_explorer_view(32, 32, 8, 128, 2, tp=16, seq_len=8192)
+    True
+    >>> "spans 2 nodes of 8 GPUs" in tp_explorer_view(32, 32, 8, 128, 2, tp=16, seq_len=8192)
     True
 
     Used in: ch02_gqa_tp (through tp_explorer).
@@ -141,13 +146,20 @@ def tp_explorer_view(layers: int, num_heads: int, kv_heads: int, head_dim: int, 
         split = f"split: {per_gpu_heads} of the {kv_heads} KV heads on each GPU, no copies"
     fits = (f"<b>{fit}</b>" if budget > 0 else
             f"<b style='color:#c0392b'>0</b> (the weights' share and the reserve exceed one {device.name})")
+    nodes = -(-tp // GPUS_PER_NODE)
+    where = (f"the TP group fits in one {GPUS_PER_NODE}-GPU node" if nodes == 1 else
+             f"<b style='color:#b35900'>the TP group spans {nodes} nodes of {GPUS_PER_NODE} GPUs</b>: unusual, "
+             "since every layer's all-reduce would cross the network; between nodes engines use pipeline or "
+             "data parallelism")
     return (f"{style}"
             f"KV heads per GPU: <b>{per_gpu_heads}</b> ({split})<br>"
             f"per-GPU bytes per token: <b>{kv.format_bytes(per_token)}</b> "
-            f"(whole model: {kv.format_bytes(whole)}; the node stores {kv.format_bytes(per_token * tp)} per token)<br>"
+            f"(whole model: {kv.format_bytes(whole)}; the {tp} GPUs store {kv.format_bytes(per_token * tp)} "
+            "per token between them)<br>"
             f"weights per GPU: {gb(weights)}; reserve {gb(reserve_bytes)}; {device.name} as CUDA reports it: "
             f"{gb(device.cuda_memory_bytes)}<br>"
-            f"sequences of {seq_len:,} tokens per GPU (and so per node): {fits}"
+            f"{where}<br>"
+            f"sequences of {seq_len:,} tokens per GPU (and so for the whole TP group): {fits}"
             f"{_gpu_strip(kv_heads, tp)}"
             "<span style='color:#cfe0f3'>■</span> a GPU's own KV heads &nbsp;"
             "<span style='color:#f4c7a1'>■</span> a copy of a head another GPU also holds</div>")
@@ -157,12 +169,14 @@ def _divisors(n: int) -> list:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def tp_explorer(models, *, gpu: str = "H100-SXM", reserve_bytes: int = DEFAULT_RESERVE_BYTES):
+def tp_explorer(models, *, gpu: str = "H100-SXM", reserve_bytes: int = DEFAULT_RESERVE_BYTES,
+                tp: int = GPUS_PER_NODE):
     """The TP explorer as ipywidgets: a model, its KV-head count, TP, the context, a GPU.
 
     ``models`` are names kvlib knows (``kv.load_model``); a model sets L, H, D and its bf16
     weights, and the KV-head slider offers the divisors of its H (K = H is MHA, K = 1 MQA).
-    Returns the ``VBox``; its ``.view`` is the HTML widget the controls redraw.
+    TP opens at ``tp`` (one 8-GPU node by default: a 70B model's weights need it). Returns
+    the ``VBox``; its ``.view`` is the HTML widget the controls redraw.
 
     Used in: ch02_gqa_tp.
     """
@@ -176,7 +190,7 @@ def tp_explorer(models, *, gpu: str = "H100-SXM", reserve_bytes: int = DEFAULT_R
                                layout=widgets.Layout(width="500px"))
     kv_heads_w = widgets.SelectionSlider(options=[1], value=1, description="KV heads K", style=style,
                                          layout=layout)
-    tp_w = widgets.SelectionSlider(options=list(TP_SIZES), value=1, description="TP (GPUs)", style=style,
+    tp_w = widgets.SelectionSlider(options=list(TP_SIZES), value=tp, description="TP (GPUs)", style=style,
                                    layout=layout)
     context_w = widgets.SelectionSlider(options=[(f"{t:,}", t) for t in CONTEXTS], value=8192,
                                         description="context T (tokens)", style=style, layout=layout)

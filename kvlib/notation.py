@@ -155,7 +155,7 @@ SYMBOLS: tuple[Symbol, ...] = (
            kvlib_keywords=("itl_target_s",), chapter="ch07_capacity_plan"),
     Symbol("B_mem", "sequences_per_replica_by_memory", "sequences a replica's KV pool holds: floor(M_kv / S_g)",
            "sequences", kvlib_keywords=("sequences_per_replica_by_memory",), chapter="ch07_capacity_plan"),
-    Symbol("B_itl", "sequences_per_replica_by_latency", "most sequences a replica holds and still meets tau",
+    Symbol("B_itl", "sequences_per_replica_by_latency", "most sequences a replica holds and still meets the ITL target",
            "sequences", kvlib_keywords=("sequences_per_replica_by_latency",), chapter="ch07_capacity_plan"),
     Symbol("B_node", "sequences_per_node", "sequences one node holds: (N / t) min(B_mem, B_itl)", "sequences",
            kvlib_keywords=("sequences_per_node",), chapter="ch07_capacity_plan"),

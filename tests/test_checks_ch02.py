@@ -279,3 +279,40 @@ def test_reserve_times_tp_and_clamped_weights_are_named():
         return max(0, budget // (kv_bytes_per_token_per_gpu(layers, kv_heads, head_dim, dtype_bytes, tp) * seq_len))
     assert "do not multiply it by tp" in fails("ch02_q3_sequences_per_gpu", reserve_times_tp)
     assert "1/" in fails("ch02_q3_sequences_per_gpu", weights_whole_clamped)      # "holds 1/tp of the weights"
+
+
+# --- figures the chapter's worked problems state --------------------------------------------------------
+CONTEXTS = (4096, 8192, 32768, 131072)
+
+
+def test_question3_erratum_counts_from_the_sheets_own_budget():
+    # Seed 003's worked example 2: a 57.35 GB budget per GPU and 40 KiB per token per GPU (2 x 80 x 1 x 128 x 2).
+    # 40 KiB x 8,192 = 40,960 x 8,192 = 335,544,320 B (335.5 MB); the sheet's "327.7 MB" is 40,000 x 8,192.
+    # By hand: 57.35e9 / 335,544,320 = 170.9 -> 170; / 167,772,160 = 341.8 -> 341; / 1,342,177,280 = 42.7 -> 42;
+    # / 5,368,709,120 = 10.7 -> 10. With the KiB-as-kB slip: / 327.68e6 = 175.0 -> 175, 350, 43, 10 (its own counts).
+    budget = 57_350_000_000
+    per_token = kvlib.load_model("llama-3.3-70b").kv_bytes_per_token(tp=8)
+    assert per_token == 40 * 1024 and kvlib.kv_bytes_per_sequence(per_token, 8192) == 335_544_320
+    right = {c: kvlib.max_concurrency(budget, kvlib.kv_bytes_per_sequence(per_token, c)) for c in CONTEXTS}
+    assert right == {4096: 341, 8192: 170, 32768: 42, 131072: 10}
+    slipped = {c: kvlib.max_concurrency(budget, kvlib.kv_bytes_per_sequence(per_token // kvlib.KiB * kvlib.KB, c))
+               for c in CONTEXTS}
+    assert slipped == {4096: 350, 8192: 175, 32768: 43, 131072: 10}
+    # From what CUDA reports (79.18 GiB), kvlib's weights (141,107,412,992 B / 8) and 5 GB: 185 at 8,192.
+    budget3 = H100_REPORTED - -(-LLAMA70_WEIGHTS // 8) - 5 * 10**9
+    assert kvlib.max_concurrency(budget3, kvlib.kv_bytes_per_sequence(per_token, 8192)) == budget3 // 335_544_320
+
+
+def test_chapter_says_which_kv_head_fields_kvlib_reads():
+    # Section 2: kvlib reads Falcon's multi_query / num_kv_heads and GPT-BigCode's multi_query, not ChatGLM's
+    # multi_query_group_num nor MPT/DBRX's attn_config.kv_n_heads (vLLM's get_total_num_kv_heads reads all four).
+    # If kvlib learns one of them, this fails: update section 2 of ch02 with it.
+    base = {"hidden_size": 4096, "num_hidden_layers": 2, "vocab_size": 1000, "intermediate_size": 8192,
+            "max_position_embeddings": 2048, "num_attention_heads": 32}
+    heads = lambda extra: kvlib.parse_config({**base, **extra}).num_kv_heads        # noqa: E731
+    assert heads({"model_type": "falcon", "multi_query": True}) == 1
+    assert heads({"model_type": "falcon", "new_decoder_architecture": True, "num_kv_heads": 8}) == 8
+    assert heads({"model_type": "gpt_bigcode", "multi_query": True}) == 1
+    assert heads({"model_type": "chatglm", "multi_query_attention": True, "multi_query_group_num": 2}) == 32
+    assert heads({"model_type": "mpt", "attn_config": {"kv_n_heads": 8}}) == 32
+    assert heads({"model_type": "dbrx", "attn_config": {"kv_n_heads": 8}}) == 32

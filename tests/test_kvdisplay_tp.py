@@ -53,15 +53,27 @@ def test_view_sequences_per_gpu_by_hand():
     memory = round(79.18 * 2**30)                                        # H100 as CUDA reports it
     by_hand = (memory - -(-141_107_412_992 // 8) - 5 * 10**9) // (40_960 * 8192)
     view = kd.tp_explorer_view(80, 64, 8, 128, 2, tp=8, seq_len=8192, weight_bytes=141_107_412_992)
-    assert f"sequences of 8,192 tokens per GPU (and so per node): <b>{by_hand}</b>" in view
+    assert f"sequences of 8,192 tokens per GPU (and so for the whole TP group): <b>{by_hand}</b>" in view
 
 
 def test_explorer_widget_follows_the_model_and_sliders():
     box = kd.tp_explorer(["llama-3.3-70b", "gpt2-large"])
     model, kv_heads, tp = box.children[:3]
-    assert kv_heads.value == 8 and tp.value == 1
+    assert kv_heads.value == 8 and tp.value == 8                        # opens on one 8-GPU node, not TP 1
+    assert "40,960 B" in box.view.value and "<b>0</b>" not in box.view.value
     tp.value = 2
     assert "163,840 B" in box.view.value
     model.value = "gpt2-large"
     assert kv_heads.value == 20 and kv_heads.options == (1, 2, 4, 5, 10, 20)
 
+
+
+def test_view_names_the_nodes_a_tp_group_spans():
+    # 8 GPUs to a server (HGX/DGX H100): TP 16 is two servers, TP 64 eight; 8 GPUs is one.
+    one = kd.tp_explorer_view(32, 32, 8, 128, 2, tp=8, seq_len=8192)
+    assert "fits in one 8-GPU node" in one and "spans" not in one
+    two = kd.tp_explorer_view(32, 32, 8, 128, 2, tp=16, seq_len=8192)
+    assert "spans 2 nodes of 8 GPUs" in two and "pipeline or data parallelism" in two
+    assert "spans 8 nodes of 8 GPUs" in kd.tp_explorer_view(80, 64, 8, 128, 2, tp=64, seq_len=8192)
+    # 2 x 32 x 1 x 128 x 2 = 16,384 B on each of 16 GPUs: 262,144 B between them
+    assert "the 16 GPUs store 262,144 B (256 KiB) per token between them" in two

@@ -111,7 +111,8 @@ PLANS = {
     ),
     "ch02_gqa_tp": Plan(
         slider="TP (GPUs)",
-        number=r"per-GPU bytes per token:\s*([\d,]+ B)",
+        # TP opens at 8 (= K of the 70B): past it the per-GPU bytes stay put, what the GPUs store grows.
+        number=r"GPUs store ([\d,]+ B) [^<]*per token between them",
         answer_id="ch02_q2_answer",
         # The whole model's bytes per token, not one GPU's share.
         wrong_answer="def kv_bytes_per_token_per_gpu(layers, kv_heads, head_dim, dtype_bytes, tp): "
