@@ -27,6 +27,8 @@ BATCHES = tuple(2**i for i in range(0, 10))      # 1 .. 512 sequences
 CONTEXTS = tuple(2**i for i in range(9, 18))     # 512 .. 131,072 tokens
 KV_DTYPES = (("bf16", 2), ("fp8", 1))
 DEFAULT_EFFICIENCY = 0.7
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+TPS = (1, 2, 4, 8)
 
 
 def step_bytes_figure(rows, *, title: str = "", figsize=(8, 3.2), dpi: int = 100):
@@ -88,8 +90,9 @@ def roofline_plot(gpu: str, points, *, figsize=(11, 4.6)):
 
     ``points`` is a list of ``(label, step)`` with ``step`` a ``kv.roofline.DecodeStep``:
     each is drawn at its arithmetic intensity [FLOP/B] and the FLOP/s it attains at the
-    roofline bound (``flops / step_s_bound``). The roof is ``min(peak, BW x intensity)``;
-    the ridge point, ``peak / BW``, is marked.
+    roofline bound (``flops / step_s_bound``), as a hollow marker of its own shape with its
+    number beside it (the legend numbers them too), so that neighbours do not hide each
+    other. The roof is ``min(peak, BW x intensity)``; the ridge point, ``peak / BW``, is marked.
 
     >>> step = kv.roofline.decode_step("llama-3.1-8b", batch=32, context=4096)
     >>> fig = roofline_plot("H100-SXM", [("B=32", step)])
@@ -108,9 +111,14 @@ def roofline_plot(gpu: str, points, *, figsize=(11, 4.6)):
     ax.plot(xs, [min(peak, bw * x) / 1e12 for x in xs], color="black",
             label=f"{card.name} roof: min(peak, BW × intensity)")
     ax.axvline(ridge, color="gray", linestyle=":", label=f"ridge point {ridge:.0f} FLOP/B")
-    for label, step in points:
+    for i, (label, step) in enumerate(points):
         attained = step.flops / step.step_s_bound / 1e12
-        ax.scatter([step.arithmetic_intensity], [attained], zorder=3, label=label)
+        # a shape and a number per point, hollow and drawn larger first, so that close points stay visible
+        marker = MARKERS[i % len(MARKERS)]
+        ax.scatter([step.arithmetic_intensity], [attained], zorder=3 + i, marker=marker, s=110 - 8 * i,
+                   facecolors="none", edgecolors=f"C{i}", linewidths=1.6, label=f"{i + 1}. {label}")
+        ax.annotate(str(i + 1), (step.arithmetic_intensity, attained), textcoords="offset points",
+                    xytext=(6, 6 if i % 2 == 0 else -12), fontsize=8, color=f"C{i}")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/B)")
@@ -191,38 +199,42 @@ def deployment_note(check) -> str:
 
 
 def crossover_view(model: str, batch: int, context: int, *, gpu: str = "H100-SXM", kv_dtype_bytes: int = 2,
-                   efficiency: float = DEFAULT_EFFICIENCY) -> str:
+                   efficiency: float = DEFAULT_EFFICIENCY, tp: int = 1) -> str:
     """The explorer's view as HTML: step time, tokens/s, ITL, the regime and the stacked bar.
 
     Every figure is ``kv.roofline.decode_step(model, batch=, context=, gpu=, kv_dtype_bytes=,
     efficiency=)``: bytes per step ``W + B x T x bytes per token`` [B], the step time at the
     bandwidth limit ``bytes / BW`` [s] and at ``efficiency`` (the share of peak bandwidth
     reached), tokens/s ``B / step``, and the crossover context ``W / (bytes per token x B)``.
+    The weights are what a step reads (``embedding_rows=True``: of the input embedding, the
+    batch's B rows), per GPU under tensor parallelism ``tp``, as is the cache.
 
     >>> view = crossover_view("llama-3.1-8b", 32, 4096)
-    >>> "step time at the bandwidth limit: <b>9.92 ms</b>" in view, "cache-dominated" in view
+    >>> "step time at the bandwidth limit: <b>9.61 ms</b>" in view, "cache-dominated" in view
     (True, True)
 
     Used in: ch06_crossover (through crossover_explorer); benchmarks/run.py may time it.
     """
     step = kv.roofline.decode_step(model, batch=batch, context=context, gpu=gpu, kv_dtype_bytes=kv_dtype_bytes,
-                                   efficiency=efficiency)
+                                   efficiency=efficiency, tp=tp, embedding_rows=True)
     spec = kv.load_model(model)
-    per_token = spec.kv_bytes_per_token(kv_dtype_bytes)
+    per_token = spec.kv_bytes_per_token(kv_dtype_bytes, tp=tp)
     cross = kv.roofline.first_cache_context(step.weight_bytes, per_token, batch)
     gb = kv.format_gb_gib
     dtype = dict((b, n) for n, b in KV_DTYPES).get(kv_dtype_bytes, f"{kv_dtype_bytes}-byte")
     color = CACHE_COLOR if step.regime == kv.roofline.CACHE_DOMINATED else WEIGHT_COLOR
     wants = ("shrink the cache (fp8 KV, fewer KV heads, paging, prefix reuse)"
              if step.regime == kv.roofline.CACHE_DOMINATED else "quantise the weights")
-    fits = deployment_note(kv.check_deployment(spec, gpu, batch_size=batch, seq_len=context,
-                                               kv_dtype_bytes=kv_dtype_bytes, weight_bytes=step.weight_bytes))
+    fits = deployment_note(kv.check_deployment(spec, gpu, tp=tp, batch_size=batch, seq_len=context,
+                                               kv_dtype_bytes=kv_dtype_bytes))
     limit = "" if step.limit == "bandwidth" else " <b style='color:#c0392b'>(compute-bound here)</b>"
     return (f"<div style='font-family:sans-serif;font-size:13px;line-height:1.6;display:flex;gap:18px;"
             f"align-items:flex-start'><div style='flex:1;min-width:0'>"
-            f"{html.escape(model_name(spec))} on one {step.gpu}, bf16 weights, {dtype} cache, "
+            f"{html.escape(model_name(spec))} on {'one' if tp == 1 else f'each of {tp}'} {step.gpu}"
+            f"{'' if tp == 1 else f' (TP {tp})'}, bf16 weights, {dtype} cache, "
             f"{batch} sequence{'s' if batch > 1 else ''} × {context:,} tokens<br>"
-            f"bytes read per step: weights {gb(step.weight_bytes)} + cache {gb(step.kv_bytes)} = "
+            f"bytes read per step{'' if tp == 1 else ' per GPU'}: weights {gb(step.weight_bytes)} (of the input "
+            f"embedding, only the batch's {batch:,} row{'s' if batch > 1 else ''}) + cache {gb(step.kv_bytes)} = "
             f"<b>{gb(step.bytes_per_step)}</b><br>"
             f"step time at the bandwidth limit: <b>{step.bandwidth_s * 1e3:,.2f} ms</b> "
             f"({step.bandwidth_bytes_per_s / 1e12:g} TB/s){limit}<br>"
@@ -238,7 +250,7 @@ def crossover_view(model: str, batch: int, context: int, *, gpu: str = "H100-SXM
 
 
 def crossover_explorer(models, *, gpu: str = "H100-SXM"):
-    """The explorer as ipywidgets: model, GPU, batch, context, KV dtype, efficiency.
+    """The explorer as ipywidgets: model, GPU, batch, context, KV dtype, efficiency, TP.
 
     ``models`` are names ``kv.load_model`` knows. Returns the ``VBox``; its ``.view`` is
     the HTML widget the controls redraw with ``crossover_view``.
@@ -261,6 +273,8 @@ def crossover_explorer(models, *, gpu: str = "H100-SXM"):
                                     style={**style, "button_width": "90px"})
     eff_w = widgets.FloatSlider(DEFAULT_EFFICIENCY, min=0.3, max=1.0, step=0.05, readout_format=".0%",
                                 description="bandwidth reached", style=style, layout=layout)
-    return wire((model_w, gpu_w, batch_w, context_w, dtype_w, eff_w),
+    tp_w = widgets.ToggleButtons(options=[(f"TP {t}", t) for t in TPS], value=1, description="GPUs (TP)",
+                                 style={**style, "button_width": "60px"})
+    return wire((model_w, gpu_w, batch_w, context_w, dtype_w, eff_w, tp_w),
                 lambda: crossover_view(names[model_w.value], batch_w.value, context_w.value, gpu=gpu_w.value,
-                                       kv_dtype_bytes=dtype_w.value, efficiency=eff_w.value))
+                                       kv_dtype_bytes=dtype_w.value, efficiency=eff_w.value, tp=tp_w.value))

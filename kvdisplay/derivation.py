@@ -31,6 +31,9 @@ def build_up(steps):
     True
     >>> "2 \\\\cdot L \\\\cdot" in view.data       # formula order, not sympy's sorted order
     True
+    >>> B = sp.Symbol("B")
+    >>> r"\\left(B - 1\\right)" in build_up([(L, "layers", "x"), (B - 1, "others", "y")])[0].data
+    True
 
     Used in: ch01_kv_formula, ch02_gqa_tp, ch03_mla, ch05_prefix_reuse, ch08_vllm_lab, ch09_interview_drills.
     """
@@ -42,7 +45,8 @@ def build_up(steps):
     for factor, meaning, counts in steps:
         factors.append(sp.sympify(factor))
         products.append(sp.Mul(*factors))
-        shown = [sp.latex(f) for f in factors]
+        # a sum as a factor needs its brackets: b_tok (B - 1), not b_tok B - 1
+        shown = [rf"\left({sp.latex(f)}\right)" if isinstance(f, sp.Add) else sp.latex(f) for f in factors]
         shown[-1] = rf"\color{{{NEW_FACTOR_COLOR}}}{{\mathbf{{{shown[-1]}}}}}"
         product = r" \cdot ".join(shown)
         rows.append(f"| ${product}$ | ${sp.latex(factors[-1])}$ ({meaning}) | {counts} |")

@@ -72,28 +72,31 @@ def fetch_recompute_view(model: str, link_bytes_per_s, mfu: float, *, gpu: str =
                          fetch_overhead_s: float = 0.0, contexts=FETCH_CONTEXTS) -> str:
     """Fetch a cached prefix over a link or recompute it, across context lengths, as HTML.
 
-    Each row is ``kv.offload.fetch_or_recompute`` (fetch = overhead + T b_tok / link;
-    recompute = prefill FLOPs / (mfu x peak)); the break-even is
-    ``kv.offload.break_even_context``.
+    Each row is ``kv.offload.fetch_or_recompute(..., roofline=True)`` (fetch = overhead +
+    T b_tok / link; recompute = the larger of prefill FLOPs / (mfu x peak) and the weights'
+    read over the HBM bandwidth, the roofline of ch06); the break-even is
+    ``kv.offload.break_even_context(..., roofline=True)``.
 
     >>> view = fetch_recompute_view("llama-3.1-8b", 50e9, 0.6)
-    >>> "fetch wins from <b>1</b> token" in view
-    True
+    >>> "fetch wins from <b>1</b> token" in view, "no prefill is shorter than <b>4.48 ms</b>" in view
+    (True, True)
 
     Used in: ch05_prefix_reuse (through fetch_recompute_explorer).
     """
     spec = kv.load_model(model)
     device = kv.get_gpu(gpu)
     even = kv.offload.break_even_context(spec, link_bytes_per_s=link_bytes_per_s, gpu=gpu, mfu=mfu,
-                                         fetch_overhead_s=fetch_overhead_s)
+                                         fetch_overhead_s=fetch_overhead_s, roofline=True)
     rows = []
     for t in contexts:
         r = kv.offload.fetch_or_recompute(spec, t, link_bytes_per_s=link_bytes_per_s, gpu=gpu, mfu=mfu,
-                                          fetch_overhead_s=fetch_overhead_s)
+                                          fetch_overhead_s=fetch_overhead_s, roofline=True)
         color = "#2e7d32" if r.winner == "fetch" else "#c0392b"
+        floor = " (weights' read)" if r.weight_read_s > r.compute_s else ""
         rows.append(f"<tr><td>{t:,}</td><td>{kv.format_gb_gib(r.kv_bytes)}</td><td>{r.fetch_s * 1e3:,.2f}</td>"
-                    f"<td>{r.recompute_s * 1e3:,.2f}</td><td style='color:{color}'><b>{r.winner}</b> "
+                    f"<td>{r.recompute_s * 1e3:,.2f}{floor}</td><td style='color:{color}'><b>{r.winner}</b> "
                     f"({r.speedup:.1f}×)</td></tr>")
+    first = kv.offload.fetch_or_recompute(spec, contexts[0], gpu=gpu)
     if even is None:
         verdict = "recompute wins at every length up to 10 million tokens"
     else:
@@ -105,6 +108,9 @@ def fetch_recompute_view(model: str, link_bytes_per_s, mfu: float, *, gpu: str =
     return (f"<div style='{_STYLE}'>{model_name(spec)} on one {device.name} "
             f"({device.bf16_flop_per_s / 1e12:,.0f} TFLOP/s dense bf16) at {mfu:.0%} MFU; link "
             f"{link_bytes_per_s / kv.GB:,.0f} GB/s; fixed cost per fetch {fetch_overhead_s * 1e3:g} ms<br>"
+            f"no prefill is shorter than <b>{first.weight_read_s * 1e3:,.2f} ms</b>, the time to read its "
+            f"{kv.format_gb_gib(first.weight_bytes)} of weights once at {device.bandwidth_bytes_per_s / 1e12:g} TB/s "
+            f"(the roofline of chapter 06)<br>"
             f"break-even: {verdict}"
             f"<table style='border-collapse:collapse;margin-top:4px'><tr>{head}</tr>{body}</table></div>")
 

@@ -183,6 +183,10 @@ SYMBOLS: tuple[Symbol, ...] = (
            chapter="ch08_vllm_lab"),
     Symbol("n_spare", "redundancy_nodes", "spare nodes a plan adds for failures (N+1: one)", "count",
            kvlib_keywords=("redundancy_nodes",), chapter="ch07_capacity_plan"),
+    Symbol("V", "vocab_size", "tokens in the vocabulary: rows of the embedding table", "count", ("vocab_size",),
+           chapter="ch06_crossover"),
+    Symbol("W_r", "weight_bytes_read", "weight bytes one decode step reads: W less the embedding rows no token "
+           "of the batch looks up, W - (V - B) d b", "B", chapter="ch06_crossover"),
 )
 
 def by_letter(letter: str) -> Symbol:

@@ -157,9 +157,13 @@ class FetchOrRecompute:
     attention_flops: float          # [FLOP] 2 L H (d_qk + d_v) T (T + 1) / 2
     peak_flop_per_s: float          # [FLOP/s] dense bf16
     mfu: float                      # achieved / peak
-    recompute_s: float              # [s] FLOPs / (mfu x peak)
+    recompute_s: float              # [s] FLOPs / (mfu x peak); with roofline=True at least weight_read_s
     bytes_per_token_over_link_s: float   # [s/token] the rule's left side
     flops_per_token_over_compute_s: float  # [s/token] the rule's right side
+    compute_s: float = 0.0          # [s] FLOPs / (mfu x peak), the compute side alone
+    weight_bytes: int = 0           # [B] weights the prefill reads (per rank): all, but T rows of the embedding
+    weight_read_s: float = 0.0      # [s] weight_bytes / BW: no prefill is shorter (ch06's roofline)
+    roofline: bool = False          # whether recompute_s is max(compute_s, weight_read_s)
 
     @property
     def flops(self):
@@ -179,7 +183,8 @@ class FetchOrRecompute:
 
 def fetch_or_recompute(model, tokens: int, *, link_bytes_per_s=DEFAULT_LINK_BYTES_PER_S, gpu="H100-SXM",
                        peak_flop_per_s=None, mfu=DEFAULT_MFU, kv_dtype_bytes=None, num_params=None,
-                       fetch_overhead_s=0.0, tp: int = 1) -> FetchOrRecompute:
+                       fetch_overhead_s=0.0, tp: int = 1, roofline: bool = False,
+                       bandwidth_bytes_per_s=None) -> FetchOrRecompute:
     """Time to fetch a ``tokens``-long prefix against the time to recompute it.
 
     fetch_s = fetch_overhead_s + T * bytes_per_token / link_bytes_per_s;
@@ -195,6 +200,18 @@ def fetch_or_recompute(model, tokens: int, *, link_bytes_per_s=DEFAULT_LINK_BYTE
     >>> print(f"{r.kv_bytes / 1e9:.2f} GB, fetch {r.fetch_s * 1e3:.1f} ms, "
     ...       f"recompute {r.recompute_s * 1e3:.0f} ms: {r.winner}")
     1.07 GB, fetch 21.5 ms, recompute 251 ms: fetch
+
+    A prefill also reads every weight once (of the input embedding, the rows
+    of its T tokens), so it is never shorter than those bytes over the HBM
+    bandwidth: ``weight_read_s``, about 4.8 ms for the 8B on an H100. With
+    ``roofline=True`` the recompute time is ``max(compute_s, weight_read_s)``,
+    the roofline of ch06 applied to a prefill; it matters for short prefixes,
+    whose FLOPs alone would take less (128 tokens: 3.5 ms of compute):
+
+    >>> r = fetch_or_recompute("llama-3.1-8b", 128, roofline=True)
+    >>> print(f"compute {r.compute_s * 1e3:.2f} ms, weights {r.weight_read_s * 1e3:.2f} ms: "
+    ...       f"recompute {r.recompute_s * 1e3:.2f} ms")
+    compute 3.47 ms, weights 4.48 ms: recompute 4.48 ms
     """
     _check_positive("tokens", tokens, integer=True)
     _check_positive("link_bytes_per_s", link_bytes_per_s)
@@ -211,19 +228,29 @@ def fetch_or_recompute(model, tokens: int, *, link_bytes_per_s=DEFAULT_LINK_BYTE
     linear, attention = prefill_flops(spec, tokens, num_params=num_params)
     linear, attention = linear / tp, attention / tp
     achieved = mfu * peak
+    bw = get_gpu(gpu).bandwidth_bytes_per_s if bandwidth_bytes_per_s is None else _check_positive(
+        "bandwidth_bytes_per_s", bandwidth_bytes_per_s)
+    if num_params is None:
+        from .roofline import weight_bytes_read
+        weights = weight_bytes_read(spec, tokens, tp=tp)
+    else:
+        weights = int(2 * num_params) // tp
+    compute_s = (linear + attention) / achieved
+    weight_read_s = weights / bw
     return FetchOrRecompute(
         model=spec.name, tokens=tokens, kv_bytes=kv_bytes, link_bytes_per_s=link_bytes_per_s,
         fetch_overhead_s=float(fetch_overhead_s), fetch_s=fetch_overhead_s + kv_bytes / link_bytes_per_s,
         linear_flops=linear, attention_flops=attention, peak_flop_per_s=peak, mfu=mfu,
-        recompute_s=(linear + attention) / achieved,
+        recompute_s=max(compute_s, weight_read_s) if roofline else compute_s,
         bytes_per_token_over_link_s=kv_bytes / tokens / link_bytes_per_s,
         flops_per_token_over_compute_s=(linear + attention) / tokens / achieved,
+        compute_s=compute_s, weight_bytes=weights, weight_read_s=weight_read_s, roofline=bool(roofline),
     )
 
 
 def break_even_context(model, *, link_bytes_per_s=DEFAULT_LINK_BYTES_PER_S, gpu="H100-SXM",
                        peak_flop_per_s=None, mfu=DEFAULT_MFU, kv_dtype_bytes=None, num_params=None,
-                       fetch_overhead_s=0.0, max_tokens: int = 10**7) -> int | None:
+                       fetch_overhead_s=0.0, max_tokens: int = 10**7, roofline: bool = False) -> int | None:
     """Shortest prefix (tokens) for which fetching is at least as fast as recomputing.
 
     Recompute time grows faster than linearly (the attention term) while a
@@ -245,6 +272,18 @@ def break_even_context(model, *, link_bytes_per_s=DEFAULT_LINK_BYTES_PER_S, gpu=
     204
     >>> break_even_context("llama-3.1-8b", link_bytes_per_s=2e9)
     87083
+
+    ``roofline=True`` floors the recompute at the weights' read (see
+    ``fetch_or_recompute``). Over a slow link a very short fetch then wins too
+    (under 4.5 ms of copy), before recompute takes over; the answer stays the
+    length from which fetching wins at every longer length. The floor ends at
+    about MFU x ridge tokens (177 at 60% on an H100), so a 5 ms fixed cost keeps
+    its 204:
+
+    >>> break_even_context("llama-3.1-8b", fetch_overhead_s=0.005, roofline=True)
+    204
+    >>> break_even_context("llama-3.1-8b", link_bytes_per_s=2e9, roofline=True)
+    87083
     """
     _check_positive("max_tokens", max_tokens, integer=True)
     spec = load_model(model)
@@ -252,9 +291,20 @@ def break_even_context(model, *, link_bytes_per_s=DEFAULT_LINK_BYTES_PER_S, gpu=
     def fetch_wins(t):
         r = fetch_or_recompute(spec, t, link_bytes_per_s=link_bytes_per_s, gpu=gpu,
                                peak_flop_per_s=peak_flop_per_s, mfu=mfu, kv_dtype_bytes=kv_dtype_bytes,
-                               num_params=num_params, fetch_overhead_s=fetch_overhead_s)
+                               num_params=num_params, fetch_overhead_s=fetch_overhead_s, roofline=roofline)
         return r.fetch_s <= r.recompute_s
 
+    if roofline:
+        # the floor only raises the recompute time: from the compute-only break-even on, fetch keeps
+        # winning; below it, fetch wins only under the floor, so walk down while it does
+        first = break_even_context(spec, link_bytes_per_s=link_bytes_per_s, gpu=gpu, peak_flop_per_s=peak_flop_per_s,
+                                   mfu=mfu, kv_dtype_bytes=kv_dtype_bytes, num_params=num_params,
+                                   fetch_overhead_s=fetch_overhead_s, max_tokens=max_tokens)
+        if first is None:
+            return None
+        while first > 1 and fetch_wins(first - 1):
+            first -= 1
+        return first
     if fetch_wins(1):
         return 1
     if not fetch_wins(max_tokens):

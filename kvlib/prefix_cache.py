@@ -13,7 +13,14 @@ in whole blocks:
   and evicts least-recently-used leaves (``RadixCache``; here with edges cut
   at block boundaries, so ``block_size=1`` is SGLang's token-level tree).
 
-Both find the same longest cached prefix of full blocks; the tests check it.
+The granularity is the engine's page: vLLM matches whole 16-token blocks by
+default, SGLang token by token at its usual ``--page-size 1`` (its
+``RadixCache`` compares runs of ``page_size`` tokens otherwise). At the same
+block size the hash chain and the tree find the same longest cached prefix
+of full blocks; the tests check it. vLLM also never serves a whole prompt
+from the cache: ``get_computed_blocks`` caps a hit at ``num_tokens - 1`` so
+the last token is computed for its logits, and the cap rounds down to a
+block (``cache_hit_tokens``; ``run_cache`` applies it).
 
 Hashing here is SHA-256 over a small type-tagged, length-prefixed encoding
 (not vLLM's pickle), so keys are stable across Python versions and
@@ -49,6 +56,7 @@ __all__ = [
     "simulate_prefix_cache",
     "SharingSavings",
     "prefix_sharing_savings",
+    "cache_hit_tokens",
 ]
 
 
@@ -139,6 +147,33 @@ def changed_blocks(hashes_a, hashes_b) -> list:
     """
     n = max(len(hashes_a), len(hashes_b))
     return [i for i in range(n) if i >= len(hashes_a) or i >= len(hashes_b) or hashes_a[i] != hashes_b[i]]
+
+
+def cache_hit_tokens(prompt_tokens: int, cached_tokens: int, block_size: int = 16) -> int:
+    """Prompt tokens served from the cache: ``floor(min(T_c, T - 1) / bs) * bs``.
+
+    A hit covers whole blocks (``block_size`` tokens; 1 is a token-granular
+    cache such as SGLang's radix tree at ``--page-size 1``), and never the
+    whole prompt: vLLM's ``KVCacheManager.get_computed_blocks``
+    (``vllm/v1/core/kv_cache_manager.py``) sets ``max_cache_hit_length =
+    request.num_tokens - 1``, since the last prompt token must run to give
+    the logits of the first new one. Rounded down to a block, that cap can
+    cost a whole block. ``cached_tokens`` is how much of the prompt's start
+    is in the cache (full blocks or not).
+
+    A 3,000-token turn whose first 2,900 tokens are cached, 16-token blocks
+    against a token-granular cache; then a 2,000-token prompt (125 blocks)
+    that is cached in full:
+
+    >>> cache_hit_tokens(3000, 2900), cache_hit_tokens(3000, 2900, block_size=1)
+    (2896, 2900)
+    >>> cache_hit_tokens(2000, 2000), cache_hit_tokens(2000, 2000, block_size=1)
+    (1984, 1999)
+    """
+    _int("prompt_tokens", prompt_tokens)
+    _int("cached_tokens", cached_tokens, 0)
+    _int("block_size", block_size)
+    return min(cached_tokens, prompt_tokens - 1) // block_size * block_size
 
 
 class ChainedHashCache:
@@ -477,6 +512,8 @@ def run_cache(requests, *, block_size: int = 16, capacity_blocks: int | None = N
     hits them). ``capacity_bytes`` needs ``bytes_per_token`` and becomes
     ``capacity_bytes // (block_size * bytes_per_token)`` blocks. Hit rate =
     hit tokens / prompt tokens; prefill with the cache = prompt - hit tokens.
+    A hit stops short of the prompt's last token, as in vLLM
+    (``cache_hit_tokens``): a prompt sent twice recomputes its last block.
 
     A second turn re-sends the first turn's 40 tokens (2 full blocks) plus 10:
 
@@ -497,6 +534,8 @@ def run_cache(requests, *, block_size: int = 16, capacity_blocks: int | None = N
     hits = []
     for r in requests:
         matched = cache.match(r.prompt)
+        if r.prompt:     # vLLM's cap: the last prompt token is always computed (cache_hit_tokens)
+            matched = min(matched, (len(r.prompt) - 1) // block_size)
         hits.append(matched)
         prompt_tokens += len(r.prompt)
         hit_tokens += matched * block_size
@@ -557,7 +596,10 @@ def prefix_sharing_savings(prompt_tokens: int, num_requests: int, bytes_per_toke
 
     Only full blocks are shared: ``floor(P / bs)`` of them, held once; the
     ``P mod bs`` tokens of the partial last block are recomputed and held by
-    every request. Seed 000: a 2,000-token system prompt, 100 requests,
+    every request. The prompt is taken to be the start of each request,
+    followed by tokens of its own (a question): a request that is the prompt
+    alone cannot hit all of it (``cache_hit_tokens``: its last token, here a
+    whole block, is computed again). Seed 000: a 2,000-token system prompt, 100 requests,
     Llama 3.1 8B (131,072 B per token):
 
     >>> s = prefix_sharing_savings(2000, 100, 131072)

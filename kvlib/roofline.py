@@ -18,6 +18,15 @@ FLOPs of a decode step: ``2 * P * B`` for the linear layers plus, per
 sequence and layer, ``2 * H * (d_qk + d_v) * T`` for the new token's Q.K
 and softmax(.)V against T cached tokens (H = query heads).
 
+"Every weight once" is true of every matrix but the input embedding: a step
+looks up one row of it per sequence and does no arithmetic with it.
+``weight_bytes_read`` counts what a step reads, ``W - (V - B) d b`` for an
+untied table (Llama 3.1 8B skips 1.05 GB of its 16.06 GB), and
+``decode_step(..., embedding_rows=True)`` uses it, with the lookup's
+parameters left out of the FLOPs too. ``compute_bound_batch`` is the batch
+from which a step is compute-bound: about the ridge for the weights alone,
+never once the context is long enough.
+
 Taught in ch06_crossover (bandwidth against compute).
 """
 
@@ -40,6 +49,8 @@ __all__ = [
     "crossover_context",
     "first_cache_context",
     "crossover_batch",
+    "weight_bytes_read",
+    "compute_bound_batch",
     "WEIGHT_DOMINATED",
     "CACHE_DOMINATED",
 ]
@@ -112,6 +123,52 @@ def crossover_batch(weight_bytes, bytes_per_token, context):
     29.9
     """
     return formulas.crossover_tokens(weight_bytes, bytes_per_token) / context
+
+
+def _embedding_lookup(spec):
+    """(parameters a decode step only looks up rows of, how many tables that is) for ``spec``.
+
+    The token table, unless the LM head shares it (tied: the head reads it whole),
+    plus a learned position table (GPT-2), whose rows are looked up too.
+    """
+    d, vocab = spec.hidden_size, spec.vocab_size
+    if d is None or vocab is None:
+        raise RooflineError(f"{spec.name}: hidden_size and vocab_size are needed to count the embedding rows")
+    tables = [] if spec.tie_word_embeddings else [vocab]
+    if spec.learned_positions:
+        tables.append(spec.learned_positions)
+    return d, tables
+
+
+def weight_bytes_read(model, batch: int, *, dtype_bytes=2, tp: int = 1) -> int:
+    """Weight bytes one decode step of ``batch`` sequences reads, per GPU.
+
+    Every matrix is read once, except an input embedding table (``V x d``
+    numbers): the step fetches only the rows of the ``B`` tokens it feeds in
+    (at most ``V``). ``W_r = W - (V - B) d b`` [B], ``W`` the whole model at
+    ``dtype_bytes`` per parameter. A tied table is read whole anyway, by the LM
+    head, so it saves nothing; a learned position table (GPT-2) is looked up
+    by rows as well. Under tensor parallelism ``tp`` each GPU reads ``W_r / t``
+    (vLLM splits the vocabulary across ranks; the rows land where their tokens
+    live, so this is the average).
+
+    Llama 3.1 8B (V = 128,256, d = 4,096, untied): the table is 1,050,673,152 B
+    of the 16,060,522,496 B of bf16 weights (6.5%); a step of 32 reads 32 rows:
+
+    >>> weight_bytes_read("llama-3.1-8b", 32)
+    15010111488
+    >>> weight_bytes_read("llama-3.1-8b", 32) == 16_060_522_496 - (128_256 - 32) * 4096 * 2
+    True
+
+    Taught in ch06_crossover.
+    """
+    _positive("batch", batch, integer=True)
+    _positive("tp", tp, integer=True)
+    spec = load_model(model)
+    d, tables = _embedding_lookup(spec)
+    skipped = sum(max(0, rows - batch) for rows in tables) * d
+    whole = formulas.weight_bytes(spec.num_params(), dtype_bytes)
+    return formulas.weight_bytes_per_gpu(whole - formulas.weight_bytes(skipped, dtype_bytes), tp)
 
 
 def decode_flops(num_params, batch, layers, num_heads, qk_head_dim, context, v_head_dim=None):
@@ -206,7 +263,7 @@ class DecodeStep:
 
 def decode_step(model, *, batch: int, context: int, gpu="H100-SXM", efficiency: float = 1.0,
                 weight_bytes=None, num_params=None, kv_dtype_bytes=None, tp: int = 1,
-                bandwidth_bytes_per_s=None, peak_flop_per_s=None) -> DecodeStep:
+                bandwidth_bytes_per_s=None, peak_flop_per_s=None, embedding_rows: bool = False) -> DecodeStep:
     """Step time, throughput, ITL and regime of one decode step.
 
     ``weight_bytes`` defaults to the model's bf16 weights (kvlib's parameter
@@ -225,6 +282,15 @@ def decode_step(model, *, batch: int, context: int, gpu="H100-SXM", efficiency: 
     (The seed prints 3,226 and 699 tok/s: it divides 32 by the step time
     already rounded to 9.92 and 45.8 ms; 32 / 9.9223 ms = 3,225.04 and
     32 / 45.8206 ms = 698.4.)
+
+    ``embedding_rows=True`` counts what the step reads of the input embedding,
+    B rows (``weight_bytes_read``), and leaves the lookup out of the linear
+    FLOPs (``2 (P - V d) B`` for an untied table); it needs the model's own
+    weights, so it excludes ``weight_bytes`` and ``num_params``:
+
+    >>> s = decode_step("llama-3.1-8b", batch=32, context=4096, embedding_rows=True)
+    >>> print(f"{s.weight_bytes / 1e9:.2f} GB of weights, {s.bytes_per_step / 1e9:.2f} GB, {s.step_s * 1e3:.2f} ms")
+    15.01 GB of weights, 32.19 GB, 9.61 ms
     """
     _positive("batch", batch, integer=True)
     _positive("context", context, integer=True)
@@ -232,6 +298,14 @@ def decode_step(model, *, batch: int, context: int, gpu="H100-SXM", efficiency: 
     _positive("tp", tp, integer=True)
     spec = load_model(model)
     card = get_gpu(gpu)
+    lookup_params = 0
+    if embedding_rows:
+        if weight_bytes is not None or num_params is not None:
+            raise RooflineError("embedding_rows counts the model's own weights: leave weight_bytes and "
+                                "num_params unset")
+        d, tables = _embedding_lookup(spec)
+        lookup_params = sum(tables) * d
+        weight_bytes = weight_bytes_read(spec, batch, dtype_bytes=2)
     if weight_bytes is None:
         params = spec.num_params() if num_params is None else _positive("num_params", num_params)
         weight_bytes = formulas.weight_bytes(params, 2)
@@ -241,10 +315,46 @@ def decode_step(model, *, batch: int, context: int, gpu="H100-SXM", efficiency: 
     bw = card.bandwidth_bytes_per_s if bandwidth_bytes_per_s is None else _positive(
         "bandwidth_bytes_per_s", bandwidth_bytes_per_s)
     peak = card.bf16_flop_per_s if peak_flop_per_s is None else _positive("peak_flop_per_s", peak_flop_per_s)
-    active = spec.num_params_active() if num_params is None else num_params
+    active = (spec.num_params_active() if num_params is None else num_params) - lookup_params
     flops = (2 * active * batch + _attention_flops_per_token(spec, context) * batch) / tp
     total = w + kv
     return DecodeStep(model=spec.name, gpu=card.name, batch=batch, context=context, tp=tp,
                       weight_bytes=w, kv_bytes=kv, bytes_per_step=total, bandwidth_bytes_per_s=bw,
                       flops=flops, peak_flop_per_s=peak, efficiency=efficiency,
                       bandwidth_s=total / bw, compute_s=flops / peak, ridge_flop_per_byte=peak / bw)
+
+
+def compute_bound_batch(model, *, context: int, gpu="H100-SXM", kv_dtype_bytes=None, tp: int = 1,
+                        embedding_rows: bool = False, peak_flop_per_s=None, bandwidth_bytes_per_s=None):
+    """Smallest batch whose decode step at ``context`` tokens is compute-bound, or None if none is.
+
+    A step's bytes grow by a fixed amount per sequence (its cache, plus an
+    embedding row) on top of the weights, and its FLOPs in proportion to the
+    batch: ``I(B) = f B / (W_0 + m B)``, which rises with B towards ``f / m``.
+    It reaches the ridge ``I* = F / BW`` from ``B = ceil(I* W_0 / (f - I* m))``
+    on, and never when ``f / m <= I*``: each added sequence brings its own
+    cache, so the intensity never passes ``f / m``, which a long context pulls toward ``H/K``, whatever the
+    batch. With the weights alone (one token of context) an H100 needs about
+    its ridge, 295 sequences; at 1,024 tokens no batch gets there:
+
+    >>> compute_bound_batch("llama-3.1-8b", context=1), compute_bound_batch("llama-3.1-8b", context=1024)
+    (296, None)
+
+    Taught in ch06_crossover.
+    """
+    kw = dict(context=context, gpu=gpu, kv_dtype_bytes=kv_dtype_bytes, tp=tp, embedding_rows=embedding_rows,
+              peak_flop_per_s=peak_flop_per_s, bandwidth_bytes_per_s=bandwidth_bytes_per_s)
+    one, two = decode_step(model, batch=1, **kw), decode_step(model, batch=2, **kw)
+    per_seq_bytes = two.bytes_per_step - one.bytes_per_step
+    base_bytes = one.bytes_per_step - per_seq_bytes
+    per_seq_flops = one.flops
+    ridge = one.ridge_flop_per_byte
+    if per_seq_flops <= ridge * per_seq_bytes:
+        return None
+    batch = max(1, math.ceil(ridge * base_bytes / (per_seq_flops - ridge * per_seq_bytes)))
+    # float guard: settle on the exact first batch the step's own limit calls compute-bound
+    while batch > 1 and decode_step(model, batch=batch - 1, **kw).limit == "compute":
+        batch -= 1
+    while decode_step(model, batch=batch, **kw).limit != "compute":
+        batch += 1
+    return batch

@@ -18,6 +18,11 @@ W8 = 8_030_261_248 * 2
 C8 = 131_072
 
 
+def read8(batch):
+    """What a step of the 8B reads of its weights: all but the 128,256 - B unread rows of its 4,096-wide table."""
+    return W8 - (128_256 - batch) * 4096 * 2
+
+
 def test_step_bytes_figure_stacks_weights_under_cache():
     fig = kd.step_bytes_figure([("a", W8, C8 * 4096 * 32), ("b", W8, 0)])
     ax = fig.axes[0]
@@ -35,6 +40,7 @@ def test_roofline_plot_puts_points_at_their_intensity():
     fig = kd.roofline_plot("H100-SXM", [("B=32", step)])
     ax = fig.axes[0]
     x, y = ax.collections[0].get_offsets()[0]
+    assert ax.get_legend_handles_labels()[1][-1] == "1. B=32"          # numbered, as the marker's tag is
     assert abs(x - step.arithmetic_intensity) < 1e-9
     # below the ridge the attained rate is bandwidth x intensity
     assert abs(y - 3.35e12 * step.arithmetic_intensity / 1e12) / y < 1e-6
@@ -43,14 +49,16 @@ def test_roofline_plot_puts_points_at_their_intensity():
 
 def test_view_figures_by_hand():
     view = kd.crossover_view("llama-3.1-8b", 32, 4096, efficiency=0.7)
-    step_ms = (W8 + C8 * 4096 * 32) / 3.35e12 * 1e3            # 9.92 ms, seed 003 section 7
+    step_ms = (read8(32) + C8 * 4096 * 32) / 3.35e12 * 1e3     # 9.61 ms (9.92 ms, seed 003 §7, with the whole table)
+    assert f"{step_ms:,.2f}" == "9.61"
     assert f"step time at the bandwidth limit: <b>{step_ms:,.2f} ms</b>" in view
     assert f"<b>{step_ms / 0.7:,.2f} ms</b>" in view
     assert f"<b>{32 * 0.7 / (step_ms / 1e3):,.0f} tokens/s</b>" in view
     assert "cache-dominated" in view and "<svg" in view
-    # rounded up: at 3,829 tokens 32 x 3,829 x 131,072 = 16,059,990,016 B is still below W8 = 16,060,522,496 B
-    assert C8 * 32 * 3829 < W8 <= C8 * 32 * 3830
-    assert "from context 3,830 tokens on" in view
+    # rounded up: at 3,578 tokens 32 x 3,578 x 131,072 = 15,007,219,712 B is still below the 15,010,111,488 B read
+    assert C8 * 32 * 3578 < read8(32) <= C8 * 32 * 3579
+    assert "from context 3,579 tokens on" in view
+    assert "only the batch's 32 rows" in view
     assert "fits the KV pool of 59.16 GB" in view       # ceil(0.92 x 85,018,877,624) - W8 - 3e9 = 59,156,844,919 B
 
 
@@ -67,8 +75,19 @@ def test_view_names_the_weight_dominated_regime_and_fp8_halves_the_cache():
     bf16 = kd.crossover_view("llama-3.1-8b", 64, 8192, kv_dtype_bytes=2)
     fp8 = kd.crossover_view("llama-3.1-8b", 64, 8192, kv_dtype_bytes=1)
     ms = [float(re.search(r"bandwidth limit: <b>([\d.,]+) ms", v).group(1).replace(",", "")) for v in (bf16, fp8)]
-    assert abs(ms[0] - (W8 + C8 * 8192 * 64) / 3.35e12 * 1e3) < 0.01
-    assert abs(ms[1] - (W8 + C8 // 2 * 8192 * 64) / 3.35e12 * 1e3) < 0.01
+    assert abs(ms[0] - (read8(64) + C8 * 8192 * 64) / 3.35e12 * 1e3) < 0.01
+    assert abs(ms[1] - (read8(64) + C8 // 2 * 8192 * 64) / 3.35e12 * 1e3) < 0.01
+
+
+def test_view_under_tensor_parallelism_is_per_gpu():
+    # Llama 3.3 70B on 4 H100s: each reads a quarter of its weights (untied 128,256 x 8,192 table, 32 rows read)
+    # and 2 of its 8 KV heads: 80 layers x 2 x 2 x 128 x 2 B = 81,920 B per token per GPU
+    view = kd.crossover_view("llama-3.3-70b", 32, 4096, tp=4)
+    weights = (70_553_706_496 * 2 - (128_256 - 32) * 8192 * 2) // 4
+    kv_bytes = 81_920 * 4096 * 32
+    assert f"step time at the bandwidth limit: <b>{(weights + kv_bytes) / 3.35e12 * 1e3:,.2f} ms</b>" in view
+    assert "each of 4 H100-SXM (TP 4)" in view and "fits the KV pool" in view
+    assert "does not fit" in kd.crossover_view("llama-3.3-70b", 32, 4096)     # its 141 GB of weights on one GPU
 
 
 def test_explorer_redraws_on_a_slider():

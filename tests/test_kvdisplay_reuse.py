@@ -52,3 +52,11 @@ def test_explorers_redraw():
     before = box.view.value
     box.children[4].value = 5                                                 # 5 ms per fetch
     assert box.view.value != before and "fixed cost per fetch 5 ms" in box.view.value
+
+
+def test_fetch_view_floors_a_short_recompute_at_the_weights_read():
+    # 128 tokens of Llama 3.1 8B: 3.47 ms of compute at 60% of 989 TFLOP/s, but the prefill reads
+    # 16,060,522,496 - (128,256 - 128) x 4,096 x 2 = 15,009,857,536 B of weights: 4.48 ms at 3.35 TB/s
+    weights_ms = (8_030_261_248 * 2 - (128_256 - 128) * 4096 * 2) / 3.35e12 * 1e3
+    view = kd.fetch_recompute_view("llama-3.1-8b", 50e9, 0.6, contexts=(128,))
+    assert f"{weights_ms:,.2f} (weights' read)" in view and "4.48" in f"{weights_ms:.2f}"

@@ -293,3 +293,28 @@ def test_every_layer_of_a_sliding_model_is_windowed():
     # each layer has 4,096 x 4,097 / 2 + 904 x 4,096 = 8,390,656 + 3,702,784 = 12,093,440 pairs
     _, attention = prefill_flops("mistralai/Mistral-7B-v0.1", 5000)
     assert attention == 2 * 32 * 32 * (128 + 128) * 12_093_440
+
+
+# --- a prefill reads the weights once: its time is at least W / BW (issue 34, ch06's roofline) ----------
+def test_short_prefix_recompute_is_floored_by_the_weight_read():
+    # Llama 3.1 8B: 16,060,522,496 B of bf16 weights less the unread embedding rows (128,256 - 128) x 4,096 x 2 B
+    weights = 8_030_261_248 * 2 - (128_256 - 128) * 4096 * 2
+    r = fetch_or_recompute(LLAMA_8B, 128, roofline=True)
+    assert r.weight_bytes == weights
+    assert abs(r.weight_read_s - weights / 3.35e12) < 1e-15            # 4.48 ms
+    flops = 2 * 8_030_261_248 * 128 + 2 * 32 * 32 * 256 * 128 * 129 // 2
+    assert abs(r.compute_s - flops / (0.6 * 989e12)) < 1e-12           # 3.47 ms
+    assert r.recompute_s == r.weight_read_s > r.compute_s
+    plain = fetch_or_recompute(LLAMA_8B, 128)                           # the default keeps the compute side alone
+    assert plain.recompute_s == plain.compute_s == r.compute_s and not plain.roofline
+    long = fetch_or_recompute(LLAMA_8B, 8192, roofline=True)            # compute-bound: the floor changes nothing
+    assert long.recompute_s == long.compute_s
+
+
+def test_break_even_with_the_floor():
+    # 5 ms per fetch: the crossing at 204 tokens lies past the floor's end (about 0.6 x 295 = 177 tokens)
+    assert break_even_context(LLAMA_8B, fetch_overhead_s=0.005, roofline=True) == 204
+    # 2 GB/s: fetch wins under the floor (65.5 us a token, below 4.48 ms up to 68 tokens), loses, then wins from 87,083
+    assert fetch_or_recompute(LLAMA_8B, 60, link_bytes_per_s=2e9, roofline=True).winner == "fetch"
+    assert fetch_or_recompute(LLAMA_8B, 1000, link_bytes_per_s=2e9, roofline=True).winner == "recompute"
+    assert break_even_context(LLAMA_8B, link_bytes_per_s=2e9, roofline=True) == 87_083

@@ -91,7 +91,8 @@ def test_extra_keys_and_cache_salt_change_every_block():
 def _chained_hits(requests, bs):
     cache, hits = ChainedHashCache(bs), []
     for r in requests:
-        hits.append(cache.match(r.prompt))
+        # vLLM's cap on a hit (the last prompt token is always computed), applied as run_cache does
+        hits.append(min(cache.match(r.prompt), (len(r.prompt) - 1) // bs) if r.prompt else 0)
         cache.insert(r.prompt + r.output)
     return tuple(hits)
 
@@ -505,3 +506,33 @@ def test_a_cached_prefix_adds_nothing_and_its_edge_stays_whole():
     assert c.match([1, 2]) == 2
     c.insert([8])
     assert c.cached_sequences() == [(1, 2, 3), (8,)]
+
+
+# --- vLLM's cap: a hit never covers the whole prompt (get_computed_blocks: num_tokens - 1) ------
+def test_cache_hit_tokens_by_hand():
+    from kvlib.prefix_cache import cache_hit_tokens
+    # 3,000 tokens, 2,900 cached: 181 full 16-token blocks = 2,896; token-granular 2,900 (the 30x case)
+    assert cache_hit_tokens(3000, 2900) == 181 * 16 == 2896
+    assert cache_hit_tokens(3000, 2900, block_size=1) == 2900
+    # a 2,000-token prompt cached in full: the cap is 1,999 tokens, 124 blocks; one block (16 tokens) is recomputed
+    assert cache_hit_tokens(2000, 2000) == 124 * 16 == 1984
+    assert cache_hit_tokens(2000, 2000, block_size=1) == 1999
+    assert cache_hit_tokens(2001, 2000) == 2000            # one more token after it: every block hits
+    assert cache_hit_tokens(1, 1) == 0 and cache_hit_tokens(17, 0) == 0
+
+
+def test_cache_hit_tokens_bad_input():
+    from kvlib.prefix_cache import cache_hit_tokens
+    with pytest.raises(PrefixCacheError, match="cached_tokens must be at least 0, got -1"):
+        cache_hit_tokens(10, -1)
+    with pytest.raises(PrefixCacheError, match="prompt_tokens must be at least 1, got 0"):
+        cache_hit_tokens(0, 0)
+
+
+def test_run_cache_recomputes_the_last_block_of_a_repeated_prompt():
+    # the same 32-token prompt twice, 16-token blocks: the second hits 1 block, not 2, and prefills 16 tokens
+    again = Request(tuple(range(32)))
+    r = run_cache([again, again], block_size=16)
+    assert r.hit_blocks == (0, 1) and r.prefill_tokens_with_cache == 32 + 16
+    # with one token more the whole 32 are served
+    assert run_cache([again, Request(again.prompt + (99,))], block_size=16).hit_blocks == (0, 2)

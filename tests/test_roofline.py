@@ -1,5 +1,7 @@
 """kvlib.roofline: seed 003 examples 4 and 5, exercise E, the ridge point and the regimes."""
 
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -270,3 +272,43 @@ def test_decode_flops_with_a_distinct_value_head_dim():
     assert decode_flops(1e9, 2, 4, 8, 192, 100, v_head_dim=128) == 4_004_096_000
     assert decode_flops(1e9, 2, 4, 8, 192, 100) == 4_004_915_200
 
+
+
+# --- what a step reads of the input embedding (issue 34): B rows, not the table ------------------
+def test_weight_bytes_read_skips_the_unread_embedding_rows():
+    from kvlib.roofline import weight_bytes_read
+    # Llama 3.1 8B: 8,030,261,248 parameters in bf16; untied 128,256 x 4,096 table, 1,050,673,152 B (6.5%)
+    whole, table = 8_030_261_248 * 2, 128_256 * 4096 * 2
+    assert table == 1_050_673_152 and round(100 * table / whole, 1) == 6.5
+    assert weight_bytes_read("llama-3.1-8b", 1) == whole - table + 4096 * 2
+    assert weight_bytes_read("llama-3.1-8b", 32) == whole - table + 32 * 4096 * 2 == 15_010_111_488
+    # fp8 weights and TP 4: a quarter of the same count at one byte a number
+    assert weight_bytes_read("llama-3.1-8b", 32, dtype_bytes=1, tp=4) == (whole - table + 32 * 4096 * 2) // 2 // 4
+    # GPT-2 large ties its table to the head (read whole there) but looks up rows of its 1,024 learned positions
+    assert weight_bytes_read("gpt2-large", 8) == 774_030_080 * 2 - (1024 - 8) * 1280 * 2
+
+
+def test_decode_step_with_embedding_rows_reads_and_computes_less():
+    plain = decode_step("llama-3.1-8b", batch=32, context=4096)
+    rows = decode_step("llama-3.1-8b", batch=32, context=4096, embedding_rows=True)
+    assert rows.weight_bytes == 15_010_111_488 and rows.kv_bytes == plain.kv_bytes == 131_072 * 4096 * 32
+    # the lookup does no multiply: linear FLOPs 2 (P - V d) B; attention 2 L H (2 D) T B as before
+    attention = 2 * 32 * 32 * 256 * 4096 * 32
+    assert rows.flops == 2 * (8_030_261_248 - 128_256 * 4096) * 32 + attention
+    assert abs(rows.bandwidth_s - (15_010_111_488 + 131_072 * 4096 * 32) / 3.35e12) < 1e-15
+    with pytest.raises(RooflineError, match="embedding_rows counts the model's own weights"):
+        decode_step("llama-3.1-8b", batch=1, context=1, embedding_rows=True, weight_bytes=10**9)
+
+
+def test_compute_bound_batch_by_hand():
+    from kvlib.roofline import compute_bound_batch
+    # weights alone (T = 1): I(B) = f B / (W + m B) with f = 2P + 2 L H (2D), m = b_tok, W = 2P
+    p, f, m = 8_030_261_248, 2 * 8_030_261_248 + 2 * 32 * 32 * 256, 131_072
+    ridge = 989e12 / 3.35e12
+    expected = math.ceil(ridge * 2 * p / (f - ridge * m))
+    assert expected == 296 == compute_bound_batch("llama-3.1-8b", context=1)
+    assert decode_step("llama-3.1-8b", batch=295, context=1).limit == "bandwidth"
+    assert decode_step("llama-3.1-8b", batch=296, context=1).limit == "compute"
+    # at 1,024 tokens f / m = (2P + 2 L H 2D T) / (b_tok T) = 119.7 + 8 < 295: no batch is compute-bound
+    assert (2 * p + 2 * 32 * 32 * 256 * 1024) / (131_072 * 1024) < ridge
+    assert compute_bound_batch("llama-3.1-8b", context=1024) is None
