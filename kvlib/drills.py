@@ -31,17 +31,38 @@ from types import MappingProxyType
 from .config import bundled_models, load_model
 from .feasibility import check_deployment, tp_refusal
 from .gpus import GPUS
-from .slips import PREFIX_MIX_KEYS, diagnose
+from . import formulas
+from .roofline import crossover_context
+from .slips import COMBINED, PREFIX_MIX_KEYS, base_key, diagnose
 from .spec import FULL
 from .units import GB, GiB, parse_bytes
 from .vllm.engine import default_utilization
 
-__all__ = ["GRADED_TOPICS", "TOPICS", "Problem", "Question", "DrillError", "generate", "problem_set",
+__all__ = ["GRADED_TOPICS", "TOPICS", "Problem", "Question", "Step", "DrillError", "generate", "problem_set",
            "seed_for_student", "student_problem"]
 
 
 class DrillError(ValueError):
     """Unknown topic or bad drill input; the message names it."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a worked answer: what it computes, its formula, this question's numbers, the result.
+
+    ``Problem.steps()`` gives the chain for one problem, each value computed
+    by kvlib's own function for that step; the last one is the answer.
+    """
+
+    label: str         # what this step computes, e.g. "bytes per token, all layers"
+    formula: str       # symbols, plain text, e.g. "2 · L · K · D · b"
+    substitution: str  # this question's numbers, e.g. "2 · 32 · 8 · 128 · 2"
+    value: object      # the step's result (int for bytes/counts)
+    units: str         # "bytes", "tokens", "ms", ...
+
+    def text(self) -> str:
+        """One line: 'label: formula = substitution = value units'."""
+        return f"{self.label}: {self.formula} = {self.substitution} = {_fmt(self.value)} {self.units}"
 
 
 @dataclass(frozen=True)
@@ -125,6 +146,64 @@ class Problem:
 
     def _diagnose(self, value, typed_tol):
         return diagnose(self.quantity, value, rel_tol=max(self.tolerance, typed_tol) or 1e-9, **self.inputs)
+
+    def steps(self) -> tuple:
+        """The worked answer for this problem's numbers: a tuple of ``Step``; the last value is ``answer``.
+
+        >>> p = generate("kv_per_token", seed=3)
+        >>> p.steps()[-1].value == p.answer
+        True
+        """
+        return _CHAINS[self.topic][0](dict(self.inputs))
+
+    def slip_step(self, slip_key: str):
+        """The index in ``steps()`` of the step where slip ``slip_key`` enters (None if the topic does not know it).
+
+        A variant key (``gb_for_gib@up``) is read as its catalogue key; two slips at once (``a+b``) as the
+        earlier step of the two. A unit slip (the answer in GB, seconds for ms, off by one) enters at the last step.
+
+        >>> p = generate("kv_per_token", seed=3)
+        >>> p.steps()[p.slip_step("missing_layers")].label
+        'bytes per token, all layers'
+        """
+        if not isinstance(slip_key, str) or not slip_key:
+            return None
+        where = _CHAINS[self.topic][1]
+        last = len(self.steps()) - 1
+        found = []
+        for part in base_key(slip_key).split(COMBINED):
+            if part in where:
+                found.append(where[part] % (last + 1))
+            elif part in _LAST_STEP_SLIPS or part.startswith("answer_in_"):
+                found.append(last)
+        return min(found) if found else None
+
+    def matching_step(self, answer):
+        """The index of an intermediate step whose value ``answer`` equals (None: none, or it is the answer).
+
+        ``answer`` is read as ``check`` reads it ('1.07 GB', '131,072'); a step
+        matches within the problem's tolerance (exactly, for whole numbers).
+        A learner who stopped one step short is told which step they reached.
+        """
+        value, problem, _, typed_tol = _parse_answer(answer, self.units)
+        if problem or value is None:
+            return None
+        chain = self.steps()
+        tol = max(self.tolerance, typed_tol) or 1e-9
+        if _same_value(value, chain[-1].value, tol):
+            return None
+        for n, step in enumerate(chain[:-1]):
+            if _same_value(value, step.value, tol) and not _same_value(step.value, chain[-1].value, 1e-9):
+                return n
+        return None
+
+
+def _same_value(a, b, tol) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool) or not isinstance(b, (int, float)):
+        return False
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    return abs(a - b) <= tol * max(abs(a), abs(b)) + 1e-12
 
 
 def _unnamed(d) -> bool:
@@ -450,6 +529,183 @@ TOPICS = {
     "step_time": _step_time,
     "fp8": _fp8,
     "plan_step": _plan_step,
+}
+
+
+# --- the worked steps of each topic (Problem.steps) ----------------------------------------------
+# Each chain computes every step with kvlib's function for it, from the problem's inputs; its last value is
+# the problem's answer (tests/test_drills.py holds every topic to that). ``_CHAINS[topic]`` is
+# (chain(inputs) -> tuple of Step, {slip key: index of the step where the slip enters}); a negative index
+# counts from the end.
+_LAST_STEP_SLIPS = frozenset({"gb_for_gib", "kb_for_kib", "tb_for_tib", "seconds_for_ms", "ms_for_seconds",
+                              "off_by_one", "per_node_not_per_gpu", "per_gpu_not_per_node", "bytes_for_tokens",
+                              "blocks_for_tokens", "tokens_for_blocks", "sequences_for_nodes"})
+
+
+def _n(x) -> str:
+    """A number as a substitution shows it: 131,072; 0.92; 3.35e+12 B/s as 3,350,000,000,000."""
+    if isinstance(x, float) and x.is_integer() and abs(x) >= 1:
+        x = int(x)
+    if isinstance(x, int):
+        return f"{x:,}"
+    return f"{x:.6g}"
+
+
+def _times(*xs) -> str:
+    return " · ".join(_n(x) for x in xs)
+
+
+def _token_steps(i) -> list:
+    """Bytes per token: one layer (2 · K · D · b), then all layers (2 · L · K · D · b)."""
+    L, K, D, b = i["layers"], i["kv_heads"], i["head_dim"], i["dtype_bytes"]
+    return [Step("bytes per token, one layer", "2 · K · D · b", _times(2, K, D, b),
+                 formulas.kv_bytes_per_token(1, K, D, b), "bytes"),
+            Step("bytes per token, all layers", "2 · L · K · D · b", _times(2, L, K, D, b),
+                 formulas.kv_bytes_per_token(L, K, D, b), "bytes")]
+
+
+#: Where the slips of bytes per token enter a chain that starts with ``_token_steps`` (indices 0 and 1).
+_TOKEN_SLIP_STEPS = {"query_heads": 0, "missing_kv_factor": 0, "hidden_over_heads": 0, "bits_not_bytes": 0,
+                     "fp32_bytes": 0, "wrong_16bit_vs_fp8": 0, "ignored_dtype_bytes": 0, "missing_layers": 1}
+
+
+def _chain_kv_per_token(i):
+    return tuple(_token_steps(i))
+
+
+def _chain_per_sequence(i):
+    steps = _token_steps(i)
+    bpt, t = steps[-1].value, i["seq_len"]
+    steps.append(Step("bytes per sequence", "b_tok · T", _times(bpt, t), formulas.kv_bytes_per_sequence(bpt, t),
+                      "bytes"))
+    return tuple(steps)
+
+
+def _chain_concurrency(i):
+    steps = list(_chain_per_sequence(i))
+    per_seq, budget = steps[-1].value, i["budget_bytes"]
+    steps.append(Step("sequences that fit", "floor(budget / (b_tok · T))", f"floor({_n(budget)} / {_n(per_seq)})",
+                      formulas.max_concurrency(budget, per_seq), "sequences"))
+    return tuple(steps)
+
+
+def _chain_pool(i):
+    m, u, w, o, bpt = i["gpu_bytes"], i["utilization"], i["weight_bytes"], i["other_bytes"], i["bytes_per_token"]
+    return (Step("the engine's budget", "floor(M · u)", f"floor({_n(m)} · {_n(u)})",
+                 formulas.kv_pool_bytes(m, u, 0, 0), "bytes"),
+            Step("bytes left for the KV pool", "floor(M · u − W − O)",
+                 f"floor({_n(m)} · {_n(u)} − {_n(w)} − {_n(o)})", formulas.kv_pool_bytes(m, u, w, o), "bytes"),
+            Step("tokens the pool holds", "floor(floor(M · u − W − O) / b_tok)",
+                 f"floor({_n(formulas.kv_pool_bytes(m, u, w, o))} / {_n(bpt)})",
+                 formulas.kv_pool_tokens(m, u, w, o, bpt), "tokens"))
+
+
+def _chain_block_waste(i):
+    n, bs = i["num_seqs"], i["block_size"]
+    return (Step("expected empty slots in one last block", "(bs − 1) / 2", f"({_n(bs)} − 1) / 2",
+                 formulas.block_waste_tokens(1, bs), "token slots"),
+            Step("expected empty slots, all sequences", "B · (bs − 1) / 2", f"{_n(n)} · ({_n(bs)} − 1) / 2",
+                 formulas.block_waste_tokens(n, bs), "token slots"))
+
+
+def _chain_mla_vs_gqa(i):
+    L, r, rope, b = i["layers"], i["latent_dim"], i["rope_dim"], i["dtype_bytes"]
+    return (Step("numbers cached per token and layer", "d_c + d_R", f"{_n(r)} + {_n(rope)}", r + rope, "elements"),
+            Step("bytes per token, one layer", "(d_c + d_R) · b", f"({_n(r)} + {_n(rope)}) · {_n(b)}",
+                 formulas.mla_bytes_per_token(1, r, rope, b), "bytes"),
+            Step("bytes per token, all layers", "L · (d_c + d_R) · b", f"{_n(L)} · ({_n(r)} + {_n(rope)}) · {_n(b)}",
+                 formulas.mla_bytes_per_token(L, r, rope, b), "bytes"))
+
+
+def _heads_step(i):
+    k, tp = i["kv_heads"], i["tp"]
+    return Step("KV heads on each GPU", "K_g = max(1, K / t)", f"max(1, {_n(k)} / {_n(tp)})",
+                formulas.kv_heads_per_gpu(k, tp), "heads")
+
+
+def _per_gpu_token_steps(i):
+    steps = [_heads_step(i)]
+    steps += _token_steps(dict(i, kv_heads=steps[0].value))
+    steps[1] = Step("bytes per token on one GPU, one layer", "2 · K_g · D · b", steps[1].substitution,
+                    steps[1].value, "bytes")
+    steps[2] = Step("bytes per token on one GPU, all layers", "2 · L · K_g · D · b", steps[2].substitution,
+                    steps[2].value, "bytes")
+    return steps
+
+
+def _chain_tp_per_gpu(i):
+    return tuple(_per_gpu_token_steps(i))
+
+
+def _chain_crossover(i):
+    steps = _token_steps(i)
+    bpt, w, batch = steps[-1].value, i["weight_bytes"], i["batch_size"]
+    steps.append(Step("token-slots whose KV weighs as much as the weights", "W / b_tok", f"{_n(w)} / {_n(bpt)}",
+                      formulas.crossover_tokens(w, bpt), "tokens"))
+    steps.append(Step("context per sequence at the crossover", "W / (b_tok · B)", f"{_n(w)} / ({_n(bpt)} · {_n(batch)})",
+                      crossover_context(w, bpt, batch), "tokens"))
+    return tuple(steps)
+
+
+def _chain_step_time(i):
+    steps = _token_steps(i)
+    bpt, w, t, batch, bw = steps[-1].value, i["weight_bytes"], i["seq_len"], i["batch_size"], i["bandwidth_bytes_per_s"]
+    kv = formulas.kv_bytes_total(bpt, t, batch)
+    steps.append(Step("KV bytes read in one step", "b_tok · T · B", _times(bpt, t, batch), kv, "bytes"))
+    steps.append(Step("bytes read in one step", "W + b_tok · T · B", f"{_n(w)} + {_n(kv)}", w + kv, "bytes"))
+    steps.append(Step("step time at the bandwidth limit", "(W + b_tok · T · B) / BW · 1000",
+                      f"{_n(w + kv)} / {_n(bw)} · 1000", formulas.decode_step_seconds(w, bpt, t, batch, bw) * 1e3,
+                      "ms"))
+    return tuple(steps)
+
+
+def _chain_fp8(i):
+    steps = _token_steps(i)
+    bpt, budget = steps[-1].value, i["budget_bytes"]
+    steps.append(Step("tokens the budget holds", "floor(budget / b_tok)", f"floor({_n(budget)} / {_n(bpt)})",
+                      formulas.max_concurrency(budget, bpt), "tokens"))
+    return tuple(steps)
+
+
+def _chain_plan_step(i):
+    steps = _per_gpu_token_steps(i)
+    bpt, t, pool, users = steps[-1].value, i["seq_len"], i["pool_bytes_per_gpu"], i["users"]
+    per_seq = formulas.kv_bytes_per_sequence(bpt, t)
+    per_node = formulas.max_concurrency(pool, per_seq)
+    steps.append(Step("bytes of one sequence on one GPU", "S_g = 2 · L · K_g · D · b · T", _times(bpt, t), per_seq,
+                      "bytes"))
+    steps.append(Step("sequences one node holds (every GPU holds its share of each)", "floor(M_kv / S_g)",
+                      f"floor({_n(pool)} / {_n(per_seq)})", per_node, "sequences"))
+    steps.append(Step("nodes for the load", "ceil(U / floor(M_kv / S_g))", f"ceil({_n(users)} / {_n(per_node)})",
+                      -(-users // per_node), "nodes"))
+    return tuple(steps)
+
+
+def _shifted(table: dict, by: int) -> dict:
+    return {k: v + by for k, v in table.items()}
+
+
+_CHAINS = {
+    "kv_per_token": (_chain_kv_per_token, dict(_TOKEN_SLIP_STEPS)),
+    "per_sequence": (_chain_per_sequence, dict(_TOKEN_SLIP_STEPS, missing_seq_len=2)),
+    "concurrency": (_chain_concurrency, dict(_TOKEN_SLIP_STEPS, missing_seq_len=2, ceil_not_floor=3,
+                                             tokens_not_sequences=3, gb_for_gib=3)),
+    "pool": (_chain_pool, {"label_memory": 0, "gb_for_gib": 0, "ignored_utilization": 0, "ceil_not_floor": 2,
+                           "bytes_for_tokens": 2}),
+    "block_waste": (_chain_block_waste, {"block_size_not_minus_one": 0, "worst_case_waste": 0,
+                                         "one_sequence_waste": 1}),
+    "mla_vs_gqa": (_chain_mla_vs_gqa, {"missing_rope": 0, "mla_as_mha": 0, "qk_head_dim_added": 0,
+                                       "extra_factor_2": 1, "bits_not_bytes": 1, "wrong_16bit_vs_fp8": 1,
+                                       "ignored_dtype_bytes": 1, "missing_layers": 2}),
+    "tp_per_gpu": (_chain_tp_per_gpu, dict(_shifted(_TOKEN_SLIP_STEPS, 1), query_heads=0, total_not_per_gpu=0,
+                                           split_replicated=0, tp_floor_missing=0)),
+    "crossover": (_chain_crossover, dict(_TOKEN_SLIP_STEPS, crossover_not_divided=3, gb_for_gib=2)),
+    "step_time": (_chain_step_time, dict(_TOKEN_SLIP_STEPS, missing_batch=2, missing_seq_len=2, kv_only_step=3,
+                                         weights_only_step=3, seconds_for_ms=4)),
+    "fp8": (_chain_fp8, dict(_TOKEN_SLIP_STEPS, ceil_not_floor=2, gb_for_gib=2)),
+    "plan_step": (_chain_plan_step, dict(_shifted(_TOKEN_SLIP_STEPS, 1), query_heads=0, total_not_per_gpu=0,
+                                         split_replicated=0, tp_floor_missing=0, missing_seq_len=3,
+                                         gb_for_gib=4, ceil_not_floor=5, floor_nodes=5)),
 }
 
 
