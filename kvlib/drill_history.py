@@ -7,10 +7,10 @@ the same folder, then ``os.replace``) with mode 0600. A file that cannot be read
 raises ``HistoryError``, one line naming the path, and is never overwritten: the learner
 moves it away or fixes it.
 
-Each scored answer is one attempt: ``{"session", "topic", "correct", "seconds", "slip", "at"}``
-(``at`` in seconds since the epoch, ``slip`` a ``kvlib.slips`` key or null). A session is one
-``kvlib drill`` run or one drill-mode widget: ``{"id", "started", "source"}``. Nothing of a
-question's answer is stored.
+Each scored answer is one attempt: ``{"session", "topic", "correct", "seconds", "slip", "at",
+"target"}`` (``at`` in seconds since the epoch, ``slip`` a ``kvlib.slips`` key or null, ``target``
+the clock's target in seconds). A session is one ``kvlib drill`` run or one drill-mode widget:
+``{"id", "started", "source"}``. Nothing of a question's answer is stored.
 
 >>> h = History()
 >>> s = h.new_session("cli", now=0.0)
@@ -19,15 +19,15 @@ question's answer is stored.
 >>> row.attempts, row.accuracy, row.median_seconds, row.slips
 (2, 0.5, 60.0, {'label_memory': 1})
 
-**The review rule** (``review_topics``), a Leitner box per topic. A topic's box is the run of
-first answers at the end of its history that were right *and* within the topic's target time
-(``target_seconds``), at most ``MASTERED_BOX``; a miss puts the topic back in box 0, and a right
-but slow answer leaves the box where it was. A topic in box 0 (missed last, or never yet answered
-within its target) is due at once; in box ``n`` it is
-due ``REVIEW_DAYS[n]`` days after its last attempt (1, 2, 4, 8, then 16 days: a mastered topic
-comes back least often). A review asks the due topics, missed ones first (most slips first),
-then topics never tried, then the topics due soonest; a missed topic whose miss named a slip is
-asked twice. So a missed topic returns sooner, a mastered one later.
+**The review rule** (``review_topics``), a Leitner box per topic. Each topic starts in box 0;
+a right answer within its target time (``target_seconds``) moves it up a box (to at most
+``MASTERED_BOX``), a right but slow answer leaves it where it is, and a miss puts it back in box
+0. A topic in box 0 (missed last, or never yet answered within its target) is due at once; in
+box ``n`` it is due ``REVIEW_DAYS[n]`` days after its last attempt (1, 2, 4, 8, then 16 days: a
+mastered topic comes back least often). A review asks the topics in box 0, those with the most
+slips first (one whose last miss named a slip twice), then topics never tried, then the others
+by the time they fall due, soonest first, due or not. So a missed topic returns sooner, a
+mastered one later.
 
 Taught in ch09_interview_drills (drill mode, its history and review button); ``kvlib drill
 --review`` and ``--stats``.
@@ -137,10 +137,13 @@ class History:
         return session["id"]
 
     def record(self, session: str, topic: str, correct: bool, seconds: float, slip: str | None = None,
-               now: float | None = None) -> None:
-        """Add one scored answer and save (the file is read again first, so another drill's attempts stay)."""
+               now: float | None = None, target: int | None = None) -> None:
+        """Add one scored answer (``target``: the clock's target for it) and save.
+
+        The file is read again first, so the attempts another drill saved meanwhile stay."""
         attempt = {"session": session, "topic": topic, "correct": bool(correct), "seconds": round(float(seconds), 2),
-                   "slip": slip, "at": time.time() if now is None else now}
+                   "slip": slip, "at": time.time() if now is None else now,
+                   "target": READ_SECONDS + STEP_SECONDS if target is None else int(target)}
         if self.path is not None and self.path.exists():
             self.data = _read(self.path)
         pending = self._pending.pop(session, None)
@@ -211,22 +214,21 @@ def load(path: Path | str | None = None) -> History:
 
 
 # --- what to ask next --------------------------------------------------------------------------
-def _box(rows, target) -> int:
+def _box(rows) -> int:
     box = 0
     for a in rows:
         if not a["correct"]:
             box = 0
-        elif a["seconds"] <= target:
+        elif a["seconds"] <= a.get("target", READ_SECONDS + STEP_SECONDS):
             box = min(box + 1, MASTERED_BOX)
     return box
 
 
-def review_topics(history: History, topics, count: int, *, now: float | None = None, targets=None) -> list:
+def review_topics(history: History, topics, count: int, *, now: float | None = None) -> list:
     """``count`` topics to ask next, by the review rule of this module's docstring.
 
-    ``topics`` are the topics that may be asked (their order breaks ties); ``targets`` maps a topic
-    to its target seconds (default: ``READ_SECONDS + STEP_SECONDS``, a one-step question); ``now``
-    defaults to the real time (a test passes its own clock).
+    ``topics`` are the topics that may be asked (their order breaks ties); each attempt is judged
+    against the target recorded with it; ``now`` defaults to the real time (a test passes its own).
 
     >>> h = History()
     >>> s = h.new_session("cli", now=0.0)
@@ -236,7 +238,6 @@ def review_topics(history: History, topics, count: int, *, now: float | None = N
     ['pool', 'pool', 'crossover', 'fp8']
     """
     now = time.time() if now is None else now
-    targets = targets or {}
     order = {t: i for i, t in enumerate(topics)}
     by_topic: dict = {}
     for a in sorted(history.attempts, key=lambda a: a["at"]):
@@ -248,7 +249,7 @@ def review_topics(history: History, topics, count: int, *, now: float | None = N
         if not rows:
             fresh.append(topic)
             continue
-        box = _box(rows, targets.get(topic, READ_SECONDS + STEP_SECONDS))
+        box = _box(rows)
         if box == 0:
             slips = sum(1 for a in rows if a.get("slip"))
             missed.append((-slips, order[topic], topic, rows[-1].get("slip") is not None))
