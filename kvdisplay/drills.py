@@ -212,12 +212,12 @@ def clock_text(session: DrillSession) -> str:
     >>> s = DrillSession(seed=1, clock=lambda: next(ticks))
     >>> _ = s.new_question("kv_per_token")
     >>> clock_text(s), clock_text(s)
-    ('⏱ 12 s (target 50 s)', '⏱ 80 s (target 50 s, 30 s over)')
+    ('time 12 s (target 50 s)', 'time 80 s (target 50 s, 30 s over)')
 
     Used in: ch09_interview_drills (through drill_mode).
     """
     if session.problem is None:
-        return "⏱ –"
+        return "time –"
     if session.answered():
         last = next(a for a in reversed(session.attempts) if a.scored)
         seconds = last.seconds
@@ -225,7 +225,7 @@ def clock_text(session: DrillSession) -> str:
         seconds = session.elapsed()
     target = session.target()
     over = f", {seconds - target:.0f} s over" if seconds > target else ""
-    return f"⏱ {seconds:.0f} s (target {target} s{over})"
+    return f"time {seconds:.0f} s (target {target} s{over})"
 
 
 def _steps_html(lines) -> str:
@@ -404,6 +404,7 @@ def history_figure(history):
     Used in: ch09_interview_drills (through drill_stats).
     """
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     sessions = history.session_stats()
     topics = sorted({t for _, _, rows in sessions for t in rows})
@@ -416,8 +417,10 @@ def history_figure(history):
         time_ax.plot(xs, [sessions[n - 1][2][topic].median_seconds for n in xs], marker="o", label=topic)
     acc_ax.set(xlabel="session", ylabel="first answers right (%)", title="accuracy per topic", ylim=(-5, 105))
     time_ax.set(xlabel="session", ylabel="median time per answer (s)", title="time per topic")
+    time_ax.set_ylim(bottom=0)
     for ax in (acc_ax, time_ax):
-        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.set_xlim(0.5, len(sessions) + 0.5)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     time_ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     plt.close(fig)
