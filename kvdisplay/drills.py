@@ -52,6 +52,16 @@ TOPIC_TITLES = {
     "step_time": "a decode step at the bandwidth limit",
     "fp8": "tokens in an fp8 cache",
     "plan_step": "nodes for a load, by memory",
+    "ttft": "prefill time to the first token",
+    "ridge_batch": "the batch where decode turns compute-bound",
+    "decode_rate": "decode tokens per second",
+    "chunked_prefill": "a chunked prefill sharing a step with decodes",
+    "batching": "continuous against static batching",
+    "prefix_hit": "prefill saved by prefix-cache hits",
+    "spec_decode": "speculative decoding's memory",
+    "quant_speedup": "weight-only quantization at batch 1",
+    "allreduce": "tensor-parallel all-reduce bytes per step",
+    "cost": "cost per million tokens",
 }
 
 

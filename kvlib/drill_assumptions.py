@@ -7,7 +7,8 @@ assumption changes the figure, a structured answer names them as ``key=value`` p
 
 ``fields(problem)`` lists what a problem's structured answer holds: the figure (its key is the
 unit word: ``tokens``, ``bytes``, ``sequences``, ``ms``, ``nodes``; ``answer`` also works), then
-``utilization`` (the engine's share of GPU memory, where the question has one), ``memory``
+``utilization`` (the engine's share of GPU memory, where the question has one), ``mfu`` (the
+share of the GPU's peak FLOP/s a prefill reaches, where it has one), ``memory``
 (``cuda``, the memory CUDA reports, or ``label``, the data sheet's GB; where both are stated) and
 ``dtype`` (the KV cache's element type: ``bf16``/``fp16`` 2 bytes, ``fp8`` 1, ``fp32`` 4).
 ``check(problem, text)`` returns one verdict per field, each with its own message: the figure's
@@ -89,6 +90,8 @@ def fields(problem) -> tuple:
     out = [_figure_key(problem)]
     if "utilization" in i:
         out.append("utilization")
+    if "mfu" in i:
+        out.append("mfu")
     if "gpu_bytes" in i and "label_bytes" in i:
         out.append("memory")
     if "dtype_bytes" in i:
@@ -98,7 +101,8 @@ def fields(problem) -> tuple:
 
 def prompt(problem) -> str:
     """What to type: ``tokens=<figure> utilization=<share> memory=cuda|label`` for this problem."""
-    hints = {"utilization": "utilization=<share of GPU memory>", "memory": "memory=cuda|label",
+    hints = {"utilization": "utilization=<share of GPU memory>", "mfu": "mfu=<share of peak FLOP/s>",
+             "memory": "memory=cuda|label",
              "dtype": "dtype=bf16|fp8|fp32"}
     names = fields(problem)
     return " ".join([f"{names[0]}=<your figure>"] + [hints[n] for n in names[1:]])
@@ -187,23 +191,31 @@ def check(problem, text, reveal: bool = True) -> StatedVerdict:
 
 _MISSING = {
     "utilization": "missing: say which share of GPU memory the engine takes (utilization=...).",
+    "mfu": "missing: say which share of the GPU's peak FLOP/s the prefill reaches (mfu=...).",
     "memory": "missing: say which memory figure you start from (memory=cuda for what CUDA reports, or label).",
     "dtype": "missing: say which element type the KV cache uses (dtype=bf16, fp8 ...).",
 }
 
 
-def _utilization(problem, i, value, figure) -> FieldVerdict:
-    u = _number(value.rstrip("%"))
-    if u is not None and value.endswith("%"):
-        u = u / 100
-    if u is None or not 0 < u <= 1:
-        return FieldVerdict("utilization", value, False, f"expected a share between 0 and 1 (0.92 or 92%), got {value!r}.")
-    if math.isclose(u, i["utilization"], rel_tol=1e-9):
-        return FieldVerdict("utilization", value, True, f"{u:g} of what CUDA reports, as the question states.")
-    follows = " Your figure follows from the share you stated." if _follows(problem, {"utilization": u}, figure) else ""
-    return FieldVerdict("utilization", value, False,
-                        f"the question's engine takes {i['utilization']:g} of GPU memory (vLLM's "
-                        f"gpu_memory_utilization), not {u:g}.{follows}")
+def _share(name, right_text, wrong_text):
+    """A checker for a share between 0 and 1 (``0.92`` or ``92%``) that the question states as ``inputs[name]``."""
+    def check_share(problem, i, value, figure) -> FieldVerdict:
+        u = _number(value.rstrip("%"))
+        if u is not None and value.endswith("%"):
+            u = u / 100
+        if u is None or not 0 < u <= 1:
+            return FieldVerdict(name, value, False, f"expected a share between 0 and 1 (0.92 or 92%), got {value!r}.")
+        if math.isclose(u, i[name], rel_tol=1e-9):
+            return FieldVerdict(name, value, True, right_text.format(u=u))
+        follows = " Your figure follows from the share you stated." if _follows(problem, {name: u}, figure) else ""
+        return FieldVerdict(name, value, False, wrong_text.format(q=i[name], u=u) + follows)
+    return check_share
+
+
+_utilization = _share("utilization", "{u:g} of what CUDA reports, as the question states.",
+                      "the question's engine takes {q:g} of GPU memory (vLLM's gpu_memory_utilization), not {u:g}.")
+_mfu = _share("mfu", "{u:g} of the GPU's peak FLOP/s, as the question states.",
+              "the question assumes the prefill reaches {q:g} of the GPU's peak FLOP/s (its MFU), not {u:g}.")
 
 
 def _memory(problem, i, value, figure) -> FieldVerdict:
@@ -235,4 +247,4 @@ def _dtype(problem, i, value, figure) -> FieldVerdict:
                                               f"{_DTYPE_NAMES[b]}.{follows}")
 
 
-_CHECKS = {"utilization": _utilization, "memory": _memory, "dtype": _dtype}
+_CHECKS = {"utilization": _utilization, "mfu": _mfu, "memory": _memory, "dtype": _dtype}

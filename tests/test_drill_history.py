@@ -181,6 +181,16 @@ def test_fields_follow_what_changes_the_figure():
     assert A.prompt(generate("pool", 1)) == "tokens=<your figure> utilization=<share of GPU memory> memory=cuda|label"
 
 
+def test_an_mfu_field_where_the_question_assumes_one():
+    p = generate("ttft", 1)
+    assert A.fields(p) == ("ms", "mfu")
+    i = p.inputs
+    v = A.check(p, f"ms=1 mfu={i['mfu'] * 100:g}%")
+    assert v.fields[1].ok and not v.fields[0].ok
+    v = A.check(p, "ms=1 mfu=0.99" if i["mfu"] != 0.99 else "ms=1 mfu=0.5")
+    assert not v.fields[1].ok and f"reaches {i['mfu']:g} of the GPU's peak FLOP/s" in v.fields[1].message
+
+
 def _pool_by_hand(i, memory):
     return math.floor((math.floor(memory * i["utilization"]) - i["weight_bytes"] - i["other_bytes"])
                       / i["bytes_per_token"])
