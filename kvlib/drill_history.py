@@ -68,8 +68,20 @@ class HistoryError(ValueError):
 
 def history_path() -> Path:
     """``$XDG_DATA_HOME/kv-course/drills.json`` (default ``~/.local/share/kv-course/drills.json``)."""
-    base = os.environ.get("XDG_DATA_HOME", "").strip() or str(Path.home() / ".local" / "share")
+    base = os.environ.get("XDG_DATA_HOME", "").strip()
+    if not base:
+        try:
+            base = str(Path.home() / ".local" / "share")
+        except (RuntimeError, KeyError):        # no home folder to be found (a bare sandbox)
+            raise HistoryError("no place for the drill history: set XDG_DATA_HOME or HOME") from None
     return Path(base).expanduser() / "kv-course" / FILE_NAME
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError as e:                        # a folder on the way that cannot be entered
+        raise HistoryError(f"cannot read the drill history {path}: {e.strerror or e}") from None
 
 
 def target_seconds(problem) -> int:
@@ -144,7 +156,7 @@ class History:
         attempt = {"session": session, "topic": topic, "correct": bool(correct), "seconds": round(float(seconds), 2),
                    "slip": slip, "at": time.time() if now is None else now,
                    "target": READ_SECONDS + STEP_SECONDS if target is None else int(target)}
-        if self.path is not None and self.path.exists():
+        if self.path is not None and _exists(self.path):
             self.data = _read(self.path)
         pending = self._pending.pop(session, None)
         if pending is not None:
@@ -210,7 +222,7 @@ def _write(path: Path, data: dict) -> None:
 def load(path: Path | str | None = None) -> History:
     """The history at ``path`` (default ``history_path()``); empty when the file does not exist yet."""
     path = history_path() if path is None else Path(path)
-    return History(path, _read(path) if path.exists() else None)
+    return History(path, _read(path) if _exists(path) else None)
 
 
 # --- what to ask next --------------------------------------------------------------------------

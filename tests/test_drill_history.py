@@ -72,6 +72,15 @@ def test_a_corrupt_file_is_named_in_one_line_and_never_overwritten(data_home, te
     assert path.read_text() == text
 
 
+def test_no_home_folder_is_one_line(monkeypatch):
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+    monkeypatch.setattr(H.Path, "home", staticmethod(no_home))
+    with pytest.raises(H.HistoryError, match="^no place for the drill history: set XDG_DATA_HOME or HOME$"):
+        H.load()
+
+
 def test_an_unreadable_path_is_named(data_home):
     (data_home / "kv-course" / "drills.json").mkdir(parents=True)    # a folder where the file should be
     with pytest.raises(H.HistoryError, match="cannot read the drill history .*drills.json"):
