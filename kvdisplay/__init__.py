@@ -19,6 +19,7 @@ from .crossover import crossover_explorer, crossover_view, figure_img, roofline_
 from .course import notation_table, terminal
 from .derivation import build_up
 from .drills import DrillSession, drill_mode, drill_view, my_question, my_questions, show_question, use_student_id
+from .drills import clock_text, drill_stats, history_figure, history_view
 from .interview import interview_sheet, interview_sheet_view
 from .explorer import ExplorerPreset, kv_explorer, kv_explorer_view, presets_from_models
 from .mla import MLA_LATENT_AXES, MLA_ROPE_AXES, mla_cache_arrays, mla_explorer, mla_explorer_view
@@ -46,6 +47,7 @@ __all__ = [
     "engine_lab_view", "log_presets", "log_source_words",
     "DrillSession", "drill_mode", "drill_view", "my_question", "my_questions", "show_question", "use_student_id",
     "interview_sheet", "interview_sheet_view",
+    "clock_text", "drill_stats", "history_figure", "history_view",
 ]
 
 show_figure_text()   # a figure's text/plain output says its title and legend (tests/leaks.py reads it)

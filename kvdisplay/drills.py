@@ -22,6 +22,8 @@ Used in: ch09_interview_drills.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import html
 import random
 import time
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field
 from IPython.display import HTML, Markdown, display
 
 import kvlib.drills as drills
+from kvlib import drill_assumptions, drill_history, drill_steps
 
 ANY_TOPIC = "any topic"
 RIGHT_COLOR = "#2e7d32"
@@ -49,6 +52,16 @@ TOPIC_TITLES = {
     "step_time": "a decode step at the bandwidth limit",
     "fp8": "tokens in an fp8 cache",
     "plan_step": "nodes for a load, by memory",
+    "ttft": "prefill time to the first token",
+    "ridge_batch": "the batch where decode turns compute-bound",
+    "decode_rate": "decode tokens per second",
+    "chunked_prefill": "a chunked prefill sharing a step with decodes",
+    "batching": "continuous against static batching",
+    "prefix_hit": "prefill saved by prefix-cache hits",
+    "spec_decode": "speculative decoding's memory",
+    "quant_speedup": "weight-only quantization at batch 1",
+    "allreduce": "tensor-parallel all-reduce bytes per step",
+    "cost": "cost per million tokens",
 }
 
 
@@ -63,6 +76,9 @@ class Attempt:
     feedback: str
     seconds: float
     scored: bool          # False for a retry, or for input that is not a number (nothing counted)
+    steps: tuple = ()     # after a miss: the worked steps and where the number went wrong (kvlib.drill_steps)
+    fields: tuple = ()    # a structured answer: one kvlib.drill_assumptions.FieldVerdict per field
+    slip: str | None = None
 
 
 @dataclass
@@ -72,7 +88,13 @@ class DrillSession:
     ``topics`` limits the draw (default: every topic of ``kvlib.drills.TOPICS``); ``seed``
     makes the sequence of questions repeatable; ``clock`` returns seconds (default
     ``time.monotonic``; a test passes its own). Only the first answer to a question is
-    scored, as in an interview; later tries still get feedback.
+    scored, as in an interview; later tries still get feedback. A miss comes with the
+    worked steps for the question's numbers and where the number went wrong.
+
+    ``history`` (a ``kvlib.drill_history.History``; None: nothing kept) records each scored
+    answer, dated by ``wall``; ``review_question()`` draws the topic its review rule picks.
+    ``assumptions=True`` asks a structured answer (``tokens=... memory=cuda``) where an
+    assumption changes the figure, checked field by field (``kvlib.drill_assumptions``).
 
     >>> ticks = iter([0.0, 42.0])
     >>> s = DrillSession(seed=1, clock=lambda: next(ticks))
@@ -92,8 +114,12 @@ class DrillSession:
     attempts: list = field(default_factory=list)
     correct: int = 0
     asked: int = 0
+    history: object = None
+    wall: object = time.time
+    assumptions: bool = False
     _scored_current: bool = False
     _rng: random.Random = field(init=False, repr=False)
+    _session_id: str | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self):
         self.topics = tuple(self.topics)
@@ -101,6 +127,8 @@ class DrillSession:
         if unknown or not self.topics:
             raise drills.DrillError(f"unknown topic(s) {unknown} (known: {', '.join(drills.TOPICS)})")
         self._rng = random.Random(self.seed)
+        if self.history is not None:
+            self._session_id = self.history.new_session("notebook", now=self.wall())
 
     def new_question(self, topic: str | None = None):
         """Draw a question (of ``topic``, or of a random one of ``topics``) and start its clock."""
@@ -113,9 +141,27 @@ class DrillSession:
         self._scored_current = False
         return self.problem
 
+    def review_question(self):
+        """Draw a question on the topic the history's review rule asks next (missed topics first)."""
+        history = self.history if self.history is not None else drill_history.History()
+        return self.new_question(drill_history.review_topics(history, self.topics, 1, now=self.wall())[0])
+
     def elapsed(self) -> float:
         """Seconds since the current question was asked (0 before the first)."""
         return 0.0 if self.asked_at is None else self.clock() - self.asked_at
+
+    def target(self) -> int:
+        """The clock's target for the current question (``kvlib.drill_history.target_seconds``; 0 before one)."""
+        return drill_history.target_seconds(self.problem) if self.problem is not None else 0
+
+    def structured(self) -> bool:
+        """Whether the current question asks a structured answer (assumptions on, and it has some)."""
+        return (self.assumptions and self.problem is not None
+                and len(drill_assumptions.fields(self.problem)) > 1)
+
+    def answered(self) -> bool:
+        """Whether the current question has had its scored answer (the clock stops then)."""
+        return self._scored_current
 
     def answer(self, text) -> Attempt:
         """Check ``text`` against the current question; the first number typed is scored."""
@@ -123,18 +169,34 @@ class DrillSession:
             return Attempt("", str(text), False, "press “new question” first.", 0.0, False)
         text = str(text).strip()
         seconds = self.elapsed()
+        p = self.problem
         if not text:
-            return Attempt(self.problem.topic, text, False, "type a number first (units optional).", seconds, False)
-        correct, feedback = self.problem.check(text)
-        is_number = feedback.startswith(("correct", "not quite"))
+            return Attempt(p.topic, text, False, "type a number first (units optional).", seconds, False)
+        verdicts, figure = (), text
+        if self.structured():
+            verdict = drill_assumptions.check(p, text)
+            verdicts, figure = verdict.fields, verdict.fields[0].stated or ""
+            correct, slip = verdict.correct, verdict.slip
+            feedback = "every field right." if correct else "not quite: see each field."
+            is_number = bool(figure) and verdict.fields[0].message.startswith(("correct", "not quite"))
+        else:
+            correct, feedback = p.check(text)
+            slip = p.slip_key(text)
+            is_number = feedback.startswith(("correct", "not quite"))
         if not is_number:   # bad input: say so, without giving the answer away or counting it
-            feedback = feedback.split(" The answer is ")[0]
+            feedback = (verdicts[0].message if verdicts else feedback).split(" The answer is ")[0]
+            verdicts = ()
         scored = is_number and not self._scored_current
+        figure_wrong = is_number and not (verdicts[0].ok if verdicts else correct)
+        steps = tuple(drill_steps.worked_lines(p) + drill_steps.where_lines(p, figure)) if figure_wrong else ()
         if scored:
             self._scored_current = True
             self.asked += 1
             self.correct += correct
-        attempt = Attempt(self.problem.topic, text, correct, feedback, seconds, scored)
+            if self.history is not None:
+                self.history.record(self._session_id, p.topic, correct, seconds, slip, now=self.wall(),
+                                    target=self.target())
+        attempt = Attempt(p.topic, text, correct, feedback, seconds, scored, steps, verdicts, slip)
         self.attempts.append(attempt)
         return attempt
 
@@ -147,21 +209,49 @@ class DrillSession:
         """``{slip key: count}`` over the scored wrong answers (the key in brackets in the feedback)."""
         out: dict = {}
         for a in self.attempts:
-            if a.scored and not a.correct and "[" in a.feedback.split(":")[0]:
-                key = a.feedback.split("[", 1)[1].split("]", 1)[0]
-                out[key] = out.get(key, 0) + 1
+            if a.scored and not a.correct and a.slip:
+                out[a.slip] = out.get(a.slip, 0) + 1
         return out
 
 
 # --- drill mode: the view ----------------------------------------------------------------
+def clock_text(session: DrillSession) -> str:
+    """The clock drill mode shows while a question waits: seconds so far against the question's target.
+
+    >>> ticks = iter([0.0, 12.0, 80.0])
+    >>> s = DrillSession(seed=1, clock=lambda: next(ticks))
+    >>> _ = s.new_question("kv_per_token")
+    >>> clock_text(s), clock_text(s)
+    ('time 12 s (target 50 s)', 'time 80 s (target 50 s, 30 s over)')
+
+    Used in: ch09_interview_drills (through drill_mode).
+    """
+    if session.problem is None:
+        return "time –"
+    if session.answered():
+        last = next(a for a in reversed(session.attempts) if a.scored)
+        seconds = last.seconds
+    else:
+        seconds = session.elapsed()
+    target = session.target()
+    over = f", {seconds - target:.0f} s over" if seconds > target else ""
+    return f"time {seconds:.0f} s (target {target} s{over})"
+
+
+def _steps_html(lines) -> str:
+    return ("<pre style='font-size:12px;background:#f6f6f6;padding:4px 8px;margin:4px 0;white-space:pre-wrap'>"
+            + html.escape("\n".join(lines)) + "</pre>")
+
+
 def drill_view(session: DrillSession) -> str:
-    """Drill mode's view as HTML: the question, the last feedback and its time, the score.
+    """Drill mode's view as HTML: the question, the last feedback and its time, the worked steps after a miss,
+    the score.
 
     >>> ticks = iter([0.0, 30.0, 31.0])
     >>> s = DrillSession(seed=1, clock=lambda: next(ticks))
     >>> _ = s.new_question("kv_per_token"); _ = s.answer("1")
     >>> view = drill_view(s)
-    >>> "score: <b>0 / 1</b>" in view and "answered in 30 s" in view
+    >>> "score: <b>0 / 1</b>" in view and "answered in 30 s" in view and "worked steps:" in view
     True
 
     Used in: ch09_interview_drills (through drill_mode).
@@ -169,21 +259,32 @@ def drill_view(session: DrillSession) -> str:
     p = session.problem
     parts = ["<div style='font-family:sans-serif;font-size:13px;line-height:1.6;max-width:1000px'>"]
     if p is None:
-        parts.append("Press <b>new question</b> to draw one. Answer in the box (units optional: "
-                     "“1.07 GB”, “131,072”), then press <b>check</b>.")
+        parts.append("Press <b>new question</b> to draw one (or <b>review</b>: the topics your history says "
+                     "to practise). Answer in the box (units optional: “1.07 GB”, “131,072”), then press "
+                     "<b>check</b>.")
     else:
         tol = f"; to within {p.tolerance:.1%}" if p.tolerance else "; exact"
         parts.append(f"<div><b>{html.escape(TOPIC_TITLES.get(p.topic, p.topic))}</b> "
                      f"<span style='color:#666'>(topic <code>{p.topic}</code>; answer in "
-                     f"{html.escape(p.units)}{tol})</span></div>"
+                     f"{html.escape(p.units)}{tol}; target {session.target()} s)</span></div>"
                      f"<div style='margin:4px 0 6px 0'>{html.escape(p.question)}</div>")
+        if session.structured():
+            parts.append("<div style='color:#555'>Answer as key=value pairs: <code>"
+                         f"{html.escape(drill_assumptions.prompt(p))}</code></div>")
     last = session.attempts[-1] if session.attempts else None
     if last is not None and p is not None and last.topic == p.topic:
         color = RIGHT_COLOR if last.correct else WRONG_COLOR
         mark = "✓" if last.correct else "✗"
         note = "" if last.scored else " <span style='color:#666'>(not scored)</span>"
-        parts.append(f"<div style='color:{color}'>{mark} {html.escape(last.feedback)}{note}</div>"
-                     f"<div style='color:#555'>answered in {last.seconds:.0f} s</div>")
+        parts.append(f"<div style='color:{color}'>{mark} {html.escape(last.feedback)}{note}</div>")
+        for f in last.fields:
+            parts.append(f"<div style='color:{RIGHT_COLOR if f.ok else WRONG_COLOR};margin-left:1em'>"
+                         f"{'✓' if f.ok else '✗'} <b>{html.escape(f.name)}</b>: {html.escape(f.message)}</div>")
+        if last.steps:
+            parts.append(_steps_html(last.steps))
+        target = session.target()
+        over = f", {last.seconds - target:.0f} s over" if last.seconds > target else ""
+        parts.append(f"<div style='color:#555'>answered in {last.seconds:.0f} s (target {target} s{over})</div>")
     correct, asked = session.score
     times = [a.seconds for a in session.attempts if a.scored]
     average = f", {sum(times) / len(times):.0f} s per question on average" if times else ""
@@ -194,31 +295,80 @@ def drill_view(session: DrillSession) -> str:
     return "".join(parts)
 
 
-def drill_mode(topics=None, *, seed: int | None = None, clock=time.monotonic):
-    """Drill mode as ipywidgets: a topic menu, "new question", an answer box, "check", the view.
+def _open_history(history):
+    """(History or None, a one-line problem or ''): True opens the learner's file, None/False keeps nothing."""
+    if history is True:
+        try:
+            return drill_history.load(), ""
+        except drill_history.HistoryError as e:
+            return None, f"{e} This drill keeps no history until then."
+    if history in (None, False):
+        return None, ""
+    if isinstance(history, drill_history.History):
+        return history, ""
+    return drill_history.load(history), ""
 
-    A thin wrapper: every button calls the ``DrillSession`` and redraws ``drill_view``.
-    Returns the ``VBox``; ``box.session`` is the session and ``box.view`` the HTML widget.
+
+async def _tick(session, clock_w, seconds):
+    """Redraw the clock every ``seconds`` until the current question is answered (or another is drawn)."""
+    problem = session.problem
+    while session.problem is problem and not session.answered():
+        clock_w.value = clock_text(session)
+        await asyncio.sleep(seconds)
+    clock_w.value = clock_text(session)
+
+
+def drill_mode(topics=None, *, seed: int | None = None, clock=time.monotonic, history=True, tick: float | None = 1.0):
+    """Drill mode as ipywidgets: a topic menu, "new question", "review", "state assumptions", an answer box,
+    "check", a clock and the view.
+
+    A thin wrapper: every button calls the ``DrillSession`` and redraws ``drill_view``. ``history``:
+    True keeps the learner's history (``kvlib.drill_history``, shared with ``kvlib drill``; an unreadable
+    file is named in the view and left alone), False none, or a ``History``/path. ``tick``: seconds
+    between clock redraws while a question waits (None: only on each click). Returns the ``VBox``;
+    ``box.session`` is the session, ``box.view`` the HTML widget and ``box.clock`` the clock.
 
     Used in: ch09_interview_drills.
     """
     import ipywidgets as widgets
 
-    session = DrillSession(tuple(topics or drills.TOPICS), seed=seed, clock=clock)
+    kept, problem_text = _open_history(history)
+    session = DrillSession(tuple(topics or drills.TOPICS), seed=seed, clock=clock, history=kept)
     topic_w = widgets.Dropdown(options=[ANY_TOPIC, *session.topics], value=ANY_TOPIC, description="topic",
                                layout=widgets.Layout(width="320px"))
     new_w = widgets.Button(description="new question", button_style="primary")
+    review_w = widgets.Button(description="review", tooltip="a question on the topic your history says to practise")
+    state_w = widgets.Checkbox(value=False, description="state assumptions", indent=False)
     answer_w = widgets.Text(placeholder="your answer, e.g. 131072 or 1.07 GB", description="answer",
                             layout=widgets.Layout(width="420px"))
     check_w = widgets.Button(description="check")
-    view = widgets.HTML(drill_view(session))
+    clock_w = widgets.HTML(clock_text(session))
+    note = (f"<div style='color:{WRONG_COLOR}'>{html.escape(problem_text)}</div>" if problem_text else "")
+    view = widgets.HTML(note + drill_view(session))
 
     def redraw():
-        view.value = drill_view(session)
+        view.value = note + drill_view(session)
+        clock_w.value = clock_text(session)
+
+    def start_clock():
+        if tick:
+            with contextlib.suppress(RuntimeError):      # no running loop (not a kernel): it redraws on clicks only
+                asyncio.get_running_loop().create_task(_tick(session, clock_w, tick))
 
     def on_new(_=None):
         session.new_question(topic_w.value)
         answer_w.value = ""
+        redraw()
+        start_clock()
+
+    def on_review(_=None):
+        session.review_question()
+        answer_w.value = ""
+        redraw()
+        start_clock()
+
+    def on_state(change):
+        session.assumptions = bool(change["new"])
         redraw()
 
     def on_check(_=None):
@@ -226,10 +376,84 @@ def drill_mode(topics=None, *, seed: int | None = None, clock=time.monotonic):
         redraw()
 
     new_w.on_click(on_new)
+    review_w.on_click(on_review)
     check_w.on_click(on_check)
-    box = widgets.VBox([widgets.HBox([topic_w, new_w]), widgets.HBox([answer_w, check_w]), view])
-    box.session, box.view = session, view
+    state_w.observe(on_state, names="value")
+    box = widgets.VBox([widgets.HBox([topic_w, new_w, review_w, state_w]), widgets.HBox([answer_w, check_w, clock_w]),
+                        view])
+    box.session, box.view, box.clock = session, view, clock_w
     return box
+
+
+# --- the history: a table and a plot over sessions ---------------------------------------------------
+def history_view(history) -> str:
+    """The learner's drill history per topic as HTML: asked, right, accuracy, median time, slips made.
+
+    Used in: ch09_interview_drills (through drill_stats).
+    """
+    rows = history.topic_stats()
+    where = f" (<code>{html.escape(str(history.path))}</code>)" if history.path else ""
+    if not rows:
+        return (f"<div>No drills recorded yet{where}. Answer a few in drill mode above, or with "
+                "<code>kvlib drill</code> in a terminal: both keep the same history.</div>")
+    cells = "".join(
+        f"<tr><td>{html.escape(TOPIC_TITLES.get(t, t))} <code>{t}</code></td><td>{r.attempts}</td><td>{r.correct}</td>"
+        f"<td>{r.accuracy:.0%}</td><td>{r.median_seconds:.0f} s</td>"
+        f"<td>{html.escape(', '.join(f'{k} ×{v}' for k, v in r.slips.items()) or '–')}</td></tr>"
+        for t, r in rows.items())
+    sessions = len(history.data["sessions"])
+    return ("<div style='font-family:sans-serif;font-size:13px'>"
+            f"<div>Your drill history over {sessions} session(s){where}:</div>"
+            "<table><tr><th>topic</th><th>asked</th><th>right</th><th>accuracy</th><th>median time</th>"
+            f"<th>slips made</th></tr>{cells}</table></div>")
+
+
+def history_figure(history):
+    """Accuracy and median time per topic, one point per session that asked it; None without any history.
+
+    Used in: ch09_interview_drills (through drill_stats).
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    sessions = history.session_stats()
+    topics = sorted({t for _, _, rows in sessions for t in rows})
+    if not topics:
+        return None
+    fig, (acc_ax, time_ax) = plt.subplots(1, 2, figsize=(11, 3.6))
+    for topic in topics:
+        xs = [n for n, (_, _, rows) in enumerate(sessions, 1) if topic in rows]
+        acc_ax.plot(xs, [100 * sessions[n - 1][2][topic].accuracy for n in xs], marker="o", label=topic)
+        time_ax.plot(xs, [sessions[n - 1][2][topic].median_seconds for n in xs], marker="o", label=topic)
+    acc_ax.set(xlabel="session", ylabel="first answers right (%)", title="accuracy per topic", ylim=(-5, 105))
+    time_ax.set(xlabel="session", ylabel="median time per answer (s)", title="time per topic")
+    time_ax.set_ylim(bottom=0)
+    for ax in (acc_ax, time_ax):
+        ax.set_xlim(0.5, len(sessions) + 0.5)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    time_ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def drill_stats(path=None) -> None:
+    """Show the learner's drill history (``kvlib.drill_history``): the table, then the plot over sessions.
+
+    Reads the file again each time it runs, so after a kernel restart it shows what drill mode and
+    ``kvlib drill`` recorded before. An unreadable file is named in one line (and left alone).
+
+    Used in: ch09_interview_drills.
+    """
+    try:
+        history = drill_history.load(path)
+    except drill_history.HistoryError as e:
+        display(HTML(f"<div style='color:{WRONG_COLOR}'>{html.escape(str(e))}</div>"))
+        return
+    display(HTML(history_view(history)))
+    fig = history_figure(history)
+    if fig is not None:
+        display(fig)
 
 
 # --- the graded drills: the learner's own questions -----------------------------------------------

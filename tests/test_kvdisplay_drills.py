@@ -145,9 +145,10 @@ def test_view_before_and_after():
 
 def test_widget_buttons_drive_the_session():
     pytest.importorskip("ipywidgets")
-    box = D.drill_mode(("kv_per_token",), seed=3, clock=FakeClock())
-    (topic, new), (answer, check), view = box.children[0].children, box.children[1].children, box.children[2]
-    assert view is box.view and "Press" in view.value
+    box = D.drill_mode(("kv_per_token",), seed=3, clock=FakeClock(), history=False, tick=None)
+    (topic, new, review, state), (answer, check, clock), view = (box.children[0].children, box.children[1].children,
+                                                                 box.children[2])
+    assert view is box.view and clock is box.clock and "Press" in view.value
     new.click()
     p = box.session.problem
     assert p is not None and p.question.split("(")[0].strip() in view.value
@@ -161,8 +162,124 @@ def test_widget_buttons_drive_the_session():
 
 def test_exported_additively():
     for name in ("DrillSession", "drill_view", "drill_mode", "use_student_id", "my_question", "my_questions",
-                 "show_question", "interview_sheet", "interview_sheet_view"):
+                 "show_question", "interview_sheet", "interview_sheet_view", "clock_text", "drill_stats",
+                 "history_view", "history_figure"):
         assert name in kvdisplay.__all__ and getattr(kvdisplay, name)
+
+
+# --- after a miss: the worked steps; the clock; structured answers; the history ----------------------
+def test_a_miss_shows_the_worked_steps_with_this_questions_numbers():
+    s, _ = _session()
+    p = s.new_question("kv_per_token")
+    q = p.params
+    with_query_heads = 2 * q["layers"] * q["num_heads"] * q["head_dim"] * q["dtype_bytes"]
+    a = s.answer(str(with_query_heads))
+    assert a.slip == "query_heads" and a.steps[0] == "worked steps:"
+    assert (f"2. bytes per token, all layers: 2 · L · K · D · b = 2 · {q['layers']} · {q['kv_heads']} · "
+            f"{q['head_dim']} · {q['dtype_bytes']} = {_by_hand_bytes_per_token(q):,} bytes") in a.steps[2]
+    assert a.steps[-1] == f"your {with_query_heads:,}: the slip [query_heads] enters at step 1 (bytes per token, one layer)."
+    view = D.drill_view(s)
+    assert "worked steps:" in view and "enters at step 1" in view
+    right = s.answer(str(_by_hand_bytes_per_token(q)))                    # a retry, right: no steps
+    assert right.steps == () and "worked steps:" not in D.drill_view(s)
+
+
+def test_bad_input_shows_no_steps():
+    s, _ = _session()
+    s.new_question("kv_per_token")
+    assert s.answer("lots").steps == () and "worked steps" not in D.drill_view(s)
+
+
+def test_the_clock_counts_against_the_target_and_stops_at_the_answer():
+    s, clock = _session()
+    assert D.clock_text(s) == "time –"
+    s.new_question("step_time")                       # 5 worked steps: 20 + 15 x 5 = 95 s
+    clock.now += 30
+    assert D.clock_text(s) == "time 30 s (target 95 s)"
+    clock.now += 70
+    assert D.clock_text(s) == "time 100 s (target 95 s, 5 s over)"
+    s.answer("1")
+    clock.now += 500                                  # answered: the clock shows the answer's time
+    assert D.clock_text(s) == "time 100 s (target 95 s, 5 s over)"
+    assert "answered in 100 s (target 95 s, 5 s over)" in D.drill_view(s) and "target 95 s)" in D.drill_view(s)
+
+
+def test_a_structured_answer_is_checked_field_by_field():
+    s, _ = _session(assumptions=True)
+    p = s.new_question("fp8")
+    q = p.params
+    right = q["budget_bytes"] // _by_hand_bytes_per_token(q)
+    assert s.structured() and "tokens=&lt;your figure&gt; dtype=bf16|fp8|fp32" in D.drill_view(s)
+    a = s.answer(f"tokens={right:,} dtype=bf16")
+    assert not a.correct and a.scored and [f.ok for f in a.fields] == [True, False]
+    assert a.steps == ()                               # the figure is right: no worked steps
+    view = D.drill_view(s)
+    assert "✗ <b>dtype</b>: the question&#x27;s cache is fp8 (1 byte per element)" in view
+    s.new_question("fp8")
+    assert not s.answer("colour=blue").scored            # an unreadable structured answer counts nothing
+    s.new_question("block_waste")                      # nothing to assume: a plain number
+    assert not s.structured()
+
+
+def test_scored_answers_are_recorded_and_review_asks_the_missed_topic(tmp_path):
+    from kvlib import drill_history as H
+    history = H.load(tmp_path / "drills.json")
+    clock = FakeClock()
+    s = D.DrillSession(seed=7, clock=clock, history=history, wall=lambda: 5000.0)
+    p = s.new_question("crossover")
+    clock.now += 20
+    s.answer("1")
+    s.answer("2")                                       # a retry: not recorded
+    saved = H.load(tmp_path / "drills.json")
+    assert [(a["topic"], a["correct"], a["seconds"], a["at"]) for a in saved.attempts] == [
+        ("crossover", False, 20.0, 5000.0)]
+    assert saved.data["sessions"][0]["source"] == "notebook"
+    assert s.review_question().topic == "crossover"     # missed: it comes back first
+    assert p is not s.problem
+
+
+def test_drill_mode_history_file_and_a_corrupt_one(tmp_path, monkeypatch):
+    pytest.importorskip("ipywidgets")
+    from kvlib import drill_history as H
+    path = tmp_path / "drills.json"
+    box = D.drill_mode(("kv_per_token",), seed=3, clock=FakeClock(), history=path, tick=None)
+    (_, new, review, state), (answer, check, _), view = (box.children[0].children, box.children[1].children,
+                                                         box.children[2])
+    review.click()
+    answer.value = "1"
+    check.click()
+    assert path.exists() and "answered in" in view.value
+    state.value = True                                  # state assumptions: the view asks key=value
+    assert box.session.assumptions and "key=value" in view.value
+    path.write_text("{oops")
+    with pytest.raises(H.HistoryError, match="not valid JSON"):   # a path passed in: the error is the caller's
+        D.drill_mode(history=path, tick=None)
+    broken = tmp_path / "data"
+    (broken / "kv-course").mkdir(parents=True)
+    (broken / "kv-course" / "drills.json").write_text("{oops")
+    monkeypatch.setenv("XDG_DATA_HOME", str(broken))
+    box = D.drill_mode(history=True, tick=None)           # the learner's own file, unreadable: named, left alone
+    assert "is not valid JSON" in box.view.value and box.session.history is None
+    assert (broken / "kv-course" / "drills.json").read_text() == "{oops"
+
+
+def test_history_table_and_plot_over_sessions(tmp_path):
+    from kvlib import drill_history as H
+    from kvdisplay.plots import figure_text
+    path = tmp_path / "drills.json"
+    assert "No drills recorded yet" in D.history_view(H.load(path)) and D.history_figure(H.load(path)) is None
+    h = H.load(path)
+    for n, (topic, ok, sec) in enumerate([("pool", False, 90.0), ("pool", True, 30.0), ("fp8", True, 10.0)]):
+        sid = h.new_session("notebook", now=float(n))
+        h.record(sid, topic, ok, sec, "label_memory" if not ok else None, now=float(n))
+    view = D.history_view(H.load(path))
+    assert "over 3 session(s)" in view
+    assert "<td>2</td><td>1</td><td>50%</td><td>60 s</td><td>label_memory ×1</td>" in view   # (90 + 30) / 2
+    fig = D.history_figure(H.load(path))
+    assert [ax.get_xlabel() for ax in fig.axes] == ["session", "session"]
+    assert figure_text(fig) == "figure: accuracy per topic | time per topic | legend: fp8; pool"
+    pool_line = next(line for line in fig.axes[0].get_lines() if line.get_label() == "pool")
+    assert list(pool_line.get_xdata()) == [1, 2] and list(pool_line.get_ydata()) == [0.0, 100.0]
 
 
 # --- the interview card ---------------------------------------------------------------------------

@@ -1,31 +1,153 @@
-"""``kvlib drill [--topic T] [--count N] [--seed S | --student ID]``: practice problems with named-slip feedback.
+"""``kvlib drill``: practice problems with named-slip feedback, worked steps after a miss, and a history.
+
+``kvlib drill [--topic T] [--count N] [--seed S]`` asks seeded practice questions; after a wrong
+answer it prints the worked steps for that question's numbers and where the learner's number
+comes from (``kvlib.drill_steps``). At a terminal the prompt shows the clock's target for the
+question (``kvlib.drill_history.target_seconds``) and the time taken after each answer
+(``--timings`` shows them for piped answers too).
+
+History (``kvlib.drill_history``, ``$XDG_DATA_HOME/kv-course/drills.json``): answers typed at a
+terminal are recorded (``--no-history`` does not record); piped answers (a transcript, a notebook's
+demonstration, a test) are a replay and never recorded. ``--stats`` prints the per-topic table;
+``--review`` asks ``--count`` questions of the topics the review rule picks (missed ones first).
+``--assumptions`` asks a structured answer (``tokens=... utilization=... memory=cuda``) where an
+assumption changes the figure, checked field by field (``kvlib.drill_assumptions``).
 
 ``--student ID`` asks that learner's own graded drills (``kvlib.drills.student_problem``, the
-topics of ``GRADED_TOPICS``; with ``--topic``, that one), without showing the answers.
+topics of ``GRADED_TOPICS``; with ``--topic``, that one), without showing answers, steps or
+where a number went wrong; those runs are never recorded (a graded question is the same every
+time, so answering it again would only inflate the practice history).
 """
 
 from __future__ import annotations
 
 import argparse
+import random
+import sys
+import time
 
+from .. import drill_assumptions, drill_history, drill_steps
 from ..argtypes import positive_int as _positive_int
-from ..drills import GRADED_TOPICS, TOPICS, problem_set, run_drill, student_problem
+from ..drills import GRADED_TOPICS, TOPICS, problem_set, generate, student_problem
+from .common import UsageError
+
+__all__ = ["ask", "add_parser"]
+
+
+def _is_terminal(stream) -> bool:
+    return bool(getattr(stream, "isatty", None) and stream.isatty())
+
+
+def ask(problems, *, stdin=None, stdout=None, reveal: bool = True, timings: bool = False, assumptions: bool = False,
+        history=None, session=None, clock=time.monotonic, wall=time.time) -> tuple:
+    """Ask each problem, read one answer line each; return ``(correct, asked)``.
+
+    Stops quietly at the end of input; echoes answers that are not typed at a terminal. At a
+    terminal (or with ``timings``) the prompt shows the target and each answer its time.
+    ``reveal=False`` (a graded question): no answer, no steps. ``history`` (a ``drill_history.History``)
+    with ``session`` records each answer; ``clock`` times answers and ``wall`` dates them (tests pass both).
+    """
+    stdin = sys.stdin if stdin is None else stdin
+    stdout = sys.stdout if stdout is None else stdout
+    terminal = _is_terminal(stdin)
+    timed = timings or terminal
+
+    def say(*lines):
+        for line in lines:
+            print(line, file=stdout)
+
+    correct = asked = 0
+    slips: dict = {}
+    start = clock()
+    for n, p in enumerate(problems, 1):
+        structured = assumptions and len(drill_assumptions.fields(p)) > 1
+        target = drill_history.target_seconds(p)
+        say("", f"Question {n}/{len(problems)} [{p.topic}]", p.question)
+        if structured:
+            say(f"answer as key=value: {drill_assumptions.prompt(p)}")
+        units = "key=value" if structured else p.units
+        print(f"answer ({units}; target {target} s)> " if timed else f"answer ({units})> ", end="", file=stdout,
+              flush=True)
+        asked_at = clock()
+        line = stdin.readline()
+        if not line:
+            say("\n(end of input)")
+            break
+        seconds = clock() - asked_at
+        text = line.strip()
+        if not terminal:
+            say(text)
+        asked += 1
+        if structured:
+            verdict = drill_assumptions.check(p, text, reveal=reveal)
+            ok, key = verdict.correct, verdict.slip
+            figure = verdict.fields[0].stated or ""
+            say(verdict.text())
+        else:
+            ok, feedback = p.check(text, reveal=reveal)
+            key, figure = p.slip_key(text), text
+            say(feedback)
+        correct += ok
+        if key:
+            slips[key] = slips.get(key, 0) + 1
+        if reveal and not (structured and verdict.figure_ok()) and not ok:
+            say(*drill_steps.worked_lines(p), *drill_steps.where_lines(p, figure))
+        if timed:
+            over = "" if seconds <= target else f", {seconds - target:.0f} s over"
+            say(f"(answered in {seconds:.1f} s; target {target} s{over})")
+        if history is not None and session is not None:
+            history.record(session, p.topic, ok, seconds, key, now=wall(), target=target)
+    say(f"\nscore {correct}/{asked}" + (f" ({len(problems) - asked} not answered)" if asked < len(problems) else ""))
+    if slips:
+        say("slips: " + ", ".join(f"{k} x{v}" for k, v in sorted(slips.items())))
+    if timed:
+        say(f"time {clock() - start:.1f} s")
+    return correct, asked
+
+
+def _history(args):
+    """The history to record into, or None: --no-history, a graded run, or answers that are not typed."""
+    if args.no_history or args.student is not None or not _is_terminal(sys.stdin):
+        return None, None
+    history = drill_history.load()
+    return history, history.new_session("cli")
 
 
 def _cmd_drill(args):
+    if args.stats:
+        if args.student is not None or args.review:
+            raise UsageError("kvlib drill: --stats prints the history; it takes no --student or --review")
+        print(drill_history.stats_table(drill_history.load()))
+        return
     if args.student is not None:
+        if args.review or args.assumptions:
+            raise UsageError("kvlib drill: --student asks the graded questions as they are: no --review or "
+                             "--assumptions")
         topics = [args.topic] if args.topic else list(GRADED_TOPICS)
         problems = [student_problem(args.student, t) for t in topics][:args.count]
         print(f"kvlib drill: {len(problems)} question(s) of student {args.student!r}"
               + (f", topic {args.topic}" if args.topic else "")
               + ". Answer with a number; units as asked. Answers are not shown (your graded questions).")
-        run_drill(problems, timings=args.timings, reveal=False)
+        ask(problems, timings=args.timings, reveal=False)
         return
-    seed = 0 if args.seed is None else args.seed
-    problems = problem_set(seed, 5 if args.count is None else args.count, args.topic)
-    print(f"kvlib drill: {len(problems)} question(s), seed {seed}"
-          + (f", topic {args.topic}" if args.topic else "") + ". Answer with a number; units as asked.")
-    run_drill(problems, timings=args.timings)
+    count = 5 if args.count is None else args.count
+    history, session = _history(args)
+    if args.review:
+        rng = random.Random(args.seed)          # no --seed: fresh numbers each review
+        topics = [args.topic] if args.topic else list(TOPICS)
+        picked = drill_history.review_topics(history or drill_history.load(), topics, count)
+        problems = [generate(t, rng.getrandbits(63)) for t in picked]
+        print(f"kvlib drill --review: {len(problems)} question(s), in review order: "
+              + ", ".join(dict.fromkeys(picked)) + ".")
+    else:
+        seed = 0 if args.seed is None else args.seed
+        problems = problem_set(seed, count, args.topic)
+        print(f"kvlib drill: {len(problems)} question(s), seed {seed}"
+              + (f", topic {args.topic}" if args.topic else "") + ". Answer with a number; units as asked"
+              + ("; where asked, as key=value pairs." if args.assumptions else "."))
+    ask(problems, timings=args.timings, assumptions=args.assumptions, history=history, session=session)
+    if history is not None and history.attempts:
+        print(f"(recorded in {history.path}; kvlib drill --stats shows the table)")
 
 
 def add_parser(subparsers):
@@ -54,7 +176,15 @@ def add_parser(subparsers):
     which = p.add_mutually_exclusive_group()
     which.add_argument("--seed", type=seed, default=None, help="same seed, same questions (default 0)")
     which.add_argument("--student", type=student, default=None, metavar="ID",
-                       help="that learner's own graded drills (ch09), answers not shown")
-    p.add_argument("--timings", action="store_true", help="print how long each answer took")
+                       help="that learner's own graded drills (ch09), answers not shown, never recorded")
+    p.add_argument("--timings", action="store_true", help="print the target and the time of each answer also "
+                                                          "for piped answers (a terminal always shows them)")
+    p.add_argument("--review", action="store_true", help="ask the topics your history says to review: missed "
+                                                         "ones first, mastered ones least")
+    p.add_argument("--stats", action="store_true", help="print your history per topic: asked, right, median "
+                                                        "time, slips made")
+    p.add_argument("--no-history", action="store_true", help="do not record this run's answers")
+    p.add_argument("--assumptions", action="store_true", help="answer as key=value pairs: the figure and the "
+                                                              "assumptions it rests on (utilization, memory, dtype)")
     p.set_defaults(func=_cmd_drill)
     return p

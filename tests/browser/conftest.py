@@ -149,7 +149,8 @@ def _stop(proc: subprocess.Popen) -> None:
 def lab_server(tmp_path_factory):
     """JupyterLab from ``./dev.sh open ... --root DIR`` on a free port, DIR a scratch copy of chapters/.
 
-    Yields {'url', 'root', 'log', 'pid'}."""
+    Yields {'url', 'root', 'log', 'pid', 'data_home'}: the server (and its kernels) run with XDG_DATA_HOME
+    in the scratch folder, so drill mode's history (kvlib.drill_history) never touches the user's own."""
     missing = missing_parts()
     if missing:
         pytest.fail(_reason(missing))         # only reached with REQUIRE_BROWSER=1
@@ -163,13 +164,16 @@ def lab_server(tmp_path_factory):
     for notebook in sorted((REPO / "chapters").glob("*.ipynb")):
         shutil.copy2(notebook, root / notebook.name)
 
+    data_home = scratch / "data"             # $XDG_DATA_HOME/kv-course/drills.json: the drill history
+    data_home.mkdir()
     port = _free_port()
     log_path = scratch / "lab.log"
     command = [str(dev_sh), "open", "--port", str(port), "--no-browser", "--token", "", "--ip", "127.0.0.1",
                "--root", str(root)]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                env=dict(os.environ, XDG_DATA_HOME=str(data_home)))
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + SERVER_START_S
@@ -187,7 +191,7 @@ def lab_server(tmp_path_factory):
                 pytest.fail(f"JupyterLab did not answer on {url} within {SERVER_START_S} s:\n"
                             f"{log_path.read_text(errors='replace')[-3000:]}")
             time.sleep(0.25)
-        yield {"url": url, "root": root, "log": log_path, "pid": proc.pid}
+        yield {"url": url, "root": root, "log": log_path, "pid": proc.pid, "data_home": data_home}
     finally:
         _stop(proc)
 

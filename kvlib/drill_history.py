@@ -1,0 +1,297 @@
+"""A drill that remembers: one learner's attempts, per topic and per session, and what to review next.
+
+The history is one JSON file per learner, ``$XDG_DATA_HOME/kv-course/drills.json``
+(``~/.local/share/kv-course/drills.json`` when ``XDG_DATA_HOME`` is unset), shared by
+``kvlib drill`` and the notebook's drill mode. It is written atomically (a temporary file in
+the same folder, then ``os.replace``) with mode 0600. A file that cannot be read or parsed
+raises ``HistoryError``, one line naming the path, and is never overwritten: the learner
+moves it away or fixes it.
+
+Each scored answer is one attempt: ``{"session", "topic", "correct", "seconds", "slip", "at",
+"target"}`` (``at`` in seconds since the epoch, ``slip`` a ``kvlib.slips`` key or null, ``target``
+the clock's target in seconds). A session is one ``kvlib drill`` run or one drill-mode widget:
+``{"id", "started", "source"}``. Nothing of a question's answer is stored.
+
+>>> h = History()
+>>> s = h.new_session("cli", now=0.0)
+>>> h.record(s, "pool", True, 40.0, now=10.0); h.record(s, "pool", False, 80.0, "label_memory", now=20.0)
+>>> row = h.topic_stats()["pool"]
+>>> row.attempts, row.accuracy, row.median_seconds, row.slips
+(2, 0.5, 60.0, {'label_memory': 1})
+
+**The review rule** (``review_topics``), a Leitner box per topic. Each topic starts in box 0;
+a right answer within its target time (``target_seconds``) moves it up a box (to at most
+``MASTERED_BOX``), a right but slow answer leaves it where it is, and a miss puts it back in box
+0. A topic in box 0 (missed last, or never yet answered within its target) is due at once; in
+box ``n`` it is due ``REVIEW_DAYS[n]`` days after its last attempt (1, 2, 4, 8, then 16 days: a
+mastered topic comes back least often). A review asks the topics in box 0, those with the most
+slips first (one whose last miss named a slip twice), then topics never tried, then the others
+by the time they fall due, soonest first, due or not. So a missed topic returns sooner, a
+mastered one later.
+
+Taught in ch09_interview_drills (drill mode, its history and review button); ``kvlib drill
+--review`` and ``--stats``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import statistics
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["FILE_NAME", "HistoryError", "History", "TopicStats", "history_path", "load", "review_topics",
+           "target_seconds", "stats_table", "REVIEW_DAYS", "MASTERED_BOX", "READ_SECONDS", "STEP_SECONDS"]
+
+FILE_NAME = "drills.json"
+VERSION = 1
+DAY = 86_400.0
+#: Days before a topic in box n is due again (box 0: at once).
+REVIEW_DAYS = (0, 1, 2, 4, 8, 16)
+MASTERED_BOX = len(REVIEW_DAYS) - 1
+
+#: The clock's target, the course's rule of thumb (not a measured figure): an interviewer expects the
+#: first figure of a back-of-the-envelope answer about half a minute after the question (reading it and
+#: naming the formula), and each further step of the worked chain a quarter of a minute more.
+READ_SECONDS = 20
+STEP_SECONDS = 15
+
+
+class HistoryError(ValueError):
+    """The history file cannot be read, parsed or written; one line that names its path."""
+
+
+def history_path() -> Path:
+    """``$XDG_DATA_HOME/kv-course/drills.json`` (default ``~/.local/share/kv-course/drills.json``)."""
+    base = os.environ.get("XDG_DATA_HOME", "").strip()
+    if not base:
+        try:
+            base = str(Path.home() / ".local" / "share")
+        except (RuntimeError, KeyError):        # no home folder to be found (a bare sandbox)
+            raise HistoryError("no place for the drill history: set XDG_DATA_HOME or HOME") from None
+    return Path(base).expanduser() / "kv-course" / FILE_NAME
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError as e:                        # a folder on the way that cannot be entered
+        raise HistoryError(f"cannot read the drill history {path}: {e.strerror or e}") from None
+
+
+def target_seconds(problem) -> int:
+    """The clock's target for one question: ``READ_SECONDS + STEP_SECONDS x steps`` of its worked chain.
+
+    ``problem`` has ``steps()`` (``kvlib.drills.Problem``); without it, one step is assumed.
+
+    >>> class OneStep:
+    ...     def steps(self): return ("2 L K D b",)
+    >>> target_seconds(OneStep())
+    35
+    """
+    steps = problem.steps() if hasattr(problem, "steps") else (None,)
+    return READ_SECONDS + STEP_SECONDS * max(1, len(steps))
+
+
+@dataclass(frozen=True)
+class TopicStats:
+    """One topic's row of ``--stats``: first answers only."""
+
+    topic: str
+    attempts: int
+    correct: int
+    median_seconds: float
+    slips: dict = field(hash=False)
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.attempts if self.attempts else 0.0
+
+
+def _median(values) -> float:
+    return float(statistics.median(values)) if values else 0.0
+
+
+def _rows(attempts) -> dict:
+    by_topic: dict = {}
+    for a in attempts:
+        by_topic.setdefault(a["topic"], []).append(a)
+    out = {}
+    for topic in sorted(by_topic):
+        rows = by_topic[topic]
+        slips: dict = {}
+        for a in rows:
+            if a.get("slip"):
+                slips[a["slip"]] = slips.get(a["slip"], 0) + 1
+        out[topic] = TopicStats(topic, len(rows), sum(bool(a["correct"]) for a in rows),
+                                _median([a["seconds"] for a in rows]), dict(sorted(slips.items())))
+    return out
+
+
+class History:
+    """The attempts and sessions of one learner; ``path`` None keeps them in memory only."""
+
+    def __init__(self, path: Path | None = None, data: dict | None = None):
+        self.path = None if path is None else Path(path)
+        self.data = data or {"version": VERSION, "sessions": [], "attempts": []}
+        self._pending: dict = {}     # sessions started, saved with their first attempt
+
+    # -- writing -----------------------------------------------------------------------------
+    def new_session(self, source: str, now: float | None = None) -> str:
+        """Start a session (``source`` 'cli' or 'notebook'); its id. Saved with its first attempt."""
+        session = {"id": uuid.uuid4().hex[:12], "started": time.time() if now is None else now, "source": source}
+        self._pending[session["id"]] = session
+        return session["id"]
+
+    def record(self, session: str, topic: str, correct: bool, seconds: float, slip: str | None = None,
+               now: float | None = None, target: int | None = None) -> None:
+        """Add one scored answer (``target``: the clock's target for it) and save.
+
+        The file is read again first, so the attempts another drill saved meanwhile stay."""
+        attempt = {"session": session, "topic": topic, "correct": bool(correct), "seconds": round(float(seconds), 2),
+                   "slip": slip, "at": time.time() if now is None else now,
+                   "target": READ_SECONDS + STEP_SECONDS if target is None else int(target)}
+        if self.path is not None and _exists(self.path):
+            self.data = _read(self.path)
+        pending = self._pending.pop(session, None)
+        if pending is not None:
+            self.data["sessions"].append(pending)
+        self.data["attempts"].append(attempt)
+        if self.path is not None:
+            _write(self.path, self.data)
+
+    # -- reading -----------------------------------------------------------------------------
+    @property
+    def attempts(self) -> list:
+        return list(self.data["attempts"])
+
+    def topic_stats(self) -> dict:
+        """``{topic: TopicStats}`` over every session, topics sorted."""
+        return _rows(self.data["attempts"])
+
+    def session_stats(self) -> list:
+        """``[(session id, started, {topic: TopicStats})]`` in the order the sessions started (for plots)."""
+        sessions = sorted(self.data["sessions"], key=lambda s: s["started"])
+        return [(s["id"], s["started"], _rows([a for a in self.data["attempts"] if a["session"] == s["id"]]))
+                for s in sessions]
+
+
+def _read(path: Path) -> dict:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise HistoryError(f"cannot read the drill history {path}: {e.strerror or e}") from None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise HistoryError(f"the drill history {path} is not valid JSON: move it away or fix it "
+                           "(it is not overwritten)") from None
+    ok = (isinstance(data, dict) and isinstance(data.get("sessions"), list) and isinstance(data.get("attempts"), list)
+          and all(isinstance(a, dict) and {"session", "topic", "correct", "seconds"} <= set(a)
+                  for a in data["attempts"]))
+    if not ok:
+        raise HistoryError(f"the drill history {path} is not a kv-course drill history: move it away or fix it "
+                           "(it is not overwritten)")
+    return data
+
+
+def _write(path: Path, data: dict) -> None:
+    """Atomically: a 0600 temporary file in the same folder, then ``os.replace``."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(prefix=".drills-", suffix=".tmp", dir=path.parent)   # mkstemp makes it 0600
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(data, f, indent=1)
+                f.write("\n")
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    except OSError as e:
+        raise HistoryError(f"cannot write the drill history {path}: {e.strerror or e}") from None
+
+
+def load(path: Path | str | None = None) -> History:
+    """The history at ``path`` (default ``history_path()``); empty when the file does not exist yet."""
+    path = history_path() if path is None else Path(path)
+    return History(path, _read(path) if _exists(path) else None)
+
+
+# --- what to ask next --------------------------------------------------------------------------
+def _box(rows) -> int:
+    box = 0
+    for a in rows:
+        if not a["correct"]:
+            box = 0
+        elif a["seconds"] <= a.get("target", READ_SECONDS + STEP_SECONDS):
+            box = min(box + 1, MASTERED_BOX)
+    return box
+
+
+def review_topics(history: History, topics, count: int, *, now: float | None = None) -> list:
+    """``count`` topics to ask next, by the review rule of this module's docstring.
+
+    ``topics`` are the topics that may be asked (their order breaks ties); each attempt is judged
+    against the target recorded with it; ``now`` defaults to the real time (a test passes its own).
+
+    >>> h = History()
+    >>> s = h.new_session("cli", now=0.0)
+    >>> h.record(s, "pool", False, 20.0, "label_memory", now=0.0)
+    >>> h.record(s, "fp8", True, 20.0, now=0.0)
+    >>> review_topics(h, ["fp8", "pool", "crossover"], 4, now=3600.0)
+    ['pool', 'pool', 'crossover', 'fp8']
+    """
+    now = time.time() if now is None else now
+    order = {t: i for i, t in enumerate(topics)}
+    by_topic: dict = {}
+    for a in sorted(history.attempts, key=lambda a: a["at"]):
+        if a["topic"] in order:
+            by_topic.setdefault(a["topic"], []).append(a)
+    missed, fresh, later = [], [], []
+    for topic in topics:
+        rows = by_topic.get(topic)
+        if not rows:
+            fresh.append(topic)
+            continue
+        box = _box(rows)
+        if box == 0:
+            slips = sum(1 for a in rows if a.get("slip"))
+            missed.append((-slips, order[topic], topic, rows[-1].get("slip") is not None))
+        else:
+            later.append((rows[-1]["at"] + REVIEW_DAYS[box] * DAY, order[topic], topic))
+    queue = []
+    for _, _, topic, slipped in sorted(missed):
+        queue += [topic, topic] if slipped else [topic]
+    queue += fresh
+    queue += [topic for due, _, topic in sorted(later) if due <= now]
+    queue += [topic for due, _, topic in sorted(later) if due > now]
+    if not queue:
+        return []
+    return [queue[i % len(queue)] for i in range(count)]
+
+
+def stats_table(history: History) -> str:
+    """``kvlib drill --stats``: one row per topic (attempts, right, accuracy, median time, slips), plain text."""
+    rows = history.topic_stats()
+    if not rows:
+        where = f" in {history.path}" if history.path else ""
+        return f"no drills recorded yet{where}."
+    sessions = len(history.data["sessions"])
+    header = ("topic", "asked", "right", "accuracy", "median time", "slips made")
+    body = [(t, str(r.attempts), str(r.correct), f"{r.accuracy:.0%}", f"{r.median_seconds:.0f} s",
+             ", ".join(f"{k} x{v}" for k, v in r.slips.items()) or "-") for t, r in rows.items()]
+    widths = [max(len(row[i]) for row in (header, *body)) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in (header, *body)]
+    total = sum(r.attempts for r in rows.values())
+    right = sum(r.correct for r in rows.values())
+    lines.append(f"{total} answer(s) over {sessions} session(s), {right / total:.0%} right"
+                 + (f"; history: {history.path}" if history.path else ""))
+    return "\n".join(lines)

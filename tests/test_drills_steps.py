@@ -1,0 +1,121 @@
+"""kvlib.drills' worked steps: Problem.steps(), slip_step(), matching_step().
+
+Every topic's chain ends on the problem's answer; a few chains are checked step by step against
+arithmetic written out here; a slip's recomputed value is placed at the step it enters.
+"""
+
+import math
+
+import pytest
+
+from kvlib.drills import TOPICS, Problem, Step, generate
+from kvlib.slips import variants
+
+SEEDS = range(12)
+
+
+@pytest.mark.parametrize("topic", sorted(TOPICS))
+def test_every_chain_ends_on_the_answer(topic):
+    for seed in SEEDS:
+        p = generate(topic, seed)
+        steps = p.steps()
+        assert steps and all(isinstance(s, Step) for s in steps)
+        assert steps[-1].value == p.answer, (seed, steps[-1])
+        assert steps[-1].units == p.units
+        for s in steps:
+            assert s.label and s.formula and s.substitution and s.units
+            if s.units == "bytes":
+                assert type(s.value) is int, s          # whole bytes
+        assert p.steps() == steps                       # the same chain every time
+
+
+def test_kv_per_token_steps_by_hand():
+    p = generate("kv_per_token", 3)
+    L, K, D, b = (p.params[k] for k in ("layers", "kv_heads", "head_dim", "dtype_bytes"))
+    one, every = p.steps()
+    assert one.value == 2 * K * D * b and every.value == 2 * L * K * D * b
+    assert every.substitution == f"2 · {L} · {K} · {D} · {b}"
+
+
+def test_step_time_steps_by_hand():
+    p = generate("step_time", 4)
+    q = p.params
+    bpt = 2 * q["layers"] * q["kv_heads"] * q["head_dim"] * q["dtype_bytes"]
+    kv = bpt * q["seq_len"] * q["batch_size"]
+    values = [s.value for s in p.steps()]
+    assert values[1:4] == [bpt, kv, q["weight_bytes"] + kv]
+    assert values[4] == pytest.approx((q["weight_bytes"] + kv) / q["bandwidth_bytes_per_s"] * 1000, rel=1e-12)
+
+
+def test_pool_steps_by_hand():
+    p = generate("pool", 6)
+    q = p.params
+    budget = math.floor(q["gpu_bytes"] * q["utilization"])
+    left = budget - q["weight_bytes"] - q["other_bytes"]
+    assert [s.value for s in p.steps()] == [budget, left, left // q["bytes_per_token"]]
+
+
+def test_plan_step_steps_by_hand():
+    p = generate("plan_step", 2)
+    q = p.params
+    k_g = max(1, q["kv_heads"] // 8)
+    s_g = 2 * q["layers"] * k_g * q["head_dim"] * q["dtype_bytes"] * q["seq_len"]
+    per_node = q["pool_bytes_per_gpu"] // s_g
+    assert [s.value for s in p.steps()][-3:] == [s_g, per_node, math.ceil(q["users"] / per_node)]
+
+
+# (topic, slip, label of the step where it enters)
+ENTERS = [("kv_per_token", "query_heads", "bytes per token, one layer"),
+          ("kv_per_token", "missing_layers", "bytes per token, all layers"),
+          ("pool", "label_memory", "the engine's budget"),
+          ("step_time", "kv_only_step", "bytes read in one step"),
+          ("step_time", "seconds_for_ms", "step time at the bandwidth limit"),
+          ("tp_per_gpu", "total_not_per_gpu", "KV heads on each GPU"),
+          ("crossover", "crossover_not_divided", "context per sequence at the crossover"),
+          ("block_waste", "one_sequence_waste", "expected empty slots, all sequences")]
+
+
+@pytest.mark.parametrize("topic, key, label", ENTERS)
+def test_slip_step_names_where_the_slip_enters(topic, key, label):
+    p = generate(topic, 1)
+    assert p.steps()[p.slip_step(key)].label == label
+    assert p.steps()[p.slip_step(key + "@up")].label == label      # a variant is its catalogue key
+
+
+def test_slip_step_of_units_combined_and_unknown_slips():
+    p = generate("kv_per_token", 1)
+    last = len(p.steps()) - 1
+    assert p.slip_step("answer_in_gib") == last and p.slip_step("gb_for_gib") == last
+    assert p.slip_step("missing_layers+query_heads") == 0
+    assert p.slip_step("no_such_slip") is None and p.slip_step("") is None and p.slip_step(None) is None
+
+
+def test_every_catalogued_slip_of_a_topic_has_its_step():
+    # each slip the catalogue recomputes for a drill is placed somewhere in that drill's chain
+    from kvlib.slips import base_key
+    for topic in TOPICS:
+        p = generate(topic, 0)
+        _, slips = variants(p.quantity, unit=p.units, **p.inputs)
+        missing = {base_key(k) for k, _ in slips if p.slip_step(k) is None}
+        assert not missing, (topic, sorted(missing))
+
+
+def test_matching_step_finds_where_the_learner_stopped():
+    p = generate("per_sequence", 2)            # Qwen3-0.6B, 2,048 tokens (test_drills)
+    one_layer, per_token, _ = p.steps()
+    assert p.matching_step(per_token.value) == 1           # forgot the sequence length
+    assert p.matching_step(f"{one_layer.value:,}") == 0
+    assert p.matching_step(p.answer) is None and p.matching_step("abc") is None
+    assert p.matching_step(p.answer + 12345) is None
+    p = generate("step_time", 4)
+    kv = p.steps()[2].value
+    assert p.matching_step(f"{kv / 1e9:.4f} GB") is None   # asked in ms: a byte figure is not read
+    assert p.matching_step(p.steps()[4].value * 1.001) is None
+
+
+def test_a_slip_named_and_the_step_it_matches_agree():
+    # missing_layers gives one layer's bytes: the slip enters at step 1 and the number is step 0's
+    p = generate("kv_per_token", 0)
+    wrong = p.steps()[0].value
+    assert p.slip_key(wrong) == "missing_layers"
+    assert p.matching_step(wrong) == 0 and p.slip_step("missing_layers") == 1
