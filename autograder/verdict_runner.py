@@ -7,7 +7,9 @@ setup cell's imports), then the answer cells and checks in the reference's
 order, and writes one JSON line per event to the original fd 1: ``step``
 (started), ``prelude``/``cell`` (errors), ``check`` (one record per case,
 ``autograder.checks.answers``; for a value exercise, ``"value": true``, the
-record of the number the answer cells bound to the name), ``done``. The learner's own fds 0-2 go to
+record of the number the answer cells bound to the name, with ``kvlib_calls``
+when the answer of the graded student's own problem was read from kvlib's
+drill object: ``tripwires.drill_reads``), ``done``. The learner's own fds 0-2 go to
 /dev/null; every step runs under a SIGALRM limit. Nothing it prints is
 trusted: the verdict re-reads every record.
 """
@@ -59,6 +61,16 @@ def compile_cell(source, name):
             s = line.lstrip()
             lines.append(line[:len(line) - len(s)] + "pass" if s[:1] in ("%", "!") else line)
         return compile("\n".join(lines), name, "exec")
+
+
+def _drill_reads(core, name):
+    """``core.tripwires.drill_reads`` for the value ``answer_<topic>`` of the graded student ([] without core)."""
+    if core is None or not name.startswith("answer_"):
+        return []
+    try:
+        return list(core.tripwires.drill_reads(name[len("answer_"):], core.current_student()))
+    except Exception:
+        return []
 
 
 def main():
@@ -135,6 +147,9 @@ def main():
                         arm(step_s)
                         try:
                             records = [encode(fn)] * n
+                            reads = _drill_reads(core, step["fn"])
+                            if reads:   # the learner's own problem's answer, read from kvlib's drill object
+                                records = [dict(r, kvlib_calls=reads) for r in records]
                         finally:
                             disarm()
                     except BaseException as exc:

@@ -42,8 +42,8 @@ from .units import GB, GiB, parse_bytes
 from .vllm.engine import default_utilization
 from .weights import stored_weights
 
-__all__ = ["GRADED_TOPICS", "TOPICS", "MAX_REPEATS", "Problem", "Question", "Step", "DrillError", "generate",
-           "problem_set", "seed_for_student", "student_problem", "variety_key"]
+__all__ = ["GRADED_TOPICS", "TOPICS", "MAX_REPEATS", "Problem", "Question", "Step", "DrillError", "answer_reads",
+           "generate", "problem_set", "seed_for_student", "student_problem", "variety_key"]
 
 
 class DrillError(ValueError):
@@ -1303,6 +1303,66 @@ def student_problem(student_id: str, topic: str) -> Problem:
     if not isinstance(student_id, str) or not student_id.strip():
         raise DrillError(f"student_id must be a non-empty string, got {student_id!r}")
     return generate(topic, seed_for_student(f"{student_id}/{topic}"))
+
+
+# --- answers read from outside (ch09's graded drills: issue 35 §5) ---------------------------------------
+#: ``(topic, seed)`` of every problem whose answer code outside kvlib read (``answer_reads``).
+_ANSWER_READS: set = set()
+#: Packages whose reads are the course's own (drill mode, ``kvlib drill``, the checks' expected values).
+_OWN_PACKAGES = ("kvlib", "kvdisplay", "autograder")
+_HELPER_MODULES = ("dataclasses", "copy", "pprint", "reprlib", "functools", "operator")
+
+
+def _read_from_outside() -> bool:
+    """Whether the code reading ``Problem.answer`` is the learner's (neither this module nor the course's).
+
+    Problem's own methods (``check``, the dataclass's ``__repr__`` and ``__eq__``) and the standard library's
+    helpers (``dataclasses.asdict``, ``copy``, ``pprint``) are skipped: what counts is who called them, so
+    ``p.check(x)`` from a notebook (its feedback shows the answer) and ``repr(p)`` count too.
+    """
+    frame = sys._getframe(2)
+    while frame is not None:
+        module = str(frame.f_globals.get("__name__", ""))
+        if module == __name__ and isinstance(frame.f_locals.get("self"), Problem):
+            frame = frame.f_back
+        elif module in _HELPER_MODULES:
+            frame = frame.f_back
+        else:
+            return module.split(".")[0] not in _OWN_PACKAGES
+    return False
+
+
+class _Answer:
+    """``Problem.answer``: the value, noting each read made from outside the course's packages.
+
+    >>> p = generate("kv_per_token", seed=3)
+    >>> _ANSWER_READS.discard((p.topic, p.seed)); (p.topic, p.seed) in answer_reads()
+    False
+    """
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        value = obj.__dict__["answer"]
+        if _read_from_outside():
+            _ANSWER_READS.add((obj.topic, obj.seed))
+        return value
+
+    def __set__(self, obj, value):   # the frozen dataclass's __init__ sets it once, through object.__setattr__
+        obj.__dict__["answer"] = value
+
+
+Problem.answer = _Answer()
+Problem.answer.__set_name__(Problem, "answer")
+
+
+def answer_reads() -> frozenset:
+    """``(topic, seed)`` of each problem whose answer a notebook or script read (``p.answer``, the answer in
+    ``p.check``'s feedback, ``repr(p)``); the checks of ch09's graded drills refuse a value read that way."""
+    return frozenset(_ANSWER_READS)
 
 
 # --- kvlib drill ------------------------------------------------------------------------

@@ -78,3 +78,15 @@ def pytest_terminal_summary(terminalreporter):
     for line in BROWSER_TIMINGS.read_text().splitlines():
         seconds, chapter, step = line.split("\t", 2)
         terminalreporter.write_line(f"{float(seconds):6.1f}  {chapter}  {step}")
+
+
+@pytest.fixture(autouse=True)
+def _no_drill_answer_reads():
+    """Each test starts with no drill answer read (``kvlib.drills.answer_reads``): a test that reads a
+    student problem's ``.answer`` to compare must not make a later test's check refuse that student's value."""
+    import sys
+
+    drills = sys.modules.get("kvlib.drills")
+    if drills is not None and hasattr(drills, "_ANSWER_READS"):
+        drills._ANSWER_READS.clear()
+    yield

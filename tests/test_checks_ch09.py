@@ -295,3 +295,58 @@ def test_drill_topic_slips_are_named():
     assert slips.expected_value("nodes_for_memory", **nodes) == 4
     d = slips.diagnose("nodes_for_memory", 3, unit="nodes", **nodes)
     assert d.slip.key == "floor_nodes" and "Or:" not in d.message, d.message
+
+
+# --- issue 35 §5: a value read from kvlib's drill object is refused; practice keeps working -------
+def _refusal(topic):
+    message = fails(DRILL_IDS[topic], student_problem(ADA, topic).answer)
+    assert message == (f"✗ {DRILL_IDS[topic]}: answer_{topic} is the answer read from kvlib's drill object "
+                       "(kvlib.drills.Problem.answer), not worked out: a graded answer must be your own arithmetic "
+                       "on the figures your question states."), message
+    return message
+
+
+@pytest.mark.parametrize("topic", TOPICS)
+def test_the_drill_objects_answer_is_refused(topic):
+    from kvlib import drills
+
+    claim_student(ADA)
+    mine = hand_answer(topic, student_problem(ADA, topic).public().params)
+    check(DRILL_IDS[topic], mine)                             # nothing read yet: the arithmetic passes
+    assert drills.answer_reads() == frozenset()
+    _refusal(topic)
+    assert (topic, student_problem(ADA, topic).seed) in drills.answer_reads()
+    assert "read from kvlib's drill object" in fails(DRILL_IDS[topic], mine)   # the same number, once read
+
+
+def test_what_counts_as_reading_the_answer():
+    from kvlib import drills
+
+    claim_student(ADA)
+    p = student_problem(ADA, "pool")
+    p.check(1, reveal=False)                                   # the graded question's check: no answer shown
+    assert p.slip_key(1) is None and p.public().params
+    assert drills.answer_reads() == frozenset()
+    assert "The answer is" in p.check(1)[1]                    # the feedback shows it: a read
+    assert drills.answer_reads() == {("pool", p.seed)}
+    drills._ANSWER_READS.clear()
+    repr(p)
+    assert drills.answer_reads() == {("pool", p.seed)}
+
+
+def test_practice_reads_other_problems_and_the_course_reads_none():
+    import io
+
+    from kvdisplay.drills import DrillSession
+    from kvlib import drills
+
+    claim_student(ADA)
+    for seed in range(3):                                      # practice: other problems' answers
+        q = drills.generate("pool", seed)
+        assert q.check(q.answer)[0]
+    session = DrillSession(seed=4, topics=("pool",))          # drill mode (kvdisplay) and kvlib drill read freely
+    session.answer(str(session.new_question().answer + 1))
+    drills.run_drill([student_problem(ADA, "pool")], stdin=io.StringIO("1\n"), stdout=io.StringIO(), reveal=False)
+    mine = hand_answer("pool", student_problem(ADA, "pool").public().params)
+    assert ("pool", student_problem(ADA, "pool").seed) not in drills.answer_reads()
+    check(DRILL_IDS["pool"], mine)

@@ -9,7 +9,10 @@ scores are the contract's points (q1 2, each drill 1: 10 in all):
 * a notebook that claims the other id (``STUDENT_ID``, ``claim_student``, ``KV_COURSE_STUDENT``)
   with the other's answers: 2 (graded against its own id);
 * the solution-style notebook (answers computed from the question it draws): 10 for both (the outside
-  check), and 10 for a third learner in the same class on the slow paths.
+  check), and 10 for a third learner in the same class on the slow paths;
+* the hostile ch09 cases (``tests/hostile/ch09.py``, issue 35 §5): an answer read from kvlib's drill object
+  (``.answer``, ``check``'s feedback, ``repr``) scores 0 for its exercise with a one-line reason, on the outside
+  check and through ``python -m autograder grade``; practice, then the arithmetic: 10.
 
 Paths: the outside check (``autograder.verdict``, fast), ``python -m autograder grade`` and
 ``grade-class``, and plain ``nbgrader autograde`` with the course config (its kernel learns the
@@ -32,6 +35,7 @@ from procs import grading_env, run_in_group
 
 import ch09_drill_answers as D
 from autograder import sandbox
+from hostile import ch09 as H9
 from autograder import verdict as V
 
 ADA, ALAN = "ada", "alan"
@@ -99,6 +103,33 @@ def test_outside_check_names_the_slip_and_hides_the_answer():
 def test_outside_check_with_no_student_asks_for_one():
     v = V.grade(SOURCES["fixture"], D.ASSIGNMENT, reference=SOURCES["fixture"], student=None)
     assert v.score == SWAPPED and "STUDENT_ID" in v.by_grade_id()[D.DRILL_IDS["pool"]].feedback
+
+
+def _refused_drills(tests) -> list:
+    """The grade ids refused as read from the drill object, each with a one-line reason."""
+    out = []
+    for gid, (passed, feedback) in tests.items():
+        if not passed and "read from kvlib's drill object" in feedback and "own arithmetic" in feedback:
+            assert "\n" not in feedback.strip(), feedback
+            out.append(gid)
+    return sorted(out)
+
+
+# the hostile ch09 cases on the fixture; on the chapter, the one line of issue 35 §5 (the solution-style
+# notebook above already holds the chapter's honest score)
+HOSTILE = [("fixture", c[0]) for c in H9.CASES] + ([("chapter", "drill_answer")] if "chapter" in SOURCES else [])
+
+
+@pytest.mark.parametrize("source_name,case", HOSTILE)
+def test_outside_check_refuses_values_read_from_the_drill_object(source_name, case):
+    source = SOURCES[source_name]
+    _, what, _, expected = H9.BY_NAME[case]
+    v = V.grade(H9.notebook(source, case), D.ASSIGNMENT, reference=source, student=ADA)
+    assert v.status == "graded" and v.complete, v.as_dict()
+    tests = {t.grade_id: (t.passed, t.feedback) for t in v.tests}
+    assert v.score == expected, (what, tests)
+    assert tests[D.Q1][0]
+    assert _refused_drills(tests) == ([] if expected == D.FULL else sorted(D.DRILL_IDS.values())), tests
 
 
 # --- the kernel's environment ----------------------------------------------------------------------------
@@ -196,6 +227,14 @@ def test_grade_one_notebook_takes_the_student_from_the_flag_or_the_folder(tmp_pa
     folder = _submit(tmp_path / "class", {ALAN: notebooks(SOURCES["fixture"])["alan_own"]}) / ALAN / D.ASSIGNMENT
     result = grade(folder / f"{D.ASSIGNMENT}.ipynb")
     assert (result["student"], result["score"]) == (ALAN, D.FULL)
+    # issue 35 §5: every drill answered from the drill object; nbgrader's run and the verdict both refuse it
+    read = tmp_path / "read.ipynb"
+    read.write_bytes(D.dump(H9.notebook(SOURCES["fixture"], "drill_answer")))
+    result = grade(read, "--student", ADA)
+    assert result["score"] == SWAPPED, result
+    tests = {t["grade_id"]: t for t in result["tests"]}
+    assert all(tests[g]["nbgrader_points"] == 0 and tests[g]["verdict_points"] == 0 for g in D.DRILL_IDS.values())
+    assert _refused_drills({g: (t["passed"], t["feedback"]) for g, t in tests.items()}) == sorted(D.DRILL_IDS.values())
 
 
 # --- plain nbgrader ----------------------------------------------------------------------------------------

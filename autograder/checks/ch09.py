@@ -25,7 +25,11 @@ own problem, ``kvlib.drills.student_problem(student, topic)`` with the topics of
 A number is right when it equals kvlib's answer (ints: bytes, tokens,
 sequences, nodes) or lies within the problem's tolerance (crossover and step
 time: 0.5%); a wrong one is named by ``kvlib.slips`` (the same catalogue as
-``Problem.check``). q1's expected value is ``kv.kv_bytes_total`` over
+``Problem.check``). The graded answer is the learner's own arithmetic: a value
+equal to the answer of their own problem after code of theirs read it from the
+drill object (``student_problem(me, topic).answer``, the answer ``check`` shows,
+``repr``) is refused with a one-line reason, in the kernel and in the outside
+verdict (``tripwires.drill_reads``; tests/hostile/ch09.py). q1's expected value is ``kv.kv_bytes_total`` over
 bundled models' geometry; its hidden cases vary the model, dtype_bytes
 (1, 2 or 4), the length and the batch, from the class seed.
 """

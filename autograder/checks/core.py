@@ -388,6 +388,11 @@ def _judge_value(exercise: Exercise, case: dict, record: dict) -> Verdict:
     if value is None or not kind.fits(value):
         return Verdict(False, kind.wrong_type(name, record.get("type", "?")), ("wrong_type",), "type")
     if kind.equal(value, exercise.expected_for(case)):
+        if record.get("kvlib_calls"):   # the right number, read from the drill object (tripwires.drill_reads)
+            return Verdict(False, f"{name} is the answer read from kvlib's drill object "
+                                  f"({', '.join(record['kvlib_calls'])}), not worked out: a graded answer must be "
+                                  "your own arithmetic on the figures your question states.", ("kvlib_called",),
+                           "kvlib")
         return Verdict(True, "correct.")
     inputs = exercise.slip_inputs(case) if exercise.slip_inputs else {}
     keys = ()
@@ -661,7 +666,11 @@ def _value_failure(exercise: Exercise, value, hidden: bool) -> str | None:
     if student is None:
         return f"✗ {exercise.grade_id}: {NO_STUDENT}"
     cases = exercise.cases(False, None, student)
-    results = verdicts(exercise, cases, [answers.encode(value)] * len(cases))
+    record = answers.encode(value)
+    reads = tripwires.drill_reads(cases[0]["context"].get("topic", ""), student) if cases else []
+    if reads:   # the learner's own problem's answer was read from kvlib's drill object
+        record["kvlib_calls"] = reads
+    results = verdicts(exercise, cases, [record] * len(cases))
     message = summarise(exercise, cases, results)
     if message is None:
         print(passed_line(exercise, len(results)))

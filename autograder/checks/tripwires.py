@@ -8,6 +8,13 @@ kv_bytes_per_token`` done earlier is caught too; a call that the learner
 catches is still recorded (``calls``) and fails. Everything is restored in a
 ``finally``. Reading a bundled config, byte units, dtype sizes and the GPU
 table stay allowed.
+
+Value exercises (ch09's graded drills) bind a number in the answer cell, with
+no function for the tripwires to run. Their guard is ``drill_reads``: kvlib's
+drill objects note each answer that code outside the course's packages read
+(``Problem.answer``, the answer ``Problem.check`` shows, ``repr``), and a value
+that equals the answer of the learner's own problem after such a read is
+refused, in the kernel's check and in the outside verdict alike.
 """
 
 from __future__ import annotations
@@ -124,3 +131,21 @@ def calls() -> list:
 
 def reset() -> None:
     del _TRIPS[:]
+
+
+#: The name a refused value exercise reports (``kvlib_calls`` of its record).
+DRILL_ANSWER = "kvlib.drills.Problem.answer"
+
+
+def drill_reads(topic: str, student: str | None) -> list:
+    """``[DRILL_ANSWER]`` when code outside the course's packages read the answer of ``student``'s own
+    problem on ``topic`` (``kvlib.drills.answer_reads``), else ``[]``. Nothing is imported: a kernel that never
+    loaded ``kvlib.drills`` read nothing from it."""
+    drills = sys.modules.get("kvlib.drills")
+    if drills is None or not student or not hasattr(drills, "answer_reads"):
+        return []
+    try:
+        seed = drills.seed_for_student(f"{student}/{topic}")
+    except Exception:  # noqa: BLE001 -- an id no problem can be drawn for: nothing was read
+        return []
+    return [DRILL_ANSWER] if (topic, seed) in drills.answer_reads() else []
