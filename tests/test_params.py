@@ -304,3 +304,16 @@ def test_mla_attention_per_rank_refuses_gqa_and_bad_tp():
         mla_attention_params_per_rank(kv.load_model("llama-3.1-8b"), 1)
     with pytest.raises(kv.ParamsError, match="tp"):
         mla_attention_params_per_rank(kv.load_model("deepseek-v3"), 3)
+
+
+def test_ch03_question4_dp_attention_count():
+    """ch03 Question 4: 50 GB per GPU under TP 8; DP attention copies the attention weights (FP8, 1 B each).
+    Independent arithmetic: 61 x 187,107,328 attention parameters whole, 61 x (15,140,864 + 171,966,464 / 8)
+    per TP-8 rank; a 32,768-token sequence is 70,272 x 32,768 B."""
+    from kvlib.params import mla_attention_params_per_rank, split_params
+    v3 = kv.load_model("deepseek-v3")
+    extra = split_params(v3).attention - mla_attention_params_per_rank(v3, 8)
+    assert extra == 61 * 187_107_328 - 61 * (15_140_864 + 171_966_464 // 8) == 9_178_710_016
+    per_seq = 70_272 * 32_768
+    assert kv.max_concurrency(50 * 10**9, kv.kv_bytes_per_sequence(v3.kv_bytes_per_token(2), 32_768)) == 21
+    assert 8 * kv.max_concurrency(50 * 10**9 - extra, per_seq) == 8 * 17 == 136
