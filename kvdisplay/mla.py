@@ -70,7 +70,8 @@ def mla_explorer_view(latent_dim: int, rope_dim: int, layers: int, tp: int, dtyp
     MLA per GPU = ``kv.mla_bytes_per_token(layers, latent_dim, rope_dim, dtype_bytes)``
     on every one of the ``tp`` ranks (the latent is not split); the GQA model's per GPU =
     ``spec.kv_bytes_per_token(dtype_bytes, tp=tp)`` (its KV heads split, replicated past
-    K). Both in bytes per token [B].
+    K). Both in bytes per token [B]. The bars share one scale whatever ``tp`` is (the longer of
+    the two at TP 1), so moving TP shortens the GQA bar and leaves the MLA bar where it was.
 
     >>> view = mla_explorer_view(512, 64, 61, 8)
     >>> "MLA per GPU: <b>70,272 B" in view, "Llama-3.3-70B-Instruct per GPU: <b>40,960 B" in view
@@ -84,7 +85,7 @@ def mla_explorer_view(latent_dim: int, rope_dim: int, layers: int, tp: int, dtyp
     gqa = spec.kv_bytes_per_token(dtype_bytes, tp=tp)
     gqa_total = spec.kv_bytes_per_token(dtype_bytes)
     heads = spec.kv_heads_per_gpu(tp)
-    longest = max(mla, gqa)
+    longest = max(mla, gqa_total)     # one scale for every TP: the longer bar at TP 1
     ratio = mla / gqa
     verdict = (f"MLA stores <b>{ratio:.2f}×</b> what {html.escape(name)} stores per GPU"
                if ratio >= 1 else f"MLA stores <b>{1 / ratio:.2f}× less</b> than {html.escape(name)} per GPU")
@@ -96,7 +97,8 @@ def mla_explorer_view(latent_dim: int, rope_dim: int, layers: int, tp: int, dtyp
             f"{heads} of {spec.num_kv_heads} KV heads on each GPU; {kv.format_bytes(gqa_total)} for the whole model)"
             f"{_bar(gqa, longest, '#4c72b0')}"
             f"{verdict}; across all {tp} GPU(s) MLA keeps {kv.format_bytes(mla * tp)} per token, "
-            f"{html.escape(name)} {kv.format_bytes(gqa * tp)}.</div>")
+            f"{html.escape(name)} {kv.format_bytes(gqa * tp)}.<br><small>Both bars are drawn to one scale, "
+            f"full width = {kv.format_bytes(longest)} (the longer of the two at TP 1), whatever TP is.</small></div>")
 
 
 def mla_explorer(gqa_models=("llama-3.3-70b", "llama-3.1-8b", "qwen2.5-32b", "mixtral-8x7b"), *,

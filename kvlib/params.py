@@ -5,7 +5,8 @@ attention projections (+ biases), MLP or experts (+ router), norms, the
 final norm and an untied LM head. Multi-token-prediction modules are
 counted apart, since published totals leave them out.
 
-Taught in ch01_kv_formula (weights against KV).
+Taught in ch01_kv_formula (weights against KV); the attention/expert split
+(``split_params``, ``mla_attention_params_per_rank``) in ch03_mla.
 """
 
 from __future__ import annotations
@@ -107,3 +108,78 @@ def count_params(s) -> ParamCount:
         layer = _layer_params(s, s.num_layers - 1, None)
         mtp = s.mtp_layers * (3 * _norm_params(s) + 2 * d * d + layer)
     return ParamCount(total=total, active=active, mtp=mtp, embedding=embedding)
+
+
+@dataclass(frozen=True)
+class ParamSplit:
+    """A total parameter count in three parts (MTP modules left out, as in ``count_params``)."""
+
+    attention: int        # every layer's attention projections and the norms inside attention
+    routed_experts: int   # the routed experts of the MoE layers (0 for a dense model)
+    other: int            # embedding, head, layer norms, dense MLPs, shared experts, routers
+
+    @property
+    def total(self) -> int:
+        return self.attention + self.routed_experts + self.other
+
+
+def split_params(s) -> ParamSplit:
+    """Attention, routed experts and everything else: the three parts of ``count_params(s).total``.
+
+    Data-parallel attention copies the attention part onto every rank; expert
+    parallelism spreads the routed experts. DeepSeek-V3, per layer (hidden
+    ``d`` 7168, 128 heads, ``q_lora_rank`` 1536, query/key head 128 + 64,
+    ``kv_lora_rank`` 512, value head 128): ``d * 1536 + 1536 + 1536 * 128 * 192``
+    (query) ``+ d * 576 + 512 + 512 * 128 * 256`` (latent, its norm, the up
+    projection to keys and values) ``+ 128 * 128 * d`` (output) = 187,107,328,
+    times 61 layers.
+
+    >>> from kvlib import load_model
+    >>> split_params(load_model("deepseek-v3")).attention
+    11413547008
+    >>> split_params(load_model("llama-3.1-8b")).routed_experts
+    0
+
+    Taught in ch03_mla (data-parallel attention).
+    """
+    total = count_params(s).total
+    attention = s.num_layers * _attention_params(s)
+    routed = 0
+    if s.num_experts:
+        ff = s.moe_intermediate_size or _need(s, "intermediate_size")
+        routed = sum(s.num_experts * _mlp_params(s, ff) for i in range(s.num_layers) if i in s.moe_layers)
+    return ParamSplit(attention=attention, routed_experts=routed, other=total - attention - routed)
+
+
+def mla_attention_params_per_rank(s, tp: int = 1) -> int:
+    """An MLA model's attention parameters on one rank under tensor parallelism ``tp``, every layer.
+
+    vLLM's MLA layer (``vllm/model_executor/models/deepseek_v2.py``) keeps the
+    two down projections whole on every rank (``fused_qkv_a_proj``, a
+    ``MergedColumnParallelLinear`` with ``disable_tp=True``, or the
+    ``ReplicatedLinear`` ``kv_a_proj_with_mqa`` without a query LoRA) with
+    their norms, and splits by heads the query up projection ``q_b_proj``
+    (or ``q_proj``), ``kv_b_proj`` and ``o_proj``. So per layer:
+    ``d (q_lora + d_c + d_R) + q_lora + d_c`` replicated, plus
+    ``(q_lora h (d_nope + d_R) + d_c h (d_nope + d_v) + h d_v d) / tp``.
+    With ``tp = 1`` it equals ``split_params(s).attention``.
+
+    >>> from kvlib import load_model
+    >>> v3 = load_model("deepseek-v3")
+    >>> mla_attention_params_per_rank(v3, 8)           # 61 * (15,140,864 + 171,966,464 / 8)
+    2234836992
+    >>> mla_attention_params_per_rank(v3, 1) == split_params(v3).attention
+    True
+
+    Taught in ch03_mla (what data-parallel attention copies onto each rank).
+    """
+    if not s.is_mla:
+        raise ParamsError("mla_attention_params_per_rank needs an MLA model (kv_lora_rank)")
+    if type(tp) is not int or tp < 1 or s.num_heads % tp:
+        raise ParamsError(f"tp must be a positive integer dividing the {s.num_heads} heads, got {tp!r}")
+    d, h = _need(s, "hidden_size"), s.num_heads
+    nope, rope, v, r, q = s.qk_nope_head_dim or 0, s.qk_rope_head_dim, s.v_head_dim or 0, s.kv_lora_rank, s.q_lora_rank
+    replicated = d * (r + rope) + r + ((d * q + q) if q else 0)
+    split = (q * h * (nope + rope) if q else d * h * (nope + rope)) + r * h * (nope + v) + h * v * d
+    assert replicated + split == _attention_params(s)
+    return s.num_layers * (replicated + split // tp)

@@ -42,7 +42,7 @@ class Diagnosis:
 SLIPS = {
     "query_heads": "you multiplied by the query heads (num_attention_heads = {num_heads}) instead of the KV heads (num_key_value_heads = {kv_heads}).",
     "missing_kv_factor": "the factor 2 for K and V is missing: every token stores a key and a value.",
-    "extra_factor_2": "there is a spurious factor 2: the MLA latent replaces both K and V, so it is stored once.",
+    "extra_factor_2": "that is twice the right figure: an MLA layer caches one latent per token and rebuilds every head's key and value from it, so nothing is stored twice.",
     "bits_not_bytes": "you used bits per element ({bits}) instead of bytes ({dtype_bytes}).",
     "fp32_bytes": "you used 4 bytes per element (fp32); the cache is stored in 16 bits ({dtype_bytes} bytes).",
     "wrong_16bit_vs_fp8": "the element size is off: fp8 is 1 byte, fp16/bf16 are 2 bytes (you used {wrong_bytes}).",
@@ -57,7 +57,7 @@ SLIPS = {
     "ceil_not_floor": "a fraction of a sequence cannot be admitted: take the floor, not the ceiling (or rounding).",
     "total_not_per_gpu": "under tensor parallelism ({tp} GPUs) each GPU holds only its own KV heads: divide by the GPUs that split them.",
     "split_replicated": "with tp = {tp} > KV heads = {kv_heads}, heads are replicated, not split: each GPU keeps at least one full KV head.",
-    "mla_split_by_tp": "the MLA latent cannot be split by head: every rank holds all of it under tensor parallelism.",
+    "mla_split_by_tp": "you divided the MLA cache among the GPUs; it has no KV heads to hand out, and every head on every GPU reads the same latent, so each GPU keeps a whole copy.",
     "missing_seq_len": "the sequence length ({seq_len}) is missing: one entry per token.",
     "missing_batch": "the batch ({batch_size}) is missing: sequences share nothing.",
     "windowed_as_full": "sliding-window layers hold at most {sliding_window} tokens; you counted them at the full context.",
@@ -639,10 +639,10 @@ SLIPS.update({
 })
 
 GENERAL.update({
-    "extra_factor_2": "there is a spurious factor 2: the MLA latent stands for both K and V and is stored once.",
+    "extra_factor_2": "that is twice the right figure: keys and values are both rebuilt from one cached latent, counted once.",
     "missing_rope": "the decoupled RoPE key (qk_rope_head_dim) is missing: the cache holds latent + rope key per layer.",
     "mla_as_mha": "you treated MLA as ordinary attention (2 x heads x head_dim); MLA caches one latent plus one RoPE key per layer.",
-    "mla_split_by_tp": "the MLA latent cannot be split by head: every rank holds all of it under tensor parallelism.",
+    "mla_split_by_tp": "you divided the MLA cache among the GPUs; with no KV heads to hand out, each GPU keeps a whole copy.",
     "nope_for_rope": "you used qk_nope_head_dim where the cached key is qk_rope_head_dim.",
     "query_latent": "you used q_lora_rank (the query's compression) instead of kv_lora_rank.",
 })

@@ -168,16 +168,16 @@ def q2_factor_2(config, tp, dtype_bytes=2):
 
 
 SLIP_CASES = [
-    (Q1, q1_factor_2, "extra_factor_2", ("spurious factor 2",)),
+    (Q1, q1_factor_2, "extra_factor_2", ("twice the right figure",)),
     (Q1, q1_missing_rope, "missing_rope", ("RoPE key is missing",)),
     (Q1, q1_as_mha, "mla_as_mha", ("treated MLA as ordinary attention",)),
     (Q1, q1_nope, "nope_for_rope", ("qk_nope_head_dim",)),
     (Q1, q1_query_latent, "query_latent", ("q_lora_rank",)),
     (Q1, q1_torch_dtype, "ignored_dtype_bytes", ("dtype_bytes",)),
     (Q1, q1_in_kib, "answer_in_kib", ("KiB",)),
-    (Q2, q2_split, "mla_split_by_tp", ("cannot be split by head",)),
+    (Q2, q2_split, "mla_split_by_tp", ("each GPU keeps a whole copy",)),
     (Q2, q2_total, "total_not_per_gpu", ("each GPU holds only its own KV heads",)),
-    (Q2, q2_factor_2, "extra_factor_2", ("spurious factor 2",)),
+    (Q2, q2_factor_2, "extra_factor_2", ("twice the right figure",)),
 ]
 
 
@@ -214,7 +214,7 @@ def test_name_the_slip_wrong_choice_and_type():
     def always_correct(*args):
         return "correct"
     message = fails(Q3, always_correct)
-    assert "expected 'extra_factor_2'" in message and "factor 2" in message
+    assert "expected 'extra_factor_2'" in message and "count it twice" in message
     message = fails(Q3, lambda *a: "factor_2")
     assert "not one of the choices" in message
 

@@ -65,3 +65,12 @@ def test_bar_plot_labels_and_refusals():
         kd.bar_plot(["a"], [1], ["x"], xlabel="bytes")
     with pytest.raises(ValueError, match="labels"):
         kd.bar_plot(["a", "b"], [1], ["x"], xlabel="bytes (B)")
+
+
+def test_bars_keep_one_scale_as_tp_moves():
+    """The MLA bar's width does not change with TP (the scale is fixed); the GQA bar shrinks."""
+    import re
+    widths = {tp: [float(w) for w in re.findall(r"width:([\d.]+)%;height", kd.mla_explorer_view(512, 64, 61, tp))]
+              for tp in (1, 8, 16)}
+    assert widths[1][0] == widths[8][0] == widths[16][0]
+    assert widths[1][1] == 100.0 and widths[8][1] == 100.0 / 8

@@ -276,3 +276,44 @@ def test_qwen3_counts_its_query_and_key_norms():
     # = 2,097,152; q/k norms 256; MLP 3 x 1,024 x 3,072 = 9,437,184; norms 2,048: 15,730,944, x 28 = 440,466,432.
     # Final norm 1,024. Total 596,049,920 (the card: 0.6B, 0.44B without the embedding: 440,467,456).
     assert kv.load_model("qwen3-0.6b").num_params() == 596_049_920
+
+
+def test_deepseek_v3_attention_split_by_hand():
+    """DeepSeek-V3's config.json: hidden 7168, 128 heads, q_lora_rank 1536, qk_nope/rope 128/64,
+    kv_lora_rank 512, v_head_dim 128, 61 layers, 256 routed experts of width 2048 in layers 3-60.
+    The per-layer terms are written out here from those fields, not taken from kvlib."""
+    from kvlib.params import mla_attention_params_per_rank, split_params
+    v3 = kv.load_model("deepseek-v3")
+    q_a, q_norm, q_b = 7168 * 1536, 1536, 1536 * 128 * (128 + 64)
+    kv_a, kv_norm, kv_b = 7168 * (512 + 64), 512, 512 * 128 * (128 + 128)
+    o = 128 * 128 * 7168
+    split = split_params(v3)
+    assert split.attention == 61 * (q_a + q_norm + q_b + kv_a + kv_norm + kv_b + o) == 11_413_547_008
+    assert split.routed_experts == 58 * 256 * 3 * 7168 * 2048
+    assert split.total == v3.num_params()
+    # vLLM keeps q_a / kv_a (fused_qkv_a_proj, disable_tp=True) and their norms whole on every rank
+    per_rank8 = mla_attention_params_per_rank(v3, 8)
+    assert per_rank8 == 61 * (q_a + q_norm + kv_a + kv_norm + (q_b + kv_b + o) // 8)
+    # data-parallel attention: every rank holds all of it, about 9.2 B parameters (9.2 GB in FP8) more than TP 8
+    assert 9.1e9 < split.attention - per_rank8 < 9.25e9
+
+
+def test_mla_attention_per_rank_refuses_gqa_and_bad_tp():
+    from kvlib.params import mla_attention_params_per_rank
+    with pytest.raises(kv.ParamsError, match="MLA"):
+        mla_attention_params_per_rank(kv.load_model("llama-3.1-8b"), 1)
+    with pytest.raises(kv.ParamsError, match="tp"):
+        mla_attention_params_per_rank(kv.load_model("deepseek-v3"), 3)
+
+
+def test_ch03_question4_dp_attention_count():
+    """ch03 Question 4: 50 GB per GPU under TP 8; DP attention copies the attention weights (FP8, 1 B each).
+    Independent arithmetic: 61 x 187,107,328 attention parameters whole, 61 x (15,140,864 + 171,966,464 / 8)
+    per TP-8 rank; a 32,768-token sequence is 70,272 x 32,768 B."""
+    from kvlib.params import mla_attention_params_per_rank, split_params
+    v3 = kv.load_model("deepseek-v3")
+    extra = split_params(v3).attention - mla_attention_params_per_rank(v3, 8)
+    assert extra == 61 * 187_107_328 - 61 * (15_140_864 + 171_966_464 // 8) == 9_178_710_016
+    per_seq = 70_272 * 32_768
+    assert kv.max_concurrency(50 * 10**9, kv.kv_bytes_per_sequence(v3.kv_bytes_per_token(2), 32_768)) == 21
+    assert 8 * kv.max_concurrency(50 * 10**9 - extra, per_seq) == 8 * 17 == 136

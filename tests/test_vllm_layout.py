@@ -176,3 +176,14 @@ def test_mla_pad_256_rounds_up_to_the_next_256_bytes():
     # 5 x 256 = 1,280 B; a block of 16 tokens 20,480 B. An exact multiple stays: 448 + 64 = 512 x 2 = 1,024 B
     assert layer_page_bytes(_spec(("full",), kv_lora_rank=450, qk_rope_head_dim=64), mla_pad_256=True) == 20480
     assert layer_page_bytes(_spec(("full",), kv_lora_rank=448, qk_rope_head_dim=64), mla_pad_256=True) == 16384
+
+
+def test_fp8_ds_mla_token_bytes_from_the_layout():
+    """vLLM's flashmla_sparse.py: 512 fp8 latent bytes + 4 float32 scales (one per 128) + 64 bf16 RoPE numbers."""
+    from kvlib.vllm.layout import MLA_PACKED_BYTES, fp8_ds_mla_token_bytes
+    assert fp8_ds_mla_token_bytes(512, 64) == 512 * 1 + 4 * 4 + 64 * 2 == 656
+    assert MLA_PACKED_BYTES["fp8_ds_mla"] == 656
+    from kvlib.vllm.layout import layer_page_bytes
+    v3 = load_model("deepseek-v3")
+    assert layer_page_bytes(v3, 64, "fp8_ds_mla") == 64 * 656
+    assert layer_page_bytes(v3, 64, "fp8") == 64 * (512 + 64)

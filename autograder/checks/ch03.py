@@ -174,7 +174,7 @@ def _gqa_case(model: str, tp: int, dtype_bytes=None, hint: str = "", variant: st
 
 Q2_VISIBLE = (
     _mla_case(mla_config("as published"), "as published", tp=8,
-              hint="under tensor parallelism every rank holds the whole MLA latent."),
+              hint="tensor parallelism does not divide the MLA cache: count it whole on this GPU."),
     _gqa_case("meta-llama/Llama-3.3-70B-Instruct", 8),
     _gqa_case("meta-llama/Llama-3.1-8B", 2),
     # Qwen2.5-3B, not 7B: vLLM refuses Qwen2.5-7B at TP 8 (28 query heads are not divisible by 8)
@@ -255,7 +255,7 @@ def _slip_case(label: str, kind: str, layers: int, latent_dim: int, rope_dim: in
 Q3_VISIBLE = (
     _slip_case("DeepSeek-V3, bf16: the right figure", "correct", 61, 512, 64, 2),
     _slip_case("DeepSeek-V3, bf16: a figure twice too large", "extra_factor_2", 61, 512, 64, 2,
-               hint="the latent stands for K and V together: is a factor 2 in this answer?"),
+               hint="keys and values come from one latent: does this answer count it twice?"),
     _slip_case("DeepSeek-V3, bf16: the latent alone", "missing_rope", 61, 512, 64, 2,
                hint="compare with layers x latent_dim x dtype_bytes."),
     _slip_case("DeepSeek-V3, fp8: ordinary attention's formula", "other_mha", 61, 512, 64, 1,

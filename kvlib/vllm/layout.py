@@ -26,9 +26,31 @@ from ..spec import FULL, NO_KV, ModelSpec, SpecError
 from .engine import DEFAULT_BLOCK_SIZE, V0, V1, VllmLogError, as_version, group_rule
 
 __all__ = ["KV_CACHE_DTYPES", "kv_element_bytes", "layer_page_bytes", "pp_layer_split", "kv_cache_groups",
-           "Layout", "stage_layouts", "bytes_per_block"]
+           "Layout", "stage_layouts", "bytes_per_block", "fp8_ds_mla_token_bytes"]
 
-MLA_PACKED_BYTES = {"fp8_ds_mla": 656, "nvfp4_ds_mla": 352}  # bytes per token per layer, fixed layouts
+
+def fp8_ds_mla_token_bytes(latent_dim: int = 512, rope_dim: int = 64, scale_tile: int = 128) -> int:
+    """Bytes one token takes in one layer in vLLM's ``fp8_ds_mla`` cache format.
+
+    The latent is stored in fp8 (1 byte a number) with one float32 scale per
+    ``scale_tile`` latent numbers, and the RoPE key stays in bf16 (2 bytes):
+    ``d_c + 4 ceil(d_c / 128) + 2 d_R``. For DeepSeek's widths, 512 + 16 + 128
+    = 656 B, against 576 for a plain fp8 cache and 1,152 in bf16. vLLM states
+    the layout in ``vllm/v1/attention/backends/mla/flashmla_sparse.py`` (the
+    FlashMLA sparse backend, DeepSeek-V3.2) and sizes the page with the fixed
+    656 in ``MLAAttentionSpec.real_page_size_bytes``
+    (``vllm/v1/kv_cache_interface.py``).
+
+    >>> fp8_ds_mla_token_bytes()
+    656
+
+    Taught in ch03_mla (how vLLM stores the latent).
+    """
+    return latent_dim + 4 * -(-latent_dim // scale_tile) + 2 * rope_dim
+
+
+# bytes per token per layer of the fixed packed layouts (vLLM sizes them with these constants)
+MLA_PACKED_BYTES = {"fp8_ds_mla": fp8_ds_mla_token_bytes(), "nvfp4_ds_mla": 352}
 KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc",
                    "fp8_ds_mla", "nvfp4_ds_mla")
 

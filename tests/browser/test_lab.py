@@ -127,8 +127,8 @@ PLANS = {
         wrong_answer="def mla_bytes_per_token_from_config(config, dtype_bytes=2): "
                      "c = config.get('text_config') or config; "
                      "return 2 * c['num_hidden_layers'] * (c['kv_lora_rank'] + c['qk_rope_head_dim']) * dtype_bytes",
-        slip="there is a spurious factor 2",
-        validate=("there is a spurious factor 2",                              # q1, as typed
+        slip="that is twice the right figure",
+        validate=("that is twice the right figure",                            # q1, as typed
                   "kv_bytes_per_token_per_gpu is not written yet"),            # q2, left blank
     ),
     "ch04_pool_paging": Plan(
