@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+from fractions import Fraction
 from dataclasses import dataclass, field
 
 from . import formulas
@@ -392,9 +393,11 @@ def variants(quantity: str, *, unit: str = "", **inputs) -> tuple:
     memo = (quantity, unit, repr(sorted(inputs.items())))
     if memo in _VARIANTS:        # a grader asks again for each way it looks at a case (the agent loop simulates)
         return _VARIANTS[memo]
-    expected, own = QUANTITIES[quantity](dict(inputs))
-    own = [(k, v) for k, v in own if v is not None]
-    found = (expected, own + generic_slips(expected, unit, inputs, taken=[v for _, v in own]))
+    result = QUANTITIES[quantity](dict(inputs))
+    expected, own = result[0], [(k, v) for k, v in result[1] if v is not None]
+    # the figure before the final rounding: a third element the quantity returns, or its UNROUNDED entry
+    exact, rule = (result[2], None) if len(result) > 2 else unrounded(quantity, **inputs)
+    found = (expected, own + generic_slips(expected, unit, inputs, taken=[v for _, v in own], exact=exact, rule=rule))
     if len(_VARIANTS) >= 512:
         _VARIANTS.clear()
     _VARIANTS[memo] = found
@@ -418,6 +421,10 @@ def matching_variants(quantity: str, answer, *, rel_tol: float = 1e-6, unit: str
             continue
         if key not in keys and _matches(answer, wrong, expected, rel_tol):
             keys.append(key)
+    if type(answer) is int and type(expected) is int and abs(answer - expected) == 1:
+        # one unit off: a rounding taken the other way explains it first (a missing factor that gives the same
+        # small count is named after it: 2 nodes for 3 can be the floor or half the bytes)
+        keys.sort(key=lambda k: base_key(k) not in COUNT_SLIPS)
     return tuple(keys)
 
 
@@ -481,6 +488,9 @@ def diagnose(quantity: str, answer, *, rel_tol: float = 1e-6, lead: str | None =
         matches.remove(lead)
         matches.insert(0, lead)
     ratio = _ratio_text(answer, expected, unit)
+    if matches and base_key(matches[0]) in COUNT_SLIPS and type(answer) is int and type(expected) is int:
+        # a rounding or a count off by one: say by how many ("1 node too small"), never "2x too small"
+        ratio = f"{_count_text(abs(answer - expected), unit)} too {'large' if answer > expected else 'small'}"
     if matches:
         slip = Slip(matches[0], _message(matches[0], inputs))
         text = f"{ratio}: {slip.message}"
@@ -1387,20 +1397,23 @@ def _gpu_count(inputs: dict) -> int:
     return g if isinstance(g, int) and g > 1 else 1
 
 
-def generic_slips(expected, unit: str, inputs: dict, taken=()) -> list:
+def generic_slips(expected, unit: str, inputs: dict, taken=(), exact=None, rule=None) -> list:
     """The slips learners make in any exercise, recomputed from the expected value (and the unit's context).
 
     Off by one (ints), seconds and milliseconds, per node and per GPU (x or / the GPU count, where the
     inputs have one), the next unit (blocks, tokens, bytes, sequences, where the inputs give the factor),
     the answer in another byte unit (``unit`` "bytes"), and the KB/KiB, GB/GiB, TB/TiB mix-ups (values of
-    1,000 or more). A value some slip in ``taken`` already gives is left to that slip.
+    1,000 or more). A value some slip in ``taken`` already gives is left to that slip. ``exact``: the figure
+    before the answer's final rounding (``rule``: which one; ``rounding_slips``): the other roundings come first,
+    and an off by one that a rounding explains is left to it.
     """
     if isinstance(expected, bool) or not isinstance(expected, (int, float)) or not math.isfinite(expected):
         return []
     unit = (unit or "").strip()
-    out = []
+    out = rounding_slips(expected, exact, rule) if exact is not None else []
     if type(expected) is int:
-        out += [("off_by_one@more", expected + 1), ("off_by_one@less", expected - 1)]
+        out += [(k, v) for k, v in (("off_by_one@more", expected + 1), ("off_by_one@less", expected - 1))
+                if all(v != r for _, r in out)]
     if unit == "ms":
         out.append(("seconds_for_ms", expected / 1e3))
     if unit in ("s", "seconds"):
@@ -1509,3 +1522,105 @@ def _q_fp8_speedups(i):
 
 
 QUANTITIES.update({"fp8_speedups": _q_fp8_speedups})
+
+
+# --- rounding slips (issue 38 §2): floor for ceil, ceil for floor, round for either, from one place ---------
+# A quantity whose answer is a rounded count gives its figure before the final rounding: a third element of
+# its (expected, slips) pair, or an entry of UNROUNDED below (so its function stays as it is). The generic
+# slips then recompute the other roundings from that figure and the expected value alone, and a check names
+# them by how many units the answer is off ("1 sequence too large"), never as a percentage.
+SLIPS.update({
+    "floor_for_ceil": "the count is rounded up (ceil): a part of one still needs a whole one; you rounded down "
+                      "(floor).",
+    "ceil_for_floor": "the count is rounded down (floor): only whole ones fit; you rounded up (ceil).",
+    "round_for_ceil": "the count is rounded up (ceil), not to the nearest whole number: a part of one still needs "
+                      "a whole one.",
+    "round_for_floor": "the count is rounded down (floor), not to the nearest whole number: only whole ones fit.",
+    "floor_for_round": "the figure is rounded to the nearest whole number; you rounded down (floor).",
+    "ceil_for_round": "the figure is rounded to the nearest whole number; you rounded up (ceil).",
+})
+GENERAL.update({
+    "floor_for_ceil": "round up (ceil), not down (floor).",
+    "ceil_for_floor": "round down (floor), not up (ceil).",
+    "round_for_ceil": "round up (ceil), not to the nearest whole number.",
+    "round_for_floor": "round down (floor), not to the nearest whole number.",
+    "floor_for_round": "round to the nearest whole number, not down (floor).",
+    "ceil_for_round": "round to the nearest whole number, not up (ceil).",
+})
+
+#: The generic rounding slips, by the rounding the answer needs: (slip key, the rounding the learner took).
+_ROUNDINGS = {"ceil": (("floor_for_ceil", math.floor), ("round_for_ceil", round)),
+              "floor": (("ceil_for_floor", math.ceil), ("round_for_floor", round)),
+              "round": (("floor_for_round", math.floor), ("ceil_for_round", math.ceil))}
+ROUNDING_KEYS = frozenset(key for ways in _ROUNDINGS.values() for key, _ in ways)
+#: Slips a check names by the count the answer is off (generic ones, and the chapters' own rounding slips).
+COUNT_SLIPS = DESCRIPTIVE | ROUNDING_KEYS | {"ceil_not_floor", "floor_nodes", "crossover_rounded_down",
+                                             "paged_floor_not_ceil", "partial_block_rounded_up",
+                                             "spike_not_rounded_up"}
+
+
+def _exact(a, b):
+    """a / b, exactly when both are ints (a float division could put an exact count a hair off a whole one)."""
+    if b == 0:
+        return None
+    return Fraction(a, b) if type(a) is int and type(b) is int else a / b
+
+
+def rounding_slips(expected, exact, rule: str | None = None) -> list:
+    """The other roundings of ``exact`` (the figure before the final rounding), as generic slip variants.
+
+    ``rule`` ("floor", "ceil" or "round") is the rounding the answer takes; without it, the one of floor and
+    ceil that gives ``expected``. An ``exact`` that is a whole number, or an ``expected`` that the rule does
+    not give, yields none. Two ways may give one number (floor and round of 3.4): both are listed.
+
+    >>> rounding_slips(4, Fraction(10, 3))
+    [('floor_for_ceil', 3), ('round_for_ceil', 3)]
+    >>> rounding_slips(3, 3.6)
+    [('ceil_for_floor', 4), ('round_for_floor', 4)]
+    >>> rounding_slips(4, 3.6, "round")
+    [('floor_for_round', 3)]
+    """
+    if type(expected) is not int or exact is None or isinstance(exact, bool) or not math.isfinite(exact) \
+            or exact == math.floor(exact):
+        return []
+    rounded = {"floor": math.floor(exact), "ceil": math.ceil(exact), "round": round(exact)}
+    if rule is None:
+        rule = "ceil" if expected == rounded["ceil"] else "floor"
+    if rounded.get(rule) != expected:
+        return []
+    return [(key, int(how(exact))) for key, how in _ROUNDINGS[rule] if int(how(exact)) != expected]
+
+
+def unrounded(quantity: str, **inputs) -> tuple:
+    """(the figure ``quantity`` rounds to give its answer, its rule), from ``UNROUNDED``; (None, None) if unknown."""
+    rule, fn = UNROUNDED.get(quantity, (None, None))
+    if fn is None:
+        return None, None
+    try:
+        return fn(inputs), rule
+    except (KeyError, TypeError, ZeroDivisionError, ValueError):
+        return None, None
+
+
+def _per_gpu_token(i):
+    return _kv_token(**dict(i, kv_heads=formulas.kv_heads_per_gpu(i["kv_heads"], i["tp"])))
+
+
+#: quantity -> (its final rounding, f(inputs): the figure before it), for the generic rounding slips.
+UNROUNDED = {
+    "max_concurrency": ("floor", lambda i: _exact(i["budget_bytes"], _kv_token(**i) * i["seq_len"])),
+    "pool_tokens": ("floor", lambda i: _exact(i["budget_bytes"], _kv_token(**i))),
+    "kv_pool_tokens": ("floor", lambda i: _exact(formulas.kv_pool_bytes(i["gpu_bytes"], i["utilization"],
+                                                                        i["weight_bytes"], i["other_bytes"]),
+                                                 i["bytes_per_token"])),
+    "max_concurrency_per_gpu": ("floor", lambda i: _exact(
+        i["cuda_memory_bytes"] - formulas.weight_bytes_per_gpu(i["weight_bytes"], i["tp"]) - i["reserve_bytes"],
+        _per_gpu_token(i) * i["seq_len"])),
+    "crossover_context_tokens": ("ceil", lambda i: _exact(i["weight_bytes"], _kv_token(**i) * i["batch_size"])),
+    "sequences_per_gpu_by_memory": ("floor", lambda i: _exact(formulas.kv_pool_bytes(
+        i["gpu_bytes"], i["utilization"], formulas.weight_bytes_per_gpu(i["weight_bytes"], i["tp"]),
+        i["other_bytes"], round_budget_up=True), i["kv_bytes_per_sequence_per_gpu"])),
+    "nodes_for_memory": ("ceil", lambda i: _exact(i["users"], math.floor(i["pool_bytes_per_gpu"]
+                                                                         / (_per_gpu_token(i) * i["seq_len"])))),
+}
+UNROUNDED["pool_tokens_reported"] = UNROUNDED["kv_pool_tokens"]
