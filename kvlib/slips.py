@@ -108,6 +108,8 @@ def _ratio_text(answer, expected, unit: str = "") -> str:
         differ = [k for k, (a, e) in enumerate(zip(answer, expected)) if a != e]
         last = differ[-1] if differ and len(answer) == len(expected) else -1   # or the last element that differs
         answer, expected = answer[last], expected[last]
+    if isinstance(answer, str) and isinstance(expected, str):
+        return "wrong choice"
     try:
         ratio = answer / expected
     except (ZeroDivisionError, TypeError):
@@ -138,6 +140,8 @@ def _is_number_tuple(x) -> bool:
 
 
 def _close(a, b, rel_tol) -> bool:
+    if isinstance(a, str) or isinstance(b, str):     # a choice ("fetch"): the same option, or not
+        return a == b
     if _is_number_tuple(a) or _is_number_tuple(b):
         return (_is_number_tuple(a) and _is_number_tuple(b) and len(a) == len(b)
                 and all(_close(x, y, rel_tol) for x, y in zip(a, b)))
@@ -410,7 +414,7 @@ _VARIANTS: dict = {}
 def matching_variants(quantity: str, answer, *, rel_tol: float = 1e-6, unit: str = "", **inputs) -> tuple:
     """Every variant key whose recomputed value is ``answer``, in catalogue order (no duplicates)."""
     _check_quantity(quantity)
-    if (isinstance(answer, bool) or not isinstance(answer, (int, float))) and not _is_number_tuple(answer):
+    if (isinstance(answer, bool) or not isinstance(answer, (int, float, str))) and not _is_number_tuple(answer):
         return ()
     expected, slips = variants(quantity, unit=unit, **inputs)
     if _close(answer, expected, rel_tol):       # the right value (perhaps in the wrong type): no slip
@@ -476,7 +480,8 @@ def diagnose(quantity: str, answer, *, rel_tol: float = 1e-6, lead: str | None =
     """
     _check_quantity(quantity)
     expected = QUANTITIES[quantity](dict(inputs))[0]
-    if (isinstance(answer, bool) or not isinstance(answer, (int, float))) and not _is_number_tuple(answer):
+    if (isinstance(answer, bool) or not isinstance(answer, (int, float, str)) or isinstance(answer, str)
+            and not isinstance(expected, str)) and not _is_number_tuple(answer):
         return Diagnosis(quantity, False, expected, answer, None,
                          f"expected a number, got {type(answer).__name__} {answer!r}.", inputs)
     if _close(answer, expected, rel_tol):
@@ -1624,3 +1629,77 @@ UNROUNDED = {
                                                                          / (_per_gpu_token(i) * i["seq_len"])))),
 }
 UNROUNDED["pool_tokens_reported"] = UNROUNDED["kv_pool_tokens"]
+
+
+# --- choices recomputed with a slip (issue 38 §3): ch05 Q5 and ch06 Q5 ---------------------------------------
+# A choice exercise's slips are the same as a number's: the choice recomputed with the slip applied. One case
+# cannot tell them apart (a wrong choice is the other option), so a check names a slip only where it gives the
+# learner's choice on every failing case and the right one on every passing case.
+SLIPS.update({
+    "smaller_read_chosen": "the larger of the two reads is the one to shrink: the weights (W), or the cache "
+                           "(batch x context x bytes per token); you picked the smaller one.",
+    "attention_term_missing": "recomputing also pays the attention term, 2 L H (2 D) T (T + 1) / 2 FLOPs, which "
+                              "grows with T squared; you counted only the linear 2 P T.",
+    "mfu_ignored": "the GPU achieves mfu x peak FLOP/s ({mfu} x peak), not its peak: recomputing is slower than "
+                   "you took it.",
+    "fetch_overhead_ignored": "a fetch pays its fixed cost ({fetch_overhead_s} s: lookup, scheduling of the load) on "
+                              "top of the copy.",
+    "link_as_bits": "link_bytes_per_s is in bytes per second; you took it as bits (divided the bytes by it x 8 "
+                    "or multiplied them by 8).",
+    "choice_inverted": "the choice is the other way round: fetch when fetch_s <= recompute_s, else recompute.",
+    "always_quantise_weights": "you answered 'quantise_weights' whatever the workload: compare the two reads of "
+                               "each (the weights, and batch x context x bytes per token of cache); the larger one "
+                               "is what to shrink.",
+    "always_shrink_kv_cache": "you answered 'shrink_kv_cache' whatever the workload: compare the two reads of each "
+                              "(the weights, and batch x context x bytes per token of cache); the larger one is what "
+                              "to shrink.",
+})
+GENERAL.update({
+    "smaller_read_chosen": "the larger read (weights, or batch x context x bytes per token) is the one to shrink.",
+    "attention_term_missing": "recomputing also pays the attention term, which grows with T squared.",
+    "mfu_ignored": "the GPU achieves mfu x peak FLOP/s, not its peak.",
+    "fetch_overhead_ignored": "a fetch pays its fixed cost on top of the copy.",
+    "link_as_bits": "link_bytes_per_s is in bytes per second, not bits.",
+    "choice_inverted": "the choice is the other way round: fetch when fetch_s <= recompute_s.",
+    "always_quantise_weights": "the same choice whatever the workload: compare the two reads; shrink the larger.",
+    "always_shrink_kv_cache": "the same choice whatever the workload: compare the two reads; shrink the larger.",
+})
+
+
+def _q_optimisation_choice(i):
+    """'quantise_weights' while the weights are at least the cache's read (W >= bpt T B), else 'shrink_kv_cache'
+    (kvlib.roofline.regime): each slip recomputes the cache's read the slipped way."""
+    w, t, b = i["weight_bytes"], i["seq_len"], i["batch_size"]
+    options = ("quantise_weights", "shrink_kv_cache")
+
+    def choose(kv_read, weights=w):
+        return options[0] if weights >= kv_read else options[1]
+
+    bpt = _kv_token(**i)
+    expected = choose(bpt * t * b)
+    slips = [("missing_batch", choose(bpt * t)), ("missing_seq_len", choose(bpt * b))]   # the question's own first
+    slips += [(f"always_{option}", option) for option in options]
+    slips += [(key, choose(wrong * t * b)) for key, wrong in _token_slips(i) if wrong]
+    slips.append(("smaller_read_chosen", options[1] if expected == options[0] else options[0]))
+    return expected, slips
+
+
+def _q_fetch_choice(i):
+    """'fetch' when fetch_s <= recompute_s (a tie fetches), else 'recompute' (kvlib.offload.fetch_or_recompute):
+    fetch_s = overhead + T bpt / link, recompute_s = (2 P T + 2 L H (2 D) T (T + 1) / 2) / (mfu peak)."""
+    t, bpt, link = i["tokens"], i["kv_bytes_per_token"], i["link_bytes_per_s"]
+    linear = 2 * i["num_params"] * t
+    attention = 2 * i["layers"] * i["num_heads"] * 2 * i["head_dim"] * t * (t + 1) // 2
+
+    def choose(flops=linear + attention, achieved=i["mfu"] * i["peak_flop_per_s"],
+               overhead=i["fetch_overhead_s"], byte_time=bpt / link):
+        return "fetch" if overhead + t * byte_time <= flops / achieved else "recompute"
+
+    expected = choose()
+    slips = [("attention_term_missing", choose(flops=linear)), ("mfu_ignored", choose(achieved=i["peak_flop_per_s"])),
+             ("fetch_overhead_ignored", choose(overhead=0)), ("link_as_bits", choose(byte_time=8 * bpt / link)),
+             ("choice_inverted", "recompute" if expected == "fetch" else "fetch")]
+    return expected, [(k, v) for k, v in slips if i["fetch_overhead_s"] or k != "fetch_overhead_ignored"]
+
+
+QUANTITIES.update({"optimisation_choice": _q_optimisation_choice, "fetch_choice": _q_fetch_choice})
