@@ -1703,3 +1703,30 @@ def _q_fetch_choice(i):
 
 
 QUANTITIES.update({"optimisation_choice": _q_optimisation_choice, "fetch_choice": _q_fetch_choice})
+
+
+# --- ch05 Q4: the agent loop's partial block rounded up (issue 38 §3) ------------------------------------------
+SLIPS.update({
+    "history_block_rounded_up": "a hit covers whole blocks only: the partial last block of the cached history "
+                                "({block_size}-token blocks) is recomputed at the next step; you rounded the hit up "
+                                "to a whole block.",
+})
+GENERAL.update({
+    "history_block_rounded_up": "a hit covers whole blocks only: round the cached history down, not up.",
+})
+_agent_prefill_without_rounding_slip = QUANTITIES["agent_prefill_with_cache"]
+
+
+def _q_agent_prefill_with_cache_rounded(i):
+    """The agent loop's prefill tokens (above), plus the hit rounded up: step k > 1 recomputes its prompt P_k less
+    ceil(H / bs) bs of the history H = S + (k - 1)(O + A) instead of floor(H / bs) bs (at most P_k)."""
+    expected, slips = _agent_prefill_without_rounding_slip(i)
+    s, o, a, bs = i["system_tokens"], i["observation_tokens"], i["action_tokens"], i["block_size"]
+    up = s + o
+    for k in range(2, i["steps"] + 1):
+        prompt = s + k * o + (k - 1) * a
+        up += prompt - min(-(-(s + (k - 1) * (o + a)) // bs) * bs, prompt)
+    return expected, slips + ([("history_block_rounded_up", up)] if up != expected else [])
+
+
+QUANTITIES["agent_prefill_with_cache"] = _q_agent_prefill_with_cache_rounded

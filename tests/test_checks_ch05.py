@@ -11,6 +11,7 @@ blocks and recompute 7) and "Fetch from host memory or recompute" (8,192 tokens 
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -343,3 +344,19 @@ def test_q5_slips_are_named_and_their_hint_follows_the_slip(slip, fn):
     fail; no case's hint (written for another slip) appears under the named one."""
     s = _q5_summary(fn)
     assert s.slips[0] == slip and "Hint:" not in s.message, s.message
+
+
+def test_q4_partial_block_rounded_up_is_named():
+    """Issue 38 §3: the hit rounded up to a whole block. By hand, 500 + 37 and 13 tokens in 32-token blocks: step 2's
+    history is 550 tokens, 17 whole blocks (544) hit, not 18 (576, capped at the 587-token prompt)."""
+    def rounded_up(system, observation, action, steps, bs):
+        total = system + observation
+        for k in range(2, steps + 1):
+            prompt = system + k * observation + (k - 1) * action
+            total += prompt - min(math.ceil((system + (k - 1) * (observation + action)) / bs) * bs, prompt)
+        return total
+    ex = ch05.EXERCISES["ch05_q4_agent_prefill_tokens"]
+    cases = ex.cases()
+    records = core.run_cases(ex, rounded_up, cases, quiet=True)
+    s = core.summary(ex, cases, core.verdicts(ex, cases, records), records=records)
+    assert s.slips[:1] == ("history_block_rounded_up",) and "partial last block of the cached history" in s.message
