@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+from fractions import Fraction
 from dataclasses import dataclass, field
 
 from . import formulas
@@ -107,6 +108,8 @@ def _ratio_text(answer, expected, unit: str = "") -> str:
         differ = [k for k, (a, e) in enumerate(zip(answer, expected)) if a != e]
         last = differ[-1] if differ and len(answer) == len(expected) else -1   # or the last element that differs
         answer, expected = answer[last], expected[last]
+    if isinstance(answer, str) and isinstance(expected, str):
+        return "wrong choice"
     try:
         ratio = answer / expected
     except (ZeroDivisionError, TypeError):
@@ -137,6 +140,8 @@ def _is_number_tuple(x) -> bool:
 
 
 def _close(a, b, rel_tol) -> bool:
+    if isinstance(a, str) or isinstance(b, str):     # a choice ("fetch"): the same option, or not
+        return a == b
     if _is_number_tuple(a) or _is_number_tuple(b):
         return (_is_number_tuple(a) and _is_number_tuple(b) and len(a) == len(b)
                 and all(_close(x, y, rel_tol) for x, y in zip(a, b)))
@@ -392,9 +397,11 @@ def variants(quantity: str, *, unit: str = "", **inputs) -> tuple:
     memo = (quantity, unit, repr(sorted(inputs.items())))
     if memo in _VARIANTS:        # a grader asks again for each way it looks at a case (the agent loop simulates)
         return _VARIANTS[memo]
-    expected, own = QUANTITIES[quantity](dict(inputs))
-    own = [(k, v) for k, v in own if v is not None]
-    found = (expected, own + generic_slips(expected, unit, inputs, taken=[v for _, v in own]))
+    result = QUANTITIES[quantity](dict(inputs))
+    expected, own = result[0], [(k, v) for k, v in result[1] if v is not None]
+    # the figure before the final rounding: a third element the quantity returns, or its UNROUNDED entry
+    exact, rule = (result[2], None) if len(result) > 2 else unrounded(quantity, **inputs)
+    found = (expected, own + generic_slips(expected, unit, inputs, taken=[v for _, v in own], exact=exact, rule=rule))
     if len(_VARIANTS) >= 512:
         _VARIANTS.clear()
     _VARIANTS[memo] = found
@@ -407,7 +414,7 @@ _VARIANTS: dict = {}
 def matching_variants(quantity: str, answer, *, rel_tol: float = 1e-6, unit: str = "", **inputs) -> tuple:
     """Every variant key whose recomputed value is ``answer``, in catalogue order (no duplicates)."""
     _check_quantity(quantity)
-    if (isinstance(answer, bool) or not isinstance(answer, (int, float))) and not _is_number_tuple(answer):
+    if (isinstance(answer, bool) or not isinstance(answer, (int, float, str))) and not _is_number_tuple(answer):
         return ()
     expected, slips = variants(quantity, unit=unit, **inputs)
     if _close(answer, expected, rel_tol):       # the right value (perhaps in the wrong type): no slip
@@ -418,6 +425,10 @@ def matching_variants(quantity: str, answer, *, rel_tol: float = 1e-6, unit: str
             continue
         if key not in keys and _matches(answer, wrong, expected, rel_tol):
             keys.append(key)
+    if type(answer) is int and type(expected) is int and abs(answer - expected) == 1:
+        # one unit off: a rounding taken the other way explains it first (a missing factor that gives the same
+        # small count is named after it: 2 nodes for 3 can be the floor or half the bytes)
+        keys.sort(key=lambda k: base_key(k) not in COUNT_SLIPS)
     return tuple(keys)
 
 
@@ -469,7 +480,8 @@ def diagnose(quantity: str, answer, *, rel_tol: float = 1e-6, lead: str | None =
     """
     _check_quantity(quantity)
     expected = QUANTITIES[quantity](dict(inputs))[0]
-    if (isinstance(answer, bool) or not isinstance(answer, (int, float))) and not _is_number_tuple(answer):
+    if (isinstance(answer, bool) or not isinstance(answer, (int, float, str)) or isinstance(answer, str)
+            and not isinstance(expected, str)) and not _is_number_tuple(answer):
         return Diagnosis(quantity, False, expected, answer, None,
                          f"expected a number, got {type(answer).__name__} {answer!r}.", inputs)
     if _close(answer, expected, rel_tol):
@@ -481,6 +493,9 @@ def diagnose(quantity: str, answer, *, rel_tol: float = 1e-6, lead: str | None =
         matches.remove(lead)
         matches.insert(0, lead)
     ratio = _ratio_text(answer, expected, unit)
+    if matches and base_key(matches[0]) in COUNT_SLIPS and type(answer) is int and type(expected) is int:
+        # a rounding or a count off by one: say by how many ("1 node too small"), never "2x too small"
+        ratio = f"{_count_text(abs(answer - expected), unit)} too {'large' if answer > expected else 'small'}"
     if matches:
         slip = Slip(matches[0], _message(matches[0], inputs))
         text = f"{ratio}: {slip.message}"
@@ -1387,20 +1402,23 @@ def _gpu_count(inputs: dict) -> int:
     return g if isinstance(g, int) and g > 1 else 1
 
 
-def generic_slips(expected, unit: str, inputs: dict, taken=()) -> list:
+def generic_slips(expected, unit: str, inputs: dict, taken=(), exact=None, rule=None) -> list:
     """The slips learners make in any exercise, recomputed from the expected value (and the unit's context).
 
     Off by one (ints), seconds and milliseconds, per node and per GPU (x or / the GPU count, where the
     inputs have one), the next unit (blocks, tokens, bytes, sequences, where the inputs give the factor),
     the answer in another byte unit (``unit`` "bytes"), and the KB/KiB, GB/GiB, TB/TiB mix-ups (values of
-    1,000 or more). A value some slip in ``taken`` already gives is left to that slip.
+    1,000 or more). A value some slip in ``taken`` already gives is left to that slip. ``exact``: the figure
+    before the answer's final rounding (``rule``: which one; ``rounding_slips``): the other roundings come first,
+    and an off by one that a rounding explains is left to it.
     """
     if isinstance(expected, bool) or not isinstance(expected, (int, float)) or not math.isfinite(expected):
         return []
     unit = (unit or "").strip()
-    out = []
+    out = rounding_slips(expected, exact, rule) if exact is not None else []
     if type(expected) is int:
-        out += [("off_by_one@more", expected + 1), ("off_by_one@less", expected - 1)]
+        out += [(k, v) for k, v in (("off_by_one@more", expected + 1), ("off_by_one@less", expected - 1))
+                if all(v != r for _, r in out)]
     if unit == "ms":
         out.append(("seconds_for_ms", expected / 1e3))
     if unit in ("s", "seconds"):
@@ -1789,3 +1807,206 @@ QUANTITIES.update({
     "allreduce_bytes": _q_allreduce_bytes,
     "cost_per_million": _q_cost_per_million,
 })
+
+
+# --- rounding slips (issue 38 §2): floor for ceil, ceil for floor, round for either, from one place ---------
+# A quantity whose answer is a rounded count gives its figure before the final rounding: a third element of
+# its (expected, slips) pair, or an entry of UNROUNDED below (so its function stays as it is). The generic
+# slips then recompute the other roundings from that figure and the expected value alone, and a check names
+# them by how many units the answer is off ("1 sequence too large"), never as a percentage.
+SLIPS.update({
+    "floor_for_ceil": "the count is rounded up (ceil): a part of one still needs a whole one; you rounded down "
+                      "(floor).",
+    "ceil_for_floor": "the count is rounded down (floor): only whole ones fit; you rounded up (ceil).",
+    "round_for_ceil": "the count is rounded up (ceil), not to the nearest whole number: a part of one still needs "
+                      "a whole one.",
+    "round_for_floor": "the count is rounded down (floor), not to the nearest whole number: only whole ones fit.",
+    "floor_for_round": "the figure is rounded to the nearest whole number; you rounded down (floor).",
+    "ceil_for_round": "the figure is rounded to the nearest whole number; you rounded up (ceil).",
+})
+GENERAL.update({
+    "floor_for_ceil": "round up (ceil), not down (floor).",
+    "ceil_for_floor": "round down (floor), not up (ceil).",
+    "round_for_ceil": "round up (ceil), not to the nearest whole number.",
+    "round_for_floor": "round down (floor), not to the nearest whole number.",
+    "floor_for_round": "round to the nearest whole number, not down (floor).",
+    "ceil_for_round": "round to the nearest whole number, not up (ceil).",
+})
+
+#: The generic rounding slips, by the rounding the answer needs: (slip key, the rounding the learner took).
+_ROUNDINGS = {"ceil": (("floor_for_ceil", math.floor), ("round_for_ceil", round)),
+              "floor": (("ceil_for_floor", math.ceil), ("round_for_floor", round)),
+              "round": (("floor_for_round", math.floor), ("ceil_for_round", math.ceil))}
+ROUNDING_KEYS = frozenset(key for ways in _ROUNDINGS.values() for key, _ in ways)
+#: Slips a check names by the count the answer is off (generic ones, and the chapters' own rounding slips).
+COUNT_SLIPS = DESCRIPTIVE | ROUNDING_KEYS | {"ceil_not_floor", "floor_nodes", "crossover_rounded_down",
+                                             "paged_floor_not_ceil", "partial_block_rounded_up",
+                                             "spike_not_rounded_up"}
+
+
+def _exact(a, b):
+    """a / b, exactly when both are ints (a float division could put an exact count a hair off a whole one)."""
+    if b == 0:
+        return None
+    return Fraction(a, b) if type(a) is int and type(b) is int else a / b
+
+
+def rounding_slips(expected, exact, rule: str | None = None) -> list:
+    """The other roundings of ``exact`` (the figure before the final rounding), as generic slip variants.
+
+    ``rule`` ("floor", "ceil" or "round") is the rounding the answer takes; without it, the one of floor and
+    ceil that gives ``expected``. An ``exact`` that is a whole number, or an ``expected`` that the rule does
+    not give, yields none. Two ways may give one number (floor and round of 3.4): both are listed.
+
+    >>> rounding_slips(4, Fraction(10, 3))
+    [('floor_for_ceil', 3), ('round_for_ceil', 3)]
+    >>> rounding_slips(3, 3.6)
+    [('ceil_for_floor', 4), ('round_for_floor', 4)]
+    >>> rounding_slips(4, 3.6, "round")
+    [('floor_for_round', 3)]
+    """
+    if type(expected) is not int or exact is None or isinstance(exact, bool) or not math.isfinite(exact) \
+            or exact == math.floor(exact):
+        return []
+    rounded = {"floor": math.floor(exact), "ceil": math.ceil(exact), "round": round(exact)}
+    if rule is None:
+        rule = "ceil" if expected == rounded["ceil"] else "floor"
+    if rounded.get(rule) != expected:
+        return []
+    return [(key, int(how(exact))) for key, how in _ROUNDINGS[rule] if int(how(exact)) != expected]
+
+
+def unrounded(quantity: str, **inputs) -> tuple:
+    """(the figure ``quantity`` rounds to give its answer, its rule), from ``UNROUNDED``; (None, None) if unknown."""
+    rule, fn = UNROUNDED.get(quantity, (None, None))
+    if fn is None:
+        return None, None
+    try:
+        return fn(inputs), rule
+    except (KeyError, TypeError, ZeroDivisionError, ValueError):
+        return None, None
+
+
+def _per_gpu_token(i):
+    return _kv_token(**dict(i, kv_heads=formulas.kv_heads_per_gpu(i["kv_heads"], i["tp"])))
+
+
+#: quantity -> (its final rounding, f(inputs): the figure before it), for the generic rounding slips.
+UNROUNDED = {
+    "max_concurrency": ("floor", lambda i: _exact(i["budget_bytes"], _kv_token(**i) * i["seq_len"])),
+    "pool_tokens": ("floor", lambda i: _exact(i["budget_bytes"], _kv_token(**i))),
+    "kv_pool_tokens": ("floor", lambda i: _exact(formulas.kv_pool_bytes(i["gpu_bytes"], i["utilization"],
+                                                                        i["weight_bytes"], i["other_bytes"]),
+                                                 i["bytes_per_token"])),
+    "max_concurrency_per_gpu": ("floor", lambda i: _exact(
+        i["cuda_memory_bytes"] - formulas.weight_bytes_per_gpu(i["weight_bytes"], i["tp"]) - i["reserve_bytes"],
+        _per_gpu_token(i) * i["seq_len"])),
+    "crossover_context_tokens": ("ceil", lambda i: _exact(i["weight_bytes"], _kv_token(**i) * i["batch_size"])),
+    "sequences_per_gpu_by_memory": ("floor", lambda i: _exact(formulas.kv_pool_bytes(
+        i["gpu_bytes"], i["utilization"], formulas.weight_bytes_per_gpu(i["weight_bytes"], i["tp"]),
+        i["other_bytes"], round_budget_up=True), i["kv_bytes_per_sequence_per_gpu"])),
+    "nodes_for_memory": ("ceil", lambda i: _exact(i["users"], math.floor(i["pool_bytes_per_gpu"]
+                                                                         / (_per_gpu_token(i) * i["seq_len"])))),
+}
+UNROUNDED["pool_tokens_reported"] = UNROUNDED["kv_pool_tokens"]
+
+
+# --- choices recomputed with a slip (issue 38 §3): ch05 Q5 and ch06 Q5 ---------------------------------------
+# A choice exercise's slips are the same as a number's: the choice recomputed with the slip applied. One case
+# cannot tell them apart (a wrong choice is the other option), so a check names a slip only where it gives the
+# learner's choice on every failing case and the right one on every passing case.
+SLIPS.update({
+    "smaller_read_chosen": "the larger of the two reads is the one to shrink: the weights (W), or the cache "
+                           "(batch x context x bytes per token); you picked the smaller one.",
+    "attention_term_missing": "recomputing also pays the attention term, 2 L H (2 D) T (T + 1) / 2 FLOPs, which "
+                              "grows with T squared; you counted only the linear 2 P T.",
+    "mfu_ignored": "the GPU achieves mfu x peak FLOP/s ({mfu} x peak), not its peak: recomputing is slower than "
+                   "you took it.",
+    "fetch_overhead_ignored": "a fetch pays its fixed cost ({fetch_overhead_s} s: lookup, scheduling of the load) on "
+                              "top of the copy.",
+    "link_as_bits": "link_bytes_per_s is in bytes per second; you took it as bits (divided the bytes by it x 8 "
+                    "or multiplied them by 8).",
+    "choice_inverted": "the choice is the other way round: fetch when fetch_s <= recompute_s, else recompute.",
+    "always_quantise_weights": "you answered 'quantise_weights' whatever the workload: compare the two reads of "
+                               "each (the weights, and batch x context x bytes per token of cache); the larger one "
+                               "is what to shrink.",
+    "always_shrink_kv_cache": "you answered 'shrink_kv_cache' whatever the workload: compare the two reads of each "
+                              "(the weights, and batch x context x bytes per token of cache); the larger one is what "
+                              "to shrink.",
+})
+GENERAL.update({
+    "smaller_read_chosen": "the larger read (weights, or batch x context x bytes per token) is the one to shrink.",
+    "attention_term_missing": "recomputing also pays the attention term, which grows with T squared.",
+    "mfu_ignored": "the GPU achieves mfu x peak FLOP/s, not its peak.",
+    "fetch_overhead_ignored": "a fetch pays its fixed cost on top of the copy.",
+    "link_as_bits": "link_bytes_per_s is in bytes per second, not bits.",
+    "choice_inverted": "the choice is the other way round: fetch when fetch_s <= recompute_s.",
+    "always_quantise_weights": "the same choice whatever the workload: compare the two reads; shrink the larger.",
+    "always_shrink_kv_cache": "the same choice whatever the workload: compare the two reads; shrink the larger.",
+})
+
+
+def _q_optimisation_choice(i):
+    """'quantise_weights' while the weights are at least the cache's read (W >= bpt T B), else 'shrink_kv_cache'
+    (kvlib.roofline.regime): each slip recomputes the cache's read the slipped way."""
+    w, t, b = i["weight_bytes"], i["seq_len"], i["batch_size"]
+    options = ("quantise_weights", "shrink_kv_cache")
+
+    def choose(kv_read, weights=w):
+        return options[0] if weights >= kv_read else options[1]
+
+    bpt = _kv_token(**i)
+    expected = choose(bpt * t * b)
+    slips = [("missing_batch", choose(bpt * t)), ("missing_seq_len", choose(bpt * b))]   # the question's own first
+    slips += [(f"always_{option}", option) for option in options]
+    slips += [(key, choose(wrong * t * b)) for key, wrong in _token_slips(i) if wrong]
+    slips.append(("smaller_read_chosen", options[1] if expected == options[0] else options[0]))
+    return expected, slips
+
+
+def _q_fetch_choice(i):
+    """'fetch' when fetch_s <= recompute_s (a tie fetches), else 'recompute' (kvlib.offload.fetch_or_recompute):
+    fetch_s = overhead + T bpt / link, recompute_s = (2 P T + 2 L H (2 D) T (T + 1) / 2) / (mfu peak)."""
+    t, bpt, link = i["tokens"], i["kv_bytes_per_token"], i["link_bytes_per_s"]
+    linear = 2 * i["num_params"] * t
+    attention = 2 * i["layers"] * i["num_heads"] * 2 * i["head_dim"] * t * (t + 1) // 2
+
+    def choose(flops=linear + attention, achieved=i["mfu"] * i["peak_flop_per_s"],
+               overhead=i["fetch_overhead_s"], byte_time=bpt / link):
+        return "fetch" if overhead + t * byte_time <= flops / achieved else "recompute"
+
+    expected = choose()
+    slips = [("attention_term_missing", choose(flops=linear)), ("mfu_ignored", choose(achieved=i["peak_flop_per_s"])),
+             ("fetch_overhead_ignored", choose(overhead=0)), ("link_as_bits", choose(byte_time=8 * bpt / link)),
+             ("choice_inverted", "recompute" if expected == "fetch" else "fetch")]
+    return expected, [(k, v) for k, v in slips if i["fetch_overhead_s"] or k != "fetch_overhead_ignored"]
+
+
+QUANTITIES.update({"optimisation_choice": _q_optimisation_choice, "fetch_choice": _q_fetch_choice})
+
+
+# --- ch05 Q4: the agent loop's partial block rounded up (issue 38 §3) ------------------------------------------
+SLIPS.update({
+    "history_block_rounded_up": "a hit covers whole blocks only: the partial last block of the cached history "
+                                "({block_size}-token blocks) is recomputed at the next step; you rounded the hit up "
+                                "to a whole block.",
+})
+GENERAL.update({
+    "history_block_rounded_up": "a hit covers whole blocks only: round the cached history down, not up.",
+})
+_agent_prefill_without_rounding_slip = QUANTITIES["agent_prefill_with_cache"]
+
+
+def _q_agent_prefill_with_cache_rounded(i):
+    """The agent loop's prefill tokens (above), plus the hit rounded up: step k > 1 recomputes its prompt P_k less
+    ceil(H / bs) bs of the history H = S + (k - 1)(O + A) instead of floor(H / bs) bs (at most P_k)."""
+    expected, slips = _agent_prefill_without_rounding_slip(i)
+    s, o, a, bs = i["system_tokens"], i["observation_tokens"], i["action_tokens"], i["block_size"]
+    up = s + o
+    for k in range(2, i["steps"] + 1):
+        prompt = s + k * o + (k - 1) * a
+        up += prompt - min(-(-(s + (k - 1) * (o + a)) // bs) * bs, prompt)
+    return expected, slips + ([("history_block_rounded_up", up)] if up != expected else [])
+
+
+QUANTITIES["agent_prefill_with_cache"] = _q_agent_prefill_with_cache_rounded

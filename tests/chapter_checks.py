@@ -119,7 +119,10 @@ def offered_slips_contradicting_a_case(exercises) -> list:
 GENERIC_ON_EVERY_CASE = ("off_by_one@more", "off_by_one@less", "seconds_for_ms", "ms_for_seconds",
                          "per_node_not_per_gpu", "per_gpu_not_per_node", "blocks_for_tokens", "tokens_for_blocks",
                          "bytes_for_tokens", "sequences_for_nodes", "gb_for_gib@up", "gb_for_gib@down",
-                         "tb_for_tib@up", "kb_for_kib@down", "answer_in_kib", "answer_in_gb", "answer_in_tb")
+                         "tb_for_tib@up", "kb_for_kib@down", "answer_in_kib", "answer_in_gb", "answer_in_tb",
+                         # the other rounding of a count, where the quantity gives its unrounded figure
+                         "floor_for_ceil", "round_for_ceil", "ceil_for_floor", "round_for_floor",
+                         "floor_for_round", "ceil_for_round")
 
 
 def generic_slips_unnamed(exercises) -> list:

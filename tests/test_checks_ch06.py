@@ -273,3 +273,32 @@ def test_generic_slips_are_named():
     """Off by one, s/ms, per GPU/node, the next unit, KB/GB/TB mix-ups: named in every numeric exercise."""
     from chapter_checks import generic_slips_unnamed
     assert generic_slips_unnamed(ch06.EXERCISES) == []
+
+
+def _summary(grade_id, fn, hidden=False):
+    """core.summary of ``fn`` on the exercise's visible (or default hidden) cases: the slips it names."""
+    ex = ch06.EXERCISES[grade_id]
+    cases = ex.cases(hidden)
+    records = core.run_cases(ex, fn, cases, quiet=True)
+    return core.summary(ex, cases, core.verdicts(ex, cases, records, hidden=hidden), hidden=hidden, records=records)
+
+
+def test_q5_forgotten_batch_is_named_not_the_layers():
+    """Issue 38 §3: the batch forgotten in Question 5 (cache = bpt x T, one sequence) is named. By hand: 64 x 8,192
+    tokens of Llama 3.1 8B read 68.7 GB of cache against 16.1 GB of weights, one sequence 1.07 GB; the long-document
+    case (4 x 131,072) still reads 17.2 GB for one sequence, so forgotten layers (it flips there) are ruled out."""
+    def no_batch(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len, batch_size):
+        return optimisation_for(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len, 1)
+    s = _summary("ch06_q5_optimisation", no_batch)
+    assert s.slips[0] == "missing_batch" and "missing_layers" not in s.slips, s.message
+    assert "wrong choice: the batch (64) is missing" in s.message and "Hint:" not in s.message
+    assert "the batch size is missing" in _summary("ch06_q5_optimisation", no_batch, hidden=True).message
+
+
+def test_q5_choices_made_the_other_way_are_named():
+    # the smaller read chosen: every case wrong, named as such; the same choice on every case: its own words
+    def inverted(*args):
+        return "shrink_kv_cache" if optimisation_for(*args) == "quantise_weights" else "quantise_weights"
+    assert _summary("ch06_q5_optimisation", inverted).slips[0] == "smaller_read_chosen"
+    s = _summary("ch06_q5_optimisation", lambda *args: "shrink_kv_cache")
+    assert s.slips[:1] == ("always_shrink_kv_cache",) and "the larger one is what to shrink" in s.message

@@ -1057,3 +1057,43 @@ def test_a_right_answer_rules_a_slip_out_only_where_the_slip_changes_it():
     out = ruled_out("kv_bytes_per_token", right, unit="bytes", **LLAMA8B)
     assert {"ignored_dtype_bytes@1", "ignored_dtype_bytes@4", "missing_kv_factor"} <= out
     assert "ignored_dtype_bytes@2" not in out and not any(k.startswith("off_by_one") for k in out)
+
+
+# --- issue 38 §2: floor for ceil, ceil for floor, round for either (from the unrounded figure) -----------
+def test_rounding_slips_from_the_unrounded_figure():
+    from fractions import Fraction
+    from kvlib.slips import rounding_slips
+    # 10/3 = 3.33: a ceiling of 4, its floor and its rounding 3; a floor of 3, its ceiling 4 (by hand)
+    assert rounding_slips(4, Fraction(10, 3)) == [("floor_for_ceil", 3), ("round_for_ceil", 3)]
+    assert rounding_slips(3, Fraction(10, 3)) == [("ceil_for_floor", 4)]            # round(3.33) is right
+    assert rounding_slips(3, Fraction(11, 3), "floor") == [("ceil_for_floor", 4), ("round_for_floor", 4)]
+    assert rounding_slips(4, Fraction(11, 3), "round") == [("floor_for_round", 3)]
+    assert rounding_slips(3, 3) == [] and rounding_slips(5, Fraction(10, 3)) == []   # whole, or not a rounding
+
+
+def test_a_new_quantity_gets_the_rounding_slips_from_its_unrounded_figure(monkeypatch):
+    """A quantity that returns (expected, slips, unrounded) and has no rounding slip of its own gets them:
+    ceil(1000 / 64) = 16 blocks (by hand); the floor 15 is "1 block too small", never "6.2% too small"."""
+    from kvlib import slips as slips_module
+
+    def blocks(i):
+        return -(-i["tokens"] // i["block_size"]), [], i["tokens"] / i["block_size"]
+    monkeypatch.setitem(slips_module.QUANTITIES, "test_blocks", blocks)
+    slips_module._VARIANTS.clear()
+    d = diagnose("test_blocks", 15, unit="blocks", tokens=1000, block_size=64)
+    assert d.slip.key == "floor_for_ceil" and d.message.startswith("1 block too small: the count is rounded up")
+    assert "Or:" not in d.message                    # round(15.6) = 16 is right here: not offered
+    assert diagnose("test_blocks", 17, unit="blocks", tokens=1000, block_size=64).slip.key == "off_by_one"
+    slips_module._VARIANTS.clear()
+
+
+def test_rounding_slips_of_the_chapters_quantities():
+    # a pool of 10,000,000 B at 131,072 B per token holds 76.29 tokens: 76 (floor, by hand); 77 rounds it
+    pool = dict(gpu_bytes=10**7, utilization=1.0, weight_bytes=0, other_bytes=0, bytes_per_token=131_072)
+    d = diagnose("pool_tokens_reported", 77, unit="tokens", **pool)
+    assert d.message.startswith("1 token too large: ") and d.slip.key == "ceil_not_floor"
+    # 3 nodes where 1,000 users at 400 per node need ceil(2.5) = 3: 2 nodes is the floor, "1 node too small"
+    per_seq = 2 * 32 * 8 * 128 * 2 * 1000                   # Llama 3.1 8B at TP 1, 1,000 tokens: 131,072,000 B
+    nodes = dict(LLAMA8B, tp=1, users=1000, seq_len=1000, pool_bytes_per_gpu=400 * per_seq)
+    d = diagnose("nodes_for_memory", 2, unit="nodes", **nodes)
+    assert d.expected == 3 and d.message.startswith("1 node too small: ") and d.slip.key == "floor_nodes"

@@ -310,6 +310,8 @@ EXERCISES = exercises(
         hidden_cases=_fetch_hidden,
         expected=_fetch_expected,
         answer=Choice(CHOICES),
+        quantity="fetch_choice",
+        slip_inputs=lambda c: dict(c["kwargs"]),
         unit="",
         hidden_note=HIDDEN_NOTE_FETCH,
     ),

@@ -331,6 +331,8 @@ EXERCISES = exercises(
         hidden_cases=_q5_hidden,
         expected=_q5_expected,
         answer=Choice(OPTIONS),
+        quantity="optimisation_choice",
+        slip_inputs=_slip_inputs,
         unit="",
         hidden_note="(Hidden cases use other bundled models and workloads, each well away from the crossover.)",
     ),

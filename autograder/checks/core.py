@@ -263,8 +263,8 @@ def _rel_tol(exercise: Exercise) -> float:
 
 
 def _number(record: dict, value):
-    """A scalar number to diagnose: the decoded value, or what a numpy scalar held."""
-    if type(value) in (int, float):
+    """A scalar number to diagnose: the decoded value, or what a numpy scalar held (a choice: its text)."""
+    if type(value) in (int, float, str):
         return value
     if type(value) is tuple and value and all(type(v) in (int, float) for v in value):
         return value        # a range such as (fewest, most): kvlib.slips compares it element by element
