@@ -332,7 +332,7 @@ def judge(exercise: Exercise, case: dict, record: dict, *, hidden: bool = False,
         type_note = f"{fn} returned None: did you forget the return statement?"
     if not type_ok and not keys:
         # the right value in the wrong type, or a wrong type that no slip explains
-        right = (not hidden and number is not None and type(expected) in (int, float)
+        right = (not hidden and type(number) in (int, float) and type(expected) in (int, float)
                  and answers.Float().equal(number, expected))
         problem = getattr(kind, "element_problem", None)
         if problem and type(value) is tuple and len(value) == len(kind.items):
