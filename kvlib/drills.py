@@ -417,12 +417,13 @@ def _block_waste(rng, seed):
     n = rng.randrange(50, 501, 10)
     bs = rng.choice((8, 16, 32, 64, 128, 256))
     # drawn after the figures (so a seed keeps them): a deployment that holds the n sequences
-    spec, gpu, tp, _, context = _deployment(rng, batches=(n,), contexts=(1024, 2048, 4096))
+    spec, gpu, tp, _, context, dep = _deployment(rng, batches=(n,), contexts=(1024, 2048, 4096))
     inputs = {"num_seqs": n, "block_size": bs}
     q = (f"{spec.name} on {_tp_text(gpu, tp)} runs {n} sequences (up to {context:,} tokens each) with KV blocks of "
          f"{bs} tokens; their lengths are uniform modulo the block size. How many token slots do their partially "
          f"filled last blocks waste, on average, in all?")
-    return _problem("block_waste", seed, q, "block_waste_tokens", inputs, "token slots", model=spec.name,
+    return _problem("block_waste", seed, q, "block_waste_tokens", inputs, "token slots",
+                    deployments=(dep,), model=spec.name,
                     gpu=gpu.name)
 
 
@@ -558,7 +559,10 @@ def _gpu(rng):
 
 def _deployment(rng, *, models=None, batches=(1,), contexts=_CONTEXTS, tps=_TPS, extra=lambda spec, tp, t, b: 0,
                 weights=None):
-    """Draw (spec, gpu, tp, batch, context) until check_deployment passes (and TP is one vLLM accepts).
+    """Draw (spec, gpu, tp, batch, context, check) until check_deployment passes (and TP is one vLLM accepts).
+
+    ``check`` is the keywords check_deployment(spec, gpu, ...) passed with: a problem keeps them in its
+    params as ``deployments`` (every check its draw passed), so a test can run them again.
 
     ``extra(spec, tp, context, batch)`` adds bytes per GPU besides the weights (a draft model);
     ``weights(spec)`` the weight bytes (default: as served)."""
@@ -579,7 +583,9 @@ def _deployment(rng, *, models=None, batches=(1,), contexts=_CONTEXTS, tps=_TPS,
         # the fewest GPUs that run it: nobody splits a model over more GPUs than it needs
         smaller = [n for n in tps if n < tp and tp_refusal(spec, n) is None]
         if runs(tp) and not any(runs(n) for n in smaller):
-            return spec, gpu, tp, batch, context
+            dep = {"tp": tp, "batch_size": batch, "seq_len": context, "weight_bytes": w,
+                   "other_bytes": DEFAULT_OVERHEAD_BYTES + extra(spec, tp, context, batch)}
+            return spec, gpu, tp, batch, context, dep
 
 
 def _tp_text(gpu, tp) -> str:
@@ -598,7 +604,7 @@ def _mfu(rng) -> float:
 
 
 def _ttft(rng, seed):
-    spec, gpu, _, _, prompt = _deployment(rng, tps=(1,), contexts=(500, 1000, 2000, 4000, 8000))
+    spec, gpu, _, _, prompt, dep = _deployment(rng, tps=(1,), contexts=(500, 1000, 2000, 4000, 8000))
     mfu = _mfu(rng)
     f = gpu.bf16_flop_per_s
     inputs = {"num_params": spec.num_params_active(), "total_params": spec.num_params(), "prompt_tokens": prompt,
@@ -606,7 +612,8 @@ def _ttft(rng, seed):
     q = (f"{spec.name} ({_params_text(spec)}) on {_tp_text(gpu, 1)} ({f / 1e12:g} TFLOP/s dense bf16). A prompt "
          f"of {prompt:,} tokens is prefilled at {mfu:.0%} MFU. Counting the linear layers only (2 FLOPs per "
          f"parameter per token), what is the time to first token, in milliseconds? (to 0.5%)")
-    return _problem("ttft", seed, q, "ttft_ms", inputs, "ms", tolerance=0.005, model=spec.name, gpu=gpu.name)
+    return _problem("ttft", seed, q, "ttft_ms", inputs, "ms", tolerance=0.005,
+                    deployments=(dep,), model=spec.name, gpu=gpu.name)
 
 
 def _ridge_batch(rng, seed):
@@ -620,8 +627,9 @@ def _ridge_batch(rng, seed):
         batch = formulas_serving.ridge_batch(f, gpu.bandwidth_bytes_per_s, b)
         spec = _spec(rng.choice(_all_models()))
         tp = rng.choice(_TPS)
+        weights = formulas.weight_bytes(spec.num_params(), b)
         if tp_refusal(spec, tp) is None and _runs(spec, gpu, tp=tp, batch_size=batch, seq_len=1024,
-                                                 weight_bytes=formulas.weight_bytes(spec.num_params(), b)):
+                                                 weight_bytes=weights):
             break
     compute = {"bf16": "bf16 weights and bf16 compute", "fp8": "fp8 weights and fp8 compute",
                "int4": "int4 weights (0.5 byte each) dequantized to bf16 compute"}[kind]
@@ -630,12 +638,13 @@ def _ridge_batch(rng, seed):
          f"{gpu.bandwidth_bytes_per_s / 1e12:g} TB/s (10^12 bytes/s). Counting only the weight reads and the "
          f"linear layers' 2 FLOPs per parameter per sequence (short contexts: KV reads left out), from which "
          f"batch on does a decode step reach the GPU's ridge point and turn compute-bound?")
-    return _problem("ridge_batch", seed, q, "ridge_batch", inputs, "sequences", model=spec.name, gpu=gpu.name,
+    return _problem("ridge_batch", seed, q, "ridge_batch", inputs, "sequences",
+                    deployments=(dict(tp=tp, batch_size=batch, seq_len=1024, weight_bytes=weights),), model=spec.name, gpu=gpu.name,
                     template=f"ridge_batch/{kind}")
 
 
 def _decode_rate(rng, seed):
-    spec, gpu, tp, batch, context = _deployment(rng, batches=(1, 8, 16, 32, 64, 128))
+    spec, gpu, tp, batch, context, dep = _deployment(rng, batches=(1, 8, 16, 32, 64, 128))
     per = rng.choice(("user", "gpu"))
     w, words = _served_weights(spec.name)
     s_g = spec.kv_bytes_per_sequence(context, tp=tp)
@@ -648,13 +657,14 @@ def _decode_rate(rng, seed):
          f"{batch} sequence(s) of {context:,} tokens decode together; one sequence's KV cache is {s_g:,} bytes on "
          f"each GPU. At the bandwidth limit (each GPU reads its share of the weights and its part of every cache "
          f"once per step), {ask}? (to 0.5%)")
-    return _problem("decode_rate", seed, q, "decode_rate", inputs, "tokens/s", tolerance=0.005, model=spec.name,
+    return _problem("decode_rate", seed, q, "decode_rate", inputs, "tokens/s", tolerance=0.005,
+                    deployments=(dep,), model=spec.name,
                     gpu=gpu.name, template=f"decode_rate/{per}")
 
 
 def _chunked_prefill(rng, seed):
     while True:
-        spec, gpu, _, batch, context = _deployment(rng, tps=(1,), batches=(8, 16, 32, 64),
+        spec, gpu, _, batch, context, dep = _deployment(rng, tps=(1,), batches=(8, 16, 32, 64),
                                                    contexts=(2048, 4096, 8192, 16384))
         chunk = rng.choice((256, 512, 1024, 2048, 4096))
         if batch + chunk <= 8192 and _runs(spec, gpu, batch_size=batch + 1, seq_len=context,
@@ -672,7 +682,8 @@ def _chunked_prefill(rng, seed):
          f"The step takes the longer of its reads (weights once, the decodes' caches) and its linear-layer FLOPs "
          f"(2 per active parameter per token, chunk and decodes). What inter-token latency do the decodes see in "
          f"that step, in milliseconds? (to 0.5%)")
-    return _problem("chunked_prefill", seed, q, "chunked_itl_ms", inputs, "ms", tolerance=0.005, model=spec.name,
+    return _problem("chunked_prefill", seed, q, "chunked_itl_ms", inputs, "ms", tolerance=0.005,
+                    deployments=(dep, dict(dep, batch_size=batch + 1)), model=spec.name,
                     gpu=gpu.name)
 
 
@@ -683,7 +694,7 @@ def _batching(rng, seed):
         if len(set(outputs)) > 1:
             break
     prompt = rng.choice((256, 512, 1000, 2000))
-    spec, gpu, tp, _, _ = _deployment(rng, batches=(slots,), contexts=(prompt + max(outputs),))
+    spec, gpu, tp, _, _, dep = _deployment(rng, batches=(slots,), contexts=(prompt + max(outputs),))
     kind = rng.choice(("speedup", "idle"))
     inputs = {"output_tokens": outputs}
     listed = ", ".join(str(o) for o in outputs)
@@ -692,10 +703,12 @@ def _batching(rng, seed):
             f"meanwhile. Continuous batching refills a slot as soon as its request ends (requests keep waiting).")
     if kind == "speedup":
         q = head + " How many times more tokens per decode step does continuous batching deliver? (to 0.5%)"
-        return _problem("batching", seed, q, "batching_speedup", inputs, "times", tolerance=0.005, model=spec.name,
+        return _problem("batching", seed, q, "batching_speedup", inputs, "times", tolerance=0.005,
+                        deployments=(dep,), model=spec.name,
                         gpu=gpu.name, template="batching/speedup")
     q = head + " How many slot-steps does the static batch leave idle (a slot-step: one slot for one decode step)?"
-    return _problem("batching", seed, q, "idle_slot_steps", inputs, "slot-steps", model=spec.name, gpu=gpu.name,
+    return _problem("batching", seed, q, "idle_slot_steps", inputs, "slot-steps",
+                    deployments=(dep,), model=spec.name, gpu=gpu.name,
                     template="batching/idle")
 
 
@@ -703,7 +716,7 @@ def _prefix_hit(rng, seed):
     shared = rng.randint(300, 4000)
     user = rng.randint(20, 400)
     bs = rng.choice((16, 16, 32))
-    spec, gpu, _, _, _ = _deployment(rng, tps=(1,), contexts=(shared + user,))
+    spec, gpu, _, _, _, dep = _deployment(rng, tps=(1,), contexts=(shared + user,))
     mfu = _mfu(rng)
     f = gpu.bf16_flop_per_s
     inputs = {"num_params": spec.num_params_active(), "prompt_tokens": shared + user, "shared_tokens": shared,
@@ -713,7 +726,8 @@ def _prefix_hit(rng, seed):
          f"prompt, then {user:,} tokens of its own. Once the system prompt is cached, what is a request's time to "
          f"first token, counting the linear layers only (2 FLOPs per parameter per prefilled token), in "
          f"milliseconds? (to 0.5%)")
-    return _problem("prefix_hit", seed, q, "cached_ttft_ms", inputs, "ms", tolerance=0.005, model=spec.name,
+    return _problem("prefix_hit", seed, q, "cached_ttft_ms", inputs, "ms", tolerance=0.005,
+                    deployments=(dep,), model=spec.name,
                     gpu=gpu.name)
 
 
@@ -735,7 +749,7 @@ def _spec_decode(rng, seed):
     target_id = rng.choice(sorted(_DRAFTS))
     draft = _spec(rng.choice(_DRAFTS[target_id]))
     contexts = [t for t in _CONTEXTS if not draft.sliding_window or t <= draft.sliding_window]
-    spec, gpu, tp, batch, context = _deployment(
+    spec, gpu, tp, batch, context, dep = _deployment(
         rng, models=(target_id,), batches=(1, 4, 8, 16, 32), contexts=tuple(contexts),
         extra=lambda s, tp, t, b: _draft_extra(draft, tp, t, b))
     w_d = _served_weights(draft.name)[0]
@@ -744,7 +758,8 @@ def _spec_decode(rng, seed):
         q = (f"{spec.name} on {_tp_text(gpu, tp)} serves {batch} sequence(s) of {context:,} tokens with "
              f"speculative decoding; the draft model is {_config_text(draft)}, bf16 weights {w_d:,} bytes. How "
              f"many bytes does the draft add, in all (its weights and its own KV cache of every sequence)?")
-        return _problem("spec_decode", seed, q, "spec_extra_bytes", inputs, "bytes", model=spec.name, gpu=gpu.name,
+        return _problem("spec_decode", seed, q, "spec_extra_bytes", inputs, "bytes",
+                        deployments=(dep,), model=spec.name, gpu=gpu.name,
                         template="spec_decode/memory", draft=draft.name)
     w_t = _served_weights(spec.name)[0]
     alpha, gamma = rng.choice((0.6, 0.7, 0.8, 0.9)), rng.choice((2, 3, 4, 5, 6))
@@ -754,7 +769,8 @@ def _spec_decode(rng, seed):
          f"with probability {alpha:g} until the first rejection, and the target verifies them in one step that "
          f"adds a token of its own. At batch 1 a step's cost is its weight read, so a draft step costs "
          f"W_draft / W_target of a target step. What is the expected speed-up over plain decoding? (to 0.5%)")
-    return _problem("spec_decode", seed, q, "spec_speedup", inputs, "times", tolerance=0.005, model=spec.name,
+    return _problem("spec_decode", seed, q, "spec_speedup", inputs, "times", tolerance=0.005,
+                    deployments=(dep,), model=spec.name,
                     gpu=gpu.name, template="spec_decode/speedup", draft=draft.name)
 
 
@@ -766,7 +782,7 @@ def _quant_speedup(rng, seed):
     bits = rng.choice((8, 4.25, 4.5))
     models = tuple(m for m in _all_models() if _served_weights(m)[1] == "bf16 weights")
     while True:
-        spec, gpu, tp, _, context = _deployment(rng, models=models, weights=_bf16_served)
+        spec, gpu, tp, _, context, dep = _deployment(rng, models=models, weights=_bf16_served)
         quant = formulas.weight_bytes(spec.num_params(), bits / 8)
         if _runs(spec, gpu, tp=tp, seq_len=context, weight_bytes=quant):
             break
@@ -777,23 +793,25 @@ def _quant_speedup(rng, seed):
          f"bytes, kept in bf16). Its bf16 weights are {w:,} bytes; quantized weight-only to {bits:g} bits per "
          f"parameter (scales included) they are {quant:,} bytes. At batch 1 a step is bandwidth-bound: how many "
          f"times faster is a decode step with the quantized weights? (to 0.5%)")
-    return _problem("quant_speedup", seed, q, "quant_speedup", inputs, "times", tolerance=0.005, model=spec.name,
+    return _problem("quant_speedup", seed, q, "quant_speedup", inputs, "times", tolerance=0.005,
+                    deployments=(dep, dict(dep, weight_bytes=quant)), model=spec.name,
                     gpu=gpu.name, template=f"quant_speedup/{bits:g}")
 
 
 def _allreduce(rng, seed):
-    spec, gpu, tp, batch, context = _deployment(rng, tps=(2, 4, 8), batches=(1, 8, 16, 32, 64, 128, 256))
+    spec, gpu, tp, batch, context, dep = _deployment(rng, tps=(2, 4, 8), batches=(1, 8, 16, 32, 64, 128, 256))
     inputs = {"layers": spec.num_layers, "tokens": batch, "hidden_size": spec.hidden_size, "dtype_bytes": 2,
               "tp": tp}
     q = (f"{spec.name} (num_hidden_layers {spec.num_layers}, hidden_size {spec.hidden_size}) on "
          f"{_tp_text(gpu, tp)}. A decode step of {batch} sequence(s) ({context:,}-token contexts) all-reduces the "
          f"bf16 activations (2 bytes each) after attention and after the MLP in every layer, with a ring "
          f"all-reduce. How many bytes does each GPU send in one step?")
-    return _problem("allreduce", seed, q, "allreduce_bytes", inputs, "bytes", model=spec.name, gpu=gpu.name)
+    return _problem("allreduce", seed, q, "allreduce_bytes", inputs, "bytes",
+                    deployments=(dep,), model=spec.name, gpu=gpu.name)
 
 
 def _cost(rng, seed):
-    spec, gpu, tp, batch, context = _deployment(rng, batches=(8, 16, 32, 64, 128))
+    spec, gpu, tp, batch, context, dep = _deployment(rng, batches=(8, 16, 32, 64, 128))
     w = _served_weights(spec.name)[0]
     step = formulas_serving.tp_decode_step_seconds(w, spec.kv_bytes_per_sequence(context, tp=tp), batch,
                                                    gpu.bandwidth_bytes_per_s, tp)
@@ -811,7 +829,8 @@ def _cost(rng, seed):
         q = (f"{head} decodes {batch} sequences of {context:,} tokens together, one token each every "
              f"{step_ms:g} ms. What does a million generated tokens cost, in dollars? (to 0.5%)")
         template = "cost/step"
-    return _problem("cost", seed, q, "cost_per_million", inputs, "dollars", tolerance=0.005, model=spec.name,
+    return _problem("cost", seed, q, "cost_per_million", inputs, "dollars", tolerance=0.005,
+                    deployments=(dep,), model=spec.name,
                     gpu=gpu.name, template=template)
 
 

@@ -94,10 +94,11 @@ def test_every_catalogued_slip_of_a_topic_has_its_step():
     # each slip the catalogue recomputes for a drill is placed somewhere in that drill's chain
     from kvlib.slips import base_key
     for topic in TOPICS:
-        p = generate(topic, 0)
-        _, slips = variants(p.quantity, unit=p.units, **p.inputs)
-        missing = {base_key(k) for k, _ in slips if p.slip_step(k) is None}
-        assert not missing, (topic, sorted(missing))
+        for seed in range(6):       # every template of the topic
+            p = generate(topic, seed)
+            _, slips = variants(p.quantity, unit=p.units, **p.inputs)
+            missing = {base_key(k) for k, _ in slips if p.slip_step(k) is None}
+            assert not missing, (topic, p.template, sorted(missing))
 
 
 def test_matching_step_finds_where_the_learner_stopped():

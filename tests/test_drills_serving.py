@@ -1,0 +1,221 @@
+"""kvlib.drills' serving families (issue 35 §1) and the variety of a long problem set (§6).
+
+Every answer is recomputed here from what the question states, with the formula written out; one
+characteristic wrong answer per family is computed here and must be named as its slip; every draw's
+deployment passes check_deployment again; 200 questions in a row repeat no (template, model, GPU)
+more than MAX_REPEATS times; the graded drills of existing students are what they were.
+"""
+
+import collections
+import hashlib
+import json
+import math
+
+import pytest
+
+import kvlib as kv
+from kvlib import serving
+from kvlib.drills import (GRADED_TOPICS, MAX_REPEATS, TOPICS, generate, problem_set, student_problem,
+                          variety_key)
+from kvlib.feasibility import check_deployment
+from kvlib.slips import diagnose
+
+SERVING_TOPICS = ("ttft", "ridge_batch", "decode_rate", "chunked_prefill", "batching", "prefix_hit", "spec_decode",
+                  "quant_speedup", "allreduce", "cost")
+SEEDS = range(30)
+
+
+def _ms(flops, p):
+    return flops / (p["mfu"] * p["peak_flop_per_s"]) * 1000
+
+
+def _decode_rate(p):
+    step = (-(-p["weight_bytes"] // p["tp"]) + p["batch_size"] * p["kv_bytes_per_sequence_per_gpu"]) \
+        / p["bandwidth_bytes_per_s"]
+    return 1 / step if p["per"] == "user" else p["batch_size"] / (p["tp"] * step)
+
+
+def _spec(p):
+    if "acceptance" in p:
+        a, g = p["acceptance"], p["draft_tokens"]
+        return (1 - a ** (g + 1)) / (1 - a) / (g * p["draft_weight_bytes"] / p["weight_bytes"] + 1)
+    bpt = 2 * p["layers"] * p["kv_heads"] * p["head_dim"] * p["dtype_bytes"]
+    return p["draft_weight_bytes"] + bpt * p["seq_len"] * p["batch_size"]
+
+
+def _rate(p):
+    return p["tokens_per_s"] if "tokens_per_s" in p else p["batch_size"] / (p["step_ms"] / 1000)
+
+
+# Each answer from the question's figures, the formula written out.
+INDEPENDENT = {
+    "ttft": lambda p: _ms(2 * p["num_params"] * p["prompt_tokens"], p),
+    "ridge_batch": lambda p: -(-p["peak_flop_per_s"] * round(2 * p["dtype_bytes"]) // (4 * p["bandwidth_bytes_per_s"])),
+    "decode_rate": _decode_rate,
+    "chunked_prefill": lambda p: max((p["weight_bytes"] + p["kv_bytes"]) / p["bandwidth_bytes_per_s"] * 1000,
+                                     _ms(2 * p["num_params"] * (p["batch_size"] + p["chunk_tokens"]), p)),
+    "batching": lambda p: (len(p["output_tokens"]) * max(p["output_tokens"]) / sum(p["output_tokens"])
+                           if p["template"] == "batching/speedup" else
+                           len(p["output_tokens"]) * max(p["output_tokens"]) - sum(p["output_tokens"])),
+    "prefix_hit": lambda p: _ms(2 * p["num_params"] * (p["prompt_tokens"] - p["shared_tokens"] // p["block_size"]
+                                                       * p["block_size"]), p),
+    "spec_decode": _spec,
+    "quant_speedup": lambda p: (p["weight_bytes"] + p["kv_bytes"]) / (p["quant_weight_bytes"] + p["kv_bytes"]),
+    "allreduce": lambda p: p["layers"] * 2 * 2 * (p["tp"] - 1) * p["tokens"] * p["hidden_size"] * p["dtype_bytes"]
+                           // p["tp"],
+    "cost": lambda p: p["price_per_gpu_hour"] * p["gpus"] / 3600 / _rate(p) * 1e6,
+}
+
+
+def _params(p):
+    return dict(p.params, template=p.template)
+
+
+def test_the_serving_topics_are_the_new_ones_and_not_graded():
+    assert list(TOPICS)[-len(SERVING_TOPICS):] == list(SERVING_TOPICS) and set(INDEPENDENT) == set(SERVING_TOPICS)
+    assert not set(SERVING_TOPICS) & set(GRADED_TOPICS)
+
+
+@pytest.mark.parametrize("topic", SERVING_TOPICS)
+def test_answers_match_the_formula_and_check_accepts_them(topic):
+    for seed in SEEDS:
+        p = generate(topic, seed)
+        assert p.topic == topic and p.template.split("/")[0] == topic
+        assert p.answer == pytest.approx(INDEPENDENT[topic](_params(p)), rel=1e-12), (seed, p.question)
+        assert p.check(p.answer)[0]
+        assert p.steps()[-1].value == p.answer
+        if p.tolerance:
+            assert p.tolerance == 0.005 and "(to 0.5%)" in p.question
+            assert p.check(p.answer * 1.002)[0] and not p.check(p.answer * 1.02)[0]
+        else:
+            assert type(p.answer) is int and not p.check(p.answer + 1)[0]
+        assert p.params["model"] in p.question and p.params["gpu"] in p.question
+
+
+def _slipped(topic, p):
+    """(a wrong answer computed here, the slip it must be named as), or None where it equals the answer."""
+    q = _params(p)
+    if topic == "ttft":
+        return q["num_params"] * q["prompt_tokens"] / (q["mfu"] * q["peak_flop_per_s"]) * 1000, \
+            "prefill_missing_factor_2"
+    if topic == "ridge_batch":
+        return math.floor(q["peak_flop_per_s"] * q["dtype_bytes"] / (2 * q["bandwidth_bytes_per_s"])), \
+            "batch_rounded_down"
+    if topic == "decode_rate":
+        step = (-(-q["weight_bytes"] // q["tp"]) + q["batch_size"] * q["kv_bytes_per_sequence_per_gpu"]) \
+            / q["bandwidth_bytes_per_s"]
+        if q["per"] == "user":
+            return q["batch_size"] / step, "batch_rate_for_user"
+        return q["batch_size"] / step, "per_replica_not_per_gpu"
+    if topic == "chunked_prefill":
+        return (q["weight_bytes"] + q["kv_bytes"]) / q["bandwidth_bytes_per_s"] * 1000 \
+            + _ms(2 * q["num_params"] * (q["batch_size"] + q["chunk_tokens"]), q), "sum_not_max"
+    if topic == "batching":
+        o = q["output_tokens"]
+        if q["template"] == "batching/speedup":
+            return sum(o) / max(o), "static_rate_not_speedup"
+        return sum(o), "tokens_not_waste"
+    if topic == "prefix_hit":
+        return _ms(2 * q["num_params"] * q["prompt_tokens"], q), "no_cache"
+    if topic == "spec_decode":
+        if "acceptance" in q:
+            return (1 - q["acceptance"] ** (q["draft_tokens"] + 1)) / (1 - q["acceptance"]), "draft_cost_ignored"
+        return q["draft_weight_bytes"], "draft_kv_missing"
+    if topic == "quant_speedup":
+        return q["weight_bytes"] / q["quant_weight_bytes"], "kv_left_out"
+    if topic == "allreduce":
+        return q["layers"] * 2 * q["tokens"] * q["hidden_size"] * 2, "ring_factor_missing"
+    if topic == "cost":
+        return q["price_per_gpu_hour"] * q["gpus"] / _rate(q) * 1e6, "hours_not_seconds"
+    raise KeyError(topic)
+
+
+@pytest.mark.parametrize("topic", SERVING_TOPICS)
+def test_a_known_mistake_is_named_with_its_step(topic):
+    named = differ = 0
+    for seed in SEEDS:
+        p = generate(topic, seed)
+        wrong, key = _slipped(topic, p)
+        if wrong == pytest.approx(p.answer, rel=max(p.tolerance, 1e-9)):
+            continue            # the slip changes nothing here (TP 2's ring factor is 1, tp = 1 per GPU)
+        differ += 1
+        ok, feedback = p.check(wrong)
+        assert not ok
+        named += p.slip_key(wrong) == key and f"[{key}]" in feedback
+        assert p.slip_step(key) is not None
+        d = diagnose(p.quantity, wrong, rel_tol=p.tolerance or 1e-9, **p.inputs)
+        assert d.slip is not None and d.slip.message in feedback
+        assert "{" not in d.slip.message
+    assert differ >= 5 and named >= 0.9 * differ, f"{key} named in only {named} of {differ} problems"
+
+
+@pytest.mark.parametrize("topic", SERVING_TOPICS + ("block_waste",))
+def test_every_draw_is_a_deployment_that_runs(topic):
+    for seed in range(150):
+        p = generate(topic, seed)
+        for check in p.params["deployments"]:
+            r = check_deployment(p.params["model"], p.params["gpu"], **check)
+            assert r.fits, (seed, p.question[:100], r.summary())
+
+
+def test_the_serving_families_draw_every_kind_of_model_and_every_gpu():
+    models, gpus = collections.Counter(), set()
+    for topic in SERVING_TOPICS:
+        for seed in range(60):
+            p = generate(topic, seed)
+            models[p.params["model"]] += 1
+            gpus.add(p.params["gpu"])
+    specs = [kv.load_model(m) for m in models]
+    assert gpus == set(kv.GPUS)
+    assert any(s.is_mla for s in specs)                                       # DeepSeek-V3
+    assert any(s.num_params_active() < s.num_params() for s in specs)          # Mixtral, gpt-oss
+    assert any("sliding" in s.layer_kinds for s in specs)                      # Mistral, Gemma 2, gpt-oss
+    assert any(s.num_kv_heads == s.num_heads for s in specs)                   # MHA: Llama 2 7B, GPT-2
+    assert any(1 < s.num_heads // s.num_kv_heads for s in specs if not s.is_mla)   # GQA
+    assert set(models) == set(kv.bundled_models())
+
+
+def test_two_hundred_questions_in_a_row_vary():
+    for seed in range(3):
+        problems = problem_set(seed, 200)
+        triples = collections.Counter(variety_key(p) for p in problems)
+        assert max(triples.values()) <= MAX_REPEATS
+        assert len(triples) >= 150                              # measured: 157 to 174 for seeds 0-3
+        assert len({p.topic for p in problems}) == len(TOPICS) == 21
+        assert len({p.template for p in problems}) >= 27        # 29 templates in all
+
+
+def test_a_single_topic_set_varies_too():
+    triples = collections.Counter(variety_key(p) for p in problem_set(4, 40, topic="decode_rate"))
+    assert max(triples.values()) <= MAX_REPEATS
+
+
+def test_graded_drills_of_existing_students_are_unchanged():
+    # sha256 of (question, answer) of students 000-011 on every graded topic, computed with kvlib before issue 35
+    rows = [[student_problem(f"student-{i:03d}", t).question, repr(student_problem(f"student-{i:03d}", t).answer)]
+            for i in range(12) for t in GRADED_TOPICS]
+    assert hashlib.sha256(json.dumps(rows).encode()).hexdigest() == \
+        "f550b7a85aaed58fbcc264c6a6aa4bb9900dfbf85a43bbc6dbd95236bc940f4e"
+
+
+# --- kvlib.serving against arithmetic done by hand --------------------------------------------
+def test_serving_formulas_by_hand():
+    # Llama 3.1 8B, 2,000 prompt tokens, H100 at 50% MFU: 2 x 8.03e9 x 2,000 = 3.212e13 FLOP / 4.945e14 FLOP/s
+    assert serving.prefill_seconds(8.03e9, 2000, 989e12, 0.5) == pytest.approx(0.0649545, rel=1e-5)
+    # H100: 989e12 / 3.35e12 = 295.22 FLOP/B: bf16 -> 296, fp8 weights on fp8 compute 1979e12 / 3.35e12 / 2 = 295.4 -> 296
+    assert serving.ridge_batch(989 * 10**12, 3_350_000_000_000, 2) == 296
+    assert serving.ridge_batch(1979 * 10**12, 3_350_000_000_000, 1) == 296
+    assert serving.ridge_batch(300, 100, 2) == 3                   # exactly on the ridge: 3, not 4
+    # 4 requests of 100, 300, 200, 400 tokens: static 1,000 / 400 = 2.5 per step; continuous 4 -> 1.6x; idle 600
+    assert serving.continuous_batching_speedup([100, 300, 200, 400]) == pytest.approx(1.6)
+    # alpha 0.8, gamma 4: 1 + 0.8 + 0.64 + 0.512 + 0.4096 = 3.3616 tokens; c = 0.05 -> / 1.2 = 2.8013
+    assert serving.speculative_expected_tokens(0.8, 4) == pytest.approx(3.3616)
+    assert serving.speculative_speedup(0.8, 4, 0.05) == pytest.approx(3.3616 / 1.2)
+    assert serving.speculative_expected_tokens(1, 4) == 5
+    # ring over 8 GPUs: 2 x 7 / 8 = 1.75 x the message
+    assert serving.ring_allreduce_bytes_sent(65536, 8) == 114688
+    assert serving.tp_allreduce_bytes_per_step(80, 16, 8192, 2, 4) == 80 * 2 * 16 * 8192 * 2 * 3 // 2
+    # $2.50 x 8 GPUs an hour = $20 / 3,600 s; 5,000 tokens/s -> 200 s for a million: $1.11
+    assert serving.cost_per_million_tokens(2.5, 8, 5000) == pytest.approx(20 / 3600 * 200)
+    assert serving.prefix_hit_tokens(2007, 16) == 2000 and serving.prefix_hit_tokens(15, 16) == 0
+    assert serving.weight_only_speedup(16e9, 4e9, 0) == 4
