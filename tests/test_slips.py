@@ -136,7 +136,7 @@ ISSUE_38_SLIPS = {"tp_floor_missing", "query_heads@split", "qk_head_dim_added", 
                   "weights_not_split@clamped", "reserve_times_tp", "reserve_times_tp@unclamped", "mtp_layer_counted",
                   "window_not_capped", "paged_floor_not_ceil", "paged_floor_not_ceil@clamped", "oracle_extra_slot",
                   "ignored_utilization@pool", "target_ms_as_seconds", "weights_not_subtracted",
-                  "partial_block_rounded_up"}
+                  "partial_block_rounded_up", "history_block_rounded_up"}
 
 
 def units(x):
