@@ -11,8 +11,8 @@ folder, see conftest), a 0600 file. About 15 s with the server and the browser a
 
 from __future__ import annotations
 
+import json
 import re
-import shutil
 import stat
 import time
 
@@ -44,7 +44,13 @@ def _run_cell(chapter: ChapterPage, index: int) -> None:
 def test_drill_mode_shows_steps_after_a_miss_and_the_history_survives_a_restart(lab_server, browser, artefacts,
                                                                                 step_timings):
     root = lab_server["root"]
-    shutil.copy2(root / f"{CHAPTER}.ipynb", root / f"{COPY}.ipynb")
+    # A fresh copy without outputs: an earlier test may have run and saved the chapter, and a saved "[1]" prompt
+    # would read the same after this test's first run (the CI rehearsal failed so: "cell 1 did not run").
+    nb = json.loads((root / f"{CHAPTER}.ipynb").read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+    (root / f"{COPY}.ipynb").write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     context.set_default_timeout(TIMEOUT_MS)
     page = context.new_page()
