@@ -32,8 +32,8 @@ def pool_explorer_view(model: str, gpu: str = "H100-SXM", utilization: float = 0
 
     pool ``A = ceil(M u) - W - O`` (``kv.vllm.predict_pool``, vLLM 0.32, W the weights as stored, M as
     CUDA reports it, O ``other_bytes`` [B], by default vLLM 0.32's torch peak + non-torch memory from
-    ``kv.vllm.forecast_pool``); blocks ``A // block bytes``; sequences the engine admits at
-    ``context`` (its concurrency figure) against the sequences the layers' bytes alone would allow;
+    ``kv.vllm.forecast_pool``); blocks ``A // block bytes``; sequences vLLM prints as its
+    "Maximum concurrency" at ``context`` (a worst-case estimate) against the sequences the layers' bytes alone would allow;
     waste ``kv.block_waste_tokens(sequences, block_size)`` as a share of the pool's token slots.
 
     >>> view = pool_explorer_view("llama-3.1-8b")
@@ -77,9 +77,11 @@ def pool_explorer_view(model: str, gpu: str = "H100-SXM", utilization: float = 0
         f"<b>{kv.format_bytes(per_token)}</b>",
         f"blocks of {block_size} tokens: <b>{f.num_gpu_blocks:,}</b> of {kv.format_bytes(f.bytes_per_block)}"
         + f" = <b>{slots:,}</b> token slots" + (group_note if hybrid else ""),
-        f"sequences of {context:,} tokens vLLM admits at once: <b>{engine_seqs:,}</b>"
-        + (f"; the layers' bytes alone ({gb(stored)} a sequence, windowed layers capped) would allow "
-           f"{by_bytes:,}" if hybrid else ""),
+        f"vLLM's printed \"Maximum concurrency\" at {context:,} tokens: <b>{engine_seqs:,}</b> sequences "
+        "(an estimate from each request's worst case, not a limit the scheduler enforces)"
+        + (f"; the layers' bytes alone ({gb(stored)} a sequence, windowed layers capped, as a decoding "
+           f"request holds once vLLM frees the blocks behind its window) would allow {by_bytes:,}"
+           if hybrid else ""),
         f"expected waste in their last blocks: <b>{waste:,.1f} token slots</b> = "
         f"<b>{100 * waste / slots:.2f}%</b> of the pool",
     ]

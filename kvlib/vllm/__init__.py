@@ -9,6 +9,8 @@ One sub-package, one module per job:
 - ``layout``: the page and block on one rank (``layer_page_bytes``,
   ``bytes_per_block``, ``pp_layer_split``, ``kv_cache_groups``);
 - ``tokens``: from blocks to the printed token and concurrency figures;
+- ``window``: a sliding-window group's worst case (start-up, "Maximum concurrency") against the
+  blocks a running request holds once the skipped ones are freed;
 - ``predict``: backwards, ``predict_from_log(start, spec)`` -> the block/token
   range vLLM should print from the available GiB it printed (per pipeline
   stage when the log says which rank printed what), and whether it did;
@@ -47,6 +49,7 @@ from .engine import (
 from .layout import KV_CACHE_DTYPES, bytes_per_block, kv_cache_groups, kv_element_bytes, layer_page_bytes, \
     pp_layer_split
 from .log import EngineStart, gib_window, parse_log
+from . import window  # the worst-case vs held sliding-window rules (ch04_pool_paging)
 from .engine import ReleaseRules, batch_defaults, release_rules
 from .pool import Forecast, PoolForecast, PoolPart, forecast_pool, predict_pool
 from .predict import LogPrediction, predict_from_log
