@@ -84,8 +84,7 @@ def erratum(who: str, claim: str, where_wrong: str, computed: str) -> HTML:
     >>> "“80 &lt; 79”" in box and "Erratum" in box
     True
 
-    Used in: ch01_kv_formula, ch02_gqa_tp, ch04_pool_paging, ch06_crossover, ch07_capacity_plan,
-    ch05_prefix_reuse, ch08_vllm_lab, ch09_interview_drills.
+    Used in: ch01_kv_formula, ch02_gqa_tp, ch04_pool_paging, ch06_crossover, ch07_capacity_plan, ch05_prefix_reuse, ch08_vllm_lab, ch09_interview_drills.
     """
     for name, value in (("who", who), ("claim", claim), ("where_wrong", where_wrong), ("computed", computed)):
         if not str(value).strip():
