@@ -159,6 +159,10 @@ class Problem:
         >>> p.steps()[-1].value == p.answer
         True
         """
+        self.answer   # the chain ends on the answer: from a notebook it counts as reading it (answer_reads)
+        return self._chain()
+
+    def _chain(self) -> tuple:
         chain = _QUANTITY_CHAINS.get(self.quantity) or _CHAINS[self.topic][0]
         return chain(dict(self.inputs))
 
@@ -175,7 +179,7 @@ class Problem:
         if not isinstance(slip_key, str) or not slip_key:
             return None
         where = _CHAINS[self.topic][1]
-        last = len(self.steps()) - 1
+        last = len(self._chain()) - 1
         found = []
         for part in base_key(slip_key).split(COMBINED):
             if part in where:
@@ -194,7 +198,7 @@ class Problem:
         value, problem, _, typed_tol = _parse_answer(answer, self.units)
         if problem or value is None:
             return None
-        chain = self.steps()
+        chain = self._chain()
         tol = max(self.tolerance, typed_tol) or 1e-9
         if _same_value(value, chain[-1].value, tol):
             return None

@@ -332,6 +332,11 @@ def test_what_counts_as_reading_the_answer():
     drills._ANSWER_READS.clear()
     repr(p)
     assert drills.answer_reads() == {("pool", p.seed)}
+    drills._ANSWER_READS.clear()
+    p.matching_step(1), p.slip_step("missing_layers")            # an index says nothing of the answer
+    assert drills.answer_reads() == frozenset()
+    p.steps()                                                  # the worked chain ends on the answer: a read
+    assert drills.answer_reads() == {("pool", p.seed)}
 
 
 def test_practice_reads_other_problems_and_the_course_reads_none():
