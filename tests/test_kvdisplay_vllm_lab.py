@@ -76,18 +76,6 @@ def test_engine_cell_shows_a_failing_prediction():
 
 
 @pytest.mark.slow
-def test_engine_cell_starts_the_cpu_engine_once():
-    if cpu_engine.engine_python() is None:
-        if os.environ.get("REQUIRE_ENGINE") == "1":
-            pytest.fail("REQUIRE_ENGINE=1 but vLLM's CPU engine is not installed (./dev.sh engine)")
-        pytest.skip("vLLM's CPU engine is not installed (./dev.sh engine)")
-    # tiny MQA: 3 layers x 1 KV head x 32 x 2 B x 2 x 128 = 49,152 B per block; 2^30 // 49,152 = 21,845
-    # blocks; 8 blocks per 1000-token request -> 2730.625 -> 2,730,625 tokens (vLLM printed this here).
-    html = kd.engine_lab("tiny MQA", 1, 1000, _whole_blocks, start_engine=True, timeout_s=400).data
-    assert "vLLM ran" in html and "2,730,625" in html and "kvlib agrees with the engine" in html
-
-
-
 def test_engine_lines_are_shown_without_colour_codes():
     """A live start's lines carry vLLM's terminal colours (seen running the engine cell:
     '\\x1b[0;36m(EngineCore pid=...)'); the page shows the lines as text, without the escapes."""

@@ -625,6 +625,9 @@ def test_engine_cell_starts_the_engine(chapter):
     Needs the engine (./dev.sh engine); REQUIRE_ENGINE=1 (CI) makes a missing one a failure."""
     if chapter.name != "ch08_vllm_lab":
         pytest.skip("the engine cell is in ch08_vllm_lab")
+    import conftest                                          # tests/conftest.py
+    if os.environ.get(conftest.ENGINE_PENDING_ENV):          # .ci/run: the install may still be running
+        conftest.wait_for_engine_install(Path(os.environ[conftest.ENGINE_PENDING_ENV]))
     from kvlib.vllm.cpu_engine import engine_python
     if engine_python() is None:
         message = "vLLM's CPU build is not installed (./dev.sh engine): the engine cell's engine branch is not run"
