@@ -371,3 +371,12 @@ def test_q5_choices_made_the_other_way_are_named():
     assert _summary("ch06_q5_optimisation", inverted).slips[0] == "smaller_read_chosen"
     s = _summary("ch06_q5_optimisation", lambda *args: "shrink_kv_cache")
     assert s.slips[:1] == ("always_shrink_kv_cache",) and "the larger one is what to shrink" in s.message
+
+
+@pytest.mark.parametrize("grade_id", ["ch06_q2_decode_step_ms", "ch06_q3_tokens_per_second"])
+def test_the_stated_tolerance_is_the_edge(grade_id, capsys):
+    # "within 0.1%": 0.09% off on every case passes, 0.11% off fails
+    fn = REFERENCE[grade_id]
+    check(grade_id, lambda *args: fn(*args) * 1.0009)
+    assert capsys.readouterr().out.startswith("✓")
+    fails(grade_id, lambda *args: fn(*args) * 1.0011)
