@@ -312,3 +312,21 @@ def test_compute_bound_batch_by_hand():
     # at 1,024 tokens f / m = (2P + 2 L H 2D T) / (b_tok T) = 119.7 + 8 < 295: no batch is compute-bound
     assert (2 * p + 2 * 32 * 32 * 256 * 1024) / (131_072 * 1024) < ridge
     assert compute_bound_batch("llama-3.1-8b", context=1024) is None
+
+
+def test_compute_bound_batch_with_embedding_rows_by_hand():
+    # what ch06 shows: the step reads W_r = W - (V - B) d b and the lookup does no arithmetic. At one token of
+    # context a step of B does f B FLOPs, f = 2 (P - V d) + 2 L H (2 D), and reads W - V d b + (d b + b_tok) B
+    # bytes; compute-bound from the first B with f B >= ridge x bytes. Llama 3.1 8B: V = 128,256, d = 4,096.
+    from kvlib.roofline import compute_bound_batch
+    p, vd = 8_030_261_248, 128_256 * 4096
+    f = 2 * (p - vd) + 2 * 32 * 32 * 256
+    base, per_seq = 2 * p - 2 * vd, 4096 * 2 + 131_072
+    ridge = 989e12 / 3.35e12
+    expected = math.ceil(ridge * base / (f - ridge * per_seq))
+    assert expected == 297 == compute_bound_batch("llama-3.1-8b", context=1, embedding_rows=True)
+    assert decode_step("llama-3.1-8b", batch=296, context=1, embedding_rows=True).limit == "bandwidth"
+    # at 512 tokens f / m = (2 (P - V d) + 2 L H 2D T) / (b_tok T + d b) = 228 < 295: none
+    f512 = 2 * (p - vd) + 2 * 32 * 32 * 256 * 512
+    assert 227 < f512 / (131_072 * 512 + 4096 * 2) < 229
+    assert compute_bound_batch("llama-3.1-8b", context=512, embedding_rows=True) is None

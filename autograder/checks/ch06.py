@@ -18,13 +18,16 @@ ch06_q5_optimisation                     optimisation_for(weight_bytes, L, K, D,
 
 (L, K, D, b stand for layers, kv_heads, head_dim, dtype_bytes.)
 
-Expected values come from kvlib: q1 ``ceil(kv.crossover_tokens(W, bytes per token) / B)`` (the
-first whole context at which the cache reads reach the weights), q2 and q3
-``kv.decode_step_seconds`` (q3 divided by the efficiency), q4 the ratio of
+Expected values come from kvlib: q1 ``kv.roofline.first_cache_context`` (the first whole
+context at which the cache reads reach the weights, ``ceil(W_r / (bytes per token x B))``), q2
+and q3 ``kv.decode_step_seconds`` (q3 divided by the efficiency), q4 the ratio of
 ``kv.decode_step_seconds`` with a bf16 and an fp8 cache, q5 ``kv.roofline.regime``.
-Weights are kvlib's bf16 count of the real model (``ModelSpec.weight_bytes(2)``).
-Hidden cases use other bundled models, batches, contexts, GPUs and efficiencies; q5's
-hidden workloads stay at least a factor 2 away from the crossover, where the choice is clear.
+``weight_bytes`` is what one decode step of the case's batch reads of the real model's bf16
+weights, ``kv.roofline.weight_bytes_read`` (W_r: every matrix, but of an untied input embedding
+only the batch's rows), as the chapter's step model counts it. Hidden cases use other bundled
+dense models (a mixture of experts reads only its routed experts: not this chapter's step),
+batches, contexts, GPUs and efficiencies; q5's hidden workloads stay at least a factor 2 away
+from the crossover, where the choice is clear, besides the tie cases of ``EDGES``, which sit on it.
 """
 
 from __future__ import annotations
@@ -43,15 +46,29 @@ OPTIONS = ("quantise_weights", "shrink_kv_cache")
 HIDDEN_NOTE = "(Hidden cases use other bundled models, batches, contexts, GPUs and cache dtypes.)"
 
 
-def _weights(model: str) -> int:
-    return model_spec(model).weight_bytes(2)
+def _weights_read(model: str, batch: int) -> int:
+    """What one decode step of ``batch`` sequences reads of ``model``'s bf16 weights (W_r)."""
+    return kv.roofline.weight_bytes_read(model_spec(model), batch)
 
 
 def _case(model: str, dtype_bytes: int, label: str, **extra) -> dict:
-    """A geometry case with the model's bf16 weight bytes first."""
+    """A geometry case with weight_bytes first: what a step of its batch reads (set by ``_weigh`` when the
+    batch comes later)."""
     case = geometry_case(model, dtype_bytes, label, **extra)
-    case["kwargs"] = {"weight_bytes": _weights(model), **case["kwargs"]}
+    case["kwargs"] = {"weight_bytes": 0, **case["kwargs"]}
+    if "batch_size" in extra:
+        _weigh(model, case)
     return case
+
+
+def _weigh(model: str, case: dict) -> dict:
+    case["kwargs"]["weight_bytes"] = _weights_read(model, case["kwargs"]["batch_size"])
+    return case
+
+
+def _dense_models() -> list:
+    """Bundled non-MLA models whose every weight a step reads (not a mixture of experts)."""
+    return [m for m in non_mla_models() if model_spec(m).num_params_active() == model_spec(m).num_params()]
 
 
 def _gpu(name: str) -> int:
@@ -73,11 +90,28 @@ Q1_VISIBLE = (
 )
 
 
+def _edge(case: dict, offset: int, label: str) -> dict:
+    """``case`` with its weights moved onto an exact crossover (a whole context's cache), then ``offset`` bytes."""
+    k = case["kwargs"]
+    per_context = bytes_per_token(case) * k["batch_size"]
+    exact = kv.roofline.first_cache_context(k["weight_bytes"], bytes_per_token(case), k["batch_size"]) * per_context
+    k["weight_bytes"] = exact + offset
+    case["label"] = label
+    return case
+
+
+#: Round up (the text's rule): exactly on a whole context, one byte of weights less (still that context) and
+#: one byte more (the next one). Llama 3.1 8B at batch 32: 131,072 x 32 = 4,194,304 B per token of context.
+Q1_EDGES = tuple(
+    _edge(_case("llama-3.1-8b", 2, "", batch_size=32), offset,
+          f"Llama 3.1 8B geometry at batch 32, weights {what} a whole context's cache read")
+    for offset, what in ((0, "exactly"), (-1, "one byte short of"), (1, "one byte past")))
+Q1_VISIBLE = Q1_VISIBLE + Q1_EDGES
+
+
 def _q1_expected(case: dict) -> int:
-    w, b, bpt = case["kwargs"]["weight_bytes"], case["kwargs"]["batch_size"], bytes_per_token(case)
-    if w % (bpt * b) == 0:      # an exact crossover: no float division to round
-        return w // (bpt * b)
-    return math.ceil(kv.roofline.crossover_context(weight_bytes=w, bytes_per_token=bpt, batch=b))
+    k = case["kwargs"]
+    return kv.roofline.first_cache_context(k["weight_bytes"], bytes_per_token(case), k["batch_size"])
 
 
 # --- q2, q3: the step at the bandwidth limit, and at a share of it -------------------------------
@@ -156,7 +190,7 @@ def _q4_hidden(seed: int) -> tuple:
     rng = random.Random(seed)
     cases = []
     while len(cases) < 6:
-        model = rng.choice(non_mla_models())
+        model = rng.choice(_dense_models())
         short_context = rng.choice([256, 512, 1024, 2048])
         case = _fp8_case(model, rng.choice([1, 4, 16, 32, 64]), short_context,
                          short_context * rng.choice([8, 16, 32, 64]))
@@ -186,10 +220,33 @@ Q5_VISIBLE = (
     _workload("gpt2-large", "GPT-2 large (MHA, head_dim 64): batch 6, 1,024 tokens", 1024, 6),
 )
 
-
 def _kv_read(case: dict) -> int:
     k = case["kwargs"]
     return kv.kv_bytes_total(bytes_per_token(case), k["seq_len"], k["batch_size"])
+
+
+TIE_HINT = ("the text's rule at a tie: the step is weight-dominated when the weights are *at least* the cache "
+            "read (>=), so weights exactly equal to it call for 'quantise_weights'.")
+
+
+def _tie(case: dict, offset: int, label: str) -> dict:
+    """``case`` with its weights set to its cache read plus ``offset`` bytes (the tie, and one byte either side)."""
+    case["kwargs"]["weight_bytes"] = _kv_read(case) + offset
+    case["label"] = label
+    case["context"]["hint"] = TIE_HINT
+    return case
+
+
+def _q5_ties(model: str, seq_len: int, batch: int, name: str) -> tuple:
+    return tuple(_tie(_workload(model, "", seq_len, batch), offset, f"{name}: batch {batch}, {seq_len:,} tokens, "
+                                                                    f"weights {what} the cache read")
+                 for offset, what in ((0, "equal to"), (-1, "one byte less than"), (1, "one byte more than")))
+
+
+#: The tie (weights = cache read: 'quantise_weights') and one byte either side. Llama 3.1 8B, 16 x 8,192 tokens:
+#: 131,072 x 8,192 x 16 = 17,179,869,184 B of cache.
+Q5_EDGES = _q5_ties("llama-3.1-8b", 8192, 16, "Llama 3.1 8B geometry")
+Q5_VISIBLE = Q5_VISIBLE + Q5_EDGES
 
 
 def _q5_expected(case: dict) -> str:
@@ -201,14 +258,16 @@ def _q5_hidden(seed: int) -> tuple:
     rng = random.Random(seed)
     cases = []
     while len(cases) < 8:
-        model = rng.choice(non_mla_models())
+        model = rng.choice(_dense_models())
         batch, seq_len = rng.choice([1, 2, 4, 8, 16, 32, 64, 128, 256]), 2 ** rng.randint(9, 17)
         case = _workload(model, f"{short(kv.load_model(model).name)}, batch {batch}, {seq_len:,} tokens",
                          seq_len, batch)
         ratio = _kv_read(case) / case["kwargs"]["weight_bytes"]
         if (ratio < 0.5 or ratio > 2) and _within_context(model, seq_len):   # clear of the crossover, and servable
             cases.append(case)
-    return tuple(cases)
+    model = rng.choice(_dense_models())          # and the tie, one byte either side, on a drawn geometry
+    seq_len = 2 ** rng.randint(9, min(17, int(math.log2(kv.load_model(model).max_position_embeddings or 2**17))))
+    return tuple(cases) + _q5_ties(model, seq_len, rng.choice([2, 4, 8, 16, 32]), "a drawn model")
 
 
 # --- hidden cases of q1-q3 -----------------------------------------------------------------------
@@ -218,24 +277,32 @@ def _within_context(model: str, context: int) -> bool:
 
 
 def _runs(model: str, case: dict) -> bool:
-    """A step case names a deployment: it must be one vLLM could run on its GPU (``kv.check_deployment``)."""
+    """A step case names a deployment: it must be one vLLM could run on its GPU (``kv.check_deployment``, which
+    holds the whole bf16 model in memory, whatever a step reads of it)."""
     k = case["kwargs"]
     if "seq_len" not in k:
         return True
     return kv.check_deployment(model, case["context"]["gpu"], batch_size=k["batch_size"], seq_len=k["seq_len"],
-                               kv_dtype_bytes=k["dtype_bytes"], weight_bytes=k["weight_bytes"]).fits
+                               kv_dtype_bytes=k["dtype_bytes"]).fits
 
 
-def _hidden(extra, count: int = 8):
+def _hidden(extra, count: int = 8, edges: bool = False):
     def build(seed: int) -> tuple:
         rng = random.Random(seed)
         cases = []
         while len(cases) < count:       # a draw no engine could run is drawn again
-            model, dtype = rng.choice(non_mla_models()), rng.choice([1, 2])
+            model, dtype = rng.choice(_dense_models()), rng.choice([1, 2])
             case = _case(model, dtype, f"{short(kv.load_model(model).name)}, {dtype_name(dtype)} cache")
             extra(rng, case)
+            _weigh(model, case)
             if _runs(model, case):
                 cases.append(case)
+        if edges:                       # q1's rounding edge on a drawn geometry: exactly, one byte short, one past
+            model, dtype = rng.choice(_dense_models()), rng.choice([1, 2])
+            batch = rng.choice([3, 8, 16, 24, 64, 100])
+            cases += [_edge(_case(model, dtype, "", batch_size=batch), offset,
+                            f"{short(kv.load_model(model).name)}, weights {what} a whole context's cache read")
+                      for offset, what in ((0, "exactly"), (-1, "one byte short of"), (1, "one byte past"))]
         return tuple(cases)
     return build
 
@@ -263,7 +330,14 @@ STEP_PARAMS = GEOMETRY_PARAMS + ("seq_len", "batch_size", "bandwidth_bytes_per_s
 #: The edges the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), each
 #: with the visible cases that sit on it (tests/test_case_variants.py checks that they exist).
 EDGES = {
+    "ch06_q1_crossover_context": (
+        {"rule": "round up: the first whole context whose cache read reaches the weights (exactly on a whole "
+                 "context, one byte of weights short of it, one byte past it)",
+         "visible": tuple(c["label"] for c in Q1_EDGES)},
+    ),
     "ch06_q5_optimisation": (
+        {"rule": "a tie is weight-dominated (weights >= cache read: 'quantise_weights'); one byte either side",
+         "visible": tuple(c["label"] for c in Q5_EDGES)},
         {"rule": "the larger read decides: cases where the cache dtype and head_dim move the cache's read across "
                  "the weights'", "visible": ("Llama 3.1 8B with an fp8 cache: batch 16, 8,192 tokens",
                                              "GPT-2 large (MHA, head_dim 64): batch 6, 1,024 tokens")},
@@ -277,7 +351,7 @@ EXERCISES = exercises(
         function_name="crossover_context",
         params=GEOMETRY_PARAMS + ("batch_size",),
         visible_cases=Q1_VISIBLE,
-        hidden_cases=_hidden(_with_batch),
+        hidden_cases=_hidden(_with_batch, edges=True),
         expected=_q1_expected,
         quantity="crossover_context_tokens",
         slip_inputs=_slip_inputs,
