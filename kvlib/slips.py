@@ -1480,6 +1480,8 @@ SLIPS.update({
                         "printed.",
     "hex_not_bytes": "the key came back as hex text (.hex()); return the bytes, not .hex(): the chapter prints keys in "
                      "hex only to show them.",
+    "gib_as_gb": "the log prints GiB (2^30 bytes); you converted the figure to GB ({wrong_value:.4g}, x 2^30 / 10^9). "
+                 "Return it as printed, in GiB.",
 })
 GENERAL.update({
     "tp_floor_missing": "with more GPUs than KV heads, kv_heads // tp is 0: each GPU keeps at least one KV head.",
@@ -1493,6 +1495,7 @@ GENERAL.update({
     "weights_not_subtracted": "the weights' read time is not taken out of the target.",
     "hex_not_bytes": "return the key's bytes, not .hex() text.",
     "tokens_as_blocks": "the log prints tokens: return the count as printed.",
+    "gib_as_gb": "the log prints GiB: return the figure as printed, not converted to GB.",
     "partial_block_rounded_up": "a partial last block is not shared: round down to whole blocks, not up.",
 })
 

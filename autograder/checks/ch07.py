@@ -136,8 +136,9 @@ def _kv_per_seq_gpu(case) -> int:
 
 
 def _per_seq(case, earlier):
-    """One sequence's bytes per GPU: the learner's own q1 answer when there is one (builds_on), whatever
-    its number type; a q1 answer of 0 leaves a later step nothing to be judged on (``core.judge`` excuses it)."""
+    """One sequence's bytes per GPU: the number the learner's own q1 gave on this case (builds_on: a float, a
+    numpy scalar's or a bool's number, 0 included), or kvlib's when q1 gave none. A 0 leaves q2 and q4 nothing
+    to divide by: ``core`` excuses those cases (the slip is charged in q1 only)."""
     return earlier if earlier is not None else _kv_per_seq_gpu(case)
 
 
@@ -184,7 +185,7 @@ def _memory_inputs(case, earlier=None) -> dict:
     k = case["kwargs"]
     return dict(gpu_bytes=k["gpu_memory_bytes"], label_bytes=case["context"]["label_bytes"],
                 utilization=k["utilization"], weight_bytes=k["weight_bytes"], other_bytes=k["overhead_bytes"],
-                tp=k["tp"], kv_heads=k["kv_heads"], kv_bytes_per_sequence_per_gpu=_per_seq(case, earlier or None))
+                tp=k["tp"], kv_heads=k["kv_heads"], kv_bytes_per_sequence_per_gpu=_per_seq(case, earlier))
 
 
 def _latency_inputs(case, earlier=None) -> dict:
@@ -192,7 +193,7 @@ def _latency_inputs(case, earlier=None) -> dict:
     k = case["kwargs"]
     inputs = {name: k[name] for name in ("weight_bytes", "tp", "bandwidth_bytes_per_s", "tp_overhead", "efficiency",
                                          "sequences", "itl_target_ms", "kv_heads")}
-    inputs["kv_bytes_per_sequence_per_gpu"] = _per_seq(case, earlier or None)
+    inputs["kv_bytes_per_sequence_per_gpu"] = _per_seq(case, earlier)
     return inputs
 
 

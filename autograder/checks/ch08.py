@@ -113,7 +113,15 @@ def available_expected(case: dict) -> float:
 
 
 def available_slip_inputs(case: dict) -> dict:
-    return {"printed": available_expected(case), "wrong": _available_wrong(case["kwargs"]["log_text"])}
+    wrong = _available_wrong(case["kwargs"]["log_text"])
+    start = _start(case)
+    printed, text = start.available_kv_cache_gib, start.available_kv_cache_text
+    # the GiB figure converted to GB: exactly, or rounded to the decimals the log printed (or to two)
+    wrong["gib_as_gb"] = printed * kv.GiB / kv.GB
+    decimals = len(text.split(".")[1]) if text and "." in text else 0
+    wrong["gib_as_gb@printed"] = round(printed * kv.GiB / kv.GB, decimals)
+    wrong["gib_as_gb@2dp"] = round(printed * kv.GiB / kv.GB, 2)
+    return {"printed": printed, "wrong": wrong}
 
 
 _RANK_HINT = "several ranks print their own figure; vLLM sizes the pool from the smallest."
