@@ -46,7 +46,7 @@ def sequences_by_itl(itl_target_ms, weight_bytes, tp, bandwidth_bytes_per_s, tp_
                      kv_heads, head_dim, dtype_bytes, context):
     readable = itl_target_ms / 1000 / _slow(tp, tp_overhead, efficiency) * bandwidth_bytes_per_s
     per_seq = kv_per_sequence_per_gpu(layers, kv_heads, head_dim, dtype_bytes, context, tp)
-    return math.floor((readable - math.ceil(weight_bytes / tp)) / per_seq)
+    return max(0, math.floor((readable - math.ceil(weight_bytes / tp)) / per_seq))    # 0: nothing meets it
 
 
 def nodes(users, gpus_per_node, tp, sequences_by_memory, sequences_by_itl, spike_factor, redundancy_nodes):
@@ -368,7 +368,7 @@ def _q4_on(q1):
            head_dim, dtype_bytes, context):
         readable = itl_target_ms / 1000 / _slow(tp, tp_overhead, efficiency) * bandwidth_bytes_per_s
         per_seq = q1(layers, kv_heads, head_dim, dtype_bytes, context, tp)
-        return math.floor((readable - math.ceil(weight_bytes / tp)) / per_seq)
+        return max(0, math.floor((readable - math.ceil(weight_bytes / tp)) / per_seq))
     return q4
 
 
@@ -485,3 +485,65 @@ def test_the_outside_check_builds_on_q1_the_same_way():
     v1, given = V._judge_exercise(q1, q1.grade_id, 1, cases, len(q1.cases()), r1)
     v2, _ = V._judge_exercise(q2, q2.grade_id, 2, cases, len(q1.cases()), r2, given)
     assert not v1.passed and v2.passed, v2.feedback
+
+
+# --- the edges the text decides (issue 38 §6): the other side of each fails and is told the rule -------------
+def q2_budget_floored(gpu_memory_bytes, utilization, weight_bytes, overhead_bytes, layers, kv_heads, head_dim,
+                      dtype_bytes, context, tp):
+    pool = int(gpu_memory_bytes * utilization) - math.ceil(weight_bytes / tp) - overhead_bytes
+    return pool // kv_per_sequence_per_gpu(layers, kv_heads, head_dim, dtype_bytes, context, tp)
+
+
+def q4_unclamped(*args):
+    readable = args[0] / 1000 / _slow(args[2], args[4], args[5]) * args[3]
+    per_seq = kv_per_sequence_per_gpu(*args[6:11], args[2])
+    return math.floor((readable - math.ceil(args[1] / args[2])) / per_seq)
+
+
+def q5_plain_ceil(users, gpus_per_node, tp, sequences_by_memory, sequences_by_itl, spike_factor, redundancy_nodes):
+    per_node = gpus_per_node // tp * min(sequences_by_memory, sequences_by_itl)
+    return math.ceil(-(-users // per_node) * spike_factor) + redundancy_nodes
+
+
+def q5_floor_plus_one(users, gpus_per_node, tp, sequences_by_memory, sequences_by_itl, spike_factor,
+                      redundancy_nodes):
+    per_node = gpus_per_node // tp * min(sequences_by_memory, sequences_by_itl)
+    return math.ceil(round((users // per_node + 1) * spike_factor, 9)) + redundancy_nodes
+
+
+EDGE_SLIPS = [
+    # Llama 3.1 8B on one H100: 0.92 x 85,018,877,624 = 78,217,367,414.08 B; rounded up ...415, the pool is exactly
+    # 110 sequences of 4,096 x 131,072 B; rounded down it is one byte short: 109
+    ("ch07_q2_sequences_by_memory", q2_budget_floored, "budget_rounded_down", "rounded up to a whole byte",
+     "1 sequence too small"),
+    ("ch07_q4_sequences_by_itl", q4_unclamped, "negative_count", "not a negative count", ""),
+    # 6,200 users at 124 a node: 50 nodes; 50 x 1.1 = 55 exactly, stored as 55.00000000000001; + 1 spare = 56
+    ("ch07_q5_nodes", q5_plain_ceil, "spike_float_noise", "floating point stores the product", "1 node too large"),
+    # 1,240 users at 124 a node: 10 nodes, not 11; x 1.3 = 13, + 1 = 14 (11 x 1.3 = 14.3 -> 15, + 1 = 16)
+    ("ch07_q5_nodes", q5_floor_plus_one, "ceil_as_floor_plus_one", "take the ceiling", "2 nodes too large"),
+]
+
+
+@pytest.mark.parametrize("grade_id, fn, key, phrase, size", EDGE_SLIPS, ids=[e[2] for e in EDGE_SLIPS])
+def test_the_other_side_of_an_edge_is_named(grade_id, fn, key, phrase, size):
+    from kvlib import slips
+    message = fails(grade_id, fn)
+    assert phrase in message and size in message, message
+    edge_labels = {label for e in ch07.EDGES[grade_id] for label in e["visible"]}
+    assert any(label in message for label in edge_labels), message      # the failing case is an edge's
+    for seed in SEEDS:
+        assert slips.general(key) in fails(grade_id, fn, hidden=True, seed=seed)
+
+
+def test_edge_figures_by_hand():
+    by_label = {c["label"]: c for c in EX["ch07_q2_sequences_by_memory"].cases()}
+    exact = by_label["Llama 3.1 8B, 4,096 tokens, TP 1, an overhead of 3,101,044,599 B: the pool is exactly a whole "
+                     "number of sequences"]
+    k = exact["kwargs"]
+    assert k["gpu_memory_bytes"] == 85_018_877_624 and k["weight_bytes"] == 16_060_522_496
+    per_seq = 2 * 32 * 8 * 128 * 2 * 4096            # 131,072 B a token x 4,096 tokens = 536,870,912 B
+    pool = math.ceil(85_018_877_624 * 0.92) - 16_060_522_496 - 3_101_044_599
+    assert pool == 110 * per_seq and EX["ch07_q2_sequences_by_memory"].expected_for(exact) == 110
+    nodes_cases = {c["label"]: c for c in EX["ch07_q5_nodes"].cases()}
+    six = nodes_cases["Qwen2.5 32B, TP 8, 6,200 users: exactly 50 nodes' worth (124 sequences a node), spike x 1.1"]
+    assert 50 * 1.1 == 55.00000000000001 and EX["ch07_q5_nodes"].expected_for(six) == 56

@@ -29,7 +29,8 @@ the slip diagnosis need beyond them (``num_heads``, a ``hint``). Case builders:
 is ``f(seed)`` or ``f(seed, student=None)`` (a builder that takes ``student``
 gets the learner's id, for per-learner variants). Multi-step problems:
 an exercise with ``builds_on=<grade id>`` has cases that line up with that
-exercise's (case k, visible then hidden, of each), and its ``expected`` (and
+exercise's (case k, visible then hidden, of each; a case of its own names the earlier case it builds on in
+``context["earlier_case"]``), and its ``expected`` (and
 ``slip_inputs``) take ``earlier``: the number the learner's own earlier step
 gave on case k, or None when there is nothing to build on (then kvlib's own
 value). Step 2 is judged against the learner's step 1, so one slip is charged
@@ -548,7 +549,7 @@ def verdicts(exercise: Exercise, cases, records, *, hidden: bool = False, earlie
     """One ``Verdict`` per case; ``earlier``: the learner's answers to the step this one builds on."""
     out = []
     for k, (case, record) in enumerate(zip(cases, records)):
-        out.append(judge(exercise, case, record, hidden=hidden, earlier=_prior(earlier, k)))
+        out.append(judge(exercise, case, record, hidden=hidden, earlier=_prior(earlier, k, case)))
     return out
 
 
@@ -565,8 +566,12 @@ def common_slip(results) -> str | None:
     return shared[0] if shared else None
 
 
-def _prior(earlier, k):
-    return earlier[k] if earlier is not None and k < len(earlier) else NOT_BUILT_ON
+def _prior(earlier, k, case=None):
+    """The earlier step's answer that case ``k`` builds on: that step's case k, or the one the case names
+    (``context["earlier_case"]``: a case of this step only, such as an edge of its own, built on an earlier case)."""
+    if case is not None:
+        k = case.get("context", {}).get("earlier_case", k)
+    return earlier[k] if earlier is not None and 0 <= k < len(earlier) else NOT_BUILT_ON
 
 
 def fitting_slips(exercise: Exercise, cases, results, records, earlier=None, *, failing_only: bool = False) -> tuple:
@@ -601,7 +606,7 @@ def fitting_slips(exercise: Exercise, cases, results, records, earlier=None, *, 
         if number is None:
             continue
         out = slips.ruled_out(exercise.quantity, number, rel_tol=_rel_tol(exercise), unit=exercise.unit,
-                              **slip_inputs_for(exercise, cases[k], _prior(earlier, k)))
+                              **slip_inputs_for(exercise, cases[k], _prior(earlier, k, cases[k])))
         # a passing case rules a slip out when every way it was made elsewhere gives another number here
         shared = [key for key in shared if not ways[key] <= out]
     return tuple(shared)
@@ -655,20 +660,20 @@ def summary(exercise: Exercise, cases, results, *, hidden: bool = False, earlier
     if hidden:
         if fitting:
             k, first = next((j, v) for j, v in failures if v.kind == "value")
-            message = judge(exercise, cases[k], records[k], hidden=True, earlier=_prior(earlier, k),
+            message = judge(exercise, cases[k], records[k], hidden=True, earlier=_prior(earlier, k, cases[k]),
                             lead=fitting[0], allowed=fitting).message
             return _summary(message, fitting[:2], fitting, "value")
         # no slip fits them all: the failure that one slip explains, named alone (no alternative)
         unique = [(j, v) for j, v in failures if len(v.slips) == 1]
         k, chosen = (unique or failures)[0]
         if records is not None and chosen.kind == "value" and chosen.slips:
-            message = judge(exercise, cases[k], records[k], hidden=True, earlier=_prior(earlier, k),
+            message = judge(exercise, cases[k], records[k], hidden=True, earlier=_prior(earlier, k, cases[k]),
                             allowed=chosen.slips[:1]).message
             return _summary(message, chosen.slips[:1], (), "value")
         return _summary(chosen.message, chosen.slips[:1] if chosen.kind == "value" else (), (), chosen.kind)
     message, named = first.message, ()
     if first.kind == "value" and records is not None and exercise.quantity:
-        prior = _prior(earlier, k)
+        prior = _prior(earlier, k, cases[k])
         if fitting:
             message = judge(exercise, cases[k], records[k], earlier=prior, lead=fitting[0], allowed=fitting).message
             named = fitting[:2]
