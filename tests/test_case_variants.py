@@ -136,10 +136,10 @@ def test_hidden_cases_sit_on_each_side_of_the_edge(assignment, grade_id, n):
         assert sides <= shown, f"{grade_id}, seed {seed}: hidden cases miss {sides - shown} of {edge['rule']!r}"
 
 
-def test_the_sided_edges_include_ch07_and_ch08():
+def test_the_sided_edges_include_ch01_ch07_and_ch08():
     ids = {g for _, g, _ in SIDED}
     assert {"ch07_q1_kv_per_sequence_per_gpu", "ch07_q2_sequences_by_memory", "ch07_q4_sequences_by_itl",
-            "ch07_q5_nodes", "ch08_q3_block_range", "ch08_q4_mismatch_cause"} <= ids
+            "ch07_q5_nodes", "ch08_q3_block_range", "ch08_q4_mismatch_cause", "ch01_q4_sequences_that_fit"} <= ids
 
 
 def test_pinned_answers_are_a_real_mutation():
