@@ -255,7 +255,7 @@ def _judge_exercise(exercise, gid: str, points: float, cases, hidden_from: int, 
         except Exception as exc:  # noqa: BLE001 -- a record nobody foresaw is a failure, not a crash
             results, message = [], f"the result could not be judged ({type(exc).__name__})"
         parts.append((sum(v.ok for v in results), hi - lo, message))
-        judged += [(case, record, v, hidden, prior[k] if prior is not None and k < len(prior) else None)
+        judged += [(case, record, v, hidden, core._prior(prior, k, case))
                    for k, (case, record, v) in enumerate(zip(cases[lo:hi], records[lo:hi], results))]
     passed = sum(p[0] for p in parts)
     failing = [p[2] for p in parts if p[2] is not None]

@@ -1077,7 +1077,10 @@ def _q_sequences_per_gpu_by_memory(i):
     pool = formulas.kv_pool_bytes(m, u, formulas.weight_bytes_per_gpu(w, tp), o, round_budget_up=True)
     slips = [("weights_not_split", fit(weights=w)), ("no_utilization", fit(util=1)),
              ("missing_overhead", fit(other=0)), ("ceil_not_floor", math.ceil(pool / s)),
-             ("ceil_not_floor@round", round(pool / s)), ("gb_for_gib@down", fit(memory=m * GB / GiB)),
+             ("ceil_not_floor@round", round(pool / s)),
+             ("budget_rounded_down", math.floor(formulas.kv_pool_bytes(m, u, formulas.weight_bytes_per_gpu(w, tp), o)
+                                                / s)),
+             ("gb_for_gib@down", fit(memory=m * GB / GiB)),
              ("gb_for_gib@up", fit(memory=m * GiB / GB))]
     if i.get("label_bytes"):
         slips.append(("label_memory", fit(memory=i["label_bytes"])))
@@ -1141,6 +1144,9 @@ def _q_sequences_by_itl(i):
     slow = _slowdown(i["tp"], i["tp_overhead"], i["efficiency"])
     slips += [("target_ms_as_seconds", math.floor((tau * 1e3 / slow * bw - w_gpu) / s_gpu)),
               ("weights_not_subtracted", math.floor(tau / slow * bw / s_gpu))]
+    if expected < 0:        # nothing meets the target: 0 sequences (ch07 Exercise 4), not the negative formula
+        slips.append(("negative_count", expected))
+        expected = 0
     return expected, [(k, v) for k, v in slips if v != expected]
 
 
@@ -1162,6 +1168,8 @@ def _q_nodes_with_headroom(i):
              ("floor_nodes", spike(users // (replicas * min(mem, lat))) + r),
              ("spike_not_rounded_up", round(nodes * f) + r),
              ("spike_not_rounded_up", math.floor(nodes * f) + r),
+             ("spike_float_noise", math.ceil(nodes * f) + r),
+             ("ceil_as_floor_plus_one", spike(users // (replicas * min(mem, lat)) + 1) + r),
              ("spares_scaled", spike(nodes + r)), ("gpus_not_nodes", expected * g),
              ("missing_replicas", deploy(reps=1))]      # the right count (dropped) when a node is one replica
     return expected, [(k, v) for k, v in slips if v != expected]
@@ -1480,6 +1488,14 @@ SLIPS.update({
                         "printed.",
     "hex_not_bytes": "the key came back as hex text (.hex()); return the bytes, not .hex(): the chapter prints keys in "
                      "hex only to show them.",
+    "budget_rounded_down": "the budget gpu_memory_bytes x utilization is rounded up to a whole byte (ceil, as vLLM "
+                           "does), not down: here the byte it loses costs a whole sequence.",
+    "ceil_as_floor_plus_one": "users that fill a whole number of nodes need exactly that many: users // per_node + 1 "
+                              "adds a node; take the ceiling, -(-users // per_node).",
+    "spike_float_noise": "the spiked node count is a whole number here, but floating point stores the product a hair "
+                         "above it, so math.ceil adds a node: round the product (say to 9 decimals) before rounding up.",
+    "gib_as_gb": "the log prints GiB (2^30 bytes); you converted the figure to GB ({wrong_value:.4g}, x 2^30 / 10^9). "
+                 "Return it as printed, in GiB.",
 })
 GENERAL.update({
     "tp_floor_missing": "with more GPUs than KV heads, kv_heads // tp is 0: each GPU keeps at least one KV head.",
@@ -1493,6 +1509,11 @@ GENERAL.update({
     "weights_not_subtracted": "the weights' read time is not taken out of the target.",
     "hex_not_bytes": "return the key's bytes, not .hex() text.",
     "tokens_as_blocks": "the log prints tokens: return the count as printed.",
+    "gib_as_gb": "the log prints GiB: return the figure as printed, not converted to GB.",
+    "budget_rounded_down": "the budget M x u is rounded up to a whole byte, not down.",
+    "ceil_as_floor_plus_one": "users that fill whole nodes need exactly that many: take the ceiling, not floor + 1.",
+    "spike_float_noise": "a whole spiked node count gained a node from floating-point noise: round the product "
+                         "before the ceiling.",
     "partial_block_rounded_up": "a partial last block is not shared: round down to whole blocks, not up.",
 })
 
@@ -1842,7 +1863,8 @@ ROUNDING_KEYS = frozenset(key for ways in _ROUNDINGS.values() for key, _ in ways
 #: Slips a check names by the count the answer is off (generic ones, and the chapters' own rounding slips).
 COUNT_SLIPS = DESCRIPTIVE | ROUNDING_KEYS | {"ceil_not_floor", "floor_nodes", "crossover_rounded_down",
                                              "paged_floor_not_ceil", "partial_block_rounded_up",
-                                             "spike_not_rounded_up"}
+                                             "spike_not_rounded_up", "spike_float_noise", "ceil_as_floor_plus_one",
+                                             "budget_rounded_down"}
 
 
 def _exact(a, b):

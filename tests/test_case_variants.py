@@ -6,9 +6,10 @@
   must fail at least one visible case. (ch06 Exercise 5 once passed every case ignoring dtype_bytes.)
 * ch02 Exercise 4's slip cannot be guessed from the factor alone.
 * ch08 Exercise 3: the window formula that treats the open upper edge as closed fails a visible case.
-* Every checks module lists its exercises' edges (``EDGES``), and each listed edge names a visible case.
+* Every checks module lists its exercises' edges (``EDGES``), and each listed edge names a visible case;
+  an edge with ``side(case)`` also has hidden cases on each of its sides, for every seed tried.
 
-In-process, visible cases only: about two seconds.
+In-process: a few seconds.
 """
 
 from __future__ import annotations
@@ -110,9 +111,35 @@ def test_every_edge_is_listed_and_visible(assignment):
     for gid, listed in edges.items():
         labels = [c["label"] for c in exercises[gid].cases(False, None, "ada")]
         for edge in listed:
-            assert set(edge) == {"rule", "visible"}, edge
+            assert set(edge) in ({"rule", "visible"}, {"rule", "visible", "side"}), edge
             for label in edge["visible"]:
                 assert label in labels, f"{gid}: edge {edge['rule']!r} names no visible case {label!r}"
+
+
+#: the seeds whose hidden cases must show each side of an edge: the default one and three others
+EDGE_SEEDS = (None, 0, 1, 2026)
+SIDED = [(a, gid, n) for a in GRADED for gid, listed in getattr(chapter_module(a), "EDGES", {}).items()
+         for n, edge in enumerate(listed) if "side" in edge]
+
+
+@pytest.mark.parametrize("assignment, grade_id, n", SIDED, ids=[f"{g}-{n}" for _, g, n in SIDED])
+def test_hidden_cases_sit_on_each_side_of_the_edge(assignment, grade_id, n):
+    """An edge with ``side(case)`` (which side of it a case sits on, None off it): the visible cases it names sit on
+    the sides, and every seed's hidden cases show each side the visible ones show (issue 38 §6)."""
+    edge = chapter_module(assignment).EDGES[grade_id][n]
+    ex = chapter_exercises(assignment)[grade_id]
+    by_label = {c["label"]: c for c in ex.cases(False, None, "ada")}
+    sides = {edge["side"](by_label[label]) for label in edge["visible"]}
+    assert None not in sides, f"{grade_id}: a case named on {edge['rule']!r} is off the edge"
+    for seed in EDGE_SEEDS:
+        shown = {edge["side"](c) for c in ex.cases(True, seed, "ada")}
+        assert sides <= shown, f"{grade_id}, seed {seed}: hidden cases miss {sides - shown} of {edge['rule']!r}"
+
+
+def test_the_sided_edges_include_ch01_ch07_and_ch08():
+    ids = {g for _, g, _ in SIDED}
+    assert {"ch07_q1_kv_per_sequence_per_gpu", "ch07_q2_sequences_by_memory", "ch07_q4_sequences_by_itl",
+            "ch07_q5_nodes", "ch08_q3_block_range", "ch08_q4_mismatch_cause", "ch01_q4_sequences_that_fit"} <= ids
 
 
 def test_pinned_answers_are_a_real_mutation():

@@ -46,7 +46,7 @@ def sequences_by_itl(itl_target_ms, weight_bytes, tp, bandwidth_bytes_per_s, tp_
                      kv_heads, head_dim, dtype_bytes, context):
     readable = itl_target_ms / 1000 / _slow(tp, tp_overhead, efficiency) * bandwidth_bytes_per_s
     per_seq = kv_per_sequence_per_gpu(layers, kv_heads, head_dim, dtype_bytes, context, tp)
-    return math.floor((readable - math.ceil(weight_bytes / tp)) / per_seq)
+    return max(0, math.floor((readable - math.ceil(weight_bytes / tp)) / per_seq))    # 0: nothing meets it
 
 
 def nodes(users, gpus_per_node, tp, sequences_by_memory, sequences_by_itl, spike_factor, redundancy_nodes):
@@ -344,3 +344,206 @@ def test_q4_returns_zero_when_the_weights_alone_miss_the_target():
     assert case["kwargs"]["tp"] == 1 and case["kwargs"]["weight_bytes"] / 3.35e12 / 0.7 > 0.005
     tight = dict(case, kwargs=dict(case["kwargs"], itl_target_ms=5))
     assert ch07._sequences_by_itl(tight) == 0
+
+
+# --- a later step accepts the learner's q1 whatever its type, and never charges its slip again ---------
+def _q2_on(q1):
+    def q2(gpu_memory_bytes, utilization, weight_bytes, overhead_bytes, layers, kv_heads, head_dim, dtype_bytes,
+           context, tp):
+        pool = math.ceil(gpu_memory_bytes * utilization) - math.ceil(weight_bytes / tp) - overhead_bytes
+        return pool // q1(layers, kv_heads, head_dim, dtype_bytes, context, tp)
+    return q2
+
+
+def _q3_on(q1):
+    def q3(sequences, weight_bytes, tp, bandwidth_bytes_per_s, tp_overhead, efficiency, layers, kv_heads, head_dim,
+           dtype_bytes, context):
+        step = weight_bytes / tp + sequences * q1(layers, kv_heads, head_dim, dtype_bytes, context, tp)
+        return step / bandwidth_bytes_per_s * _slow(tp, tp_overhead, efficiency) * 1000
+    return q3
+
+
+def _q4_on(q1):
+    def q4(itl_target_ms, weight_bytes, tp, bandwidth_bytes_per_s, tp_overhead, efficiency, layers, kv_heads,
+           head_dim, dtype_bytes, context):
+        readable = itl_target_ms / 1000 / _slow(tp, tp_overhead, efficiency) * bandwidth_bytes_per_s
+        per_seq = q1(layers, kv_heads, head_dim, dtype_bytes, context, tp)
+        return max(0, math.floor((readable - math.ceil(weight_bytes / tp)) / per_seq))
+    return q4
+
+
+def _q1_numpy_total(*args):
+    import numpy as np
+    return np.int64(q1_total(*args))           # the TP slip, in a numpy integer
+
+
+def _q1_numpy_right(*args):
+    import numpy as np
+    return np.int64(kv_per_sequence_per_gpu(*args))
+
+
+def _q1_float(*args):
+    return float(kv_per_sequence_per_gpu(*args))
+
+
+def _q1_no_floor(layers, kv_heads, head_dim, dtype_bytes, context, tp):
+    return 2 * layers * (kv_heads // tp) * head_dim * dtype_bytes * context
+
+
+def _q1_raises_past_k(layers, kv_heads, head_dim, dtype_bytes, context, tp):
+    if tp > kv_heads:
+        raise ValueError("tp > kv_heads")
+    return kv_per_sequence_per_gpu(layers, kv_heads, head_dim, dtype_bytes, context, tp)
+
+
+def _q1_bool_past_k(layers, kv_heads, head_dim, dtype_bytes, context, tp):
+    # a bool where the TP rule should be (True == 1 byte per sequence): q2-q4 are judged on 1
+    return True if tp > kv_heads else kv_per_sequence_per_gpu(layers, kv_heads, head_dim, dtype_bytes, context, tp)
+
+
+#: (q1, the phrase q1's check names): each later step that calls the same q1 passes (or is excused).
+CARRIED = [
+    (_q1_numpy_total, "each GPU holds only its own KV heads"),     # a numpy int of a wrong value
+    (_q1_numpy_right, "numpy.int64"),                              # a numpy int of the right value
+    (_q1_float, "returned a float"),                               # a float of the right value
+    (_q1_no_floor, "kv_heads // tp is 0"),                         # 0: q2 and q4 divide by it
+    (_q1_raises_past_k, "raised ValueError"),                      # raised: q2-q4 raise on the same case
+    (_q1_bool_past_k, "returned a bool"),
+]
+
+
+@pytest.mark.parametrize("q1, phrase", CARRIED, ids=[c[0].__name__ for c in CARRIED])
+@pytest.mark.parametrize("hidden", [False, True], ids=["visible", "hidden"])
+def test_a_q1_answer_of_any_type_is_built_on_and_charged_once(q1, phrase, hidden, capsys):
+    message = fails("ch07_q1_kv_per_sequence_per_gpu", q1, hidden=hidden)
+    if not hidden:
+        assert phrase in message, message
+    for gid, make in (("ch07_q2_sequences_by_memory", _q2_on), ("ch07_q3_itl_ms", _q3_on),
+                      ("ch07_q4_sequences_by_itl", _q4_on)):
+        core.check(EX[gid], make(q1), hidden=hidden)        # no second charge: passes
+    assert capsys.readouterr().out.count("✓") == 3
+
+
+def test_the_excused_case_is_the_one_q1_broke():
+    """q1 without max(1, ...): q2's two cases past Qwen2.5 3B's 2 KV heads (TP 8 and TP 4: 2 // 4 = 0) are
+    excused (0 to divide by), the others are judged."""
+    ex = EX["ch07_q2_sequences_by_memory"]
+    q1 = EX["ch07_q1_kv_per_sequence_per_gpu"]
+    cases = ex.cases()
+    earlier = core.learner_answers(q1, core.run_cases(q1, _q1_no_floor, cases))
+    assert [e.number for e in earlier if e.number == 0] == [0, 0]       # 36 x (2 // 8) x ... = 0, and 2 // 4
+    results = core.verdicts(ex, cases, core.run_cases(ex, _q2_on(_q1_no_floor), cases), earlier=earlier)
+    excused = [c["label"] for c, v in zip(cases, results) if v.kind == "excused"]
+    assert excused == ["Qwen2.5 3B (2 KV heads), 2,000 users at 8,192 tokens, 40 ms, 8 x H100, TP 8",
+                       "Qwen2.5 3B, the same plan with two TP-4 replicas per node"]
+    assert all(v.ok for v in results)
+    # a q2 that is wrong besides (the weights not split) is still charged on the cases it can be judged on
+    results = core.verdicts(ex, cases, core.run_cases(ex, q2_weights_whole, cases), earlier=earlier)
+    assert any(not v.ok and "weights_not_split" in v.slips for v in results)
+
+
+def test_earlier_answers_keep_their_number_whatever_the_type():
+    import numpy as np
+    q1 = EX["ch07_q1_kv_per_sequence_per_gpu"]
+    records = [core.describe_result(v) for v in (np.int64(7), 7.5, True, False, None, "7")]
+    records.append({"error": "ZeroDivisionError", "error_message": "division by zero"})
+    got = core.learner_answers(q1, records)
+    assert [e.number for e in got] == [7, 7.5, 1, 0, None, None, None]
+    assert [e.right_type for e in got] == [False] * 7
+    assert got[-1].raised and got[-1].did() == "raised ZeroDivisionError"
+    assert got[4].did() == "returned None"
+    assert core.learner_answers(q1, [core.describe_result(5)])[0] == core.Earlier(5, "builtins.int")
+
+
+def test_a_step_whose_every_case_is_excused_is_not_passed():
+    """q1 returns None everywhere: q2 raises on it everywhere. Nothing of q2 was judged, so q2 is not passed
+    (an excused case is neither passed nor failed), and its message sends the learner back to q1."""
+    def q1_none(*args):
+        return None
+
+    assert "forget the return" in fails("ch07_q1_kv_per_sequence_per_gpu", q1_none)
+    message = fails("ch07_q2_sequences_by_memory", _q2_on(q1_none))
+    assert "not judged" in message and "returned None" in message and "fix ch07_q1" in message
+
+
+def test_a_step_not_built_on_is_judged_against_kvlib():
+    """No q1 on record (never checked), or q1 raised where this step still returns a number: the right value."""
+    core._ANSWERS.clear()
+    assert "W / tp" in fails("ch07_q2_sequences_by_memory", q2_weights_whole)
+    fails("ch07_q1_kv_per_sequence_per_gpu", _q1_raises_past_k)
+    message = fails("ch07_q2_sequences_by_memory", q2_weights_whole)
+    assert "W / tp" in message
+
+
+def test_the_outside_check_builds_on_q1_the_same_way():
+    """autograder.verdict judges q2 on the records q1 left (JSON), as the instant check does."""
+    from autograder import verdict as V
+    q1, q2 = EX["ch07_q1_kv_per_sequence_per_gpu"], EX["ch07_q2_sequences_by_memory"]
+    cases = list(q1.cases()) + list(q1.cases(hidden=True))
+    r1 = json.loads(json.dumps(core.run_cases(q1, _q1_numpy_total, cases)))
+    r2 = json.loads(json.dumps(core.run_cases(q2, _q2_on(_q1_numpy_total), cases)))
+    v1, given = V._judge_exercise(q1, q1.grade_id, 1, cases, len(q1.cases()), r1)
+    v2, _ = V._judge_exercise(q2, q2.grade_id, 2, cases, len(q1.cases()), r2, given)
+    assert not v1.passed and v2.passed, v2.feedback
+
+
+# --- the edges the text decides (issue 38 §6): the other side of each fails and is told the rule -------------
+def q2_budget_floored(gpu_memory_bytes, utilization, weight_bytes, overhead_bytes, layers, kv_heads, head_dim,
+                      dtype_bytes, context, tp):
+    pool = int(gpu_memory_bytes * utilization) - math.ceil(weight_bytes / tp) - overhead_bytes
+    return pool // kv_per_sequence_per_gpu(layers, kv_heads, head_dim, dtype_bytes, context, tp)
+
+
+def q4_unclamped(*args):
+    readable = args[0] / 1000 / _slow(args[2], args[4], args[5]) * args[3]
+    per_seq = kv_per_sequence_per_gpu(*args[6:11], args[2])
+    return math.floor((readable - math.ceil(args[1] / args[2])) / per_seq)
+
+
+def q5_plain_ceil(users, gpus_per_node, tp, sequences_by_memory, sequences_by_itl, spike_factor, redundancy_nodes):
+    per_node = gpus_per_node // tp * min(sequences_by_memory, sequences_by_itl)
+    return math.ceil(-(-users // per_node) * spike_factor) + redundancy_nodes
+
+
+def q5_floor_plus_one(users, gpus_per_node, tp, sequences_by_memory, sequences_by_itl, spike_factor,
+                      redundancy_nodes):
+    per_node = gpus_per_node // tp * min(sequences_by_memory, sequences_by_itl)
+    return math.ceil(round((users // per_node + 1) * spike_factor, 9)) + redundancy_nodes
+
+
+EDGE_SLIPS = [
+    # Llama 3.1 8B on one H100: 0.92 x 85,018,877,624 = 78,217,367,414.08 B; rounded up ...415, the pool is exactly
+    # 110 sequences of 4,096 x 131,072 B; rounded down it is one byte short: 109
+    ("ch07_q2_sequences_by_memory", q2_budget_floored, "budget_rounded_down", "rounded up to a whole byte",
+     "1 sequence too small"),
+    ("ch07_q4_sequences_by_itl", q4_unclamped, "negative_count", "not a negative count", ""),
+    # 6,200 users at 124 a node: 50 nodes; 50 x 1.1 = 55 exactly, stored as 55.00000000000001; + 1 spare = 56
+    ("ch07_q5_nodes", q5_plain_ceil, "spike_float_noise", "floating point stores the product", "1 node too large"),
+    # 1,240 users at 124 a node: 10 nodes, not 11; x 1.3 = 13, + 1 = 14 (11 x 1.3 = 14.3 -> 15, + 1 = 16)
+    ("ch07_q5_nodes", q5_floor_plus_one, "ceil_as_floor_plus_one", "take the ceiling", "2 nodes too large"),
+]
+
+
+@pytest.mark.parametrize("grade_id, fn, key, phrase, size", EDGE_SLIPS, ids=[e[2] for e in EDGE_SLIPS])
+def test_the_other_side_of_an_edge_is_named(grade_id, fn, key, phrase, size):
+    from kvlib import slips
+    message = fails(grade_id, fn)
+    assert phrase in message and size in message, message
+    edge_labels = {label for e in ch07.EDGES[grade_id] for label in e["visible"]}
+    assert any(label in message for label in edge_labels), message      # the failing case is an edge's
+    for seed in SEEDS:
+        assert slips.general(key) in fails(grade_id, fn, hidden=True, seed=seed)
+
+
+def test_edge_figures_by_hand():
+    by_label = {c["label"]: c for c in EX["ch07_q2_sequences_by_memory"].cases()}
+    exact = by_label["Llama 3.1 8B, 4,096 tokens, TP 1, an overhead of 3,101,044,599 B: the pool is exactly a whole "
+                     "number of sequences"]
+    k = exact["kwargs"]
+    assert k["gpu_memory_bytes"] == 85_018_877_624 and k["weight_bytes"] == 16_060_522_496
+    per_seq = 2 * 32 * 8 * 128 * 2 * 4096            # 131,072 B a token x 4,096 tokens = 536,870,912 B
+    pool = math.ceil(85_018_877_624 * 0.92) - 16_060_522_496 - 3_101_044_599
+    assert pool == 110 * per_seq and EX["ch07_q2_sequences_by_memory"].expected_for(exact) == 110
+    nodes_cases = {c["label"]: c for c in EX["ch07_q5_nodes"].cases()}
+    six = nodes_cases["Qwen2.5 32B, TP 8, 6,200 users: exactly 50 nodes' worth (124 sequences a node), spike x 1.1"]
+    assert 50 * 1.1 == 55.00000000000001 and EX["ch07_q5_nodes"].expected_for(six) == 56

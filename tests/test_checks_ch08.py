@@ -272,3 +272,51 @@ def test_tokens_converted_to_blocks_is_named():
     assert blocks * 16 <= ex.expected_for(case) < (blocks + 1) * 16       # tokens // 16 (vLLM's default block)
     d = slips.diagnose("log_figure", blocks, unit=ex.unit, **ex.slip_inputs(case))
     assert d.slip.key == "tokens_as_blocks" and "converted them to blocks" in d.message
+
+
+# --- unit conversions a learner adds to a printed figure (issue 38 §3), named through the check --------
+def q1_converted_to_gb(log_text):
+    return available_kv_gib(log_text) * 2**30 / 10**9          # 3.81 GiB -> 4.091 GB (by hand: 3.81 x 1.0737)
+
+
+def q1_converted_to_gb_rounded(log_text):
+    return round(available_kv_gib(log_text) * 2**30 / 10**9, 2)   # 3.81 GiB -> 4.09, as a log would print it
+
+
+def _prints_tokens(log_text) -> bool:
+    text = ANSI.sub("", log_text)
+    return not re.search(r"(?:GPU|cuda|CUDA) blocks: ", text)
+
+
+def q2_tokens_to_blocks(log_text):
+    n = kv_count(log_text)
+    return n // 16 if _prints_tokens(log_text) else n          # 16.log: 158,656 tokens -> 9,916 blocks
+
+
+def q2_blocks_to_tokens(log_text):
+    n = kv_count(log_text)
+    return n if _prints_tokens(log_text) else n * 16          # 12.log: 7,191 blocks -> 115,056 tokens
+
+
+CONVERSIONS = [
+    ("ch08_q1_available_gib", q1_converted_to_gb, "gib_as_gb", "converted the figure to GB"),
+    ("ch08_q1_available_gib", q1_converted_to_gb_rounded, "gib_as_gb", "converted the figure to GB"),
+    ("ch08_q2_kv_count", q2_tokens_to_blocks, "tokens_as_blocks", "converted them to blocks"),
+    ("ch08_q2_kv_count", q2_blocks_to_tokens, "blocks_as_tokens", "converted them to tokens"),
+]
+
+
+@pytest.mark.parametrize("grade_id, fn, key, phrase", CONVERSIONS, ids=[c[1].__name__ for c in CONVERSIONS])
+def test_a_converted_figure_is_named_visible_and_hidden(grade_id, fn, key, phrase):
+    from kvlib import slips
+    message = fails(grade_id, fn)
+    assert phrase in message and "The same slip explains all" in message, message
+    assert "Or" not in message.split("\n")[2]          # no second slip offered beside it
+    for seed in SEEDS:
+        assert slips.general(key) in fails(grade_id, fn, hidden=True, seed=seed)
+
+
+def test_the_gb_figure_in_the_message_is_the_converted_one():
+    # 07.log prints 3.81 GiB; the learner's 4.09096 GB is named by its own figure: 3.81 x 2^30 / 10^9 = 4.091
+    message = fails("ch08_q1_available_gib", q1_converted_to_gb)
+    assert "07.log" in message and "(4.091, x 2^30 / 10^9)" in message

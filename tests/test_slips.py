@@ -136,7 +136,9 @@ ISSUE_38_SLIPS = {"tp_floor_missing", "query_heads@split", "qk_head_dim_added", 
                   "weights_not_split@clamped", "reserve_times_tp", "reserve_times_tp@unclamped", "mtp_layer_counted",
                   "window_not_capped", "paged_floor_not_ceil", "paged_floor_not_ceil@clamped", "oracle_extra_slot",
                   "ignored_utilization@pool", "target_ms_as_seconds", "weights_not_subtracted",
-                  "partial_block_rounded_up", "history_block_rounded_up"}
+                  "partial_block_rounded_up", "history_block_rounded_up",
+                  # the edges of issue 38 §6 (test_edge_slips_by_hand)
+                  "budget_rounded_down", "spike_float_noise", "ceil_as_floor_plus_one"}
 
 
 def units(x):
@@ -1097,3 +1099,25 @@ def test_rounding_slips_of_the_chapters_quantities():
     nodes = dict(LLAMA8B, tp=1, users=1000, seq_len=1000, pool_bytes_per_gpu=400 * per_seq)
     d = diagnose("nodes_for_memory", 2, unit="nodes", **nodes)
     assert d.expected == 3 and d.message.startswith("1 node too small: ") and d.slip.key == "floor_nodes"
+
+
+def test_edge_slips_by_hand():
+    """The slips of the edges ch07 decides (issue 38 §6), each recomputed by hand."""
+    from kvlib.slips import QUANTITIES
+    # a budget of 1,001 B x 0.5 = 500.5 B, rounded up to 501; less 100 B of weights and 1 B: 400 B = 4 sequences
+    # of 100 B exactly. Rounded down (500) it holds 399 B: 3 sequences
+    pool = dict(gpu_bytes=1001, utilization=0.5, weight_bytes=100, other_bytes=1, tp=1, kv_heads=1,
+                kv_bytes_per_sequence_per_gpu=100)
+    expected, got = QUANTITIES["sequences_per_gpu_by_memory"](pool)
+    assert expected == 4 and dict(got)["budget_rounded_down"] == 3
+    # 6,200 users at 124 a node (one replica of 124): 50 nodes; x 1.1 = 55 exactly (55.00000000000001 in floating
+    # point: math.ceil alone gives 56), + 1 spare = 56. math.ceil alone: 57. 6,200 // 124 + 1 = 51 nodes: 56.1 -> 57,
+    # + 1 = 58
+    nodes = dict(users=6200, gpus_per_node=8, tp=8, sequences_by_memory=124, sequences_by_itl=148, spike_factor=1.1,
+                 redundancy_nodes=1)
+    assert 50 * 1.1 > 55
+    expected, got = QUANTITIES["nodes_with_headroom"](nodes)
+    assert expected == 56 and dict(got)["spike_float_noise"] == 57 and dict(got)["ceil_as_floor_plus_one"] == 58
+    # off the edge the two slips give the right count, so they are not listed
+    expected, got = QUANTITIES["nodes_with_headroom"](dict(nodes, users=6201, spike_factor=1.3))
+    assert "spike_float_noise" not in dict(got) and "ceil_as_floor_plus_one" not in dict(got)

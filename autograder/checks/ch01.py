@@ -175,6 +175,40 @@ def _with_budget(rng, case):
     case["kwargs"]["seq_len"] = seq_len
 
 
+def _budget_edge(offset: int):
+    """``extra`` for a hidden case on the floor's edge: a budget of whole sequences, plus ``offset`` bytes."""
+    def extra(rng, case):
+        seq_len = random_seq_len(rng, case)
+        per_seq = bytes_per_token(case) * seq_len
+        case["kwargs"]["budget_bytes"] = rng.randint(2, 50) * per_seq + offset
+        case["kwargs"]["seq_len"] = seq_len
+    return extra
+
+
+def budget_hidden(seed: int) -> tuple:
+    """Exercise 4's hidden cases: eight drawn budgets, then the floor's edge (exactly whole sequences, one byte
+    short, one byte over) and a budget below one sequence, on other drawn geometries."""
+    edges = [geometry_hidden(_budget_edge(offset), count=1)(seed + 1 + k) for k, offset in enumerate((0, -1, 1))]
+    below = geometry_hidden(_budget_edge(0), count=1)(seed + 4)[0]
+    below = dict(below, kwargs=dict(below["kwargs"], budget_bytes=rng_fraction(seed, below)))
+    return geometry_hidden(_with_budget)(seed) + tuple(c for e in edges for c in e) + (below,)
+
+
+def rng_fraction(seed: int, case: dict) -> int:
+    """A budget below one sequence of ``case``."""
+    per_seq = bytes_per_token(case) * case["kwargs"]["seq_len"]
+    return random.Random(seed).randint(1, per_seq - 1)
+
+
+def budget_side(case) -> str | None:
+    """Which side of Exercise 4's floor a case sits on (None: off the edge)."""
+    per_seq = bytes_per_token(case) * case["kwargs"]["seq_len"]
+    budget = case["kwargs"]["budget_bytes"]
+    if budget < per_seq:
+        return "below one sequence"
+    return {0: "exactly whole", per_seq - 1: "one byte short", 1: "one byte over"}.get(budget % per_seq)
+
+
 # --- Exercise 5: sequences on one GPU, from the memory CUDA reports and a parameter count -----------
 HIDDEN_NOTE_GPU = ("(Hidden cases use other bundled models on other GPUs of kvlib's table, weights of 1, 2 "
                    "or 4 bytes per parameter, other utilizations, other allocations and lengths, and a "
@@ -327,9 +361,9 @@ EDGES = {
         {"rule": "whole sequences only: the count is floored (exactly k sequences, one byte less, one byte more)",
          "visible": ("Llama 3.1 8B, a budget of exactly 3 GiB: three 8,192-token sequences",
                      "Llama 3.1 8B, a budget one byte short of 3 GiB, 8,192 tokens",
-                     "Llama 3.1 8B, a budget one byte over 3 GiB, 8,192 tokens")},
+                     "Llama 3.1 8B, a budget one byte over 3 GiB, 8,192 tokens"), "side": budget_side},
         {"rule": "a budget below one sequence holds 0", "visible": (
-            "Llama 3.1 8B, a 1 GB budget, 8,192 tokens (less than one sequence)",)},
+            "Llama 3.1 8B, a 1 GB budget, 8,192 tokens (less than one sequence)",), "side": budget_side},
     ),
     "ch01_q5_sequences_on_gpu": (
         {"rule": "weights that do not fit leave 0 sequences, never a negative count",
@@ -377,7 +411,7 @@ EXERCISES = exercises(
         function_name="sequences_that_fit",
         params=("budget_bytes",) + Q2_PARAMS,
         visible_cases=Q4_VISIBLE,
-        hidden_cases=geometry_hidden(_with_budget),
+        hidden_cases=budget_hidden,
         expected=lambda c: kv.max_concurrency(c["kwargs"]["budget_bytes"],
                                               kv.kv_bytes_per_sequence(bytes_per_token(c), c["kwargs"]["seq_len"])),
         quantity="max_concurrency",

@@ -27,6 +27,7 @@ assumptions.
 from __future__ import annotations
 
 import functools
+import math
 import random
 
 import kvlib as kv
@@ -91,6 +92,95 @@ VISIBLE = (
 )
 
 
+def pool_edge_overhead(model, gpu, *, tp, context, utilization=0.92, dtype_bytes=2, short_bytes=0) -> int:
+    """The overhead (about 3 GB) that leaves one GPU's pool exactly k whole sequences, less ``short_bytes``.
+
+    Exercise 2's edges: the budget ``ceil(M u)`` rounded up, then the floor of pool / one sequence. On the
+    edge (``short_bytes`` 0) a budget rounded down (``int(M * u)``) loses one sequence; one byte short
+    (``short_bytes`` 1), the floor gives one fewer than the rounding a learner might take.
+    """
+    spec, card = kv.load_model(model), kv.get_gpu(gpu)
+    per_seq = kv.kv_bytes_per_sequence(kv.kv_bytes_per_token(spec.num_kv_layers, kv.kv_heads_per_gpu(
+        spec.num_kv_heads, tp), spec.head_dim, dtype_bytes), context)
+    room = kv.kv_pool_bytes(card.cuda_memory_bytes, utilization, kv.weight_bytes_per_gpu(spec.weight_bytes(2), tp),
+                            0, round_budget_up=True)
+    whole = (room - 3 * kv.GB) // per_seq
+    return room - whole * per_seq + short_bytes
+
+
+def short_bytes_label(short_bytes: int) -> str:
+    return "exact" if short_bytes == 0 else f"-{short_bytes} B"
+
+
+def _pool_edge_cases(model, gpu, tp, users, context, itl_ms, name, hidden=False):
+    """Exercise 2's edge: exactly k sequences' pool, and one byte short of it (labelled for the visible cases)."""
+    out = []
+    for less, what in ((0, "exactly"), (1, "one byte short of")):
+        overhead = pool_edge_overhead(model, gpu, tp=tp, context=context, short_bytes=less)
+        label = (f"{short(model)} on {gpu}: pool edge {short_bytes_label(less)}" if hidden else
+                 f"{name}, an overhead of {overhead:,} B: the pool is {what} a whole number of sequences")
+        out.append(plan_case(model, gpu, tp=tp, users=users, context=context, itl_ms=itl_ms, label=label,
+                             overhead_bytes=overhead))
+    return out
+
+
+#: Exercise 2's edge, visible: Llama 3.1 8B on one H100 (0.92 x 85,018,877,624 B = 78,217,367,414.08 B: the
+#: budget's rounding decides a sequence when the pool is exactly whole sequences)
+VISIBLE += tuple(_pool_edge_cases("llama-3.1-8b", "H100-SXM", 1, 2000, 4096, 30, "Llama 3.1 8B, 4,096 tokens, TP 1"))
+
+
+def nodes_edge_cases(plan: dict, base_nodes: int, name: str = "", hidden: bool = False) -> tuple:
+    """Exercise 5's edges on one plan: users exactly ``base_nodes`` nodes' worth (whose spiked count is whole),
+    one user fewer (the same nodes) and one more (one node more)."""
+    k = plan["kwargs"]
+    per_node = k["gpus_per_node"] // k["tp"] * min(k["sequences_by_memory"], k["sequences_by_itl"])
+    out = []
+    for extra, what in ((0, "exactly"), (-1, "one user short of"), (1, "one user past")):
+        users = base_nodes * per_node + extra
+        label = (f"{plan['label']}: nodes edge {extra:+d} at x {k['spike_factor']}" if hidden else
+                 f"{name}, {users:,} users: {what} {base_nodes} nodes' worth ({per_node:,} sequences a node), "
+                 f"spike x {k['spike_factor']}")
+        out.append(dict(plan, label=label, kwargs=dict(k, users=users)))
+    return tuple(out)
+
+
+def _whole_spike_nodes(spike_factor: float) -> int:
+    """Nodes (at least 10) whose count times ``spike_factor`` is a whole number in exact arithmetic: one whose
+    float product lands above it (``math.ceil`` would add a node) when there is one below 400, else the fewest."""
+    from fractions import Fraction
+    f = Fraction(str(spike_factor))
+    whole = [n for n in range(10, 400) if (n * f).denominator == 1]
+    return next((n for n in whole if math.ceil(n * spike_factor) != n * f), whole[0])
+
+
+def _with_spike(plan: dict, spike_factor: float) -> dict:
+    return dict(plan, kwargs=dict(plan["kwargs"], spike_factor=spike_factor))
+
+
+def _itl_edge_cases(plan: dict, index: int, name: str = "", hidden: bool = False) -> tuple:
+    """Exercise 4's edge, "return 0": a target the weights alone miss (the formula goes negative), one the weights
+    meet but not with one sequence (it floors to 0), and one a single sequence meets (1). Exercise 4 only (the
+    plan cannot be met, so no later step has them); they come after the cases that line up with q1's, and each
+    builds on q1's answer to the plan it varies (``index``, its ``earlier_case``)."""
+    k = plan["kwargs"]
+    w_gpu, per_seq = kv.weight_bytes_per_gpu(k["weight_bytes"], k["tp"]), _kv_per_seq_gpu(plan)
+    slow = _slowdown(k)
+
+    def target(n_bytes):        # the target in ms at which a step reads n_bytes, a little above it
+        return round(n_bytes / k["bandwidth_bytes_per_s"] * slow * 1e3 * 1.0001, 4)
+
+    out = []
+    for what, ms in (("the weights alone miss it", round(target(w_gpu) * 0.9, 4)),
+                     ("the weights meet it, one sequence more does not", target(w_gpu + per_seq // 2)),
+                     ("one sequence meets it", target(w_gpu + per_seq))):
+        label = f"{plan['label']}: ITL edge {ms}" if hidden else f"{name}, a {ms} ms target: {what}"
+        out.append(dict(plan, label=label, kwargs=dict(k, itl_target_ms=ms),
+                        context=dict(plan["context"], earlier_case=index)))
+    return tuple(out)
+
+
+
+
 @functools.cache   # every seed's plans draw from it; counting each model's parameters is slow
 def _full_attention_models():
     out = []
@@ -125,7 +215,44 @@ def hidden_plans(seed: int) -> tuple:
         except ValueError:      # the plan cannot be met (one sequence does not fit, or the weights miss the ITL)
             continue
         cases.append(case)
+    # the TP edges every seed shows (Exercises 1 and 3): tp below, at and past K, and tp = 1 (no all-reduce);
+    # Qwen2.5 3B has 2 KV heads, Qwen2.5 7B 4, Llama 3.1 8B 8: one plan each where the draws gave none
+    for side, (model, tp) in (("tp < K", ("llama-3.1-8b", 4)), ("tp = K", ("qwen2.5-7b", 4)),
+                              ("tp > K", ("qwen2.5-3b", 8)), ("tp = 1", ("llama-3.1-8b", 1))):
+        if not any(side in (tp_side(c), overhead_side(c)) for c in cases):
+            cases.append(plan_case(model, rng.choice(["H100-SXM", "H200"]), tp=tp, users=rng.randint(50, 5000),
+                                   context=rng.choice([2048, 4096, 8192]), itl_ms=rng.choice([40, 60, 80]),
+                                   label=f"{model}, {side}"))
+    # Exercise 2's edge on the first plan's model, GPU and TP: a pool of exactly whole sequences, one byte short
+    first = cases[0]
+    k = first["kwargs"]
+    gpu = next(g for g in ("H100-SXM", "A100-80GB", "H200", "B200", "L40S", "A100-40GB")
+               if kv.get_gpu(g).cuda_memory_bytes == k["gpu_memory_bytes"])
+    try:
+        cases += _pool_edge_cases(_model_of(first), gpu, k["tp"], k["users"], k["context"], k["itl_target_ms"],
+                                  "", hidden=True)
+    except ValueError:
+        pass
     return tuple(cases)
+
+
+def _model_of(case) -> str:
+    name = case["context"]["model"]
+    return next(m for m in _full_attention_models() if kv.load_model(m).name == name)
+
+
+def itl_hidden(seed: int) -> tuple:
+    """Exercise 4's hidden cases: the seed's plans (lined up with q1's), then its "return 0" edge on the first."""
+    plans = hidden_plans(seed)
+    return plans + _itl_edge_cases(plans[0], 0, hidden=True)
+
+
+def nodes_hidden(seed: int) -> tuple:
+    """Exercise 5's hidden cases: the seed's plans, then its edges on the first (a whole spiked node count)."""
+    plans = hidden_plans(seed)
+    first = plans[0]
+    return (plans + nodes_edge_cases(first, _whole_spike_nodes(first["kwargs"]["spike_factor"]), hidden=True)
+            + nodes_edge_cases(_with_spike(first, 1.1), _whole_spike_nodes(1.1), hidden=True))
 
 
 def _kv_per_seq_gpu(case) -> int:
@@ -136,8 +263,9 @@ def _kv_per_seq_gpu(case) -> int:
 
 
 def _per_seq(case, earlier):
-    """One sequence's bytes per GPU: the learner's own q1 answer when there is one (builds_on), whatever
-    its number type; a q1 answer of 0 leaves a later step nothing to be judged on (``core.judge`` excuses it)."""
+    """One sequence's bytes per GPU: the number the learner's own q1 gave on this case (builds_on: a float, a
+    numpy scalar's or a bool's number, 0 included), or kvlib's when q1 gave none. A 0 leaves q2 and q4 nothing
+    to divide by: ``core`` excuses those cases (the slip is charged in q1 only)."""
     return earlier if earlier is not None else _kv_per_seq_gpu(case)
 
 
@@ -184,7 +312,7 @@ def _memory_inputs(case, earlier=None) -> dict:
     k = case["kwargs"]
     return dict(gpu_bytes=k["gpu_memory_bytes"], label_bytes=case["context"]["label_bytes"],
                 utilization=k["utilization"], weight_bytes=k["weight_bytes"], other_bytes=k["overhead_bytes"],
-                tp=k["tp"], kv_heads=k["kv_heads"], kv_bytes_per_sequence_per_gpu=_per_seq(case, earlier or None))
+                tp=k["tp"], kv_heads=k["kv_heads"], kv_bytes_per_sequence_per_gpu=_per_seq(case, earlier))
 
 
 def _latency_inputs(case, earlier=None) -> dict:
@@ -192,7 +320,7 @@ def _latency_inputs(case, earlier=None) -> dict:
     k = case["kwargs"]
     inputs = {name: k[name] for name in ("weight_bytes", "tp", "bandwidth_bytes_per_s", "tp_overhead", "efficiency",
                                          "sequences", "itl_target_ms", "kv_heads")}
-    inputs["kv_bytes_per_sequence_per_gpu"] = _per_seq(case, earlier or None)
+    inputs["kv_bytes_per_sequence_per_gpu"] = _per_seq(case, earlier)
     return inputs
 
 
@@ -203,12 +331,103 @@ def _nodes_inputs(case) -> dict:
     return inputs
 
 
+#: Exercise 4's visible cases: the plans (lined up with q1's), then its "return 0" edge on Llama 3.1 8B at TP 1
+Q4_VISIBLE = VISIBLE + _itl_edge_cases(VISIBLE[2], 2, "Llama 3.1 8B on one H100")
+
+#: Exercise 5's own visible cases: the plans, then its edges on the first plan (124 sequences a node): the
+#: users' ceiling at 10 nodes' worth (x 1.3 = 13 exactly), and a whole spiked count that floating point stores
+#: a hair above it (50 x 1.1 = 55, stored as 55.00000000000001: math.ceil alone gives 56)
+Q5_VISIBLE = (VISIBLE + nodes_edge_cases(VISIBLE[0], 10, "Qwen2.5 32B, TP 8")
+              + nodes_edge_cases(_with_spike(VISIBLE[0], 1.1), 50, "Qwen2.5 32B, TP 8"))
+
+
 #: The edges the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), each
 #: with the visible cases that sit on it (tests/test_case_variants.py checks that they exist).
+def tp_side(case) -> str:
+    """Which side of Exercise 1's edge (tp = K) a plan sits on."""
+    k = case["kwargs"]
+    return "tp < K" if k["tp"] < k["kv_heads"] else "tp = K" if k["tp"] == k["kv_heads"] else "tp > K"
+
+
+def overhead_side(case) -> str:
+    """Exercise 3's edge: the all-reduce overhead applies only when tp > 1."""
+    return "tp = 1" if case["kwargs"]["tp"] == 1 else "tp > 1"
+
+
+def pool_side(case) -> str | None:
+    """Exercise 2's edge: a pool of exactly whole sequences, or one byte short of it (else None)."""
+    k = case["kwargs"]
+    pool = kv.kv_pool_bytes(k["gpu_memory_bytes"], k["utilization"], kv.weight_bytes_per_gpu(k["weight_bytes"], k["tp"]),
+                            k["overhead_bytes"], round_budget_up=True)
+    rest = pool % _kv_per_seq_gpu(case)
+    return "exactly whole" if rest == 0 else "one byte short" if rest == _kv_per_seq_gpu(case) - 1 else None
+
+
+def zero_side(case) -> str | None:
+    """Exercise 4's "return 0" edge: the formula negative, floored to 0, or exactly 1 (else None)."""
+    k = case["kwargs"]
+    raw = planner.sequences_under_itl(k["itl_target_ms"] / 1e3, kv.weight_bytes_per_gpu(k["weight_bytes"], k["tp"]),
+                                      _kv_per_seq_gpu(case), k["bandwidth_bytes_per_s"], _slowdown(k))
+    return {0: "floors to 0", 1: "one sequence"}.get(raw, "negative" if raw < 0 else None)
+
+
+def users_side(case) -> str | None:
+    """Exercise 5's ceiling: users exactly whole nodes' worth, one short, one past (else None)."""
+    k = case["kwargs"]
+    per_node = k["gpus_per_node"] // k["tp"] * min(k["sequences_by_memory"], k["sequences_by_itl"])
+    return {0: "exactly whole", per_node - 1: "one short", 1: "one past"}.get(k["users"] % per_node)
+
+
+def spike_side(case) -> str | None:
+    """Exercise 5's spike: a whole spiked count stored a hair above it (math.ceil adds a node), else None."""
+    from fractions import Fraction
+    k = case["kwargs"]
+    per_node = k["gpus_per_node"] // k["tp"] * min(k["sequences_by_memory"], k["sequences_by_itl"])
+    nodes = -(-k["users"] // per_node)
+    exact = nodes * Fraction(str(k["spike_factor"]))
+    return "whole, stored above" if exact.denominator == 1 and math.ceil(nodes * k["spike_factor"]) > exact else None
+
+
+#: The edges the text decides, with the visible cases on each side and ``side(case)``, which side a case sits
+#: on (None: off the edge); tests/test_case_variants.py checks that hidden cases of every seed show each side
+#: the visible ones show. Exercise 4's floor at an exact tie is not an edge here: where the target is met
+#: exactly, the float order of the learner's arithmetic decides it, not the text.
 EDGES = {
     "ch07_q1_kv_per_sequence_per_gpu": (
-        {"rule": "past tp = K each GPU keeps one whole head", "visible": (
-            "Qwen2.5 3B (2 KV heads), 2,000 users at 8,192 tokens, 40 ms, 8 x H100, TP 8",)},
+        {"rule": "each GPU keeps kv_heads // tp heads, and at least one whole head past tp = K", "visible": (
+            "the same plan with two TP-4 replicas per node",
+            "Qwen2.5 32B, 500 users at 16,384 tokens, 80 ms, 8 x A100-80GB, TP 8",
+            "Qwen2.5 3B (2 KV heads), 2,000 users at 8,192 tokens, 40 ms, 8 x H100, TP 8"), "side": tp_side},
+    ),
+    "ch07_q2_sequences_by_memory": (
+        {"rule": "the budget gpu_memory_bytes x utilization rounded up to a whole byte, then whole sequences "
+                 "(floor): a pool of exactly whole sequences, and one byte short of it",
+         "visible": ("Llama 3.1 8B, 4,096 tokens, TP 1, an overhead of 3,101,044,599 B: the pool is exactly a whole "
+                     "number of sequences",
+                     "Llama 3.1 8B, 4,096 tokens, TP 1, an overhead of 3,101,044,600 B: the pool is one byte short "
+                     "of a whole number of sequences"), "side": pool_side},
+    ),
+    "ch07_q3_itl_ms": (
+        {"rule": "multiply by 1 + tp_overhead only when tp > 1", "visible": (
+            "Llama 3.1 8B, 2,000 users at 4,096 tokens, 30 ms, 8 x H100, TP 1 (eight replicas)",
+            "the same plan with two TP-4 replicas per node"), "side": overhead_side},
+    ),
+    "ch07_q4_sequences_by_itl": (
+        {"rule": "no sequence meets the target: return 0 (the formula negative, or floored to 0); one that does: 1",
+         "visible": ("Llama 3.1 8B on one H100, a 6.1646 ms target: the weights alone miss it",
+                     "Llama 3.1 8B on one H100, a 6.964 ms target: the weights meet it, one sequence more does not",
+                     "Llama 3.1 8B on one H100, a 7.0785 ms target: one sequence meets it"), "side": zero_side},
+    ),
+    "ch07_q5_nodes": (
+        {"rule": "the users' nodes rounded up: exactly whole nodes' worth, one user short, one past",
+         "visible": ("Qwen2.5 32B, TP 8, 1,240 users: exactly 10 nodes' worth (124 sequences a node), spike x 1.3",
+                     "Qwen2.5 32B, TP 8, 1,239 users: one user short of 10 nodes' worth (124 sequences a node), "
+                     "spike x 1.3",
+                     "Qwen2.5 32B, TP 8, 1,241 users: one user past 10 nodes' worth (124 sequences a node), "
+                     "spike x 1.3"), "side": users_side},
+        {"rule": "the spiked count rounded up, a whole one kept whole (50 x 1.1 = 55, stored as 55.00000000000001)",
+         "visible": ("Qwen2.5 32B, TP 8, 6,200 users: exactly 50 nodes' worth (124 sequences a node), spike x 1.1",),
+         "side": spike_side},
     ),
 }
 
@@ -226,10 +445,10 @@ EXERCISES = exercises(
              builds_on="ch07_q1_kv_per_sequence_per_gpu", quantity="itl_ms", slip_inputs=_latency_inputs,
              unit="ms", hidden_note=HIDDEN_NOTE),
     Exercise(grade_id="ch07_q4_sequences_by_itl", function_name="sequences_by_itl", params=Q4_PARAMS,
-             visible_cases=VISIBLE, hidden_cases=hidden_plans, expected=_sequences_by_itl,
+             visible_cases=Q4_VISIBLE, hidden_cases=itl_hidden, expected=_sequences_by_itl,
              builds_on="ch07_q1_kv_per_sequence_per_gpu", quantity="sequences_by_itl", slip_inputs=_latency_inputs,
              unit="sequences", hidden_note=HIDDEN_NOTE),
-    Exercise(grade_id="ch07_q5_nodes", function_name="nodes", params=Q5_PARAMS, visible_cases=VISIBLE,
-             hidden_cases=hidden_plans, expected=_nodes, quantity="nodes_with_headroom", slip_inputs=_nodes_inputs,
+    Exercise(grade_id="ch07_q5_nodes", function_name="nodes", params=Q5_PARAMS, visible_cases=Q5_VISIBLE,
+             hidden_cases=nodes_hidden, expected=_nodes, quantity="nodes_with_headroom", slip_inputs=_nodes_inputs,
              unit="nodes", hidden_note=HIDDEN_NOTE),
 )

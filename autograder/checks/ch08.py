@@ -113,7 +113,15 @@ def available_expected(case: dict) -> float:
 
 
 def available_slip_inputs(case: dict) -> dict:
-    return {"printed": available_expected(case), "wrong": _available_wrong(case["kwargs"]["log_text"])}
+    wrong = _available_wrong(case["kwargs"]["log_text"])
+    start = _start(case)
+    printed, text = start.available_kv_cache_gib, start.available_kv_cache_text
+    # the GiB figure converted to GB: exactly, or rounded to the decimals the log printed (or to two)
+    wrong["gib_as_gb"] = printed * kv.GiB / kv.GB
+    decimals = len(text.split(".")[1]) if text and "." in text else 0
+    wrong["gib_as_gb@printed"] = round(printed * kv.GiB / kv.GB, decimals)
+    wrong["gib_as_gb@2dp"] = round(printed * kv.GiB / kv.GB, 2)
+    return {"printed": printed, "wrong": wrong}
 
 
 _RANK_HINT = "several ranks print their own figure; vLLM sizes the pool from the smallest."
@@ -297,11 +305,12 @@ def _power_of_two_block_models() -> tuple:
     return tuple(out)
 
 
-def edge_case(rng: random.Random) -> dict:
+def edge_case(rng: random.Random, upper: bool | None = None) -> dict:
     """A printed figure whose window edge, (X +- 0.005) GiB = j/8 GiB (j odd), is exactly a whole number of
     blocks (every block here divides 2^27 B = 1/8 GiB): the open upper end or the closed lower end."""
     j = 2 * rng.randint(8, 280) + 1
-    upper = rng.random() < 0.5
+    draw = rng.random() < 0.5
+    upper = draw if upper is None else upper
     gib = _two_decimals(Fraction(j, 8) + (Fraction(-1, 200) if upper else Fraction(1, 200)))
     return range_case(rng.choice(_power_of_two_block_models()), gib, "hidden: a window edge on a block boundary",
                       dtype_bytes=rng.choice([1, 2]), block_size=rng.choice([16, 32]), tp=rng.choice([1, 2, 4, 8]))
@@ -321,7 +330,7 @@ def range_hidden(seed: int, count: int = 8) -> tuple:
         gib = rng.choice([f"{rng.uniform(0.5, 70):.2f}", f"{rng.uniform(1, 40):.1f}"])
         out.append(range_case(rng.choice(models), gib, "hidden", dtype_bytes=rng.choice([1, 2]),
                               block_size=rng.choice([16, 16, 32]), tp=rng.choice([1, 2, 4, 8])))
-    out += [edge_case(rng) for _ in range(2)]
+    out += [edge_case(rng, upper=True), edge_case(rng, upper=False)]     # each end of the window, every seed
     rng.shuffle(out)
     return tuple(out)
 
@@ -366,10 +375,19 @@ Q4_VISIBLE = (
 )
 
 
+def rounding_edge_cases(rng: random.Random) -> tuple:
+    """The rounding slack's edges on one drawn figure: 2 blocks past the window, 3 past, 2 below."""
+    model = rng.choice(_uniform_models())
+    spec = kv.load_model(model)
+    gib = f"{rng.uniform(1, 70):.2f}"
+    lo, hi = block_range(gib, spec.num_kv_layers, spec.num_kv_heads, spec.head_dim, 2, 16)
+    return tuple(cause_case(model, gib, n, "hidden") for n in (hi + 2, hi + 3, lo - 2))
+
+
 def cause_hidden(seed: int, count: int = 8) -> tuple:
     rng = random.Random(seed)
     models = _uniform_models()
-    out = []
+    out = list(rounding_edge_cases(random.Random(seed + 1)))
     for _ in range(count):
         model = rng.choice(models)
         spec = kv.load_model(model)
@@ -394,21 +412,43 @@ def cause_hidden(seed: int, count: int = 8) -> tuple:
     return tuple(out)
 
 
+def window_side(case) -> str | None:
+    """Exercise 3's edge: the window's open upper end, or its closed lower end, exactly on a block boundary."""
+    from kvlib.vllm.log import gib_window
+    from kvlib.vllm.mismatch import block_bytes
+    k = case["kwargs"]
+    b = block_bytes(k["layers"], k["kv_heads"], k["head_dim"], k["dtype_bytes"], k["block_size"], k["tp"])
+    lo, hi = gib_window(k["available_gib"])
+    return "open upper end" if (hi + 1) % b == 0 else "closed lower end" if lo % b == 0 else None
+
+
+def slack_side(case) -> str | None:
+    """Exercise 4's rounding slack: a count 2 blocks past the window, 3 past, or 2 below it (else None)."""
+    k = case["kwargs"]
+    if k["gpus"] != 1 or k["dtype_bytes"] != 2:
+        return None
+    lo, hi = block_range(k["available_gib"], k["layers"], k["kv_heads"], k["head_dim"], 2, k["block_size"])
+    n = k["logged_blocks"]
+    return {hi + 2: "2 past", hi + 3: "3 past", lo - 2: "2 below"}.get(n)
+
+
 #: The edges the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), each
-#: with the visible cases that sit on it (tests/test_case_variants.py checks that they exist).
+#: with the visible cases that sit on it (tests/test_case_variants.py checks that they exist) and, where
+#: given, ``side(case)``: which side a case sits on (hidden cases of every seed show each visible side).
 EDGES = {
     "ch08_q3_block_range": (
         {"rule": "the window [(X - 0.005) 2^30, (X + 0.005) 2^30): its open upper end and its closed lower end, "
                  "each exactly on a block boundary",
          "visible": ("Llama 3.1 8B, 53.37 GiB: the window's open upper end, 53.375 GiB, is exactly 27,328 blocks",
-                     "Llama 3.1 8B, 53.38 GiB: the window's closed lower end, 53.375 GiB, is exactly 27,328 blocks")},
+                     "Llama 3.1 8B, 53.38 GiB: the window's closed lower end, 53.375 GiB, is exactly 27,328 blocks"),
+         "side": window_side},
         {"rule": "past tp = K each rank keeps one whole head", "visible": ("Qwen3 0.6B at TP 16: more ranks than KV heads",)},
     ),
     "ch08_q4_mismatch_cause": (
         {"rule": "rounding: at most 2 blocks outside the window (2 past, 3 past, 2 below)",
          "visible": ("12.log with the count changed to 7,193 (a labelled perturbation)",
                      "12.log with the count changed to 7,194: three past the window",
-                     "12.log with the count changed to 7,188: two below the window")},
+                     "12.log with the count changed to 7,188: two below the window"), "side": slack_side},
         {"rule": "the causes in the table's order: the first that fits wins", "visible": (
             "12.log had it come from two GPUs: 14,382 blocks", "07.log with an fp8 cache: 3,904 blocks")},
     ),

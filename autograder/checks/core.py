@@ -29,10 +29,25 @@ the slip diagnosis need beyond them (``num_heads``, a ``hint``). Case builders:
 is ``f(seed)`` or ``f(seed, student=None)`` (a builder that takes ``student``
 gets the learner's id, for per-learner variants). Multi-step problems:
 an exercise with ``builds_on=<grade id>`` has cases that line up with that
-exercise's (case k, visible then hidden, of each), and its ``expected`` takes
-``earlier``, the learner's own answer to case k of the earlier step (None when
-there is none or it is not of the right type): step 2 is judged against the
-learner's step 1, so one slip is not charged twice.
+exercise's (case k, visible then hidden, of each; a case of its own names the earlier case it builds on in
+``context["earlier_case"]``), and its ``expected`` (and
+``slip_inputs``) take ``earlier``: the number the learner's own earlier step
+gave on case k, or None when there is nothing to build on (then kvlib's own
+value). Step 2 is judged against the learner's step 1, so one slip is charged
+once, in its own step:
+
+* the earlier answer is an ``Earlier`` (``learner_answers``), kept whatever its
+  type: a float, a numpy scalar or a bool still gives its number (0 included);
+  an earlier step that raised, or returned no number, gives none;
+  ``NOT_BUILT_ON`` stands for a case with no earlier answer on record (the
+  earlier step was never checked);
+* a case that cannot be built on (the earlier number leaves this step nothing
+  to compute, such as a division by a 0 from ``kv_heads // tp``; or the earlier
+  step gave no number and this one gives none either) is *excused*: neither
+  passed nor failed, its verdict says why. An exercise whose every case is
+  excused is not passed: nothing of it was judged;
+* the right value in a wrong type that the earlier answer already had (a float
+  or a numpy scalar carried through) passes: the type was charged there.
 
 Value exercises (``value=True``): the learner binds a name to a number
 (``answer_pool = 451342``) and the test cell passes that number, not a
@@ -92,7 +107,57 @@ DEFAULT_HIDDEN_SEED = 20261130
 #: Slip wording lives in kvlib's catalogue; this name stays for older callers.
 GENERIC_SLIPS = slips.GENERAL
 
-_MISSING = object()
+class _NotBuiltOn:
+    """``earlier`` for a case with no earlier answer on record: judged against kvlib's own value."""
+
+    def __repr__(self) -> str:
+        return "NOT_BUILT_ON"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+NOT_BUILT_ON = _NotBuiltOn()
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """The learner's answer to one case of a step that a later one builds on, whatever it was.
+
+    ``number``: the plain ``int`` or ``float`` to build on (a numpy scalar's value, a ``bool`` as 0 or 1),
+    None when it gave none (it raised, or returned None, text, a non-finite numpy value); ``type``: the
+    type it returned (``module.qualname``) or the exception it raised; ``right_type``: it had its
+    exercise's exact answer type.
+    """
+
+    number: int | float | None
+    type: str = "builtins.int"
+    raised: bool = False
+    right_type: bool = True
+
+    @classmethod
+    def of(cls, value) -> "Earlier":
+        """A bare value given as ``earlier`` (callers that hold plain numbers)."""
+        if isinstance(value, Earlier):
+            return value
+        if type(value) in (int, float):
+            return cls(value, f"builtins.{type(value).__name__}")
+        return cls(None, type(value).__name__)
+
+    def did(self) -> str:
+        """What it did on the case, for a message: 'raised ValueError', 'returned None', 'returned 0'."""
+        if self.raised:
+            return f"raised {self.type}"
+        if self.number is None:
+            return f"returned {self.type.removeprefix('builtins.').replace('NoneType', 'None')}"
+        return f"returned {self.number!r}"
+
+
+def _build_number(earlier):
+    """The number a step builds on (None: nothing to build on, judge against kvlib's value)."""
+    if isinstance(earlier, Earlier):
+        return earlier.number
+    return earlier if type(earlier) in (int, float) else None
 
 
 def _accepts(fn, name: str) -> bool:
@@ -134,10 +199,14 @@ class Exercise:
         build = self.hidden_cases
         return tuple(build(seed, student=student) if _accepts(build, "student") else build(seed))
 
-    def expected_for(self, case: dict, earlier=_MISSING):
-        """The right answer to ``case``; against the learner's ``earlier`` step when it builds on one."""
+    def expected_for(self, case: dict, earlier=NOT_BUILT_ON):
+        """The right answer to ``case``; against the learner's ``earlier`` step when it builds on one.
+
+        ``earlier``: an ``Earlier``, a plain number, or None / ``NOT_BUILT_ON``; the chapter's function
+        gets its number, or None when there is none (then it uses kvlib's own value).
+        """
         if self.builds_on and _accepts(self.expected, "earlier"):
-            return self.expected(case, earlier=None if earlier is _MISSING else earlier)
+            return self.expected(case, earlier=_build_number(earlier))
         return self.expected(case)
 
     def call_args(self, case: dict) -> list:
@@ -225,19 +294,31 @@ def run_cases(exercise, student_fn, cases, *, quiet: bool = False, where: list |
 
 
 def learner_answers(exercise: Exercise, records) -> list:
-    """The learner's answer per record when it has the exercise's type, else None (for ``earlier``)."""
-    numeric = exercise.answer.fits(0) or exercise.answer.fits(0.0)
+    """The learner's answer per record, an ``Earlier`` whatever its type (for the steps built on it).
+
+    A number of another type is still the learner's number (a float, a numpy scalar's value, a bool as
+    0 or 1): a later step is judged on it, and the type is charged once, in its own step. A record that
+    raised, or holds no number, gives ``Earlier(None, ...)``.
+    """
     out = []
     for record in records:
-        try:
-            value = answers.decode(record)
-        except answers.RecordError:
-            value = None
-        if value is not None and not exercise.answer.fits(value):
-            # a number of the other type is still the learner's answer: a later step is judged on it (a float
-            # for an int is charged once, in its own step)
-            value = value if numeric and type(value) in (int, float) and math.isfinite(value) else None
-        out.append(value)
+        kind = record.get("type", "?") if isinstance(record, dict) else "?"
+        if not isinstance(record, dict) or "error" in record:
+            out.append(Earlier(None, record.get("error", "an error") if isinstance(record, dict) else "?",
+                               raised=True, right_type=False))
+            continue
+        value = _decoded(record)
+        right = value is not None and exercise.answer.fits(value)
+        if kind == "builtins.bool" and record.get("repr") in ("True", "False"):
+            number = int(record["repr"] == "True")
+        elif type(value) in (int, float):
+            number = value
+        elif right:
+            number = value          # an answer of another kind (a choice, a tuple): kept as it is
+        else:
+            number = _number(record, value)
+            number = number if type(number) in (int, float) else None
+        out.append(Earlier(number, kind, right_type=right))
     return out
 
 
@@ -249,12 +330,12 @@ def matching_slips(quantity: str, answer, inputs: dict, rel_tol: float = 1e-6, u
     return slips.matching(quantity, answer, rel_tol=rel_tol, unit=unit, **inputs)
 
 
-def slip_inputs_for(exercise: Exercise, case: dict, earlier=_MISSING) -> dict:
-    """kvlib.slips' keywords for ``case``; a step that builds on another gets the learner's earlier answer."""
+def slip_inputs_for(exercise: Exercise, case: dict, earlier=NOT_BUILT_ON) -> dict:
+    """kvlib.slips' keywords for ``case``; a step that builds on another gets the learner's earlier number."""
     if exercise.slip_inputs is None:
         return {}
     if exercise.builds_on and _accepts(exercise.slip_inputs, "earlier"):
-        return exercise.slip_inputs(case, earlier=None if earlier is _MISSING else earlier)
+        return exercise.slip_inputs(case, earlier=_build_number(earlier))
     return exercise.slip_inputs(case)
 
 
@@ -272,7 +353,7 @@ def _number(record: dict, value):
     return number if type(number) in (int, float) else None
 
 
-def judge(exercise: Exercise, case: dict, record: dict, *, hidden: bool = False, earlier=_MISSING,
+def judge(exercise: Exercise, case: dict, record: dict, *, hidden: bool = False, earlier=NOT_BUILT_ON,
           lead: str | None = None, allowed=None) -> Verdict:
     """The verdict on one case from the record of what the learner's function did.
 
@@ -289,14 +370,9 @@ def judge(exercise: Exercise, case: dict, record: dict, *, hidden: bool = False,
         names = ", ".join(record["kvlib_calls"])
         return Verdict(False, f"build this by hand: exercise {exercise.grade_id} must not call {names}.",
                        ("kvlib_called",), "kvlib")
-    if exercise.builds_on and earlier is not _MISSING and earlier is not None:
-        try:
-            exercise.expected_for(case, earlier)
-        except (ZeroDivisionError, ValueError, OverflowError):
-            # the learner's earlier step gave a value this one cannot be built on (a zero): that slip was
-            # charged in its own step, so this case is not charged again
-            return Verdict(True, f"not judged: it builds on your {exercise.builds_on} answer ({earlier!r}), "
-                                 "which is wrong here (see that check).", ("builds_on_wrong_step",), "excused")
+    excused = _not_built(exercise, case, record, earlier)
+    if excused is not None:
+        return excused
     head = "on a hidden case: " if hidden else f"on case \"{case['label']}\":\n"
     hint = case.get("context", {}).get("hint")
     if record.get("error") == "NotImplementedError":
@@ -318,6 +394,10 @@ def judge(exercise: Exercise, case: dict, record: dict, *, hidden: bool = False,
     if type_ok and kind.equal(value, expected):
         return Verdict(True, "correct.")
     number = _number(record, value)
+    if not type_ok and _type_carried(exercise, record, number, expected, earlier):
+        # the right value in the wrong type that the earlier step's answer had: charged there, not again
+        return Verdict(True, f"right; its type ({record.get('type', '?')}) comes from your {exercise.builds_on} "
+                             "answer (see that check).", ("type_from_earlier",))
     keys = found = ()
     if exercise.quantity and number is not None:
         found = slips.matching_variants(exercise.quantity, number, rel_tol=_rel_tol(exercise), unit=exercise.unit,
@@ -356,6 +436,48 @@ def judge(exercise: Exercise, case: dict, record: dict, *, hidden: bool = False,
     tail = (f"\n{type_note}" if type_note else "") + (f"\nHint: {hint}" if hint and not named else "")
     return Verdict(False, head + line + ".\n" + diagnosis + tail, keys, "value", head + line + ".\n", tail,
                    variants=found)
+
+
+def _not_built(exercise: Exercise, case: dict, record: dict, earlier) -> Verdict | None:
+    """The excused verdict of a case that cannot be judged on the learner's earlier step, else None.
+
+    Either the earlier number leaves this step nothing to compute (kvlib's function raises on it or gives
+    no finite number: a division by the 0 of a missing ``max(1, ...)``), or the earlier step gave no
+    number and this one gives none either (it raised, perhaps on the earlier step's answer). Its slip was
+    charged in its own step; a stub (NotImplementedError) is never excused.
+    """
+    if not exercise.builds_on or earlier is None or earlier is NOT_BUILT_ON \
+            or record.get("error") == "NotImplementedError":
+        return None
+    prior = Earlier.of(earlier)
+    step = exercise.builds_on
+    if prior.number is None:
+        if "error" in record or _number(record, _decoded(record)) is None:
+            return Verdict(True, f"not judged: it builds on your {step} answer, which {prior.did()} on this "
+                                 "case (see that check).", ("builds_on_wrong_step",), "excused")
+        return None     # this step gave a number of its own: judged against kvlib's value
+    try:
+        expected = exercise.expected_for(case, prior)
+    except (ArithmeticError, ValueError, TypeError):
+        expected = None
+    if expected is None or (type(expected) is float and not math.isfinite(expected)):
+        return Verdict(True, f"not judged: it builds on your {step} answer, which {prior.did()} on this case: "
+                             "nothing to build on (see that check).", ("builds_on_wrong_step",), "excused")
+    return None
+
+
+def _type_carried(exercise: Exercise, record: dict, number, expected, earlier) -> bool:
+    """The right value in the very type the earlier step's answer had wrongly (a float, a numpy scalar)."""
+    if not exercise.builds_on or not isinstance(earlier, Earlier) or earlier.right_type or earlier.raised:
+        return False
+    mine, theirs = record.get("type", ""), earlier.type
+    same = mine == theirs or (mine.startswith("numpy.") and theirs.startswith("numpy."))
+    if not same or type(number) not in (int, float) or type(expected) not in (int, float):
+        return False
+    if not math.isfinite(number):
+        return False
+    return number == expected if type(expected) is int else answers.Float(
+        rel_tol=_rel_tol(exercise)).equal(number, expected)
 
 
 NO_STUDENT = ("there is no student id, so there is no question of yours to check against: set STUDENT_ID = "
@@ -416,7 +538,7 @@ def passed_line(exercise: Exercise, count: int, hidden: bool = False) -> str:
     return f"✓ {exercise.function_name}: all {count} {'hidden' if hidden else 'visible'} cases right ({exercise.grade_id})"
 
 
-def _diagnosis(exercise: Exercise, case: dict, number, lead, allowed=None, earlier=_MISSING) -> str:
+def _diagnosis(exercise: Exercise, case: dict, number, lead, allowed=None, earlier=NOT_BUILT_ON) -> str:
     if exercise.quantity and number is not None:
         return slips.diagnose(exercise.quantity, number, rel_tol=_rel_tol(exercise), lead=lead, only=allowed,
                               unit=exercise.unit, **slip_inputs_for(exercise, case, earlier)).message
@@ -427,8 +549,7 @@ def verdicts(exercise: Exercise, cases, records, *, hidden: bool = False, earlie
     """One ``Verdict`` per case; ``earlier``: the learner's answers to the step this one builds on."""
     out = []
     for k, (case, record) in enumerate(zip(cases, records)):
-        prior = earlier[k] if earlier is not None and k < len(earlier) else _MISSING
-        out.append(judge(exercise, case, record, hidden=hidden, earlier=prior))
+        out.append(judge(exercise, case, record, hidden=hidden, earlier=_prior(earlier, k, case)))
     return out
 
 
@@ -445,8 +566,12 @@ def common_slip(results) -> str | None:
     return shared[0] if shared else None
 
 
-def _prior(earlier, k):
-    return earlier[k] if earlier is not None and k < len(earlier) else _MISSING
+def _prior(earlier, k, case=None):
+    """The earlier step's answer that case ``k`` builds on: that step's case k, or the one the case names
+    (``context["earlier_case"]``: a case of this step only, such as an edge of its own, built on an earlier case)."""
+    if case is not None:
+        k = case.get("context", {}).get("earlier_case", k)
+    return earlier[k] if earlier is not None and 0 <= k < len(earlier) else NOT_BUILT_ON
 
 
 def fitting_slips(exercise: Exercise, cases, results, records, earlier=None, *, failing_only: bool = False) -> tuple:
@@ -481,7 +606,7 @@ def fitting_slips(exercise: Exercise, cases, results, records, earlier=None, *, 
         if number is None:
             continue
         out = slips.ruled_out(exercise.quantity, number, rel_tol=_rel_tol(exercise), unit=exercise.unit,
-                              **slip_inputs_for(exercise, cases[k], _prior(earlier, k)))
+                              **slip_inputs_for(exercise, cases[k], _prior(earlier, k, cases[k])))
         # a passing case rules a slip out when every way it was made elsewhere gives another number here
         shared = [key for key in shared if not ways[key] <= out]
     return tuple(shared)
@@ -514,6 +639,11 @@ def summary(exercise: Exercise, cases, results, *, hidden: bool = False, earlier
     instead of naming one. Hidden: the same, in general words.
     """
     failures = [(k, v) for k, v in enumerate(results) if not v.ok]
+    if results and all(v.kind == "excused" for v in results):
+        # nothing was judged: not a pass (the earlier step's slip is named in its own check)
+        where = "hidden case" if hidden else "case"
+        return Summary(f"{results[0].message} The same holds on every {where}, so nothing of this step could be "
+                       f"judged: fix {exercise.builds_on} first, run its check, then this one.", (), (), "excused")
     if not failures:
         return Summary(None)
     if exercise.value:
@@ -530,20 +660,20 @@ def summary(exercise: Exercise, cases, results, *, hidden: bool = False, earlier
     if hidden:
         if fitting:
             k, first = next((j, v) for j, v in failures if v.kind == "value")
-            message = judge(exercise, cases[k], records[k], hidden=True, earlier=_prior(earlier, k),
+            message = judge(exercise, cases[k], records[k], hidden=True, earlier=_prior(earlier, k, cases[k]),
                             lead=fitting[0], allowed=fitting).message
             return _summary(message, fitting[:2], fitting, "value")
         # no slip fits them all: the failure that one slip explains, named alone (no alternative)
         unique = [(j, v) for j, v in failures if len(v.slips) == 1]
         k, chosen = (unique or failures)[0]
         if records is not None and chosen.kind == "value" and chosen.slips:
-            message = judge(exercise, cases[k], records[k], hidden=True, earlier=_prior(earlier, k),
+            message = judge(exercise, cases[k], records[k], hidden=True, earlier=_prior(earlier, k, cases[k]),
                             allowed=chosen.slips[:1]).message
             return _summary(message, chosen.slips[:1], (), "value")
         return _summary(chosen.message, chosen.slips[:1] if chosen.kind == "value" else (), (), chosen.kind)
     message, named = first.message, ()
     if first.kind == "value" and records is not None and exercise.quantity:
-        prior = _prior(earlier, k)
+        prior = _prior(earlier, k, cases[k])
         if fitting:
             message = judge(exercise, cases[k], records[k], earlier=prior, lead=fitting[0], allowed=fitting).message
             named = fitting[:2]
