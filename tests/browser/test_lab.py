@@ -258,6 +258,18 @@ class ChapterPage:
                 return i
         raise AssertionError(f"{self.name}: no cell with grade_id {grade_id}")
 
+    def wait_kernel_named(self) -> None:
+        """The toolbar names the notebook's kernel. On a loaded machine Lab can show "No Kernel" for a moment
+        after the page loads, with the execution indicator already reading idle (seen in a CI rehearsal, the
+        first chapter opened after 20 minutes of other tests): wait for the name, fail if it never comes."""
+        toolbar = self.page.locator(".jp-NotebookPanel-toolbar")
+        deadline = time.monotonic() + TIMEOUT_MS / 1000
+        while time.monotonic() < deadline:
+            if "Python 3" in toolbar.inner_text():
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"kernel not shown in the toolbar: {toolbar.inner_text()!r}")
+
     def wait_idle(self) -> None:
         self.page.wait_for_selector(".jp-NotebookPanel .jp-Notebook-ExecutionIndicator[data-status='idle']")
 
@@ -333,12 +345,11 @@ class ChapterPage:
         with self.step("open: page load to kernel idle"):
             # ?reset: start from an empty workspace, whatever an earlier session left open
             self.page.goto(f"{self.server['url']}/lab/tree/{self.name}.ipynb?reset")
+            self.wait_kernel_named()
             self.wait_idle()
             self.cells.nth(len(self.nb.cells) - 1).wait_for(state="attached")
         assert self.cells.count() == len(self.nb.cells)
         self.assert_hidden_inputs()
-        toolbar = self.page.locator(".jp-NotebookPanel-toolbar").inner_text()
-        assert "Python 3" in toolbar, f"kernel not shown in the toolbar: {toolbar!r}"
         self.assert_no_toast()
         self.shot("opened")
         self.done.add("open")

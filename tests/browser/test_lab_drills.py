@@ -61,6 +61,7 @@ def test_drill_mode_shows_steps_after_a_miss_and_the_history_survives_a_restart(
                               _cell_index(chapter.nb, "kd.drill_stats("))
         with chapter.step("drills: open, run the setup and drill mode"):
             page.goto(f"{lab_server['url']}/lab/tree/{COPY}.ipynb?reset")
+            chapter.wait_kernel_named()
             chapter.wait_idle()
             chapter.cells.nth(len(chapter.nb.cells) - 1).wait_for(state="attached")
             _run_cell(chapter, setup)
