@@ -139,9 +139,25 @@ def test_blank_values_name_nobody(monkeypatch):
 
 
 def test_the_one_variable_name_agrees_everywhere():
-    from autograder import nbgrader_setup, sandbox
+    from autograder import nbgrader_setup, sandbox, verdict_runner
     assert core.GRADING_STUDENT_ENV == sandbox.GRADING_STUDENT_ENV == nbgrader_setup.GRADING_STUDENT_ENV \
-        == "KV_COURSE_GRADING_STUDENT"
+        == verdict_runner.GRADING_STUDENT_ENV == "KV_COURSE_GRADING_STUDENT"
+
+
+def test_the_verdict_runner_reads_the_student_before_the_answer_cells(monkeypatch):
+    """The graded id comes from the payload (else the grader's variable) once, at start-up: an answer cell
+    that rewrites the variable or claims another id later cannot move the drill-read check to another problem
+    (tests/hostile/ch09.py's drill_answer_id_rewritten, graded in tests/test_grading_ch09_variants.py)."""
+    from autograder import verdict_runner as R
+
+    monkeypatch.setenv("KV_COURSE_GRADING_STUDENT", "from-env")
+    assert R.graded_student({"student": "ada"}) == "ada"
+    assert R.graded_student({"student": None}) is None and R.graded_student({"student": "  "}) is None
+    assert R.graded_student({}) == "from-env"
+    seen = []
+    assert R._drill_reads(lambda topic, who: seen.append((topic, who)) or ["x"], "answer_pool", "ada") == ["x"]
+    assert seen == [("pool", "ada")] and R._drill_reads(None, "answer_pool", "ada") == []
+    assert R._drill_reads(lambda *a: ["x"], "kv_cache_bytes", "ada") == []
 
 
 def test_my_question_is_the_learners_and_needs_an_id():
