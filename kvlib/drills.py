@@ -1098,9 +1098,9 @@ def _pct(x) -> str:
 def _chain_ttft(i):
     p, t, f, mfu = i["num_params"], i["prompt_tokens"], i["peak_flop_per_s"], i["mfu"]
     flops = prefill_linear_flops(p, t)
-    return (Step("prefill FLOPs (linear layers)", "2 · P · T_p", _times(2, p, t), flops, "FLOP"),
+    return (Step("prefill FLOPs (linear layers)", "2 · P · T", _times(2, p, t), flops, "FLOP"),
             Step("FLOP/s reached", "eta · F", f"{_pct(mfu)} · {_n(f)}", mfu * f, "FLOP/s"),
-            Step("time to first token", "2 · P · T_p / (eta · F) · 1000", f"{_n(flops)} / {_n(mfu * f)} · 1000",
+            Step("time to first token", "2 · P · T / (eta · F) · 1000", f"{_n(flops)} / {_n(mfu * f)} · 1000",
                  formulas_serving.prefill_seconds(p, t, f, mfu) * 1e3, "ms"))
 
 
@@ -1150,8 +1150,8 @@ def _chain_chunked_prefill(i):
 def _chain_batching(i):
     o = tuple(i["output_tokens"])
     listed = " + ".join(_n(x) for x in o)
-    steps = [Step("tokens the batch generates", "sum(o)", listed, sum(o), "tokens"),
-             Step("decode steps the static batch runs", "max(o)", f"max({', '.join(_n(x) for x in o)})", max(o),
+    steps = [Step("tokens the batch generates", "sum(T_o)", listed, sum(o), "tokens"),
+             Step("decode steps the static batch runs", "max(T_o)", f"max({', '.join(_n(x) for x in o)})", max(o),
                   "steps")]
     return steps
 
@@ -1160,9 +1160,9 @@ def _chain_batching_speedup(i):
     o = tuple(i["output_tokens"])
     steps = _chain_batching(i)
     static = formulas_serving.static_batch_tokens_per_step(o)
-    steps.append(Step("static batch: tokens per step", "sum(o) / max(o)", f"{_n(sum(o))} / {_n(max(o))}", static,
+    steps.append(Step("static batch: tokens per step", "sum(T_o) / max(T_o)", f"{_n(sum(o))} / {_n(max(o))}", static,
                       "tokens"))
-    steps.append(Step("continuous over static", "B / (sum(o) / max(o))", f"{_n(len(o))} / {_n(static)}",
+    steps.append(Step("continuous over static", "B / (sum(T_o) / max(T_o))", f"{_n(len(o))} / {_n(static)}",
                       formulas_serving.continuous_batching_speedup(o), "times"))
     return tuple(steps)
 
@@ -1170,9 +1170,9 @@ def _chain_batching_speedup(i):
 def _chain_idle_slots(i):
     o = tuple(i["output_tokens"])
     steps = _chain_batching(i)
-    steps.append(Step("slot-steps the batch holds", "B · max(o)", _times(len(o), max(o)), len(o) * max(o),
+    steps.append(Step("slot-steps the batch holds", "B · max(T_o)", _times(len(o), max(o)), len(o) * max(o),
                       "slot-steps"))
-    steps.append(Step("idle slot-steps", "B · max(o) − sum(o)", f"{_n(len(o) * max(o))} − {_n(sum(o))}",
+    steps.append(Step("idle slot-steps", "B · max(T_o) − sum(T_o)", f"{_n(len(o) * max(o))} − {_n(sum(o))}",
                       len(o) * max(o) - sum(o), "slot-steps"))
     return tuple(steps)
 
@@ -1182,11 +1182,11 @@ def _chain_prefix_hit(i):
                            i["peak_flop_per_s"], i["mfu"])
     hit = formulas_serving.prefix_hit_tokens(s, bs)
     flops = prefill_linear_flops(p, t - hit)
-    return (Step("cached tokens: whole blocks of the system prompt", "floor(S / bs) · bs", f"floor({_n(s)} / {_n(bs)}) · {_n(bs)}",
-                 hit, "tokens"),
-            Step("tokens still prefilled", "T_p − cached", f"{_n(t)} − {_n(hit)}", t - hit, "tokens"),
-            Step("their FLOPs", "2 · P · (T_p − cached)", _times(2, p, t - hit), flops, "FLOP"),
-            Step("time to first token", "2 · P · (T_p − cached) / (eta · F) · 1000",
+    return (Step("cached tokens: whole blocks of the system prompt", "T_c = floor(T_p / bs) · bs",
+                 f"floor({_n(s)} / {_n(bs)}) · {_n(bs)}", hit, "tokens"),
+            Step("tokens still prefilled", "T − T_c", f"{_n(t)} − {_n(hit)}", t - hit, "tokens"),
+            Step("their FLOPs", "2 · P · (T − T_c)", _times(2, p, t - hit), flops, "FLOP"),
+            Step("time to first token", "2 · P · (T − T_c) / (eta · F) · 1000",
                  f"{_n(flops)} / ({_pct(mfu)} · {_n(f)}) · 1000",
                  formulas_serving.prefill_seconds(p, t - hit, f, mfu) * 1e3, "ms"))
 
@@ -1197,7 +1197,7 @@ def _chain_spec_memory(i):
     kv = formulas.kv_bytes_total(bpt, t, b)
     steps = [Step("draft: " + s.label, s.formula, s.substitution, s.value, s.units) for s in steps]
     steps.append(Step("the draft's KV cache, every sequence", "b_tok · T · B", _times(bpt, t, b), kv, "bytes"))
-    steps.append(Step("what the draft adds", "W_draft + b_tok · T · B", f"{_n(w)} + {_n(kv)}",
+    steps.append(Step("what the draft adds", "W_d + b_tok · T · B", f"{_n(w)} + {_n(kv)}",
                       formulas_serving.speculative_extra_bytes(w, bpt, t, b), "bytes"))
     return tuple(steps)
 
@@ -1206,13 +1206,13 @@ def _chain_spec_speedup(i):
     a, g, w_d, w_t = i["acceptance"], i["draft_tokens"], i["draft_weight_bytes"], i["weight_bytes"]
     c = w_d / w_t
     e = formulas_serving.speculative_expected_tokens(a, g)
-    return (Step("a draft step's cost, in target steps", "c = W_draft / W_target", f"{_n(w_d)} / {_n(w_t)}", c,
+    return (Step("a draft step's cost, in target steps", "c_d = W_d / W", f"{_n(w_d)} / {_n(w_t)}", c,
                  "ratio"),
             Step("tokens per verification", "(1 − alpha^(gamma + 1)) / (1 − alpha)",
                  f"(1 − {_pct(a)}^{g + 1}) / (1 − {_pct(a)})", e, "tokens"),
-            Step("cost of one verification, in target steps", "gamma · c + 1", f"{g} · {_n(c)} + 1", g * c + 1,
+            Step("cost of one verification, in target steps", "gamma · c_d + 1", f"{g} · {_n(c)} + 1", g * c + 1,
                  "steps"),
-            Step("speed-up", "E / (gamma · c + 1)", f"{_n(e)} / {_n(g * c + 1)}",
+            Step("speed-up", "E / (gamma · c_d + 1)", f"{_n(e)} / {_n(g * c + 1)}",
                  formulas_serving.speculative_speedup(a, g, c), "times"))
 
 
@@ -1244,10 +1244,10 @@ def _chain_cost(i):
         rate = i["batch_size"] / (i["step_ms"] / 1e3)
         steps.append(Step("tokens per second", "B / step", f"{_n(i['batch_size'])} / {_n(i['step_ms'] / 1e3)}", rate,
                           "tokens/s"))
-    steps.append(Step("dollars per second", "C_h · gpus / 3600", f"{_n(price)} · {gpus} / 3600",
+    steps.append(Step("dollars per second", "C_h · N / 3600", f"{_n(price)} · {gpus} / 3600",
                       price * gpus / 3600, "dollars/s"))
     steps.append(Step("seconds for a million tokens", "10^6 / (tokens/s)", f"1,000,000 / {_n(rate)}", 1e6 / rate, "s"))
-    steps.append(Step("dollars per million tokens", "C_h · gpus / (3600 · tokens/s) · 10^6",
+    steps.append(Step("dollars per million tokens", "C_h · N / (3600 · tokens/s) · 10^6",
                       f"{_n(price)} · {gpus} / (3600 · {_n(rate)}) · 1,000,000",
                       formulas_serving.cost_per_million_tokens(price, gpus, rate), "dollars"))
     return tuple(steps)
