@@ -414,7 +414,7 @@ def grade(submission, assignment: str = "ch01_kv_formula", *, reference=None, co
         return fail_all("error", str(exc))
     box = with_student(box, student)
     _, sys_path = runner_paths()
-    payload = json.dumps({"sys_path": sys_path, "step_s": step_s, "steps": steps}).encode()
+    payload = json.dumps({"sys_path": sys_path, "step_s": step_s, "steps": steps, "student": student}).encode()
     result = box.run([_sandbox.python_executable(), "-I", "-S", "-B", str(_runner_path())], payload)
     verdict.isolation = box.level
 

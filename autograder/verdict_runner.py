@@ -9,7 +9,8 @@ order, and writes one JSON line per event to the original fd 1: ``step``
 ``autograder.checks.answers``; for a value exercise, ``"value": true``, the
 record of the number the answer cells bound to the name, with ``kvlib_calls``
 when the answer of the graded student's own problem was read from kvlib's
-drill object: ``tripwires.drill_reads``), ``done``. The learner's own fds 0-2 go to
+drill object: ``tripwires.drill_reads``; the graded student is read once, before
+any answer cell runs: ``graded_student``), ``done``. The learner's own fds 0-2 go to
 /dev/null; every step runs under a SIGALRM limit. Nothing it prints is
 trusted: the verdict re-reads every record.
 """
@@ -63,18 +64,37 @@ def compile_cell(source, name):
         return compile("\n".join(lines), name, "exec")
 
 
-def _drill_reads(core, name):
-    """``core.tripwires.drill_reads`` for the value ``answer_<topic>`` of the graded student ([] without core)."""
-    if core is None or not name.startswith("answer_"):
+#: The environment variable that names the graded student (``autograder.sandbox.GRADING_STUDENT_ENV``; the
+#: runner imports nothing of the course's before it reads it).
+GRADING_STUDENT_ENV = "KV_COURSE_GRADING_STUDENT"
+
+
+def graded_student(payload):
+    """The graded student, read once at start-up, before any of the learner's code runs: the payload's
+    ``student`` (``autograder.verdict.grade`` passes it), else the grader's variable, else None.
+
+    An answer cell that rewrites the id afterwards (``os.environ[...] = ...``, ``claim_student(...)``) changes
+    what the notebook's own calls see, never whose problem the verdict looks for reads of."""
+    if "student" in payload:
+        student = payload["student"]
+        return student.strip() or None if isinstance(student, str) else None
+    return os.environ.get(GRADING_STUDENT_ENV, "").strip() or None
+
+
+def _drill_reads(reads, name, student):
+    """``reads(topic, student)`` (``core.tripwires.drill_reads``, bound at start-up) for the value
+    ``answer_<topic>`` of the graded ``student`` ([] without core)."""
+    if reads is None or not name.startswith("answer_"):
         return []
     try:
-        return list(core.tripwires.drill_reads(name[len("answer_"):], core.current_student()))
+        return list(reads(name[len("answer_"):], student))
     except Exception:
         return []
 
 
 def main():
     payload = json.loads(sys.stdin.buffer.read())
+    student = graded_student(payload)   # before the learner's code: nothing it does can change whose problem it is
     for p in reversed(payload["sys_path"]):
         sys.path.insert(0, p)
     res = os.dup(1)
@@ -96,6 +116,7 @@ def main():
         from autograder.checks import core
     except BaseException:   # no tripwires; records are made here instead
         core = None
+    drill_reads = getattr(getattr(core, "tripwires", None), "drill_reads", None)   # bound before any answer cell
     try:
         from autograder.checks.answers import encode
     except BaseException:
@@ -147,7 +168,7 @@ def main():
                         arm(step_s)
                         try:
                             records = [encode(fn)] * n
-                            reads = _drill_reads(core, step["fn"])
+                            reads = _drill_reads(drill_reads, step["fn"], student)
                             if reads:   # the learner's own problem's answer, read from kvlib's drill object
                                 records = [dict(r, kvlib_calls=reads) for r in records]
                         finally:

@@ -58,7 +58,7 @@ TOPIC_TITLES = {
     "chunked_prefill": "a chunked prefill sharing a step with decodes",
     "batching": "continuous against static batching",
     "prefix_hit": "prefill saved by prefix-cache hits",
-    "spec_decode": "speculative decoding's memory",
+    "spec_decode": "speculative decoding: its memory or its speed-up",
     "quant_speedup": "weight-only quantization at batch 1",
     "allreduce": "tensor-parallel all-reduce bytes per step",
     "cost": "cost per million tokens",

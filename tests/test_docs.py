@@ -69,3 +69,20 @@ def test_readme_points_to_every_doc():
 
 def test_readme_is_read_in_a_minute():
     assert len((REPO / "README.md").read_text(encoding="utf-8").splitlines()) < 120
+
+
+def test_the_drill_topics_are_all_listed():
+    """docs/kvlib.md's topic table names every kvlib.drills topic, once, marks exactly the graded ones, and
+    names each one's formula by a kvlib function that exists."""
+    import importlib
+
+    from kvlib.drills import GRADED_TOPICS, TOPICS
+    text = (REPO / "docs" / "kvlib.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `([a-z0-9_]+)`( \(\*\*graded\*\*\))? \| [^|]+ \| ([^|]+) \|$", text, flags=re.M)
+    assert sorted(name for name, _, _ in rows) == sorted(TOPICS)
+    assert {name for name, graded, _ in rows if graded} == set(GRADED_TOPICS)
+    assert f"{len(TOPICS)} of them" in text
+    for _, _, formula in rows:
+        for dotted in re.findall(r"`(kvlib\.[a-z_.]+)`", formula):
+            module, _, name = dotted.rpartition(".")
+            assert hasattr(importlib.import_module(module), name), dotted

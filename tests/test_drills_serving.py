@@ -190,12 +190,27 @@ def test_a_single_topic_set_varies_too():
     assert max(triples.values()) <= MAX_REPEATS
 
 
+#: Graded draws changed on purpose since issue 35: issue 38 (session 3) draws again a step time where a forgotten
+#: batch read as forgotten layers (within 0.5%: a small cache beside the weights; kvlib.drills._SEPARATE).
+REDRAWN = {("student-001", "step_time"), ("student-006", "step_time"), ("student-008", "step_time")}
+
+
 def test_graded_drills_of_existing_students_are_unchanged():
     # sha256 of (question, answer) of students 000-011 on every graded topic, computed with kvlib before issue 35
+    # (f550b7a8...); every row but the REDRAWN ones, computed with kvlib before issue 38's redraw (e7a0191d...)
     rows = [[student_problem(f"student-{i:03d}", t).question, repr(student_problem(f"student-{i:03d}", t).answer)]
-            for i in range(12) for t in GRADED_TOPICS]
+            for i in range(12) for t in GRADED_TOPICS if (f"student-{i:03d}", t) not in REDRAWN]
     assert hashlib.sha256(json.dumps(rows).encode()).hexdigest() == \
-        "f550b7a85aaed58fbcc264c6a6aa4bb9900dfbf85a43bbc6dbd95236bc940f4e"
+        "e7a0191d01b5904a45d8d4c79342418c49102040279d6ce78a0de88951f45a52"
+    # the redrawn ones: a forgotten batch is now named first (where the new draw's batch is above 1)
+    for student, topic in REDRAWN:
+        p = student_problem(student, topic)
+        q = p.inputs
+        if q["batch_size"] == 1:
+            continue
+        no_batch = (q["weight_bytes"] + 2 * q["layers"] * q["kv_heads"] * q["head_dim"] * q["dtype_bytes"]
+                    * q["seq_len"]) / q["bandwidth_bytes_per_s"] * 1000
+        assert p.slip_key(f"{no_batch:.6g}") == "missing_batch", (student, p.question)
 
 
 # --- kvlib.serving against arithmetic done by hand --------------------------------------------

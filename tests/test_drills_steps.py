@@ -5,6 +5,7 @@ arithmetic written out here; a slip's recomputed value is placed at the step it 
 """
 
 import math
+import re
 
 import pytest
 
@@ -120,3 +121,64 @@ def test_a_slip_named_and_the_step_it_matches_agree():
     wrong = p.steps()[0].value
     assert p.slip_key(wrong) == "missing_layers"
     assert p.matching_step(wrong) == 0 and p.slip_step("missing_layers") == 1
+
+
+# --- the steps as ch09's worked problems show them (kvdisplay.serving_problems; issue 35 §1, issue 38 §4) -----
+@pytest.mark.parametrize("topic", sorted(TOPICS))
+def test_every_step_formula_in_latex_uses_the_notation_table(topic):
+    """Each step's formula, as kvdisplay writes it in LaTeX, names only letters of kvlib/notation.py (words and
+    functions upright), read by the chapters' own LaTeX scan."""
+    from test_notation import math_letters, undefined_in_latex
+
+    from kvdisplay.serving_problems import step_latex
+    for seed in SEEDS:
+        for step in generate(topic, seed).steps():
+            latex = step_latex(step.formula)
+            assert undefined_in_latex(latex) == [], (topic, step.formula, latex)
+            assert "·" not in latex and "−" not in latex, latex
+            assert not re.search(r"(?<!\\)\b(?:eta|alpha|gamma)\b", latex), latex     # Greek as \eta
+            if "P" in step.formula.split():
+                assert "P" in math_letters(latex)
+
+
+def test_the_latex_of_a_step_by_hand():
+    from kvdisplay.serving_problems import step_latex
+    assert step_latex("2 · P · (T − T_c) / (eta · F) · 1000") == \
+        r"2 \cdot P \cdot (T - T_{c}) / (\eta \cdot F) \cdot 1000"
+    assert step_latex("(1 − alpha^(gamma + 1)) / (1 − alpha)") == r"(1 - \alpha^{(\gamma + 1)}) / (1 - \alpha)"
+    assert step_latex("max(read, compute)") == r"\operatorname{max}(\text{read} , \text{compute})"
+    assert step_latex("C_h · N / (3600 · tokens/s) · 10^6") == \
+        r"C_{h} \cdot N / (3600 \cdot \text{tokens/s}) \cdot 10^6"
+
+
+def test_ch09s_serving_worked_problems():
+    """One worked problem per serving family, each from its own fixed seed (never a learner's): the question
+    unfolded, then in the fold every step's substitution, the bold result (the last step, its unit) and a
+    sanity line; nothing of the answer before the fold."""
+    import re
+
+    from kvdisplay.serving_problems import HEADINGS, SERVING_SEEDS, drill_worked_problem, serving_worked_problem_views
+    from kvlib.drills import GRADED_TOPICS, _fmt
+
+    serving = [t for t in TOPICS if t not in GRADED_TOPICS and t not in
+               ("per_sequence", "block_waste", "fp8")]            # the cache-size practice topics
+    assert list(SERVING_SEEDS) == serving and len(serving) == 10
+    for n, (topic, seed) in enumerate(SERVING_SEEDS.items(), 8):
+        p = generate(topic, seed)
+        text = drill_worked_problem(n, p).data
+        before, folded = text.split("<details>", 1)
+        assert before.startswith(f"**Question {n}.** {p.question.replace('$', chr(92) + '$')}")
+        assert "*Assumptions:*" in before and "$" not in before.replace(chr(92) + "$", "")   # no LaTeX opened
+        result = f"{_fmt(p.answer)} {p.units}"
+        assert f"Result: **{result}**" in folded and result not in before
+        assert len(re.findall(r"^\* \$", folded, flags=re.M)) == len(p.steps())
+        for step in p.steps():
+            assert step.substitution in folded and step.label in folded
+        sanity = folded.split("*Sanity check:*", 1)[1].split("</details>")[0].strip()
+        assert sanity and sanity.endswith(".")
+    views = [v.data for v in serving_worked_problem_views()]
+    assert len(views) == 10 and all(v.count("<details>") == 1 and v.startswith("#### ") for v in views)
+    whole = "\n".join(views)
+    assert all(f"#### {HEADINGS[t]}" in whole for t in serving)
+    assert r"\$4.00" in whole and whole.count("$4.00") == whole.count(r"\$4.00")   # Question 17's price, escaped
+    assert "**Question 8.**" in whole and "**Question 17.**" in whole

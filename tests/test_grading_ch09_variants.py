@@ -11,7 +11,7 @@ scores are the contract's points (q1 2, each drill 1: 10 in all):
 * the solution-style notebook (answers computed from the question it draws): 10 for both (the outside
   check), and 10 for a third learner in the same class on the slow paths;
 * the hostile ch09 cases (``tests/hostile/ch09.py``, issue 35 §5): an answer read from kvlib's drill object
-  (``.answer``, ``check``'s feedback, ``repr``) scores 0 for its exercise with a one-line reason, on the outside
+  (``.answer``, ``check``'s feedback, ``repr``; read, then the id rewritten) scores 0 for its exercise with a one-line reason, on the outside
   check and through ``python -m autograder grade``; practice, then the arithmetic: 10.
 
 Paths: the outside check (``autograder.verdict``, fast), ``python -m autograder grade`` and
@@ -98,6 +98,28 @@ def test_outside_check_names_the_slip_and_hides_the_answer():
     feedback = v.by_grade_id()[D.DRILL_IDS["kv_per_token"]].feedback
     assert v.score == D.FULL - 1 and "[missing_kv_factor]" in feedback
     assert f"{right:,}" not in feedback and str(right) not in feedback
+
+
+def test_outside_check_holds_the_tolerance_edge():
+    """ch09.EDGES on the grader's side (a value exercise has no hidden cases: the verdict is the hidden check):
+    Exercises 5 and 6 typed 0.49% off pass, 0.51% off fail, either way; one unit off an exact count fails."""
+    from kvlib.drills import student_problem
+
+    source = SOURCES["fixture"]
+
+    def scored(factor, off=0):
+        answers = {}
+        for topic in D.TOPICS:
+            right = D.hand_answer(topic, student_problem(ADA, topic).public().params)
+            answers[topic] = repr(right * factor) if topic in D.FLOAT_TOPICS else repr(right + off)
+        v = V.grade(D.submission(source, answers), D.ASSIGNMENT, reference=source, student=ADA)
+        assert v.status == "graded" and v.complete, v.as_dict()
+        return {t.grade_id for t in v.tests if not t.passed}
+
+    floats = {D.DRILL_IDS[t] for t in D.FLOAT_TOPICS}
+    exact = set(D.DRILL_IDS.values()) - floats
+    assert scored(1.0049) == scored(0.9951) == set()
+    assert scored(1.0051, off=1) == scored(0.9949, off=-1) == floats | exact
 
 
 def test_outside_check_with_no_student_asks_for_one():

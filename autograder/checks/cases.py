@@ -207,10 +207,10 @@ def node_budget_bytes(model: str, gpu: str, num_gpus: int, reserve_bytes: int) -
 # ---------------------------------------------------------------------------
 def drill_cases(topic: str):
     """A visible-case builder ``f(student=None)``: one case, the learner's own problem on ``topic``
-    (``kvlib.drills.student_problem``); its context holds the id (None: no id known)."""
+    (``kvlib.drills.student_problem``); its context holds the id (None: no id known). The label is the same
+    for every learner (``your <topic> question``: a checks module's ``EDGES`` names it); the feedback names the id."""
     def build(student=None) -> tuple:
-        label = f"your {topic} question" + (f" (student {student!r})" if student else "")
-        return ({"label": label, "kwargs": {}, "context": {"student": student, "topic": topic}},)
+        return ({"label": f"your {topic} question", "kwargs": {}, "context": {"student": student, "topic": topic}},)
     return build
 
 

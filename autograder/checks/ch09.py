@@ -104,8 +104,18 @@ def drill_exercise(number: int, topic: str) -> Exercise:
 
 
 #: The edges the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), each
-#: with the visible cases that sit on it (tests/test_case_variants.py checks that they exist).
-EDGES = {}
+#: with the visible cases that sit on it (tests/test_case_variants.py checks that they exist). A value
+#: exercise has one case, the learner's own question: its edges are in the answer, on that case, in the
+#: kernel's check and in the outside verdict (the grader's, which holds no other cases):
+#: tests/test_checks_ch09.py and tests/test_grading_ch09_variants.py type answers on each side.
+_TOLERANCE_EDGE = {"rule": "to 0.5% of the answer (math.isclose's relative tolerance): 0.49% off either way passes, "
+                           "0.51% off either way fails ('within 0.5%')",
+                   "visible": ()}
+_EXACT_EDGE = {"rule": "exact: one unit more or fewer fails, named as off by one (or, on a count the text "
+                       "floors or ceils, as the rounding taken the other way)", "visible": ()}
+EDGES = {f"ch09_q{n}_{topic}": (dict(_TOLERANCE_EDGE if generate(topic, 0).tolerance else _EXACT_EDGE,
+                                     visible=(f"your {topic} question",)),)
+         for n, topic in enumerate(GRADED_TOPICS, start=2)}
 
 
 EXERCISES = exercises(

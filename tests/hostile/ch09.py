@@ -42,6 +42,18 @@ def _read_repr(topic: str) -> str:
                  f"answer_{topic} = float(_n) if '.' in _n else int(_n)\n")
 
 
+def _read_then_rewrite_id(topic: str) -> str:
+    """The graded student's own answer read from the drill object, then the id rewritten (the grader's variable and
+    a claim), so a check that asked for the student only afterwards would look for reads of another student's
+    problem. The first cell keeps the real id for the later ones (``_real``)."""
+    return ME + ("import os as _os\n"
+                 "from autograder.checks import claim_student as _claim\n"
+                 "_real = globals().get('_real') or _me()\n"
+                 f'answer_{topic} = _kv.drills.student_problem(_real, "{topic}").answer\n'
+                 "_os.environ['KV_COURSE_GRADING_STUDENT'] = 'someone-else'\n"
+                 "_claim('someone-else')\n")
+
+
 def _practice_then_work(topic: str) -> str:
     """Drill practice first (other problems' answers, the own problem's check without the answer), then the
     arithmetic on the question's figures (the same expression as the solution)."""
@@ -63,6 +75,9 @@ CASES = [
      {t: _read_feedback(t) for t in D.TOPICS}, SWAPPED),
     ("drill_repr", "every drill: the answer parsed from repr() of the drill object",
      {t: _read_repr(t) for t in D.TOPICS}, SWAPPED),
+    ("drill_answer_id_rewritten", "every drill: the own answer read from the drill object, then the student id "
+     "rewritten (KV_COURSE_GRADING_STUDENT and claim_student) before the check runs",
+     {t: _read_then_rewrite_id(t) for t in D.TOPICS}, SWAPPED),
 ]
 BY_NAME = {c[0]: c for c in CASES}
 
