@@ -240,14 +240,20 @@ def _no_constant(name: str):
 
 def _judge_exercise(exercise, gid: str, points: float, cases, hidden_from: int, records,
                     earlier=None) -> tuple[ExerciseVerdict, list]:
-    """(the verdict on one exercise, the learner's answers per case for the steps that build on it)."""
+    """(the verdict on one exercise, the learner's answers for the steps that build on it: visible, hidden).
+
+    ``earlier``: that pair from the step this one builds on. Each part is aligned with its own kind of
+    case, as the notebook's check keeps them: a step may have visible cases of its own (an edge) that
+    the earlier step has not, so its hidden cases start later in its list than the earlier step's do.
+    """
     from .checks import core
     records = [_clean_record(records[k]) if k < len(records) else {
         "error": "RuntimeError", "error_message": "no result for this case"} for k in range(len(cases))]
     answers_given = core.learner_answers(exercise, records)
+    answers_given = (answers_given[:hidden_from], answers_given[hidden_from:])
     parts, judged = [], []
-    for hidden, lo, hi in ((False, 0, hidden_from), (True, hidden_from, len(cases))):
-        prior = earlier[lo:hi] if earlier is not None else None
+    for part, (hidden, lo, hi) in enumerate(((False, 0, hidden_from), (True, hidden_from, len(cases)))):
+        prior = earlier[part] if earlier is not None else None
         try:
             results = core.verdicts(exercise, cases[lo:hi], records[lo:hi], hidden=hidden, earlier=prior)
             message = core.summarise(exercise, cases[lo:hi], results, hidden=hidden, earlier=prior,
