@@ -123,22 +123,26 @@ HEADINGS = {"ttft": "Prefill and the time to the first token", "ridge_batch": "T
 
 
 # --- what each family assumes, and one sanity line from kvlib ------------------------------------------
+# The drills' weight figure is the checkpoint as loaded, read whole each step: the round figure interviews use.
+# Chapter 06's finer count reads only B rows of the input embedding; say which one the answer uses.
+_WHOLE = (" The stated weight bytes are read whole, the input embedding's table included (chapter 06's finer "
+          "count reads only the batch's rows of it).")
 _ASSUMPTIONS = {
     "ttft": "the prefill is compute-bound and counts the linear layers only (attention's term, quadratic in the "
             "prompt, is left out); a mixture of experts counts its active parameters.",
     "ridge_batch": "short contexts, so the KV reads and attention FLOPs are left out; the weights are read once per "
-                   "step and every sequence adds 2 FLOPs per parameter.",
+                   "step and every sequence adds 2 FLOPs per parameter." + _WHOLE,
     "decode_rate": "bandwidth-bound decode: each GPU reads its share of the weights and its KV heads of every "
-                   "sequence once per step, all GPUs at once; nothing else costs time.",
+                   "sequence once per step, all GPUs at once; nothing else costs time." + _WHOLE,
     "chunked_prefill": "a roofline step: the longer of its reads and its linear-layer FLOPs at the stated MFU; every "
-                       "decode in the step waits for the whole step.",
+                       "decode in the step waits for the whole step." + _WHOLE,
     "batching": "one token per running request per step; requests keep waiting, so continuous batching refills a "
                 "freed slot at once.",
     "prefix_hit": "only whole blocks of the shared prompt are cached and reused; the rest is prefilled at the "
                   "stated MFU, linear layers only.",
     "spec_decode": "batch 1 and bandwidth-bound, so a step's cost is its weight read; each drafted token is "
-                   "accepted independently with the stated probability.",
-    "quant_speedup": "batch 1, bandwidth-bound; only the weights shrink, the cache keeps bf16.",
+                   "accepted independently with the stated probability." + _WHOLE,
+    "quant_speedup": "batch 1, bandwidth-bound; only the weights shrink, the cache keeps bf16." + _WHOLE,
     "allreduce": "Megatron-style tensor parallelism: two ring all-reduces per layer of every token's hidden "
                  "vector in bf16; a decode step's tokens are its batch.",
     "cost": "the GPUs are paid for by the hour whether busy or not; only generated tokens are counted.",
