@@ -408,6 +408,7 @@ EXERCISES = exercises(
         quantity="optimisation_choice",
         slip_inputs=_slip_inputs,
         unit="",
-        hidden_note="(Hidden cases use other bundled models and workloads, each well away from the crossover.)",
+        hidden_note="(Hidden cases use other bundled models and workloads, well away from the crossover, and "
+                    "a tie with one byte either side on a drawn model.)",
     ),
 )
