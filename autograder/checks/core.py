@@ -92,6 +92,7 @@ import inspect
 import io
 import math
 import os
+import random
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -226,6 +227,30 @@ class Exercise:
             else:
                 parts.append(f"{name}={value!r}")
         return f"{self.function_name}({', '.join(parts)})"
+
+
+def with_sides(build: Callable, side: Callable, names, make: Callable) -> Callable:
+    """A hidden-case builder that shows every side of an edge (issue 38 §6): ``build(seed)``'s cases, then for
+    each side in ``names`` that none of them sits on (``side(case)``), ``make(rng, name)``'s case, drawn from
+    the seed (real configs; ``make`` returns None where it cannot draw that side)."""
+    def hidden(seed: int) -> tuple:
+        cases = list(build(seed))
+        rng = random.Random(f"{seed}-sides")
+        for name in names:
+            if not any(_side_of(side, case) == name for case in cases):
+                made = make(rng, name)
+                if made is not None:
+                    cases.append(made)
+        return tuple(cases)
+    hidden.__doc__ = build.__doc__
+    return hidden
+
+
+def _side_of(side: Callable, case: dict):
+    try:
+        return side(case)
+    except (KeyError, TypeError, ValueError, ArithmeticError):
+        return None
 
 
 def exercises(*items: Exercise) -> dict:
@@ -701,8 +726,8 @@ def summary(exercise: Exercise, cases, results, *, hidden: bool = False, earlier
 
 
 def edge_rules(exercise: Exercise, failing_cases) -> list:
-    """``[(rule, labels)]``: each edge of the chapter's ``EDGES`` that failing cases sit on (the edge names
-    the case, or its ``side(case)`` places it on a side), with their labels (a module without EDGES: [])."""
+    """``[(rule, labels)]``: each edge of the chapter's ``EDGES`` that names failing visible cases, with their
+    labels (a checks module without EDGES: [])."""
     from . import chapter_module
     try:
         listed = getattr(chapter_module(exercise.grade_id), "EDGES", {}).get(exercise.grade_id, ())
@@ -710,17 +735,7 @@ def edge_rules(exercise: Exercise, failing_cases) -> list:
         return []
     out = []
     for edge in listed:
-        side = edge.get("side")
-        on = []
-        for case in failing_cases:
-            here = case["label"] in edge.get("visible", ())
-            if not here and side is not None:
-                try:
-                    here = side(case) is not None
-                except (KeyError, TypeError, ValueError, ArithmeticError):
-                    here = False
-            if here:
-                on.append(case["label"])
+        on = [case["label"] for case in failing_cases if case["label"] in edge.get("visible", ())]
         if on:
             out.append((edge["rule"], on))
     return out
