@@ -497,10 +497,13 @@ def diagnose(quantity: str, answer, *, rel_tol: float = 1e-6, lead: str | None =
         # a rounding or a count off by one: say by how many ("1 node too small"), never "2x too small"
         ratio = f"{_count_text(abs(answer - expected), unit)} too {'large' if answer > expected else 'small'}"
     if matches:
-        slip = Slip(matches[0], _message(matches[0], inputs))
+        words = dict(inputs)
+        if quantity in TIE_RULES:       # a choice's rule at a tie, for tie_other_way
+            words.setdefault("tie_rule", TIE_RULES[quantity])
+        slip = Slip(matches[0], _message(matches[0], words))
         text = f"{ratio}: {slip.message}"
         if len(matches) > 1:  # two slips give the same number here: name both
-            text += " Or: " + _message(matches[1], inputs)
+            text += " Or: " + _message(matches[1], words)
         return Diagnosis(quantity, False, expected, answer, slip, text, inputs)
     return Diagnosis(quantity, False, expected, answer, None,
                      f"{ratio}, and it matches no known slip: recheck each factor.", inputs)
@@ -851,7 +854,9 @@ def _q_allocator_waste(i):
     expected = allocator_waste(reqs, pol, bs, msl)
     held = sum(p + 1 for p, _ in reqs)
     slips = [("tokens_not_waste", held), ("allocated_not_waste", expected + held),
-             ("prompt_without_first_token", allocator_waste(reqs, pol, bs, msl, held_extra=0))]
+             ("prompt_without_first_token", allocator_waste(reqs, pol, bs, msl, held_extra=0)),
+             # the same slip made on the prompt itself (prompt - 1 everywhere): the oracle's waste is then right
+             ("prompt_without_first_token@prompt", allocator_waste([[p - 1, o] for p, o in reqs], pol, bs, msl))]
     if pol == "paged":
         slips.append(("paged_whole_last_block", allocator_waste(reqs, pol, bs, msl, last_block="whole")))
         floor_blocks = sum((p + 1) // bs * bs - (p + 1) for p, _ in reqs)
@@ -995,7 +1000,8 @@ def _q_crossover_context_tokens(i):
     expected = -(-w // (bpt * b))
     exact = w / (bpt * b)
     slips = [(key, math.ceil(w / (wrong * b))) for key, wrong in _token_slips(i) if wrong]
-    slips += [("crossover_rounded_down", math.floor(exact)), ("crossover_rounded_down", round(exact)),
+    # two ways, told apart: a case where one of them gives the right context rules out only the other
+    slips += [("crossover_rounded_down@floor", math.floor(exact)), ("crossover_rounded_down@round", round(exact)),
               ("crossover_not_divided", w / bpt), ("batch_multiplied", w / bpt * b)]
     return expected, [(k, v) for k, v in slips if v != expected]
 
@@ -1956,6 +1962,8 @@ SLIPS.update({
     "always_shrink_kv_cache": "you answered 'shrink_kv_cache' whatever the workload: compare the two reads of each "
                               "(the weights, and batch x context x bytes per token of cache); the larger one is what "
                               "to shrink.",
+    # generic to choices made by a comparison: only the cases exactly on the tie fail (> written for >=)
+    "tie_other_way": "the tie goes the other way: at equality the text says {tie_rule}.",
 })
 GENERAL.update({
     "smaller_read_chosen": "the larger read (weights, or batch x context x bytes per token) is the one to shrink.",
@@ -1966,7 +1974,16 @@ GENERAL.update({
     "choice_inverted": "the choice is the other way round: fetch when fetch_s <= recompute_s.",
     "always_quantise_weights": "the same choice whatever the workload: compare the two reads; shrink the larger.",
     "always_shrink_kv_cache": "the same choice whatever the workload: compare the two reads; shrink the larger.",
+    "tie_other_way": "the tie goes the other way: at exact equality the text's rule picks the other option (read "
+                     "its >= or <=).",
 })
+
+#: A choice made by a comparison: what the text says at a tie (``tie_other_way``'s words), by quantity.
+TIE_RULES = {
+    "optimisation_choice": "the weights are at least the cache read (W >= batch x context x bytes per token), "
+                           "so weights exactly equal to it call for 'quantise_weights'",
+    "fetch_choice": "fetch when fetch_s <= recompute_s: a tie fetches",
+}
 
 
 def _q_optimisation_choice(i):
@@ -1975,12 +1992,13 @@ def _q_optimisation_choice(i):
     w, t, b = i["weight_bytes"], i["seq_len"], i["batch_size"]
     options = ("quantise_weights", "shrink_kv_cache")
 
-    def choose(kv_read, weights=w):
-        return options[0] if weights >= kv_read else options[1]
+    def choose(kv_read, weights=w, tie=True):
+        return options[0] if weights > kv_read or (tie and weights == kv_read) else options[1]
 
     bpt = _kv_token(**i)
     expected = choose(bpt * t * b)
     slips = [("missing_batch", choose(bpt * t)), ("missing_seq_len", choose(bpt * b))]   # the question's own first
+    slips.append(("tie_other_way", choose(bpt * t * b, tie=False)))      # > for >=: only a tie differs
     slips += [(f"always_{option}", option) for option in options]
     slips += [(key, choose(wrong * t * b)) for key, wrong in _token_slips(i) if wrong]
     slips.append(("smaller_read_chosen", options[1] if expected == options[0] else options[0]))
@@ -1995,11 +2013,13 @@ def _q_fetch_choice(i):
     attention = 2 * i["layers"] * i["num_heads"] * 2 * i["head_dim"] * t * (t + 1) // 2
 
     def choose(flops=linear + attention, achieved=i["mfu"] * i["peak_flop_per_s"],
-               overhead=i["fetch_overhead_s"], byte_time=bpt / link):
-        return "fetch" if overhead + t * byte_time <= flops / achieved else "recompute"
+               overhead=i["fetch_overhead_s"], byte_time=bpt / link, tie=True):
+        fetch_s, recompute_s = overhead + t * byte_time, flops / achieved
+        return "fetch" if fetch_s < recompute_s or (tie and fetch_s == recompute_s) else "recompute"
 
     expected = choose()
-    slips = [("attention_term_missing", choose(flops=linear)), ("mfu_ignored", choose(achieved=i["peak_flop_per_s"])),
+    slips = [("tie_other_way", choose(tie=False)),      # < for <=: only an exact tie differs
+             ("attention_term_missing", choose(flops=linear)), ("mfu_ignored", choose(achieved=i["peak_flop_per_s"])),
              ("fetch_overhead_ignored", choose(overhead=0)), ("link_as_bits", choose(byte_time=8 * bpt / link)),
              ("choice_inverted", "recompute" if expected == "fetch" else "fetch")]
     return expected, [(k, v) for k, v in slips if i["fetch_overhead_s"] or k != "fetch_overhead_ignored"]

@@ -42,12 +42,12 @@ def _variant_table(ex, case):
     return slips.variants(ex.quantity, unit=ex.unit, **inputs)
 
 
-def _run(ex, values, cases):
+def _run(ex, values, cases, hidden=False):
     """Run the slipped learner on ``cases`` through the checks' own pipeline: (summary, records, verdicts)."""
     from autograder.checks import core
     records = core.run_cases(ex, _learner(values), cases, quiet=True)
-    results = core.verdicts(ex, cases, records)
-    return core.summary(ex, cases, results, records=records), records, results
+    results = core.verdicts(ex, cases, records, hidden=hidden)
+    return core.summary(ex, cases, results, hidden=hidden, records=records), records, results
 
 
 def _as_answer(ex, value, expected):
@@ -75,44 +75,76 @@ def slipped_learners(ex, cases):
     return out
 
 
-def offered_slips_contradicting_a_case(exercises) -> list:
-    """Every slip a check offers as an alternative ("Or: ...") that some visible case rules out (should be []).
+def offered_slips_contradicting_a_case(exercises, hidden_seed=None) -> list:
+    """Every slip a check names (the lead or an alternative, "Or: ...") that some case rules out (should be []).
 
     For each numeric exercise, each catalogued slip variant is made by a learner (the slipped value on each
     case, the right one where the slip gives it); the check's summary is read back (``core.summary``:
-    the slips its message names) and each alternative is recomputed on every case from
-    ``kvlib.slips.variants``: on a failing case one of its ways must give the learner's value, on a passing
-    case one of those ways must give the right value (or not arise there). The lead must fit every failing case.
+    the slips its message names) and each named slip is recomputed on every case from
+    ``kvlib.slips.variants``: on a failing visible case one of its ways must give the learner's value, on a
+    passing case one of those ways must give the right value (or not arise there). The lead is held to the
+    passing cases too: no fallback names a slip they contradict (issue 38 §1). ``hidden_seed``: also the
+    hidden cases of that seed, judged as hidden (there a lead may explain some failing cases only, when no one
+    slip explains them all, but never one that a passing case contradicts).
     """
-    from kvlib import slips
     bad = []
     for ex in exercises.values():
         if not ex.quantity or ex.value:
             continue
-        cases = ex.cases()
-        for key, answers in slipped_learners(ex, cases).items():
-            summary, records, results = _run(ex, answers, cases)
-            if summary.message is None:
-                continue
-            named = summary.slips
-            if len(named) > 1:
-                assert "Or:" in summary.message, (ex.grade_id, key, summary.message)
-            tables = [_variant_table(ex, case) for case in cases]
-            tol = getattr(ex.answer, "rel_tol", 1e-6) or 1e-6
-            for rank, slip in enumerate(named):
-                ways = {k for t in tables for k, _ in t[1] if slips.base_key(k) == slip}
-                for c, (verdict, answer, (expected, table)) in enumerate(zip(results, answers, tables)):
-                    given = [(k, v) for k, v in table if k in ways]
-                    if not verdict.ok:
-                        fits = any(slips._close(answer, v, tol) or slips._matches(answer, v, expected, tol)
-                                   for _, v in given)
-                    elif rank == 0:
+        bad += _contradicted(ex, ex.cases(), False)
+        if hidden_seed is not None:
+            bad += _contradicted(ex, ex.cases(True, hidden_seed), True)
+    return bad
+
+
+def partial_learners(ex, cases, learners=None) -> dict:
+    """``{variant key: answers per case}``: a learner making that slip on one case only (the first where it
+    changes the answer) and right on every other, of the slips that change two cases or more: on the others
+    the slip is ruled out, so no check may name it (the fallback that once named a slip fitting only the
+    failing cases named it)."""
+    from kvlib import slips
+    learners = slipped_learners(ex, cases) if learners is None else learners
+    out = {}
+    for key, answers in learners.items():
+        right = [_as_answer(ex, ex.expected_for(case), ex.expected_for(case)) for case in cases]
+        differs = [c for c, (a, r) in enumerate(zip(answers, right)) if not slips._close(a, r, 1e-9)]
+        if len(differs) >= 2:
+            out[key] = [answers[c] if c == differs[0] else right[c] for c in range(len(cases))]
+    return out
+
+
+def _contradicted(ex, cases, hidden) -> list:
+    from kvlib import slips
+    bad = []
+    learners = slipped_learners(ex, cases)
+    made = [(key, answers) for key, answers in learners.items()]
+    made += [(f"{key} (on one case only)", answers) for key, answers in partial_learners(ex, cases, learners).items()]
+    for key, answers in made:
+        summary, records, results = _run(ex, answers, cases, hidden)
+        if summary.message is None:
+            continue
+        named = summary.slips
+        if len(named) > 1:
+            assert "Or:" in summary.message, (ex.grade_id, key, summary.message)
+        tables = [_variant_table(ex, case) for case in cases]
+        tol = getattr(ex.answer, "rel_tol", 1e-6) or 1e-6
+        for slip in named:
+            ways = {k for t in tables for k, _ in t[1] if slips.base_key(k) == slip}
+            for c, (verdict, answer, (expected, table)) in enumerate(zip(results, answers, tables)):
+                given = [(k, v) for k, v in table if k in ways]
+                if not verdict.ok:
+                    if hidden:
                         continue
-                    else:
-                        fits = ({k for k, _ in given} != ways
-                                or any(slips._close(answer, v, tol) or slips._close(v, expected, tol) for _, v in given))
-                    if not fits:
-                        bad.append((ex.grade_id, key, slip, cases[c]["label"], summary.message))
+                    fits = any(slips._close(answer, v, tol) or slips._matches(answer, v, expected, tol)
+                               for _, v in given)
+                elif slip in slips.DESCRIPTIVE:     # off by one describes the answer: no case rules it out
+                    continue
+                else:
+                    fits = ({k for k, _ in given} != ways
+                            or any(slips._close(answer, v, tol) or slips._close(v, expected, tol) for _, v in given))
+                if not fits:
+                    bad.append((ex.grade_id, key, slip, cases[c]["label"], summary.message,
+                                "hidden" if hidden else "visible"))
     return bad
 
 

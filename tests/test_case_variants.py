@@ -136,10 +136,34 @@ def test_hidden_cases_sit_on_each_side_of_the_edge(assignment, grade_id, n):
         assert sides <= shown, f"{grade_id}, seed {seed}: hidden cases miss {sides - shown} of {edge['rule']!r}"
 
 
-def test_the_sided_edges_include_ch01_ch07_and_ch08():
+def test_the_sided_edges_include_ch01_to_ch08():
     ids = {g for _, g, _ in SIDED}
     assert {"ch07_q1_kv_per_sequence_per_gpu", "ch07_q2_sequences_by_memory", "ch07_q4_sequences_by_itl",
             "ch07_q5_nodes", "ch08_q3_block_range", "ch08_q4_mismatch_cause", "ch01_q4_sequences_that_fit"} <= ids
+    # issue 38 §6 in ch02-ch06: TP below / at / past K, the whole-block and window edges, N vs N - 1, the tie
+    assert {"ch02_q2_kv_bytes_per_token_per_gpu", "ch02_q3_sequences_per_gpu", "ch02_q4_diagnose_colleague",
+            "ch03_q2_kv_bytes_per_token_per_gpu", "ch03_q3_name_the_slip", "ch04_q2_block_waste",
+            "ch04_q3_hybrid_sequence_bytes", "ch04_q4_fp8_pool_tokens", "ch04_q5_allocator_waste",
+            "ch05_q1_prefix_bytes_saved", "ch05_q2_prefill_tokens_saved", "ch05_q3_prefix_key",
+            "ch06_q1_crossover_context", "ch06_q5_optimisation"} <= ids
+
+
+def test_the_sides_are_exact_edges_by_hand():
+    """The side functions place cases by hand-computed numbers: Llama 3.1 8B at TP 2/8/16 (K = 8); gpt-oss-20b's
+    128-token window at 127/128/129 tokens; 1,000 MiB of fp8 16-token blocks (65,536 B x 16 = 1 MiB each) and a
+    byte either side; 2,000 = 125 x 16 tokens and a token either side."""
+    from autograder.checks import ch02, ch04, ch05
+    tp = {c["kwargs"]["tp"]: ch02.tp_side(c) for c in ch02.Q2_VISIBLE if c["kwargs"]["kv_heads"] == 8}
+    assert tp[2] == "tp < K" and tp[8] == "tp = K" and tp[16] == "tp > K"
+    window = {c["kwargs"]["seq_len"]: ch04.window_side(c) for c in ch04.Q3_VISIBLE[:5]}
+    assert window == {131072: None, 100: "shorter than the window", 128: "exactly the window",
+                      127: "one token short of the window", 129: "one token past the window"}
+    mib = 2 ** 20
+    blocks = {c["kwargs"]["available_bytes"] - 1000 * mib: ch04.block_side(c) for c in ch04.Q4_VISIBLE[-3:]}
+    assert blocks == {0: "exactly whole blocks", -1: "one byte short of whole blocks", 1: "one byte over whole blocks"}
+    prompts = {c["kwargs"]["prompt_tokens"]: ch05.prompt_side(c) for c in ch05.Q1_VISIBLE}
+    assert prompts[2000] == "whole blocks" and prompts[2001] == "one token past a block"
+    assert prompts[1999] == "one token short of a block" and prompts[10] == "under one block"
 
 
 def test_pinned_answers_are_a_real_mutation():

@@ -334,7 +334,7 @@ def test_calling_kvlib_is_refused():
 def test_no_offered_slip_contradicts_a_case():
     """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
     from chapter_checks import offered_slips_contradicting_a_case
-    assert offered_slips_contradicting_a_case(ch06.EXERCISES) == []
+    assert offered_slips_contradicting_a_case(ch06.EXERCISES, hidden_seed=20261130) == []
 
 
 def test_generic_slips_are_named():
@@ -371,6 +371,44 @@ def test_q5_choices_made_the_other_way_are_named():
     assert _summary("ch06_q5_optimisation", inverted).slips[0] == "smaller_read_chosen"
     s = _summary("ch06_q5_optimisation", lambda *args: "shrink_kv_cache")
     assert s.slips[:1] == ("always_shrink_kv_cache",) and "the larger one is what to shrink" in s.message
+
+
+def _q5_strict(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len, batch_size):
+    """'>' written for '>=': right off the tie, 'shrink_kv_cache' exactly on it."""
+    cache = 2 * layers * kv_heads * head_dim * dtype_bytes * seq_len * batch_size
+    return "quantise_weights" if weight_bytes > cache else "shrink_kv_cache"
+
+
+def test_q5_tie_taken_the_other_way_is_named():
+    """Issue 38 §6: '>' for '>=' fails only the tie (weights 17,179,869,184 B = 131,072 B x 8,192 x 16 of cache;
+    one byte either side passes), and the check says the tie goes the other way, with the text's rule; never
+    "always 'shrink_kv_cache'", which every case answered 'quantise_weights' rules out."""
+    s = _summary("ch06_q5_optimisation", _q5_strict)
+    assert s.slips == ("tie_other_way",), s.message
+    assert 'weights equal to the cache read"' in s.message and "returned 'shrink_kv_cache'" in s.message
+    assert "the tie goes the other way: at equality the text says the weights are at least the cache read" in s.message
+    assert "whatever the workload" not in s.message and "Or:" not in s.message
+    hidden = _summary("ch06_q5_optimisation", _q5_strict, hidden=True)
+    assert hidden.slips == ("tie_other_way",) and "the tie goes the other way" in hidden.message
+    assert "whatever the workload" not in hidden.message
+
+
+def test_q5_unexplained_failures_name_no_slip_and_state_the_edge():
+    """No one slip explains the tie wrong AND a clear case wrong: no slip is named (not "always ..."), the failing
+    cases are listed by label and the tie's rule (EDGES) is stated."""
+    def strict_and_one_more(*args):
+        wrong = _q5_strict(*args)
+        if args[5] == 2048 and args[6] == 1:       # the workstation case (batch 1, 2,048 tokens) flipped as well
+            return "shrink_kv_cache"
+        return wrong
+    s = _summary("ch06_q5_optimisation", strict_and_one_more)
+    assert s.slips == () and "whatever the workload" not in s.message and "Or:" not in s.message, s.message
+    assert "no one known slip explains every case" in s.message
+    assert 'Failing cases: "Llama 3.1 8B, one user chatting' in s.message and "weights equal to the cache read" in s.message
+    assert "a tie is weight-dominated (weights >= cache read: 'quantise_weights')" in s.message
+    hidden = _summary("ch06_q5_optimisation", strict_and_one_more, hidden=True)
+    assert hidden.slips == () or hidden.slips == ("tie_other_way",), hidden.message
+    assert "whatever the workload" not in hidden.message
 
 
 @pytest.mark.parametrize("grade_id", ["ch06_q2_decode_step_ms", "ch06_q3_tokens_per_second"])

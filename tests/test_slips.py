@@ -517,19 +517,22 @@ def test_allocator_waste_catalogue():
     # requests (11 prompt, 6 out) and (5, 3), blocks of 4, max_seq_len 20; at admission they hold 12 and 6.
     reqs = [(11, 6), (5, 3)]
     # max reservation: (20 - 12) + (20 - 6) = 22; tokens held 18; allocated 22 + 18 = 40; prompt alone:
-    # (20 - 11) + (20 - 5) = 24; reservation not counted: (20 - 17) + (20 - 8) = 15
+    # (20 - 11) + (20 - 5) = 24, and the same slip made on the prompt (prompt - 1 everywhere) gives
+    # (20 - 10 - 1) + (20 - 4 - 1) = 24 too; reservation not counted: (20 - 17) + (20 - 8) = 15
     assert_catalogue("allocator_waste", dict(requests=reqs, policy="max_reservation", block_size=4, max_seq_len=20),
                      22, [("tokens_not_waste", 18), ("allocated_not_waste", 40), ("prompt_without_first_token", 24),
-                          ("reservation_ignored", 15)])
-    # oracle: (17 - 12) + (8 - 6) = 7; allocated 25; prompt alone (17 - 11) + (8 - 5) = 9; no reservation: 0
+                          ("prompt_without_first_token", 24), ("reservation_ignored", 15)])
+    # oracle: (17 - 12) + (8 - 6) = 7; allocated 25; prompt alone (17 - 11) + (8 - 5) = 9; no reservation: 0;
+    # prompt - 1 everywhere: (16 - 11) + (7 - 5) = 7, the right waste (so it is not listed)
     assert_catalogue("allocator_waste", dict(requests=reqs, policy="oracle", block_size=4, max_seq_len=20),
                      7, [("tokens_not_waste", 18), ("allocated_not_waste", 25), ("prompt_without_first_token", 9),
                          ("reservation_ignored", 0)])
     # paged: 12 is 3 whole blocks (0 empty), 6 needs 2 blocks (2 empty): 2; allocated 20; prompt alone:
-    # 11 -> 1 empty, 5 -> 3 empty: 4; a whole empty block for the full one: 4 + 2 = 6
+    # 11 -> 1 empty, 5 -> 3 empty: 4 (and 4 again, prompt - 1 everywhere); a whole empty block for the full one:
+    # 4 + 2 = 6
     assert_catalogue("allocator_waste", dict(requests=reqs, policy="paged", block_size=4, max_seq_len=20),
                      2, [("tokens_not_waste", 18), ("allocated_not_waste", 20), ("prompt_without_first_token", 4),
-                         ("paged_whole_last_block", 6)])
+                         ("prompt_without_first_token", 4), ("paged_whole_last_block", 6)])
     assert allocator_waste(reqs, "paged", 4, 20, held_extra=0) == 4
     assert allocator_waste(reqs, "max_reservation", 4, 20, count_reservation=False) == 15
 
@@ -1121,3 +1124,24 @@ def test_edge_slips_by_hand():
     # off the edge the two slips give the right count, so they are not listed
     expected, got = QUANTITIES["nodes_with_headroom"](dict(nodes, users=6201, spike_factor=1.3))
     assert "spike_float_noise" not in dict(got) and "ceil_as_floor_plus_one" not in dict(got)
+
+
+def test_the_contradiction_check_holds_the_lead_to_the_passing_cases(monkeypatch):
+    """With the old fallback back (no slip fits every case: name one that fits the failing cases only), the shared
+    test finds leads that a passing case contradicts: a learner making a slip on one case only, visible and hidden
+    (chapter 06's Exercise 1: the query heads on one case, the other cases passing)."""
+    from chapter_checks import offered_slips_contradicting_a_case
+    from autograder.checks import ch06, core
+
+    fitting = core.fitting_slips
+
+    def old_fallback(ex, cases, results, records, earlier=None, *, failing_only=False, some=False):
+        found = fitting(ex, cases, results, records, earlier, failing_only=failing_only, some=some)
+        if not found and not failing_only:
+            return fitting(ex, cases, results, records, earlier, failing_only=True)[:1]
+        return found
+    monkeypatch.setattr(core, "fitting_slips", old_fallback)
+    bad = offered_slips_contradicting_a_case(ch06.EXERCISES, hidden_seed=0)
+    assert any(key == "query_heads (on one case only)" and slip == "query_heads" and where == "visible"
+               for _, key, slip, _, _, where in bad)
+    assert any(where == "hidden" for *_, where in bad)

@@ -45,7 +45,7 @@ from .cases import (
     random_seq_len,
     short,
 )
-from .core import Exercise, exercises
+from .core import Exercise, exercises, with_sides
 
 RESERVE_BYTES = 5 * kv.GB            # activations and workspace per GPU under TP (seed 003 example 2: 3 + 2 GB)
 TP_SIZES = (1, 2, 4, 8, 16, 32)
@@ -297,24 +297,87 @@ def _q4_expected(case: dict) -> tuple:
     return (a["claimed_bytes"] // right, case["context"]["slip"])
 
 
-#: The edges the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), each
-#: with the visible cases that sit on it (tests/test_case_variants.py checks that they exist).
+# ---------------------------------------------------------------------------
+# The edge tp = K: below it, on it, past it (issue 38 §6), in every seed's hidden cases
+# ---------------------------------------------------------------------------
+TP_SIDES = ("tp < K", "tp = K", "tp > K")
+
+
+def tp_side(case) -> str:
+    """Which side of the edge tp = K a case sits on (each GPU keeps K / tp heads, at least one whole head)."""
+    k = case["kwargs"]
+    return "tp < K" if k["tp"] < k["kv_heads"] else "tp = K" if k["tp"] == k["kv_heads"] else "tp > K"
+
+
+def _engine_tps_on(side: str, spec) -> list:
+    return [t for t in engine_tp_sizes(spec.num_heads, spec.num_kv_heads)
+            if tp_side({"kwargs": {"tp": t, "kv_heads": spec.num_kv_heads}}) == side]
+
+
+def _q2_on_side(rng, side):
+    """A bundled model's geometry with an engine's TP on ``side`` of tp = K."""
+    models = [m for m in non_mla_models() if _engine_tps_on(side, kv.load_model(m))]
+    model, dtype = rng.choice(models), rng.choice([1, 2, 4])
+    return geometry_case(model, dtype, f"{short(model)}, {dtype_name(dtype)}",
+                         tp=rng.choice(_engine_tps_on(side, kv.load_model(model))))
+
+
+def _q3_on_side(rng, side):
+    """A node on ``side`` of tp = K whose weights' share and reserve fit one GPU (None if no draw does)."""
+    for _ in range(200):
+        case = _q2_on_side(rng, side)
+        model, tp, gpu = case["context"]["model"], case["kwargs"]["tp"], rng.choice(GPUS)
+        spec = kv.load_model(model)
+        seq_len = random_seq_len(rng, {"context": {"model": model}})
+        if kv.weight_bytes_per_gpu(spec.weight_bytes(2), tp) + RESERVE_BYTES < kv.get_gpu(gpu).cuda_memory_bytes:
+            return _node_case(_bundled_id(model), gpu, tp, seq_len, f"{short(spec.name)} on {tp} x {gpu}",
+                              dtype_bytes=case["kwargs"]["dtype_bytes"])
+    return None
+
+
+def _bundled_id(name: str) -> str:
+    """The bundled model id of a ModelSpec name (``geometry_case`` records the name)."""
+    return next(m for m in non_mla_models() if kv.load_model(m).name == name)
+
+
+def _q4_on_side(rng, side):
+    """A colleague's clear slip on ``side`` of tp = K."""
+    models = [m for m in non_mla_models() if kv.load_model(m).attention == "gqa"
+              and _engine_tps_on(side, kv.load_model(m))]
+    for _ in range(200):
+        model = rng.choice(models)
+        try:
+            return _diagnose_case(model, rng.choice([1, 2, 2, 4]), rng.choice(_engine_tps_on(side, kv.load_model(model))),
+                                  rng.choice(Q4_SLIPS), label=f"a colleague on {short(model)}")
+        except ValueError:
+            continue
+    return None
+
+
+#: The edges the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), each with the
+#: visible cases that sit on it and, where given, ``side(case)``: every seed's hidden cases show each side the
+#: visible ones show (tests/test_case_variants.py).
 EDGES = {
     "ch02_q2_kv_bytes_per_token_per_gpu": (
         {"rule": "past tp = K each GPU keeps one whole head: max(1, K // tp)",
-         "visible": ("Llama 3.3 70B, bf16, TP 8 (one KV head per GPU)",
+         "visible": ("Llama 3.1 8B, bf16, TP 2", "Llama 3.3 70B, bf16, TP 8 (one KV head per GPU)",
                      "Llama 3.1 8B, fp8, TP 16 (more GPUs than KV heads)",
-                     "the Llama 3.3 70B shape with MQA (K = 1), bf16, TP 8")},
+                     "the Llama 3.3 70B shape with MQA (K = 1), bf16, TP 8"), "side": tp_side},
     ),
     "ch02_q3_sequences_per_gpu": (
         {"rule": "past tp = K the heads are replicated, the weights still split",
-         "visible": ("Llama 3.3 70B on 16 x A100-40GB, TP 16 (more GPUs than KV heads), 8,192 tokens",)},
+         "visible": ("Llama 3.1 8B on 2 x H100, TP 2, 32,768 tokens", "Llama 3.3 70B on 8 x H100, TP 8, 8,192 tokens",
+                     "Llama 3.3 70B on 16 x A100-40GB, TP 16 (more GPUs than KV heads), 8,192 tokens"),
+         "side": tp_side},
     ),
     "ch02_q4_diagnose_colleague": (
         {"rule": "the slip is read from the recomputed figures, not the factor: the total past tp = K is K times "
                  "too large, not tp times; a factor 2 at fp32 is the query heads",
          "visible": ("Llama-3.1-8B, fp8, TP 16: a colleague's 65,536 B", "Llama-3.1-8B, fp32, TP 16: a colleague's 65,536 B",
                      "gemma-2-9b-it, fp32, TP 1: a colleague's 1,376,256 B")},
+        {"rule": "each GPU keeps K / tp heads below tp = K, one whole head on it and past it",
+         "visible": ("Llama-3.1-8B, bf16, TP 1: a colleague's 524,288 B", "Llama-3.1-8B, bf16, TP 8: a colleague's 131,072 B",
+                     "Llama-3.1-8B, fp8, TP 16: a colleague's 65,536 B"), "side": tp_side},
     ),
 }
 
@@ -336,7 +399,7 @@ EXERCISES = exercises(
         function_name="kv_bytes_per_token_per_gpu",
         params=GEOMETRY + ("tp",),
         visible_cases=Q2_VISIBLE,
-        hidden_cases=geometry_hidden(_with_engine_tp),
+        hidden_cases=with_sides(geometry_hidden(_with_engine_tp), tp_side, TP_SIDES, _q2_on_side),
         expected=_per_gpu_bytes_per_token,
         quantity="kv_bytes_per_token_per_gpu",
         slip_inputs=geometry_slip_inputs,
@@ -347,7 +410,7 @@ EXERCISES = exercises(
         function_name="sequences_per_gpu",
         params=("cuda_memory_bytes", "weight_bytes", "reserve_bytes") + GEOMETRY + ("tp", "seq_len"),
         visible_cases=Q3_VISIBLE,
-        hidden_cases=q3_hidden,
+        hidden_cases=with_sides(q3_hidden, tp_side, TP_SIDES, _q3_on_side),
         expected=_q3_expected,
         quantity="max_concurrency_per_gpu",
         slip_inputs=_q3_slip_inputs,
@@ -359,7 +422,7 @@ EXERCISES = exercises(
         function_name="diagnose_colleague",
         params=("claimed_bytes", "layers", "num_heads", "kv_heads", "head_dim", "dtype_bytes", "tp"),
         visible_cases=Q4_VISIBLE,
-        hidden_cases=q4_hidden,
+        hidden_cases=with_sides(q4_hidden, tp_side, TP_SIDES, _q4_on_side),
         expected=_q4_expected,
         answer=Tuple((INT, Choice(Q4_SLIPS))),
         unit="",

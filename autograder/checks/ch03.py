@@ -32,8 +32,8 @@ import random
 import kvlib as kv
 
 from .answers import Choice
-from .cases import config_case, dtype_name, mutate_config, non_mla_models
-from .core import Exercise, exercises
+from .cases import config_case, config_spec, dtype_name, mutate_config, non_mla_models
+from .core import Exercise, exercises, with_sides
 
 V3 = "deepseek-ai/DeepSeek-V3"
 SLIP_CHOICES = ("correct", "extra_factor_2", "missing_rope", "other")
@@ -279,20 +279,95 @@ def _q3_hidden(seed: int) -> tuple:
     return tuple(cases)
 
 
-#: The edges the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), each
-#: with the visible cases that sit on it (tests/test_case_variants.py checks that they exist).
+def _gqa_spec(case):
+    """The parsed config of an ordinary-attention case (None for MLA: the edges below are GQA's)."""
+    spec = config_spec(case)
+    return None if spec.is_mla else spec
+
+
+def tp_side(case) -> str | None:
+    """Which side of tp = K an ordinary-attention case sits on (None: MLA, whose cache is never split)."""
+    spec = _gqa_spec(case)
+    if spec is None:
+        return None
+    tp, k = case["kwargs"]["tp"], spec.num_kv_heads
+    return "tp < K" if tp < k else "tp = K" if tp == k else "tp > K"
+
+
+def head_dim_side(case) -> str | None:
+    """An explicit head_dim that differs from hidden_size // num_attention_heads (None: otherwise, or MLA)."""
+    spec, config = _gqa_spec(case), case["kwargs"]["config"]
+    fields = config.get("text_config") or config
+    if spec is None or fields.get("head_dim") is None:
+        return None
+    return "explicit head_dim, not hidden // heads" if spec.head_dim != spec.hidden_size // spec.num_heads else None
+
+
+def kv_heads_side(case) -> str | None:
+    """num_key_value_heads absent (K = H) on an ordinary-attention config, else None."""
+    fields = case["kwargs"]["config"].get("text_config") or case["kwargs"]["config"]
+    return "K absent" if _gqa_spec(case) is not None and fields.get("num_key_value_heads") is None else None
+
+
+def _gqa_models() -> list:
+    """The bundled ordinary-attention configs with the field names the exercise states (as ``_q2_hidden``)."""
+    return [m for m in non_mla_models()
+            if "num_hidden_layers" in (kv.bundled_config(m).get("text_config") or kv.bundled_config(m))]
+
+
+def _q2_on_side(rng, side):
+    """An ordinary-attention case on ``side`` of one of Exercise 2's edges, from a bundled config."""
+    for _ in range(200):
+        model = rng.choice(_gqa_models())
+        config = kv.bundled_config(model)
+        variant = "as published"
+        if side == "K absent":
+            if config.get("num_key_value_heads") != config.get("num_attention_heads"):
+                continue            # only an MHA config may drop K (else the model would change)
+            variant = "num_key_value_heads removed"
+        case = _gqa_case(model, 1, rng.choice([None, 1, 2, 4]), variant=variant)
+        tps = [t for t in _valid_tps(case["kwargs"]["config"])
+               if side not in TP_SIDES or tp_side(dict(case, kwargs=dict(case["kwargs"], tp=t))) == side]
+        if not tps:
+            continue
+        case = _gqa_case(model, rng.choice(tps), case["kwargs"].get("dtype_bytes"), variant=variant)
+        if side in (tp_side(case), head_dim_side(case), kv_heads_side(case)):
+            return case
+    return None
+
+
+TP_SIDES = ("tp < K", "tp = K", "tp > K")
+
+
+def _q2_hidden_sided(seed: int) -> tuple:
+    build = with_sides(_q2_hidden, tp_side, TP_SIDES, _q2_on_side)
+    build = with_sides(build, head_dim_side, ("explicit head_dim, not hidden // heads",), _q2_on_side)
+    return with_sides(build, kv_heads_side, ("K absent",), _q2_on_side)(seed)
+
+
+def other_side(case) -> str | None:
+    """Exercise 3's 'other': an answer none of the named kinds (None: a named kind)."""
+    return "other" if classify_answer(**case["kwargs"]) == "other" else None
+
+
+#: The edges the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), each with the
+#: visible cases that sit on it and, where given, ``side(case)``: every seed's hidden cases show each side the
+#: visible ones show (tests/test_case_variants.py).
 EDGES = {
     "ch03_q2_kv_bytes_per_token_per_gpu": (
         {"rule": "past tp = K each GPU keeps one whole head", "visible": (
-            "Qwen2.5-3B config, dtype_bytes left at its default, tp=8",)},
+            "Llama-3.1-8B config, dtype_bytes left at its default, tp=2",
+            "Llama-3.3-70B-Instruct config, dtype_bytes left at its default, tp=8",
+            "Qwen2.5-3B config, dtype_bytes left at its default, tp=8"), "side": tp_side},
         {"rule": "head_dim, when given, wins over hidden_size // num_attention_heads",
-         "visible": ("Qwen3-0.6B config, dtype_bytes=4, tp=2",)},
+         "visible": ("Qwen3-0.6B config, dtype_bytes=4, tp=2",), "side": head_dim_side},
         {"rule": "num_key_value_heads absent means K = H", "visible": (
-            "Llama-2-7b-hf config with num_key_value_heads removed, dtype_bytes left at its default, tp=4",)},
+            "Llama-2-7b-hf config with num_key_value_heads removed, dtype_bytes left at its default, tp=4",),
+         "side": kv_heads_side},
     ),
     "ch03_q3_name_the_slip": (
         {"rule": "an answer that is none of the three named kinds is 'other'",
-         "visible": ("DeepSeek-V3, fp8: ordinary attention's formula",)},
+         "visible": ("DeepSeek-V3, fp8: ordinary attention's formula",), "side": other_side},
     ),
 }
 
@@ -314,7 +389,7 @@ EXERCISES = exercises(
         function_name="kv_bytes_per_token_per_gpu",
         params=("config", "tp", "dtype_bytes"),
         visible_cases=Q2_VISIBLE,
-        hidden_cases=_q2_hidden,
+        hidden_cases=_q2_hidden_sided,
         expected=config_expected,
         quantity="config_kv_bytes_per_token_per_gpu",
         slip_inputs=config_slip_inputs,

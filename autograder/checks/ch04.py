@@ -33,7 +33,7 @@ import kvlib as kv
 from kvlib import alloc_sim
 
 from .answers import Float
-from .core import Exercise, exercises
+from .core import Exercise, exercises, with_sides
 
 OTHER_BYTES = 3 * kv.GB            # activation peak and other allocations, as the chapter assumes
 
@@ -138,6 +138,10 @@ GEMMA2_TINY = kv.vllm.read_cpu_engine_run("gemma2_hybrid", "kv1g_len6000").confi
 Q3_VISIBLE = (
     hybrid_case("gpt-oss-20b", GPT_OSS, 131072),
     hybrid_case("gpt-oss-20b", GPT_OSS, 100),
+    # the window's edge (gpt-oss-20b's 128 tokens): exactly the window, one token short of it, one past it
+    hybrid_case("gpt-oss-20b", GPT_OSS, 128),
+    hybrid_case("gpt-oss-20b", GPT_OSS, 127, dtype_bytes=1),
+    hybrid_case("gpt-oss-20b", GPT_OSS, 129),
     hybrid_case("gpt-oss-20b", GPT_OSS, 32768, dtype_bytes=1),
     hybrid_case("tiny Gemma 2 (the CPU engine's)", GEMMA2_TINY, 6000),
 )
@@ -148,19 +152,40 @@ def _pattern(rng: random.Random, layers: int) -> list:
     return ["full_attention" if i % every == every - 1 else "sliding_attention" for i in range(layers)]
 
 
+def _hybrid_drawn(rng: random.Random, seq_len=None, window_offset=None) -> dict:
+    """A drawn hybrid config (other layers, pattern and window); ``window_offset``: seq_len = window + it."""
+    config = copy.deepcopy(rng.choice([GPT_OSS, GEMMA2_TINY]))
+    layers = rng.randint(4, 64)
+    config.update(num_hidden_layers=layers, layer_types=_pattern(rng, layers),
+                  sliding_window=rng.choice([64, 128, 256, 512, 1024, 4096]))
+    if window_offset is not None:
+        seq_len = config["sliding_window"] + window_offset
+    elif seq_len is None:
+        seq_len = rng.choice([rng.randint(1, 300_000), 2 ** rng.randint(6, 17)])
+    case = hybrid_case(config["model_type"], config, seq_len, rng.choice([None, 1, 2]), "other layers and window")
+    hybrid_expected(case)  # every hidden config must be one kvlib reads
+    return case
+
+
 def hybrid_hidden(seed: int) -> tuple:
     rng = random.Random(seed)
-    cases = []
-    for _ in range(8):
-        config = copy.deepcopy(rng.choice([GPT_OSS, GEMMA2_TINY]))
-        layers = rng.randint(4, 64)
-        config.update(num_hidden_layers=layers, layer_types=_pattern(rng, layers),
-                      sliding_window=rng.choice([64, 128, 256, 512, 1024, 4096]))
-        case = hybrid_case(config["model_type"], config, rng.choice([rng.randint(1, 300_000), 2 ** rng.randint(6, 17)]),
-                           rng.choice([None, 1, 2]), "other layers and window")
-        hybrid_expected(case)  # every hidden config must be one kvlib reads
-        cases.append(case)
-    return tuple(cases)
+    return tuple(_hybrid_drawn(rng) for _ in range(8))
+
+
+WINDOW_SIDES = {0: "exactly the window", -1: "one token short of the window", 1: "one token past the window"}
+
+
+def window_side(case) -> str | None:
+    """Which side of a sliding window's edge (held = min(seq_len, window)) a sequence sits on (None: off it,
+    more than a token past)."""
+    offset = case["kwargs"]["seq_len"] - hybrid_spec(case).sliding_window
+    return WINDOW_SIDES.get(offset, "shorter than the window" if offset < 0 else None)
+
+
+def _window_on_side(rng, side):
+    if side == "shorter than the window":
+        return _hybrid_drawn(rng, window_offset=-rng.randint(2, 63))
+    return _hybrid_drawn(rng, window_offset=next(k for k, name in WINDOW_SIDES.items() if name == side))
 
 
 # --- q4: the fp8 pool, in whole blocks ---------------------------------------------------------------
@@ -193,14 +218,37 @@ Q4_VISIBLE = (
     # the whole-block edge: Llama 3.1 8B's fp8 16-token block is 65,536 x 16 B = 1 MiB
     fp8_case("llama-3.1-8b", 1000 * kv.MiB, 16, "Llama 3.1 8B, exactly 1,000 fp8 blocks (1,000 MiB), 16-token blocks"),
     fp8_case("llama-3.1-8b", 1000 * kv.MiB - 1, 16, "Llama 3.1 8B, one byte short of 1,000 fp8 blocks, 16-token blocks"),
+    fp8_case("llama-3.1-8b", 1000 * kv.MiB + 1, 16, "Llama 3.1 8B, one byte over 1,000 fp8 blocks, 16-token blocks"),
 )
+FP8_MODELS = ["llama-3.1-8b", "qwen2.5-7b", "mistral-7b", "llama-2-7b", "qwen2.5-32b", "llama-3.3-70b"]
 
 
 def fp8_hidden(seed: int) -> tuple:
     rng = random.Random(seed)
-    models = ["llama-3.1-8b", "qwen2.5-7b", "mistral-7b", "llama-2-7b", "qwen2.5-32b", "llama-3.3-70b"]
     return tuple(fp8_case(m, rng.randint(1 * kv.GB, 120 * kv.GB), rng.choice([16, 32, 64, 128, 256]), m)
-                 for m in (rng.choice(models) for _ in range(8)))
+                 for m in (rng.choice(FP8_MODELS) for _ in range(8)))
+
+
+def _fp8_block_bytes(case: dict) -> int:
+    k = case["kwargs"]
+    return kv.kv_bytes_per_token(k["layers"], k["kv_heads"], k["head_dim"], 1) * k["block_size"]
+
+
+BLOCK_SIDES = {0: "exactly whole blocks", -1: "one byte short of whole blocks", 1: "one byte over whole blocks"}
+
+
+def block_side(case) -> str | None:
+    """Which side of the whole-block edge a pool sits on (None: off it)."""
+    block, pool = _fp8_block_bytes(case), case["kwargs"]["available_bytes"]
+    return BLOCK_SIDES.get(pool % block - block if pool % block == block - 1 else pool % block)
+
+
+def _fp8_on_side(rng, side):
+    model = rng.choice(FP8_MODELS)
+    case = fp8_case(model, 0, rng.choice([16, 32, 64, 128, 256]), model)
+    offset = next(k for k, name in BLOCK_SIDES.items() if name == side)
+    case["kwargs"]["available_bytes"] = rng.randint(1000, 100_000) * _fp8_block_bytes(case) + offset
+    return case
 
 
 # --- q5: the learner's allocator against kvlib's simulator ------------------------------------------
@@ -231,20 +279,59 @@ Q5_VISIBLE = (
                "four requests paged in 16-token blocks (one fills its block exactly)"),
     alloc_case(_CHAT, "max_reservation", 16, 2048, "five chat-like requests, reserve max_seq_len = 2,048"),
     alloc_case(_CHAT, "paged", 256, 2048, "the same five requests, paged in 256-token blocks"),
+    # the ceiling's other side: 16 + 1 tokens held need a second 16-token block, 15 of it empty (floor: none)
+    alloc_case(((16, 4),), "paged", 16, 2048, "one request a token past a 16-token block"),
 )
+
+
+def _alloc_drawn(rng: random.Random, policy=None, held_mod=None) -> dict:
+    """Drawn requests; ``held_mod``: the first one holds a multiple of the block size plus it at admission."""
+    msl, bs = rng.choice([1024, 2048, 4096]), rng.choice([8, 16, 32, 256])
+    pairs = []
+    for _ in range(rng.randint(3, 30)):
+        prompt = rng.randint(1, msl - 1)
+        pairs.append((prompt, rng.randint(1, msl - prompt)))
+    if held_mod is not None:       # prompt + 1 held: k whole blocks, and held_mod tokens past them
+        if held_mod:               # and none of the others fills its block exactly (one token more held)
+            pairs = [(p - 1, o) if (p + 1) % bs == 0 else (p, o) for p, o in pairs]
+        prompt = rng.randint(1, (msl - 2) // bs) * bs + held_mod - 1
+        pairs[0] = (prompt, rng.randint(1, msl - prompt))
+    return alloc_case(pairs, policy or rng.choice(alloc_sim.POLICIES), bs, msl, "random")
 
 
 def alloc_hidden(seed: int) -> tuple:
     rng = random.Random(seed)
-    cases = []
-    for _ in range(8):
-        msl = rng.choice([1024, 2048, 4096])
-        pairs = []
-        for _ in range(rng.randint(3, 30)):
-            prompt = rng.randint(1, msl - 1)
-            pairs.append((prompt, rng.randint(1, msl - prompt)))
-        cases.append(alloc_case(pairs, rng.choice(alloc_sim.POLICIES), rng.choice([8, 16, 32, 256]), msl, "random"))
-    return tuple(cases)
+    return tuple(_alloc_drawn(rng) for _ in range(8))
+
+
+def alloc_side(case) -> str | None:
+    """Exercise 5's edges: a paged request that fills its last block exactly (else one a token past a block), or
+    the oracle's exact reservation (None: off them)."""
+    k = case["kwargs"]
+    if k["policy"] == "oracle":
+        return "oracle"
+    if k["policy"] != "paged":
+        return None
+    held = [(p + 1) % k["block_size"] for p, _ in k["requests"]]
+    return "fills its block exactly" if 0 in held else "a token past a block" if 1 in held else None
+
+
+def _alloc_on_side(rng, side):
+    if side == "oracle":
+        return _alloc_drawn(rng, policy="oracle")
+    return _alloc_drawn(rng, policy="paged", held_mod=0 if side == "fills its block exactly" else 1)
+
+
+def waste_side(case) -> str | None:
+    """Exercise 2's edges: 1-token blocks (no waste), one sequence (still half a block), else None."""
+    k = case["kwargs"]
+    return "1-token blocks" if k["block_size"] == 1 else "one sequence" if k["num_seqs"] == 1 else None
+
+
+def _waste_on_side(rng, side):
+    if side == "1-token blocks":
+        return waste_case(rng.randint(2, 5000), 1)
+    return waste_case(1, rng.choice([2, 8, 16, 32, 64, 128, 256, 512]))
 
 
 #: The edges the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), each
@@ -252,17 +339,31 @@ def alloc_hidden(seed: int) -> tuple:
 EDGES = {
     "ch04_q2_block_waste": (
         {"rule": "a 1-token block wastes nothing; one sequence still wastes its half block",
-         "visible": ("37 sequences in 1-token blocks", "1 sequences in 16-token blocks")},
+         "visible": ("37 sequences in 1-token blocks", "1 sequences in 16-token blocks"), "side": waste_side},
+    ),
+    "ch04_q3_hybrid_sequence_bytes": (
+        {"rule": "a sliding-window layer holds min(seq_len, window) tokens: a sequence shorter than the window "
+                 "holds only its own tokens (exactly the window, one token short, one past)",
+         "visible": ("gpt-oss-20b config, 100 tokens, dtype_bytes left at its default",
+                     "gpt-oss-20b config, 128 tokens, dtype_bytes left at its default",
+                     "gpt-oss-20b config, 127 tokens, dtype_bytes=1",
+                     "gpt-oss-20b config, 129 tokens, dtype_bytes left at its default"), "side": window_side},
     ),
     "ch04_q4_fp8_pool_tokens": (
-        {"rule": "whole blocks only: exactly k blocks, and one byte short of them (one block fewer)",
+        {"rule": "whole blocks only: exactly k blocks, one byte short of them (one block fewer), one byte over",
          "visible": ("Llama 3.1 8B, exactly 1,000 fp8 blocks (1,000 MiB), 16-token blocks",
                      "Llama 3.1 8B, one byte short of 1,000 fp8 blocks, 16-token blocks",
-                     "Qwen2.5 7B, 30 GiB and a little, 32-token blocks")},
+                     "Llama 3.1 8B, one byte over 1,000 fp8 blocks, 16-token blocks"), "side": block_side},
+        {"rule": "whole blocks only: a pool of whole blocks and a little",
+         "visible": ("Qwen2.5 7B, 30 GiB and a little, 32-token blocks",)},
     ),
     "ch04_q5_allocator_waste": (
-        {"rule": "a request that fills its last block exactly wastes nothing in it",
-         "visible": ("four requests paged in 16-token blocks (one fills its block exactly)",)},
+        {"rule": "paged: ceil(held / block_size) blocks; a request that fills its last block exactly wastes nothing "
+                 "in it, one a token past needs a whole new block; the oracle reserves exactly prompt + output "
+                 "(no extra slot)",
+         "visible": ("four requests paged in 16-token blocks (one fills its block exactly)",
+                     "one request a token past a 16-token block", "three requests, each reserving its own length"),
+         "side": alloc_side},
     ),
 }
 
@@ -274,20 +375,20 @@ EXERCISES = exercises(
              quantity="pool_tokens_reported", slip_inputs=pool_slip_inputs, unit="tokens",
              hidden_note=HIDDEN_NOTE_POOL),
     Exercise(grade_id="ch04_q2_block_waste", function_name="expected_block_waste",
-             params=("num_seqs", "block_size"), visible_cases=Q2_VISIBLE, hidden_cases=waste_hidden,
+             params=("num_seqs", "block_size"), visible_cases=Q2_VISIBLE, hidden_cases=with_sides(waste_hidden, waste_side, ('1-token blocks', 'one sequence'), _waste_on_side),
              expected=lambda case: float(kv.block_waste_tokens(**case["kwargs"])), answer=Float(rel_tol=1e-9),
              quantity="block_waste_tokens", slip_inputs=lambda case: dict(case["kwargs"]), unit="token slots",
              hidden_note=HIDDEN_NOTE_WASTE),
     Exercise(grade_id="ch04_q3_hybrid_sequence_bytes", function_name="hybrid_kv_bytes_per_sequence",
-             params=("config", "seq_len", "dtype_bytes"), visible_cases=Q3_VISIBLE, hidden_cases=hybrid_hidden,
+             params=("config", "seq_len", "dtype_bytes"), visible_cases=Q3_VISIBLE, hidden_cases=with_sides(hybrid_hidden, window_side, ('shorter than the window',) + tuple(WINDOW_SIDES.values()), _window_on_side),
              expected=hybrid_expected, quantity="hybrid_kv_bytes_per_sequence", slip_inputs=hybrid_slip_inputs,
              hidden_note=HIDDEN_NOTE_HYBRID),
     Exercise(grade_id="ch04_q4_fp8_pool_tokens", function_name="fp8_pool_tokens",
              params=("available_bytes", "layers", "kv_heads", "head_dim", "block_size"),
-             visible_cases=Q4_VISIBLE, hidden_cases=fp8_hidden, expected=fp8_expected, quantity="fp8_pool_tokens",
+             visible_cases=Q4_VISIBLE, hidden_cases=with_sides(fp8_hidden, block_side, tuple(BLOCK_SIDES.values()), _fp8_on_side), expected=fp8_expected, quantity="fp8_pool_tokens",
              slip_inputs=fp8_slip_inputs, unit="tokens", hidden_note=HIDDEN_NOTE_FP8),
     Exercise(grade_id="ch04_q5_allocator_waste", function_name="allocator_waste",
              params=("requests", "policy", "block_size", "max_seq_len"), visible_cases=Q5_VISIBLE,
-             hidden_cases=alloc_hidden, expected=alloc_expected, quantity="allocator_waste",
+             hidden_cases=with_sides(alloc_hidden, alloc_side, ('fills its block exactly', 'a token past a block', 'oracle'), _alloc_on_side), expected=alloc_expected, quantity="allocator_waste",
              slip_inputs=lambda case: dict(case["kwargs"]), unit="token slots", hidden_note=HIDDEN_NOTE_ALLOC),
 )

@@ -35,7 +35,7 @@ import kvlib.prefix_cache as pc
 from kvlib.slips import agent_requests    # the agent loop q4 is judged on
 
 from .answers import BYTES, Choice
-from .core import Exercise, exercises
+from .core import Exercise, exercises, with_sides
 
 H100 = "H100-SXM"
 LLAMA8_BPT = 131_072      # Llama 3.1 8B, bf16: 2 x 32 x 8 x 128 x 2 B (seed 000)
@@ -79,6 +79,12 @@ Q1_VISIBLE = (
     _sharing_case("Qwen2.5 7B, a 10-token prompt (less than one block), 50 requests", 10, 50, 16,
                   kv.load_model("qwen2.5-7b").kv_bytes_per_token(), hint="no full block, nothing shared."),
     _sharing_case("one request alone (nothing to share with)", 4096, 1, 16, LLAMA8_BPT),
+    # the full-block edge, one token either side of 125 whole 16-token blocks (2,000 tokens)
+    _sharing_case("Llama 3.1 8B, a 2,001-token prompt (one token past a block), 100 requests", 2001, 100, 16,
+                  LLAMA8_BPT, hint=_TAIL_HINT),
+    _sharing_case("Llama 3.1 8B, a 1,999-token prompt (one token short of a block), 100 requests", 1999, 100, 16,
+                  LLAMA8_BPT, hint=_TAIL_HINT),
+    _sharing_case("two requests (one shares with the other)", 4096, 2, 16, LLAMA8_BPT),
 )
 Q2_VISIBLE = tuple(
     _sharing_case(c["label"], c["kwargs"]["prompt_tokens"], c["kwargs"]["num_requests"], c["kwargs"]["block_size"],
@@ -99,6 +105,45 @@ def _sharing_hidden(with_bytes):
                                      rng.choice(_BPT_CHOICES) if with_bytes else None))
         return tuple(out)
     return build
+
+
+PROMPT_SIDES = {0: "whole blocks", 1: "one token past a block", -1: "one token short of a block"}
+
+
+def prompt_side(case) -> str | None:
+    """Which side of the full-block edge a shared prompt sits on (None: off it)."""
+    k = case["kwargs"]
+    rest, bs = k["prompt_tokens"] % k["block_size"], k["block_size"]
+    if k["prompt_tokens"] < bs:
+        return "under one block"
+    return PROMPT_SIDES.get(rest - bs if rest == bs - 1 and bs > 2 else rest)
+
+
+def requests_side(case) -> str | None:
+    """N - 1 requests share: one request (nothing), two (one), else None."""
+    return {1: "one request", 2: "two requests"}.get(case["kwargs"]["num_requests"])
+
+
+def _sharing_on_side(with_bytes):
+    def make(rng, side):
+        bs = rng.choice([8, 16, 32, 64, 128])
+        prompt, n = bs * rng.randint(1, 300), rng.randint(3, 1000)
+        if side == "under one block":
+            prompt = rng.randint(1, bs - 1)
+        elif side in PROMPT_SIDES.values():
+            prompt += next(k for k, name in PROMPT_SIDES.items() if name == side)
+        else:
+            n = 1 if side == "one request" else 2
+            prompt += rng.randint(0, bs - 1)
+        return _sharing_case("hidden", prompt, n, bs, rng.choice(_BPT_CHOICES) if with_bytes else None)
+    return make
+
+
+def _sharing_hidden_sided(with_bytes):
+    make = _sharing_on_side(with_bytes)
+    build = with_sides(_sharing_hidden(with_bytes), prompt_side, ("under one block",) + tuple(PROMPT_SIDES.values()),
+                       make)
+    return with_sides(build, requests_side, ("one request", "two requests"), make)
 
 
 # --- q3: the chained key ---------------------------------------------------------------------
@@ -127,6 +172,22 @@ Q3_VISIBLE = (
      "context": {"hint": "with no full block there is no key: return NONE_HASH, the parent a first block "
                          "would chain from."}},
 )
+
+
+def key_side(case) -> str | None:
+    """Exercise 3's edge: no full block (NONE_HASH), whole blocks only, or a partial last block past them."""
+    k = case["kwargs"]
+    n, bs = len(k["token_ids"]), k["block_size"]
+    return "no full block" if n < bs else "whole blocks" if n % bs == 0 else "a partial last block"
+
+
+def _key_on_side(rng, side):
+    bs = rng.choice([4, 8, 16, 32])
+    n = {"no full block": rng.randint(0, bs - 1), "whole blocks": bs * rng.randint(1, 6)}.get(
+        side, bs * rng.randint(1, 6) + rng.randint(1, bs - 1))
+    return {"label": "hidden", "kwargs": {"token_ids": [rng.randrange(128_256) for _ in range(n)], "block_size": bs,
+                                          "cache_salt": rng.choice([None, f"tenant-{rng.randint(1, 99)}"])},
+            "context": {}}
 
 
 def _key_hidden(seed):
@@ -231,21 +292,34 @@ def _fetch_expected(case):
 
 #: The edges the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), each
 #: with the visible cases that sit on it (tests/test_case_variants.py checks that they exist).
+_FULL_BLOCK_VISIBLE = ("Llama 3.1 8B, a 2,000-token system prompt, 100 requests, 16-token blocks",
+                       "Llama 3.1 8B, a 2,001-token prompt (one token past a block), 100 requests",
+                       "Llama 3.1 8B, a 1,999-token prompt (one token short of a block), 100 requests",
+                       "Qwen2.5 7B, a 10-token prompt (less than one block), 50 requests")
+_REQUESTS_VISIBLE = ("one request alone (nothing to share with)", "two requests (one shares with the other)")
 EDGES = {
     "ch05_q1_prefix_bytes_saved": (
         {"rule": "only full blocks are shared: a partial last block and a prompt under one block share nothing of it",
          "visible": ("Llama 3.1 8B, a 2,007-token prompt (7 tokens past a block), 100 requests",
                      "Qwen2.5 7B, a 10-token prompt (less than one block), 50 requests")},
-        {"rule": "one request alone shares nothing (N - 1 = 0)", "visible": ("one request alone (nothing to share with)",)},
+        {"rule": "only full blocks are shared: whole blocks, one token past them, one short of them",
+         "visible": _FULL_BLOCK_VISIBLE, "side": prompt_side},
+        {"rule": "one request alone shares nothing (N - 1 = 0); two share one copy", "visible": _REQUESTS_VISIBLE,
+         "side": requests_side},
     ),
     "ch05_q2_prefill_tokens_saved": (
         {"rule": "only full blocks are reused", "visible": (
             "Llama 3.1 8B, a 2,007-token prompt (7 tokens past a block), 100 requests",
             "Qwen2.5 7B, a 10-token prompt (less than one block), 50 requests")},
+        {"rule": "only full blocks are reused: whole blocks, one token past them, one short of them",
+         "visible": _FULL_BLOCK_VISIBLE, "side": prompt_side},
+        {"rule": "N - 1 requests reuse the prefill: one alone saves nothing", "visible": _REQUESTS_VISIBLE,
+         "side": requests_side},
     ),
     "ch05_q3_prefix_key": (
         {"rule": "no full block: NONE_HASH; a partial last block has no key",
-         "visible": ("5 tokens, 16-token blocks (no full block)", "95 tokens, 16-token blocks (a partial last block), no salt")},
+         "visible": ("5 tokens, 16-token blocks (no full block)", "95 tokens, 16-token blocks (a partial last block), no salt",
+                     "32 byte-level tokens, 8-token blocks (4 full blocks), no salt"), "side": key_side},
     ),
     "ch05_q4_agent_prefill_tokens": (
         {"rule": "a hit covers whole blocks only", "visible": (
@@ -260,7 +334,7 @@ EXERCISES = exercises(
         function_name="prefix_bytes_saved",
         params=("prompt_tokens", "num_requests", "bytes_per_token", "block_size"),
         visible_cases=Q1_VISIBLE,
-        hidden_cases=_sharing_hidden(True),
+        hidden_cases=_sharing_hidden_sided(True),
         expected=lambda c: _sharing(c).saved_bytes,
         quantity="prefix_bytes_saved",
         slip_inputs=_sharing_slip_inputs,
@@ -271,7 +345,7 @@ EXERCISES = exercises(
         function_name="prefill_tokens_saved",
         params=("prompt_tokens", "num_requests", "block_size"),
         visible_cases=Q2_VISIBLE,
-        hidden_cases=_sharing_hidden(False),
+        hidden_cases=_sharing_hidden_sided(False),
         expected=lambda c: _sharing(c).prefill_tokens_unshared - _sharing(c).prefill_tokens_shared,
         quantity="prefill_tokens_saved",
         slip_inputs=_sharing_slip_inputs,
@@ -283,7 +357,7 @@ EXERCISES = exercises(
         function_name="prefix_key",
         params=("token_ids", "block_size", "cache_salt"),
         visible_cases=Q3_VISIBLE,
-        hidden_cases=_key_hidden,
+        hidden_cases=with_sides(_key_hidden, key_side, ('no full block', 'whole blocks', 'a partial last block'), _key_on_side),
         expected=_prefix_key,
         answer=BYTES,
         unit="",

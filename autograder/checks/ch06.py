@@ -327,17 +327,30 @@ GEOMETRY_PARAMS = ("weight_bytes", "layers", "kv_heads", "head_dim", "dtype_byte
 STEP_PARAMS = GEOMETRY_PARAMS + ("seq_len", "batch_size", "bandwidth_bytes_per_s")
 
 
-#: The edges the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), each
-#: with the visible cases that sit on it (tests/test_case_variants.py checks that they exist).
+def crossover_side(case) -> str | None:
+    """Q1's rounding edge: weights exactly a whole context's cache read, one byte short, one past (else None)."""
+    k = case["kwargs"]
+    per_context = bytes_per_token(case) * k["batch_size"]
+    return {0: "exactly", per_context - 1: "one byte short", 1: "one byte past"}.get(k["weight_bytes"] % per_context)
+
+
+def tie_side(case) -> str | None:
+    """Q5's tie: weights equal to the cache read, one byte less, one more (else None)."""
+    return {0: "tie", -1: "one byte less", 1: "one byte more"}.get(case["kwargs"]["weight_bytes"] - _kv_read(case))
+
+
+#: The edges the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), each with the
+#: visible cases that sit on it and, where given, ``side(case)``: every seed's hidden cases show each side the
+#: visible ones show (tests/test_case_variants.py).
 EDGES = {
     "ch06_q1_crossover_context": (
         {"rule": "round up: the first whole context whose cache read reaches the weights (exactly on a whole "
                  "context, one byte of weights short of it, one byte past it)",
-         "visible": tuple(c["label"] for c in Q1_EDGES)},
+         "visible": tuple(c["label"] for c in Q1_EDGES), "side": crossover_side},
     ),
     "ch06_q5_optimisation": (
         {"rule": "a tie is weight-dominated (weights >= cache read: 'quantise_weights'); one byte either side",
-         "visible": tuple(c["label"] for c in Q5_EDGES)},
+         "visible": tuple(c["label"] for c in Q5_EDGES), "side": tie_side},
         {"rule": "the larger read decides: cases where the cache dtype and head_dim move the cache's read across "
                  "the weights'", "visible": ("Llama 3.1 8B with an fp8 cache: batch 16, 8,192 tokens",
                                              "GPT-2 large (MHA, head_dim 64): batch 6, 1,024 tokens")},
@@ -408,6 +421,7 @@ EXERCISES = exercises(
         quantity="optimisation_choice",
         slip_inputs=_slip_inputs,
         unit="",
-        hidden_note="(Hidden cases use other bundled models and workloads, each well away from the crossover.)",
+        hidden_note="(Hidden cases use other bundled models and workloads, well away from the crossover, and "
+                    "a tie with one byte either side on a drawn model.)",
     ),
 )

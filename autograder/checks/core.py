@@ -92,6 +92,7 @@ import inspect
 import io
 import math
 import os
+import random
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -226,6 +227,30 @@ class Exercise:
             else:
                 parts.append(f"{name}={value!r}")
         return f"{self.function_name}({', '.join(parts)})"
+
+
+def with_sides(build: Callable, side: Callable, names, make: Callable) -> Callable:
+    """A hidden-case builder that shows every side of an edge (issue 38 §6): ``build(seed)``'s cases, then for
+    each side in ``names`` that none of them sits on (``side(case)``), ``make(rng, name)``'s case, drawn from
+    the seed (real configs; ``make`` returns None where it cannot draw that side)."""
+    def hidden(seed: int) -> tuple:
+        cases = list(build(seed))
+        rng = random.Random(f"{seed}-sides")
+        for name in names:
+            if not any(_side_of(side, case) == name for case in cases):
+                made = make(rng, name)
+                if made is not None:
+                    cases.append(made)
+        return tuple(cases)
+    hidden.__doc__ = build.__doc__
+    return hidden
+
+
+def _side_of(side: Callable, case: dict):
+    try:
+        return side(case)
+    except (KeyError, TypeError, ValueError, ArithmeticError):
+        return None
 
 
 def exercises(*items: Exercise) -> dict:
@@ -574,7 +599,8 @@ def _prior(earlier, k, case=None):
     return earlier[k] if earlier is not None and 0 <= k < len(earlier) else NOT_BUILT_ON
 
 
-def fitting_slips(exercise: Exercise, cases, results, records, earlier=None, *, failing_only: bool = False) -> tuple:
+def fitting_slips(exercise: Exercise, cases, results, records, earlier=None, *, failing_only: bool = False,
+                  some: bool = False) -> tuple:
     """The slips that fit every case: each reproduces every failing case's value and every passing one's.
 
     A slip variant (``kvlib.slips.matching_variants``) must give the learner's
@@ -582,12 +608,15 @@ def fitting_slips(exercise: Exercise, cases, results, records, earlier=None, *, 
     rule it out (``kvlib.slips.ruled_out``: applied there, it gives another
     number than the learner's right one). Catalogue keys, in the first failing
     case's order; () when none fits or nothing failed on its value.
-    ``failing_only``: the slips that fit every failing case, whatever the passing ones say.
+    ``failing_only``: the slips that fit every failing case, whatever the passing ones say (for analysis:
+    never named). ``some``: the slips that give at least one failing case's value and that no passing case
+    rules out, those that explain the most failing cases first (a failure no one slip explains: the part
+    that one slip explains, and no passing case contradicts it).
     """
     if not exercise.quantity or records is None:
         return ()
     judged = [v for v in results if not v.ok and v.kind == "value"]
-    if not judged or any(not v.variants for v in judged):
+    if not judged or (not some and any(not v.variants for v in judged)):
         return ()
     # a slip may be made one way on one case and another way on the next (the element size read from each
     # config): every failing case must show the slip, in some way
@@ -595,8 +624,12 @@ def fitting_slips(exercise: Exercise, cases, results, records, earlier=None, *, 
     for v in judged:
         for t in v.variants:
             ways.setdefault(slips.base_key(t), set()).add(t)
-    shared = [key for key in dict.fromkeys(slips.base_key(t) for t in judged[0].variants)
-              if all(key in v.slips for v in judged[1:])]
+    if some:
+        counts = {key: sum(key in v.slips for v in judged) for key in ways}
+        shared = sorted(ways, key=lambda key: -counts[key])       # stable: the catalogue's order among equals
+    else:
+        shared = [key for key in dict.fromkeys(slips.base_key(t) for t in judged[0].variants)
+                  if all(key in v.slips for v in judged[1:])]
     for k, v in enumerate([] if failing_only else results):
         if not shared:
             break
@@ -650,11 +683,9 @@ def summary(exercise: Exercise, cases, results, *, hidden: bool = False, earlier
         # one case, the learner's own problem: its verdict already names the slips its number matches
         first = failures[0][1]
         return _summary(first.message, first.slips[:2] if first.kind == "value" else (), (), first.kind)
+    # a slip is named only when it fits every case, failing and passing; when none does, none is named (one
+    # that fits the failing cases only is a wrong lead: the passing ones show the learner does not make it)
     fitting = fitting_slips(exercise, cases, results, records, earlier)
-    if not fitting:
-        # a slip that fits every failing case but that a passing case rules out is named alone, never
-        # beside another (the learner may have made it only where a case differs: a field spelled otherwise)
-        fitting = fitting_slips(exercise, cases, results, records, earlier, failing_only=True)[:1]
     value_failures = [v for _, v in failures if v.kind == "value"]
     k, first = failures[0]
     if hidden:
@@ -663,35 +694,80 @@ def summary(exercise: Exercise, cases, results, *, hidden: bool = False, earlier
             message = judge(exercise, cases[k], records[k], hidden=True, earlier=_prior(earlier, k, cases[k]),
                             lead=fitting[0], allowed=fitting).message
             return _summary(message, fitting[:2], fitting, "value")
-        # no slip fits them all: the failure that one slip explains, named alone (no alternative)
-        unique = [(j, v) for j, v in failures if len(v.slips) == 1]
-        k, chosen = (unique or failures)[0]
-        if records is not None and chosen.kind == "value" and chosen.slips:
+        # no slip fits them all: a slip that explains some failing cases, named alone, where no passing case
+        # rules it out (never one the passing cases contradict)
+        partial = fitting_slips(exercise, cases, results, records, earlier, some=True)[:1]
+        if partial:
+            k = next(j for j, v in failures if v.kind == "value" and partial[0] in v.slips)
             message = judge(exercise, cases[k], records[k], hidden=True, earlier=_prior(earlier, k, cases[k]),
-                            allowed=chosen.slips[:1]).message
-            return _summary(message, chosen.slips[:1], (), "value")
-        return _summary(chosen.message, chosen.slips[:1] if chosen.kind == "value" else (), (), chosen.kind)
+                            allowed=partial).message
+            return _summary(message, partial, (), "value")
+        chosen = next((v for _, v in failures if v.kind != "value" or not exercise.quantity), None)
+        if chosen is not None:      # an error, a wrong type, a wrong choice with no catalogue: as judged
+            return _summary(chosen.message, (), (), chosen.kind)
+        return _summary(f"{exercise.function_name} is wrong on hidden cases, and no one known slip explains them "
+                        "together with the hidden cases it gets right: recheck each part. "
+                        f"{exercise.hidden_note}".rstrip(), (), (), "value")
     message, named = first.message, ()
-    if first.kind == "value" and records is not None and exercise.quantity:
+    if first.kind == "value":
         prior = _prior(earlier, k, cases[k])
         if fitting:
             message = judge(exercise, cases[k], records[k], earlier=prior, lead=fitting[0], allowed=fitting).message
             named = fitting[:2]
             if len(value_failures) > 1:
                 message += f"\n(The same slip explains all {len(value_failures)} failing cases.)"
-        elif first.slips:
-            number = _number(records[k], _decoded(records[k]))
-            expected = exercise.expected_for(cases[k], prior)
-            ratio = slips.ratio_text(number, expected, exercise.unit) if number is not None else "wrong"
-            hint = cases[k].get("context", {}).get("hint")
-            message = (first.head + f"{ratio}; no one known slip explains every failing case "
-                       "(each fits some cases only): recheck each factor." + first.tail
-                       + (f"\nHint: {hint}" if hint and "Hint:" not in first.tail else ""))
-    elif first.kind == "value":
-        named = first.slips[:2]
+        elif exercise.quantity and first.slips:
+            message = _unexplained(exercise, cases, results, records, k, first, prior)
+        else:       # the first failing case matches no slip at all: its verdict says so
+            message = first.message + _edges_line(exercise, cases, results)
     more = len(failures) - 1
     tail = f"\n({more} more visible case{'s' if more > 1 else ''} fail{'' if more > 1 else 's'}.)" if more else ""
     return _summary(message + tail, named, fitting, first.kind)
+
+
+def edge_rules(exercise: Exercise, failing_cases) -> list:
+    """``[(rule, labels)]``: each edge of the chapter's ``EDGES`` that names failing visible cases, with their
+    labels (a checks module without EDGES: [])."""
+    from . import chapter_module
+    try:
+        listed = getattr(chapter_module(exercise.grade_id), "EDGES", {}).get(exercise.grade_id, ())
+    except LookupError:
+        return []
+    out = []
+    for edge in listed:
+        on = [case["label"] for case in failing_cases if case["label"] in edge.get("visible", ())]
+        if on:
+            out.append((edge["rule"], on))
+    return out
+
+
+def _unexplained(exercise: Exercise, cases, results, records, k, first, prior) -> str:
+    """A visible failure that no one slip explains together with every passing case: the first failing
+    case's line and how far off it is, the failing cases by label, the rule of any edge they sit on; no slip."""
+    number = _number(records[k], _decoded(records[k])) if records is not None else None
+    try:
+        expected = exercise.expected_for(cases[k], prior)
+        ratio = slips.ratio_text(number, expected, exercise.unit) if number is not None else "wrong"
+    except (ArithmeticError, TypeError, ValueError):
+        ratio = "wrong"
+    text = (first.head + f"{ratio}, and no one known slip explains every case (those that fail and those that "
+            "pass): recheck each factor." + _edges_line(exercise, cases, results))
+    hint = cases[k].get("context", {}).get("hint")
+    return text + first.tail + (f"\nHint: {hint}" if hint and "Hint:" not in first.tail else "")
+
+
+def _edges_line(exercise: Exercise, cases, results) -> str:
+    """The failing visible cases by label (two or more), and the rule of any edge they sit on ('' if none)."""
+    failing = [cases[j] for j, v in enumerate(results) if not v.ok and v.kind == "value"]
+    text = ""
+    if len(failing) > 1:
+        labels = [f'"{c["label"]}"' for c in failing[:4]] + ([f"{len(failing) - 4} more"] if len(failing) > 4
+                                                            else [])
+        text += f"\nFailing cases: {', '.join(labels)}."
+    for rule, labels in edge_rules(exercise, failing):
+        text += (f"\n{', '.join(chr(34) + label + chr(34) for label in labels)} "
+                 f"{'sit' if len(labels) > 1 else 'sits'} on an edge the text decides: {rule}.")
+    return text
 
 
 def _summary(message, named, fitting, kind) -> Summary:
