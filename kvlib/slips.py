@@ -312,7 +312,25 @@ def expected_value(quantity: str, **inputs):
     return QUANTITIES[quantity](inputs)[0]
 
 
+# A variant whose case figures differ from its catalogue key's: its own words (the same slip, the same key).
+VARIANT_SLIPS = {
+    "query_heads@split": "you split the query heads over the GPUs (num_attention_heads / TP = {num_heads} / {tp} "
+                         "= {query_heads_per_gpu} per GPU) instead of the KV heads (max(1, {kv_heads} / {tp}) = "
+                         "{kv_heads_per_gpu} per GPU).",
+}
+
+
+def _variant_message(key: str, inputs: dict):
+    if key == "query_heads@split" and inputs.get("num_heads") and inputs.get("tp") and inputs.get("kv_heads"):
+        values = dict(inputs, query_heads_per_gpu=inputs["num_heads"] // inputs["tp"],
+                      kv_heads_per_gpu=formulas.kv_heads_per_gpu(inputs["kv_heads"], inputs["tp"]))
+        return VARIANT_SLIPS[key].format(**values)
+    return None
+
+
 def _message(key: str, inputs: dict) -> str:
+    if COMBINED not in key and _variant_message(key, inputs):
+        return _variant_message(key, inputs)
     key = base_key(key)
     if COMBINED in key:
         return "two slips at once: " + " And ".join(_message(k, inputs) for k in key.split(COMBINED))

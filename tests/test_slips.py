@@ -1145,3 +1145,16 @@ def test_the_contradiction_check_holds_the_lead_to_the_passing_cases(monkeypatch
     assert any(key == "query_heads (on one case only)" and slip == "query_heads" and where == "visible"
                for _, key, slip, _, _, where in bad)
     assert any(where == "hidden" for *_, where in bad)
+
+
+def test_split_query_heads_names_the_per_gpu_counts():
+    from kvlib import slips
+    # Qwen2.5-7B-like: 28 query heads, 4 KV heads at TP 2 -> 14 query heads per GPU against 2 KV heads per GPU
+    text = slips.message("query_heads@split", layers=28, num_heads=28, kv_heads=4, head_dim=128, dtype_bytes=2, tp=2)
+    assert "28 / 2 = 14 per GPU" in text and "max(1, 4 / 2) = 2 per GPU" in text, text
+    # past the KV heads the KV side is floored at one head per GPU: 8 KV heads at TP 16 -> 1
+    text = slips.message("query_heads@split", layers=80, num_heads=64, kv_heads=8, head_dim=128, dtype_bytes=2, tp=16)
+    assert "64 / 16 = 4 per GPU" in text and "= 1 per GPU" in text, text
+    # the plain slip keeps its whole-model words
+    assert "num_attention_heads = 28" in slips.message("query_heads", layers=28, num_heads=28, kv_heads=4,
+                                                       head_dim=128, dtype_bytes=2)
