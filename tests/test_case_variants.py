@@ -145,7 +145,7 @@ def test_the_sided_edges_include_ch01_to_ch08():
             "ch03_q2_kv_bytes_per_token_per_gpu", "ch03_q3_name_the_slip", "ch04_q2_block_waste",
             "ch04_q3_hybrid_sequence_bytes", "ch04_q4_fp8_pool_tokens", "ch04_q5_allocator_waste",
             "ch05_q1_prefix_bytes_saved", "ch05_q2_prefill_tokens_saved", "ch05_q3_prefix_key",
-            "ch06_q1_crossover_context", "ch06_q5_optimisation"} <= ids
+            "ch05_q4_agent_prefill_tokens", "ch06_q1_crossover_context", "ch06_q5_optimisation"} <= ids
 
 
 def test_the_sides_are_exact_edges_by_hand():
@@ -164,6 +164,10 @@ def test_the_sides_are_exact_edges_by_hand():
     prompts = {c["kwargs"]["prompt_tokens"]: ch05.prompt_side(c) for c in ch05.Q1_VISIBLE}
     assert prompts[2000] == "whole blocks" and prompts[2001] == "one token past a block"
     assert prompts[1999] == "one token short of a block" and prompts[10] == "under one block"
+    # ch05 Exercise 4: 48 + 16 tokens a step, 16-token blocks, so every history keeps the system prompt's remainder
+    agent = {c["kwargs"]["system_tokens"]: ch05.agent_side(c) for c in ch05.Q4_VISIBLE if c["kwargs"]["steps"] == 5}
+    assert agent == {1024: "history in whole blocks", 1025: "history a token past a block",
+                     1023: "history a token short of a block"}
 
 
 def test_pinned_answers_are_a_real_mutation():

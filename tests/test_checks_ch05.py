@@ -106,6 +106,10 @@ def test_the_visible_figures_are_the_seeds():
     assert ex4.expected_for(ex4.cases()[3]) == 1400
     assert ex4.expected_for(ex4.cases()[0]) == 1400 + sum(
         (1000 + k * 400 + (k - 1) * 100) - (1000 + (k - 1) * 500) // 16 * 16 for k in range(2, 21))
+    # the whole-block edge, 5 steps of 48 + 16 tokens in 16-token blocks: step 1 prefills system + 48; each later
+    # step its 48 new tokens plus the history's partial block (0, 1 or 15 tokens)
+    by_system = {c["kwargs"]["system_tokens"]: ex4.expected_for(c) for c in ex4.cases()[4:]}
+    assert by_system == {1024: 1072 + 4 * 48, 1025: 1073 + 4 * 49, 1023: 1071 + 4 * 63}
 
 
 def test_both_choices_occur_in_visible_and_hidden_cases():
@@ -360,3 +364,29 @@ def test_q4_partial_block_rounded_up_is_named():
     records = core.run_cases(ex, rounded_up, cases, quiet=True)
     s = core.summary(ex, cases, core.verdicts(ex, cases, records), records=records)
     assert s.slips[:1] == ("history_block_rounded_up",) and "partial last block of the cached history" in s.message
+
+
+def test_q4_whole_block_edge_separates_the_sides():
+    """Issue 38 §6: Exercise 4's edge cases (1,024 / 1,025 / 1,023-token system prompts, 64 tokens a step, 16-token
+    blocks). A hit rounded up to a block and a hit of every cached token both agree with the right answer on the
+    whole-block history and miss a token either side of it, so each is failed there and named."""
+    def hit(system, observation, action, steps, bs, cached):
+        total = system + observation
+        for k in range(2, steps + 1):
+            prompt = system + k * observation + (k - 1) * action
+            total += prompt - min(cached(system + (k - 1) * (observation + action), bs), prompt - 1)
+        return total
+
+    def rounded_up(*a):
+        return hit(*a, cached=lambda n, bs: math.ceil(n / bs) * bs)
+
+    def token_level(*a):
+        return hit(*a, cached=lambda n, bs: n)
+    ex = ch05.EXERCISES["ch05_q4_agent_prefill_tokens"]
+    edge = [c for c in ex.cases() if c["kwargs"]["steps"] == 5]
+    for wrong, slip in ((rounded_up, "history_block_rounded_up"), (token_level, "partial_block_shared")):
+        records = core.run_cases(ex, wrong, edge, quiet=True)
+        passed = [v.ok for v in core.verdicts(ex, edge, records)]
+        assert passed == [True, False, False], wrong.__name__
+        s = core.summary(ex, edge, core.verdicts(ex, edge, records), records=records)
+        assert s.slips[:1] == (slip,), (wrong.__name__, s.message)

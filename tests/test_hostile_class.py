@@ -93,8 +93,10 @@ def _snapshot() -> dict:
 
 def _git_status() -> str:
     paths = ["course", "kvlib", "autograder", "chapters", "solutions", "tools", "binder", "pyproject.toml"]
-    return subprocess.run(["git", "status", "--porcelain", "--ignored", "--", *paths], cwd=REPO,
-                          capture_output=True, text=True).stdout
+    out = subprocess.run(["git", "status", "--porcelain", "--ignored", "--", *paths], cwd=REPO,
+                         capture_output=True, text=True).stdout
+    # bytecode caches come and go with whatever else imports the package meanwhile (another xdist worker)
+    return "".join(line for line in out.splitlines(keepends=True) if "__pycache__" not in line)
 
 
 def _tree(folder: Path) -> dict:

@@ -223,7 +223,37 @@ Q4_VISIBLE = (
     _agent_case("20 steps: 500, 37 and 13 tokens, 32-token blocks (nothing block-aligned)", 500, 37, 13, 20, 32,
                 hint="a hit covers whole blocks only: the partial last block of the cached history is recomputed."),
     _agent_case("one step (nothing cached yet)", 1000, 400, 100, 1, 16),
+    # the whole-block edge: 48 + 16 = 64 tokens a step keep every history's remainder that of the system prompt
+    _agent_case("5 steps: a 1,024-token system prompt, 48-token observations, 16-token actions, 16-token blocks "
+                "(every cached history in whole blocks)", 1024, 48, 16, 5, 16),
+    _agent_case("5 steps: a 1,025-token system prompt, 48-token observations, 16-token actions, 16-token blocks "
+                "(every cached history a token past a block)", 1025, 48, 16, 5, 16),
+    _agent_case("5 steps: a 1,023-token system prompt, 48-token observations, 16-token actions, 16-token blocks "
+                "(every cached history a token short of a block)", 1023, 48, 16, 5, 16),
 )
+
+#: step 2's hit is step 1's prompt and action (system + observation + action) rounded down to a block
+AGENT_SIDES = {0: "history in whole blocks", 1: "history a token past a block", -1: "history a token short of a block"}
+
+
+def agent_side(case) -> str | None:
+    """Which side of the whole-block edge the first cached history (step 2's hit) sits on; one step caches
+    nothing (None: off the edge)."""
+    k = case["kwargs"]
+    if k["steps"] == 1:
+        return "one step"
+    bs = k["block_size"]
+    rest = (k["system_tokens"] + k["observation_tokens"] + k["action_tokens"]) % bs
+    return AGENT_SIDES.get(rest - bs if rest == bs - 1 and bs > 2 else rest)
+
+
+def _agent_on_side(rng, side):
+    bs = rng.choice([8, 16, 32, 64])
+    observation = rng.randint(1, 500)
+    action = (-observation) % bs + bs * rng.randint(0, 6) or bs     # a step adds whole blocks
+    steps = 1 if side == "one step" else rng.randint(2, 25)
+    offset = {name: k for k, name in AGENT_SIDES.items()}.get(side, rng.randint(0, bs - 1))
+    return _agent_case("hidden", bs * rng.randint(1, 120) + offset, observation, action, steps, bs)
 
 
 def _agent_hidden(seed):
@@ -324,6 +354,10 @@ EDGES = {
     "ch05_q4_agent_prefill_tokens": (
         {"rule": "a hit covers whole blocks only", "visible": (
             "20 steps: 500, 37 and 13 tokens, 32-token blocks (nothing block-aligned)", "one step (nothing cached yet)")},
+        {"rule": "a hit covers whole blocks only: a cached history of whole blocks is hit whole, one a token past "
+                 "them recomputes that token, one a token short recomputes the block_size - 1 tokens of its "
+                 "partial block; one step hits nothing",
+         "visible": tuple(c["label"] for c in Q4_VISIBLE[3:]), "side": agent_side},
     ),
 }
 
@@ -368,7 +402,8 @@ EXERCISES = exercises(
         function_name="agent_prefill_tokens",
         params=("system_tokens", "observation_tokens", "action_tokens", "steps", "block_size"),
         visible_cases=Q4_VISIBLE,
-        hidden_cases=_agent_hidden,
+        hidden_cases=with_sides(_agent_hidden, agent_side, ("one step",) + tuple(AGENT_SIDES.values()),
+                                _agent_on_side),
         expected=_agent_expected,
         quantity="agent_prefill_with_cache",
         slip_inputs=lambda c: dict(c["kwargs"]),
