@@ -110,13 +110,18 @@ def _sharing_hidden(with_bytes):
 PROMPT_SIDES = {0: "whole blocks", 1: "one token past a block", -1: "one token short of a block"}
 
 
+def _block_edge(tokens: int, bs: int, names: dict) -> str | None:
+    """``names[0]``, ``names[1]`` or ``names[-1]``: whole blocks, a token past them or a token short (None: off)."""
+    rest = tokens % bs
+    return names.get(rest - bs if rest == bs - 1 and bs > 2 else rest)
+
+
 def prompt_side(case) -> str | None:
     """Which side of the full-block edge a shared prompt sits on (None: off it)."""
     k = case["kwargs"]
-    rest, bs = k["prompt_tokens"] % k["block_size"], k["block_size"]
-    if k["prompt_tokens"] < bs:
+    if k["prompt_tokens"] < k["block_size"]:
         return "under one block"
-    return PROMPT_SIDES.get(rest - bs if rest == bs - 1 and bs > 2 else rest)
+    return _block_edge(k["prompt_tokens"], k["block_size"], PROMPT_SIDES)
 
 
 def requests_side(case) -> str | None:
@@ -242,9 +247,8 @@ def agent_side(case) -> str | None:
     k = case["kwargs"]
     if k["steps"] == 1:
         return "one step"
-    bs = k["block_size"]
-    rest = (k["system_tokens"] + k["observation_tokens"] + k["action_tokens"]) % bs
-    return AGENT_SIDES.get(rest - bs if rest == bs - 1 and bs > 2 else rest)
+    return _block_edge(k["system_tokens"] + k["observation_tokens"] + k["action_tokens"], k["block_size"],
+                       AGENT_SIDES)
 
 
 def _agent_on_side(rng, side):
