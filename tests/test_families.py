@@ -341,3 +341,12 @@ def test_nemotron_h_weights_by_block():
     assert parts["mlp"] == 54 * 2 * 8_192 * 32_768 * 2
     assert parts["attention"] == 10 * (2 * 8_192**2 + 2 * 8_192 * 1_024) * 2
     assert parts["norms"] == 118 * 8_192 * 2
+
+
+def test_check_deployment_splits_the_state_as_vllm_does():
+    # Nemotron-H 56B: TP 16 cannot split the 8 Mamba2 groups (mamba_mixer2.py); at TP 4 one sequence of 8,192
+    # holds 10 x 2 x 2 x 128 x 2 x 8,192 = 83,886,080 B of KV and 54 x 4,225,024 = 228,151,296 B of state per GPU
+    assert kv.check_deployment("nemotron-h-56b", "H100-SXM", tp=16, seq_len=8_192).reasons == (
+        "TP 16: tp=16 must divide mamba_n_groups=8 (or the groups be 1) (vLLM: mamba_mixer2.py)",)
+    check = kv.check_deployment("nemotron-h-56b", "H100-SXM", tp=4, seq_len=8_192)
+    assert check.fits and check.kv_bytes_per_gpu == 83_886_080 + 228_151_296
