@@ -529,6 +529,10 @@ def _indexer(f: _Fields, num_layers: int) -> dict:
     ``indexer_types`` inline in vllm/models/deepseek_v32/attention.py, 0.32.0)."""
     if not f.has("index_topk"):
         return {}
+    if not f.has("kv_lora_rank"):
+        # DeepSeek-V4's compressed sparse attention also names index_topk, over caches that are not MLA's
+        raise ConfigError(f"field {f.where('index_topk')}: a sparse-attention indexer on a model without MLA "
+                          f"(no kv_lora_rank) is not modelled")
     types = f.data.get("indexer_types")
     if types is not None:
         if not isinstance(types, list) or len(types) != num_layers:
@@ -685,7 +689,9 @@ def _parse(f: _Fields, top: _Fields, name: str, source: str) -> ModelSpec:
                    moe_intermediate_size=f.int("moe_intermediate_size", "expert_intermediate_size",
                                                required=False),
                    num_shared_experts=f.int("n_shared_experts", default=0, minimum=0),
-                   shared_expert_intermediate_size=f.int("shared_expert_intermediate_size", required=False),
+                   # 0 means none (Qwen3-Coder-480B's config says so)
+                   shared_expert_intermediate_size=f.int("shared_expert_intermediate_size", required=False,
+                                                         minimum=0) or None,
                    moe_layers=_moe_layers(f, num_layers, num_experts))
         if model_type == "llama4_text":
             # every Llama 4 MoE layer adds one shared expert as wide as a routed one (llama4.py: shared_expert)

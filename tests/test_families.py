@@ -350,3 +350,25 @@ def test_check_deployment_splits_the_state_as_vllm_does():
         "TP 16: tp=16 must divide mamba_n_groups=8 (or the groups be 1) (vLLM: mamba_mixer2.py)",)
     check = kv.check_deployment("nemotron-h-56b", "H100-SXM", tp=4, seq_len=8_192)
     assert check.fits and check.kv_bytes_per_gpu == 83_886_080 + 228_151_296
+
+
+def test_glm_5_2_index_cache_two_ways():
+    # tests/fixtures/configs/PROVENANCE.md: indexer_types lists 21 "full" layers; index_topk_freq 4 with
+    # index_skip_topk_offset 3 says the same (max(i - 2, 0) % 4 == 0: 0, 1, 2, 6, 10, ..., 74)
+    raw = json.loads((FIXTURES / "zai-org__GLM-5.2.json").read_text())
+    assert (raw["index_topk_freq"], raw["index_skip_topk_offset"], raw["indexer_types"].count("full")) == (4, 3, 21)
+    by_types = kv.parse_config(raw)
+    by_freq = kv.parse_config({k: v for k, v in raw.items() if k != "indexer_types"})
+    assert by_types.indexer_layers == by_freq.indexer_layers == (0, 1, 2) + tuple(range(6, 78, 4))
+    for tp in (1, 4, 8):
+        assert by_types.kv_bytes_per_token(tp=tp) == 78 * 576 * 2 + 21 * 132 == 92_628
+        assert by_types.indexer_bytes_per_token(tp) == 21 * 132
+
+
+def test_an_indexer_without_mla_is_refused():
+    # DeepSeek-V4's compressed sparse attention names index_topk over caches that are not MLA's
+    cfg = {"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 64, "hidden_size": 256,
+           "index_topk": 512, "index_head_dim": 128}
+    with pytest.raises(ConfigError, match=r"^field index_topk: a sparse-attention indexer on a model without MLA "
+                                          r"\(no kv_lora_rank\) is not modelled$"):
+        kv.parse_config(cfg)
