@@ -372,3 +372,16 @@ def test_an_indexer_without_mla_is_refused():
     with pytest.raises(ConfigError, match=r"^field index_topk: a sparse-attention indexer on a model without MLA "
                                           r"\(no kv_lora_rank\) is not modelled$"):
         kv.parse_config(cfg)
+
+
+def test_qwen3_5_keeps_its_recurrent_state_in_the_dtype_it_names():
+    # tests/fixtures/configs/PROVENANCE.md: mamba_ssm_dtype "float32" (vLLM's Qwen3_5ForConditionalGenerationConfig
+    # makes it the mamba_ssm_cache_dtype); the conv state stays bf16. 40 layers, every 4th full: 30 GDN layers.
+    raw = json.loads((FIXTURES / "Qwen__Qwen3.5-35B-A3B.json").read_text())
+    text = raw["text_config"]
+    assert (text["num_hidden_layers"], text["full_attention_interval"], text["mamba_ssm_dtype"]) == (40, 4, "float32")
+    assert (text["linear_num_key_heads"], text["linear_num_value_heads"], text["linear_key_head_dim"]) == (16, 32, 128)
+    s = kv.parse_config(raw)
+    assert s.state_dtype_bytes("gated_deltanet") == {"conv": 2, "recurrent": 4}
+    assert s.state_bytes_per_sequence() == 30 * (3 * 8_192 * 2 + 32 * 128 * 128 * 4) == 64_389_120
+    assert s.state_bytes_per_sequence(8) == 30 * (3 * 1_024 * 2 + 4 * 128 * 128 * 4)
