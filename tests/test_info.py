@@ -37,6 +37,15 @@ def test_geometry_and_parameters_of_a_dense_model():
         "kv_dtype": "auto (16-bit)",
         "kv_dtype_bytes": 2,
         "kv_bytes_per_token": LLAMA_8B_KV_PER_TOKEN,
+        # every per-GPU figure at every TP, 1 included; no indexer, no state layers
+        "tp": 1,
+        "kv_bytes_per_token_per_gpu": LLAMA_8B_KV_PER_TOKEN,
+        "indexer_bytes_per_token": 0,
+        "indexer_bytes_per_token_per_gpu": 0,
+        "state_bytes_per_sequence": 0,
+        "state_bytes_per_sequence_per_gpu": 0,
+        "state_layers": {},
+        "state_error": None,
     }
 
 
@@ -56,8 +65,7 @@ def test_context_adds_the_sequence_and_tp_the_per_gpu_figures():
     # 131,072 B x 8,192 tokens = 2^30 B; over tp = 2 GPUs (4 KV heads each) 65,536 B per token, 2^29 per sequence
     one = info_report("llama-3.1-8b", context=8192)
     assert one["context"] == 8192 and one["kv_bytes_per_sequence"] == 2**30
-    assert "tp" not in one and "kv_bytes_per_token_per_gpu" not in one
-    assert "kv_bytes_per_sequence_per_gpu" not in one
+    assert (one["tp"], one["kv_bytes_per_token_per_gpu"], one["kv_bytes_per_sequence_per_gpu"]) == (1, 131_072, 2**30)
     two = info_report("llama-3.1-8b", context=8192, tp=2)
     assert (two["tp"], two["kv_bytes_per_token_per_gpu"]) == (2, 65_536)
     assert two["kv_bytes_per_sequence"] == 2**30 and two["kv_bytes_per_sequence_per_gpu"] == 2**29

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..dtypes import dtype_bytes
-from ..spec import FULL, NO_KV, ModelSpec, SpecError
+from ..spec import ATTENTION_KINDS, FULL, ModelSpec, SpecError
 from .engine import DEFAULT_BLOCK_SIZE, V0, V1, VllmLogError, as_version, group_rule
 
 __all__ = ["KV_CACHE_DTYPES", "kv_element_bytes", "layer_page_bytes", "pp_layer_split", "kv_cache_groups",
@@ -87,6 +87,9 @@ def kv_element_bytes(kv_cache_dtype=None, model_dtype=None) -> int:
 
 def _kv_heads_per_rank(spec: ModelSpec, tp: int) -> int:
     """The spec's own TP rule (split, replicated past K, MLA whole), as this module's error."""
+    if len({spec.kv_geometry(kind) for kind in set(spec.layer_kinds) & set(ATTENTION_KINDS)}) > 1:
+        raise VllmLogError(f"{spec.name}: attention layers of different head sizes (per-layer geometry, "
+                           f"Gemma 4) are not modelled")
     try:
         return spec.kv_heads_per_gpu(tp)
     except SpecError as exc:
@@ -211,10 +214,10 @@ def stage_layouts(spec: ModelSpec, engine: str, pp: int, rule: str, page: int, h
     """One ``Layout`` per pipeline stage (its own layers, vLLM's split), for a page of ``page`` bytes."""
     layouts = []
     for kinds in _stage_kinds(spec, pp):
-        kv = [k for k in kinds if k != NO_KV]
+        kv = [k for k in kinds if k in ATTENTION_KINDS]
         if not kv:
             raise VllmLogError(f"pipeline stage without a KV-cache layer (pp={pp}); not modelled")
-        if engine == V1 and NO_KV in spec.layer_kinds:
+        if engine == V1 and any(k not in ATTENTION_KINDS for k in spec.layer_kinds):
             raise VllmLogError(f"{spec.name}: Mamba / linear-attention hybrids (block-size alignment to the "
                                f"state page) are not modelled")
         if engine == V0 or not hybrid:
