@@ -299,7 +299,9 @@ def default_runner(version=None, *, num_experts: int = 0, hybrid: bool = False, 
     ('v2', 'v2')
     """
     v = checked_version(version)
-    rule = _fold(v if v is not None else _NEWEST)[0]["v2_default"]
+    if v is not None and v < (0, 8, 0):
+        return "v1"
+    rule = _fold(_at(v))[0]["v2_default"]
     listed = {"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"}
     if rule in ("all", "only"):
         return "v2"
