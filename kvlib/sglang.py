@@ -6,15 +6,15 @@ SGLang (https://github.com/sgl-project/sglang) sizes its cache differently from 
   "cell", ``cell_size_bytes``); a request takes one slot per token, so a layer with a sliding window
   saves nothing unless SGLang gives the window layers a pool of their own (``swa_pool_split``).
 - **The pool from two measurements.** SGLang reads the free GPU memory before the weights load
-  (``M_0``, "Load weight begin. avail mem") and after (``M_1``, "Load weight end ... avail mem"), and
-  keeps ``M_0 (1 - f)`` free for activations and CUDA graphs, ``f`` being ``--mem-fraction-static``::
+  ("Load weight begin. avail mem") and after ("Load weight end ... avail mem"), and keeps
+  ``free_before x (1 - mem_fraction_static)`` free for activations and CUDA graphs::
 
-      rest = M_1 - M_0 (1 - f)                       (kv_budget_bytes)
+      rest = free_after - free_before x (1 - mem_fraction_static)      (kv_budget_bytes)
       max_total_num_tokens = floor(rest / cell), rounded down to a whole page
 
-  With ``M_1 = M_0 - W`` that is ``f M_0 - W``: ``f`` covers the weights *and* the KV pool; the
-  activations and graphs live outside it. (vLLM takes weights, activations and its pool all out of
-  one ``gpu_memory_utilization`` budget.)
+  With ``free_after = free_before - W`` that is ``mem_fraction_static x free_before - W``: the static
+  fraction covers the weights *and* the KV pool; the activations and graphs live outside it. (vLLM
+  takes weights, activations and its pool all out of one ``gpu_memory_utilization`` budget.)
 - **Pages of one token** by default: no last-page waste, a prefix hit on the radix tree to the token
   (``page_waste_tokens``; FlashMLA, TRT-LLM and FA4 on Blackwell force bigger pages,
   ``default_page_size``). A hit never covers the whole prompt: SGLang caps the match at the prompt
@@ -226,16 +226,19 @@ def _one_pool_cell(spec: ModelSpec, tp: int, kv_cache_dtype: str) -> int:
 
 # --- the budget and the pool ----------------------------------------------------------------------------
 def kv_budget_bytes(free_before_load: int, free_after_load: int, mem_fraction_static: float) -> int:
-    """Bytes SGLang leaves for the KV pool: ``floor(M_1 - M_0 (1 - f))`` [B].
+    """Bytes SGLang leaves for the KV pool [B]:
+    ``floor(free_after_load - free_before_load x (1 - mem_fraction_static))``.
 
-    ``M_0`` is the GPU memory free before the weights load, ``M_1`` after (both on the rank with the
-    least, under TP), ``f`` is ``--mem-fraction-static``: ``M_0 (1 - f)`` stays free for activations
-    and CUDA graphs. ``model_runner.py`` ``profile_max_num_token`` (0.4.1 to 0.5.8.post1: ``rest_memory
-    = available_gpu_memory - total_gpu_memory * (1 - mem_fraction_static)``);
+    ``free_before_load`` is the GPU memory free before the weights load, ``free_after_load`` after (both
+    on the rank with the least, under TP), ``mem_fraction_static`` is ``--mem-fraction-static``: the
+    rest of ``free_before_load`` stays free for activations and CUDA graphs. ``model_runner.py``
+    ``profile_max_num_token`` (0.4.1 to 0.5.8.post1: ``rest_memory = available_gpu_memory -
+    total_gpu_memory * (1 - mem_fraction_static)``);
     ``mem_cache/kv_cache_configurator.py`` ``_profile_available_bytes`` in 0.5.23, which also takes out a
     multimodal model's post-sizing reservation (0 for a text model). Negative when the weights do not fit.
 
-    H100, Llama 3.1 8B, f = 0.88 (SGLang's docs build of 2024-12-26): 78.81 GiB free before, 63.72 after:
+    H100, Llama 3.1 8B, mem_fraction_static 0.88 (SGLang's docs build of 2024-12-26): 78.81 GiB free
+    before the load, 63.72 after:
 
     >>> round(kv_budget_bytes(round(78.81 * 2**30), round(63.72 * 2**30), 0.88) / 2**30, 4)   # 63.72 - 9.4572
     54.2628
@@ -257,20 +260,21 @@ def max_total_num_tokens(model, gpu=None, *, mem_fraction_static: float, tp: int
                          free_after_load: int | None = None, weight_bytes: int | None = None) -> int:
     """The tokens SGLang's pool holds on one rank, as its scheduler prints ``max_total_num_tokens`` [tokens].
 
-    ``floor(kv_budget_bytes(M_0, M_1, f) / cell_size_bytes)``, rounded down to a whole page
+    ``floor(kv_budget_bytes(free_before_load, free_after_load, mem_fraction_static) / cell_size_bytes)``,
+    rounded down to a whole page
     (``pool_configurator.py`` ``DefaultPoolConfigurator.calculate_pool_sizes``, 0.5.23;
     ``model_runner.py`` ``init_memory_pool`` in 0.4.6 to 0.5.8.post1; 0.4.3.post4 had no pages).
     For a model with a sliding-window pool it is the full-attention pool's tokens (``swa_pool_split``).
 
-    ``M_0`` (``free_before_load``, bytes) defaults to the memory CUDA reports as total for ``gpu``
+    ``free_before_load`` (bytes) defaults to the memory CUDA reports as total for ``gpu``
     (``kvlib.gpus``): a real start has a few hundred MiB less free (the CUDA context, NCCL; 78.81 of
-    79.18 GiB on an H100), so the default is the upper bound. ``M_1`` (``free_after_load``) defaults
-    to ``M_0`` less ``weight_bytes``, which defaults to the weights on one rank as stored
+    79.18 GiB on an H100), so the default is the upper bound. ``free_after_load`` defaults
+    to ``free_before_load`` less ``weight_bytes``, which defaults to the weights on one rank as stored
     (``kvlib.weights.stored_weights``; SGLang's "mem usage" at load runs about 0.1 GiB above it).
     A log's two "avail mem" figures give both exactly (``kvlib.sglang_log``). ``mem_fraction_static``
     must be given: the server prints it; ``default_mem_fraction_static`` gives SGLang's default.
 
-    Llama 3.1 8B on an H100 at f = 0.88 from the GPU table alone (0.88 x 79.18 GiB less 14.99 GiB of
+    Llama 3.1 8B on an H100 at mem_fraction_static 0.88 from the GPU table alone (0.88 x 79.18 GiB less 14.99 GiB of
     weights, over 128 KiB a token), then from the two figures of SGLang's docs build of 2024-12-26, which
     printed 444,500 (the two-decimal GiB figures leave a window of +-46 tokens, ``kvlib.sglang_log``):
 
@@ -341,21 +345,22 @@ def allocated_kv_bytes(model, num_tokens: int, *, tp: int = 1, page_size: int = 
 
 # --- the sliding-window split --------------------------------------------------------------------------
 def swa_pool_split(model, budget_bytes: int, *, tp: int = 1,
-                   swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO, page_size: int = DEFAULT_PAGE_SIZE, kv_cache_dtype: str = "auto") -> tuple:
+                   swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO,
+                   page_size: int = DEFAULT_PAGE_SIZE, kv_cache_dtype: str = "auto") -> tuple:
     """(full-attention pool tokens, sliding-window pool tokens) SGLang makes of a KV budget [tokens].
 
     A model with a window pool (``uses_hybrid_swa_pool``) keeps its full-attention layers and its
-    window layers in two pools of token slots, the window pool ``r`` = ``--swa-full-tokens-ratio``
+    window layers in two pools of token slots, the window pool ``ratio`` = ``--swa-full-tokens-ratio``
     (default 0.8, in (0, 1]) times the full one, whatever the layer counts::
 
-        full = floor(budget / (L_full b_full + r L_window b_window)), to a page
-        swa  = floor(full r), to a page
+        full = floor(budget / (L_full x full_layer_bytes + ratio x L_window x window_layer_bytes)), to a page
+        swa  = floor(full x ratio), to a page
 
-    ``b_full`` and ``b_window`` are one layer's bytes per token of each kind on the rank (Gemma 4's
-    differ). SGLang refuses a window pool that cannot hold one request's window plus a page.
+    ``full_layer_bytes`` and ``window_layer_bytes`` are one layer's bytes per token of each kind on the
+    rank (Gemma 4's differ). SGLang refuses a window pool that cannot hold one request's window plus a page.
     ``model_executor/pool_configurator.py`` ``HybridSWAPoolConfigurator`` (0.5.23); through 0.5.8.post1
     ``model_runner_kv_cache_mixin.py`` ``set_num_tokens_hybrid_swa`` solved the same two equations from
-    a per-layer token count (``full = tokens x L / (r L_window + L_full)``), equal for models whose two
+    a per-layer token count (``full = tokens x L / (ratio x L_window + L_full)``), equal for models whose two
     kinds of layers have the same geometry (gpt-oss) up to a token of rounding.
 
     gpt-oss-20b (12 full and 12 window layers of 8 KV heads x 64, 2,048 B per layer-token) with 10 GiB:
@@ -432,11 +437,12 @@ def default_mem_fraction_static(gpu_memory_mib, *, tp: int = 1, pp: int = 1, rel
     - **0.4.1 to 0.4.3.post4** (``server_args.py``): by TP alone, 0.88 at TP 1, 0.87 at 2, 0.85 at
       4 to 7, 0.81 at 8 to 15, 0.79 from 16.
     - **0.5.6 to 0.5.8.post1** (``server_args.py`` ``_handle_gpu_memory_settings``): it reserves, in
-      MiB, ``512 + 1.5 max(C, 2048) + 2 B_graph + 1024 t p / 8``, at least 10 GiB on a GPU above
-      60 GiB, and ``f = round((G - reserve) / G, 3)``. The prefill chunk ``C`` and the decode-graph
-      batch ``B_graph`` come from the GPU's memory class (under 20, 35, 60, 90, 160 GiB, above).
+      MiB, ``512 + 1.5 max(C, 2048) + 2 graph_bs + 1024 t p / 8``, at least 10 GiB on a GPU above
+      60 GiB, and the fraction is ``round((gpu_memory_mib - reserve) / gpu_memory_mib, 3)``. The prefill
+      chunk ``C`` and the decode graphs' largest batch ``graph_bs`` come from the GPU's memory class
+      (under 20, 35, 60, 90, 160 GiB, above).
     - **0.5.22 and 0.5.23** (``arg_groups/memory_hook.py``): the same, with the classes retuned
-      (20-35 GiB: C 4096, B_graph 48 / 160) and the prefill graphs reserved too: 8 MiB per captured
+      (20-35 GiB: C 4096, graph_bs 48 / 160) and the prefill graphs reserved too: 8 MiB per captured
       size (``_prefill_graph_sizes``, up to C) for MHA/GQA, a flat 1.5 GiB for MLA.
 
     H100 80GB at TP 1 in 0.5.23: 512 + 12,288 + 128 + 512 + 58 x 8 = 13,904 MiB, (81,559 - 13,904) /

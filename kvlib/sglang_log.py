@@ -230,8 +230,8 @@ def check_start(start: SGLangStart, model, *, mem_fraction_static: float | None 
                 page_size: int | None = None, kv_cache_dtype: str | None = None) -> LogCheck:
     """Predict the start's pool from its two free-memory figures and compare.
 
-    ``floor((M_1 - M_0 (1 - f)) / cell)`` over every byte count each printed figure can stand for
-    (``gib_window``), rounded down to a page. Settings not given are read from the start's
+    ``floor((free_after - free_before x (1 - mem_fraction_static)) / cell)`` over every byte count each
+    printed figure can stand for (``gib_window``), rounded down to a page. Settings not given are read from the start's
     ``server_args`` (``tp_size`` 1, ``page_size`` 1, ``kv_cache_dtype`` 'auto' when it printed none);
     ``mem_fraction_static`` must be printed or given. A start without both load lines is refused.
     """
