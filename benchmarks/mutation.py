@@ -72,10 +72,11 @@ FAST_TESTS = [
     "tests/test_vllm_tokens.py", "tests/test_vllm_predict.py", "tests/test_vllm_pool.py",
     "tests/test_vllm_report.py", "tests/test_vllm_mismatch.py", "tests/test_vllm_cli.py", "tests/test_vllm_pp.py",
     "tests/test_vllm_bundled.py", "tests/test_vllm_cpu_runs.py", "tests/test_vllm_cpu.py",
+    "tests/test_sglang.py", "tests/test_sglang_log.py",
 ]
 # Data the fast tests read, copied beside them: the real vLLM CPU engine starts that tests/test_vllm_cpu.py
-# predicts block for block.
-FIXTURES = ["tests/fixtures/vllm_cpu"]
+# predicts block for block, and the SGLang starts whose pools tests/test_sglang_log.py predicts.
+FIXTURES = ["tests/fixtures/vllm_cpu", "tests/fixtures/sglang_logs"]
 # Left out of mutation runs (still in the quick tier):
 DESELECT = {
     # 10 s of random text through the whole log reader: every mutant of vllm/log.py would pay it;

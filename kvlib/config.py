@@ -64,6 +64,7 @@ ALIASES = {
     "llama-4-scout-17b-16e": "meta-llama/Llama-4-Scout-17B-16E-Instruct",
     "gpt-oss-120b": "openai/gpt-oss-120b",
     "kimi-k2": "moonshotai/Kimi-K2-Instruct",
+    "kimi-k2.5": "moonshotai/Kimi-K2.5",
 }
 
 # The models the chapters, drills and graded cases draw from. Configs bundled after them (the 2025-26

@@ -94,7 +94,10 @@ def quantization_scheme(config: dict | None) -> dict:
     >>> quantization_scheme({"quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128}})["zeros"]
     True
     """
-    q = (config or {}).get("quantization_config") or {}
+    config = config or {}
+    # A multimodal wrapper may keep it with its language model (Kimi-K2.5: text_config.quantization_config).
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    q = config.get("quantization_config") or text.get("quantization_config") or {}
     if not isinstance(q, dict):
         raise ConfigError("field quantization_config must be an object")
     method = str(q.get("quant_method", "")).lower()

@@ -39,6 +39,7 @@ BUNDLED = {
     "deepseek-ai/DeepSeek-V3.2": ("mla", 61, 61 * (576 * 2 + 132), 78_324 * C),
     "zai-org/GLM-5": ("mla", 78, 78 * (576 * 2 + 132), 100_152 * C),
     "moonshotai/Kimi-K2-Instruct": ("mla", 61, 61 * 576 * 2, 70_272 * C),
+    "moonshotai/Kimi-K2.5": ("mla", 61, 61 * 576 * 2, 70_272 * C),   # text_config: Kimi K2's geometry
     # 25 sliding layers (8 KV heads x 256, window 1024) and 5 full ones (2 x 512)
     "google/gemma-4-26B-A4B": ("gqa", 30, 25 * 2 * 8 * 256 * 2 + 5 * 2 * 2 * 512 * 2,
                                25 * 8_192 * 1_024 + 5 * 4_096 * C),
