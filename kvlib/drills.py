@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from .config import bundled_models, load_model
+from .config import course_models, load_model
 from .feasibility import check_deployment, tp_refusal
 from .offload import prefill_linear_flops
 from .gpus import GPUS
@@ -303,7 +303,7 @@ def _gqa_models() -> tuple:
 
     Models bundled after the drills' seeds were fixed are left out (``_NOT_DRAWN``), so a student's
     seed keeps drawing the same problems."""
-    return tuple(m for m in bundled_models()
+    return tuple(m for m in course_models()
                  if m not in _NOT_DRAWN and not _spec(m).is_mla and all(kind == FULL for kind in _spec(m).layer_kinds))
 
 
@@ -312,7 +312,7 @@ _NOT_DRAWN = frozenset({"Qwen/Qwen2.5-3B"})   # bundled for ch07's TP lesson
 
 @functools.lru_cache(maxsize=None)
 def _mla_models() -> tuple:
-    return tuple(m for m in bundled_models() if _spec(m).is_mla)
+    return tuple(m for m in course_models() if _spec(m).is_mla)
 
 
 def _geometry(spec, dtype_bytes=2) -> dict:
@@ -586,7 +586,7 @@ def _plan_step(rng, seed):
 # formula holds and every GPU, and keep only deployments check_deployment passes.
 @functools.lru_cache(maxsize=None)
 def _all_models() -> tuple:
-    return tuple(bundled_models())
+    return tuple(course_models())
 
 
 @functools.lru_cache(maxsize=None)

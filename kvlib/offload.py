@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from .config import load_model
 from .gpus import get_gpu
-from .spec import CHUNKED, NO_KV, SLIDING
+from .spec import ATTENTION_KINDS, CHUNKED, SLIDING
 
 __all__ = [
     "OffloadError",
@@ -135,7 +135,7 @@ def prefill_flops(model, tokens: int, *, num_params=None) -> tuple:
     d_qk, d_v = _attention_dims(spec)
     attention = 0
     for kind in spec.layer_kinds:
-        if kind == NO_KV:
+        if kind not in ATTENTION_KINDS:     # Mamba2, Gated DeltaNet and cache-less layers attend to nothing
             continue
         window = spec.sliding_window if kind == SLIDING else None
         chunk = spec.attention_chunk_size if kind == CHUNKED else None

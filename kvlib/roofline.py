@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from . import formulas
 from .config import load_model
 from .gpus import get_gpu
-from .spec import NO_KV
+from .spec import ATTENTION_KINDS
 
 __all__ = [
     "RooflineError",
@@ -195,7 +195,7 @@ def _attention_flops_per_token(spec, context: int):
         d_qk = d_v = spec.head_dim
     total = 0
     for kind in spec.layer_kinds:
-        if kind != NO_KV:
+        if kind in ATTENTION_KINDS:
             total += 2 * spec.num_heads * (d_qk + d_v) * spec.layer_tokens_held(kind, context)
     return total
 

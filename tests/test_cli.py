@@ -82,7 +82,7 @@ def test_info_path(tmp_path, capsys):
 
 def test_models_and_gpus():
     code, out, _ = run("models", "--json")
-    assert code == 0 and len(json.loads(out)) == 15          # the bundled configs (PROVENANCE.md)
+    assert code == 0 and len(json.loads(out)) == 26          # the bundled configs (PROVENANCE.md)
     code, out, _ = run("gpus", "--json")
     names = {g["name"] for g in json.loads(out)}
     assert {"H100-SXM", "H100-PCIe", "H200", "B200", "A100-40GB", "A100-80GB", "L40S", "L4", "A10G",

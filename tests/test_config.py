@@ -31,6 +31,24 @@ BUNDLED = {
     "openai/gpt-oss-20b": ("gqa", 24, 49_152, 3_224_371_200),
     "deepseek-ai/DeepSeek-V3": ("mla", 61, 70_272, 9_210_691_584),
     "Qwen/Qwen3-0.6B": ("gqa", 28, 114_688, 114_688 * C),
+    # the 2025-26 families (PROVENANCE.md; per family at TP 1, 4, 8 in tests/test_families.py)
+    "Qwen/Qwen3-30B-A3B": ("gqa", 48, 2 * 48 * 4 * 128 * 2, 98_304 * C),
+    # 12 of 48 layers are full attention (every 4th), 2 KV heads of 256; the 36 Gated DeltaNet layers keep none
+    "Qwen/Qwen3-Next-80B-A3B-Thinking": ("gqa", 12, 2 * 12 * 2 * 256 * 2, 24_576 * C),
+    # MLA 512 + 64 in bf16 on 61 layers, plus the indexer's 128 fp8 + one fp32 scale on each
+    "deepseek-ai/DeepSeek-V3.2": ("mla", 61, 61 * (576 * 2 + 132), 78_324 * C),
+    "zai-org/GLM-5": ("mla", 78, 78 * (576 * 2 + 132), 100_152 * C),
+    "moonshotai/Kimi-K2-Instruct": ("mla", 61, 61 * 576 * 2, 70_272 * C),
+    # 25 sliding layers (8 KV heads x 256, window 1024) and 5 full ones (2 x 512)
+    "google/gemma-4-26B-A4B": ("gqa", 30, 25 * 2 * 8 * 256 * 2 + 5 * 2 * 2 * 512 * 2,
+                               25 * 8_192 * 1_024 + 5 * 4_096 * C),
+    # 36 chunked layers (chunk 8192) and 12 full ones, 8 KV heads x 128
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": ("gqa", 48, 48 * 4_096, 12 * 4_096 * C + 36 * 4_096 * 8_192),
+    "openai/gpt-oss-120b": ("gqa", 36, 36 * 2_048, 18 * 2_048 * C + 18 * 2_048 * 128),
+    # Nemotron-H: only the '*' blocks keep KV (10, 6, 12 of 118, 52, 108 layers)
+    "nvidia/Nemotron-H-56B-Base-8K": ("gqa", 10, 10 * 2 * 8 * 128 * 2, 40_960 * C),
+    "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": ("gqa", 6, 6 * 2 * 2 * 128 * 2, 6_144 * C),
+    "nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16": ("gqa", 12, 12 * 2 * 2 * 128 * 2, 12_288 * C),
 }
 
 

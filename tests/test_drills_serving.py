@@ -172,7 +172,7 @@ def test_the_serving_families_draw_every_kind_of_model_and_every_gpu():
     assert any("sliding" in s.layer_kinds for s in specs)                      # Mistral, Gemma 2, gpt-oss
     assert any(s.num_kv_heads == s.num_heads for s in specs)                   # MHA: Llama 2 7B, GPT-2
     assert any(1 < s.num_heads // s.num_kv_heads for s in specs if not s.is_mla)   # GQA
-    assert set(models) == set(kv.bundled_models())
+    assert set(models) == set(kv.course_models())
 
 
 def test_two_hundred_questions_in_a_row_vary():

@@ -15,7 +15,7 @@ def _spec(**kw):
 
 def test_layer_kind_names():
     assert (FULL, SLIDING, CHUNKED, NO_KV) == ("full", "sliding", "chunked", "none")
-    assert LAYER_KINDS == (FULL, SLIDING, CHUNKED, NO_KV)
+    assert LAYER_KINDS == (FULL, SLIDING, CHUNKED, NO_KV, "mamba2", "gated_deltanet")
 
 
 @pytest.mark.parametrize("field", ["num_layers", "num_heads", "num_kv_heads", "head_dim"])

@@ -29,7 +29,7 @@ def non_mla_models() -> list:
 def _non_mla_models() -> tuple:
     # Hidden-case builders ask for this list on every case; reading every bundled config each
     # time made a 200-seed sweep of the chapters cost minutes (the configs never change in a run).
-    return tuple(m for m in kv.bundled_models() if not kv.parse_config(kv.bundled_config(m)).is_mla)
+    return tuple(m for m in kv.course_models() if not kv.parse_config(kv.bundled_config(m)).is_mla)
 
 
 @functools.cache

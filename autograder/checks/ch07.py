@@ -184,7 +184,7 @@ def _itl_edge_cases(plan: dict, index: int, name: str = "", hidden: bool = False
 @functools.cache   # every seed's plans draw from it; counting each model's parameters is slow
 def _full_attention_models():
     out = []
-    for model in kv.bundled_models():
+    for model in kv.course_models():
         spec = kv.load_model(model)
         if not spec.is_mla and set(spec.layer_kinds) == {"full"} and spec.num_params() > 10**9:
             out.append(model)

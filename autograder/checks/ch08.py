@@ -285,7 +285,7 @@ Q3_VISIBLE = (
 @functools.cache   # every seed's cases draw from it
 def _uniform_models() -> tuple:
     out = []
-    for model in kv.bundled_models():
+    for model in kv.course_models():
         spec = kv.load_model(model)
         if not spec.is_mla and len(set(spec.layer_kinds)) == 1:
             out.append(model)
