@@ -163,9 +163,22 @@ def _nemotron_pattern_form(config: dict) -> dict:
     return out
 
 
-# Geometries whose config.json is rewritten after the weights are saved, into a form vLLM's transformers
-# still reads (the weights do not change).
-CONFIG_FORMS = {"nemotron_h_pattern": _nemotron_pattern_form}
+def _gemma4_published_form(config: dict) -> dict:
+    """The saved config in the form Gemma 4 was published in: ``global_head_dim`` and
+    ``num_global_key_value_heads`` instead of the ``per_layer_config`` transformers 5.19 writes (its
+    ``Gemma4TextConfig`` builds the one from the other on loading)."""
+    out = {k: v for k, v in config.items() if k != "per_layer_config"}
+    (override,) = {json.dumps(v, sort_keys=True) for v in config["per_layer_config"].values()}
+    override = json.loads(override)
+    out["global_head_dim"] = override["head_dim"]
+    if "num_key_value_heads" in override:
+        out["num_global_key_value_heads"] = override["num_key_value_heads"]
+    return out
+
+
+# Geometries whose config.json is rewritten after the weights are saved, into the published form, which vLLM's
+# transformers still reads (the weights do not change).
+CONFIG_FORMS = {"nemotron_h_pattern": _nemotron_pattern_form, "gemma4_per_layer": _gemma4_published_form}
 
 def build_model(name: str, dest: Path) -> dict:
     """Save geometry `name` with random weights (bf16, safetensors) into dest; return its config dict."""
@@ -197,7 +210,12 @@ def printed_figures(start) -> dict:
             "tokens": start.gpu_kv_cache_tokens, "max_model_len": start.max_model_len,
             "concurrency": start.max_concurrency_text,
             "group_block_sizes": list(start.kv_cache_group_block_sizes or []) or None,
-            "attention_backend": start.attention_backend}
+            "attention_backend": start.attention_backend,
+            # state hybrids: the block the attention grew to, the state page's padding, the cache mode and SSM dtype
+            "attention_block_size": start.block_size if "attention block size" in (start.block_size_line or "")
+            else None,
+            "mamba_padding_percent": start.mamba_padding_text, "mamba_cache_mode": start.mamba_cache_mode,
+            "mamba_ssm_cache_dtype": start.mamba_ssm_cache_dtype}
 
 
 def _versions() -> dict:

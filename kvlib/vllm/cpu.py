@@ -55,7 +55,7 @@ from fractions import Fraction
 from ..spec import ModelSpec
 from ..units import GiB
 from .engine import V1, VllmLogError, group_rule, parse_version
-from .hybrid import CPU, PagePlan
+from .hybrid import CPU, PagePlan, log_mamba_cache_mode, log_ssm_dtype_bytes
 from .layout import MLA_PACKED_BYTES, kv_element_bytes, plan_layouts
 from .log import EngineStart, gib_window
 from .predict import LogPrediction
@@ -203,22 +203,6 @@ def _space_window(start: EngineStart) -> tuple[int, int, bool]:
     return lo, hi, False
 
 
-_SSM_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-
-
-def _log_ssm_bytes(start: EngineStart) -> int | None:
-    """The SSM state's bytes the log says the engine chose (None: nothing printed, the spec's default)."""
-    name = start.mamba_ssm_cache_dtype
-    return _SSM_DTYPE_BYTES.get(name) if name else None
-
-
-def log_mamba_cache_mode(start: EngineStart) -> str:
-    """'align' or 'none': what the log printed, else 'none' when it shows prefix caching off, else 'align'."""
-    if start.mamba_cache_mode in ("align", "none"):
-        return start.mamba_cache_mode
-    return "none" if start.enable_prefix_caching is False else "align"
-
-
 def _state_note(plan: PagePlan) -> str:
     text = (f"state layers: a {plan.state_page_bytes:,} B state page; the attention block "
             + (f"grows from {plan.requested_block_size} to {plan.block_size} tokens to cover it"
@@ -293,7 +277,7 @@ def predict_cpu_from_log(start: EngineStart, spec: ModelSpec, *, block_size: int
     batched = max_num_batched_tokens or start.max_num_batched_tokens or CPU_LLM_BATCHED_TOKENS
     mml = start.max_model_len
     s, plan = _scenario(spec, bs, kv, start.dtype, mml, batched, tp_used, pp_used,
-                        ssm_dtype_bytes=_log_ssm_bytes(start), mamba_cache_mode=log_mamba_cache_mode(start))
+                        ssm_dtype_bytes=log_ssm_dtype_bytes(start), mamba_cache_mode=log_mamba_cache_mode(start))
     if plan is not None:
         notes.extend(plan.notes)
         if plan.state_page_bytes:

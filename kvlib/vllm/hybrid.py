@@ -54,7 +54,8 @@ from ..spec import ATTENTION_KINDS, GATED_DELTANET, MAMBA2, STATE_KINDS, ModelSp
 from .engine import VllmLogError, as_version
 
 __all__ = ["PagePlan", "page_plan", "needs_plan", "state_page_bytes", "aligned_block_size", "unify_pages",
-           "state_pages_per_request", "CPU", "GPU", "MAMBA_CACHE_MODES", "CHECKED_RELEASES"]
+           "state_pages_per_request", "log_mamba_cache_mode", "log_ssm_dtype_bytes", "CPU", "GPU",
+           "MAMBA_CACHE_MODES", "CHECKED_RELEASES"]
 
 CPU, GPU = "cpu", "gpu"
 MAMBA_CACHE_MODES = ("align", "none")
@@ -301,3 +302,20 @@ def page_plan(spec: ModelSpec, block_size: int, kv_cache_dtype=None, *, tp: int 
                     attention_bytes_per_token=per_token, state_page_bytes=state_page or None,
                     state_pages_per_request=pages_req, checkpoint_pages=checkpoint,
                     mamba_cache_mode=mamba_cache_mode if state else None, notes=tuple(notes))
+
+
+_SSM_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def log_ssm_dtype_bytes(start) -> int | None:
+    """Bytes of the SSM state's dtype a start printed it chose ('Reset SSM cache type to float32', 'Updating
+    mamba_ssm_cache_dtype to ...'); None when it printed none (the spec's default applies)."""
+    name = start.mamba_ssm_cache_dtype
+    return _SSM_DTYPE_BYTES.get(name) if name else None
+
+
+def log_mamba_cache_mode(start) -> str:
+    """'align' or 'none': what a start printed, else 'none' when it shows prefix caching off, else 'align'."""
+    if start.mamba_cache_mode in MAMBA_CACHE_MODES:
+        return start.mamba_cache_mode
+    return "none" if start.enable_prefix_caching is False else "align"
