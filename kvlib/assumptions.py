@@ -12,5 +12,7 @@ from .vllm.engine import default_utilization
 
 __all__ = ["DEFAULT_UTILIZATION", "DEFAULT_OVERHEAD_BYTES"]
 
-DEFAULT_UTILIZATION = default_utilization()   # vLLM's default for the newest release (0.92 from 0.20)
+# vLLM's default for estimate-based sizing, the rule these reports apply (ceil(M u) - W - O): 0.92 from 0.20, and
+# still 0.34's without its extensible KV cache (measured after warmup at 1.0: kvlib.vllm.forecast_pool)
+DEFAULT_UTILIZATION = default_utilization(extensible=False)
 DEFAULT_OVERHEAD_BYTES = 3 * GB                # per GPU: activations and other allocations (seed 000, seed 003 s8)

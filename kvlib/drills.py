@@ -438,7 +438,7 @@ def _pool(rng, seed):
         gpu = rng.choice(gpus)
         models = [m for m in _gqa_models() if _bf16_weights(m) < 0.6 * gpu.cuda_memory_bytes]
         spec = _spec(rng.choice(models))
-        utilization = rng.choice((default_utilization("0.19.1"), default_utilization()))  # vLLM before 0.20, from 0.20
+        utilization = rng.choice((default_utilization("0.19.1"), default_utilization("0.20.0")))  # before 0.20, from 0.20
         weights = _round_gb(spec.weight_bytes(2))
         other = rng.choice((2, 3)) * GB
         cuda_gib = round(gpu.cuda_memory_bytes / GiB, 2)

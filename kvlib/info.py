@@ -21,7 +21,9 @@ from .gpus import get_gpu
 from .spec import ParamsError
 from .units import GiB
 
-__all__ = ["InfoError", "info_report", "vllm_pool_report"]
+__all__ = ["InfoError", "info_report", "vllm_pool_report", "COMPARED_RELEASE"]
+
+COMPARED_RELEASE = "0.32.0"   # the release the course teaches: the newest rules are set beside it
 
 
 class InfoError(ValueError):
@@ -80,8 +82,22 @@ def vllm_pool_report(model, card, *, tp=1, kv_dtype=None, version=None, utilizat
     high = f.requested_bytes - sum(p["range"][0] for p in parts.values())
     blocks = max(0, available) // f.bytes_per_block
     budget = f.requested_bytes - (used - parts["weights"]["bytes"])
+    compared = None
+    if f.pool_rule == "measured":
+        # how the newest rules differ from the estimate-based ones the course teaches (0.32)
+        g = forecast_pool(model, card.cuda_memory_bytes, version=COMPARED_RELEASE, tp=tp,
+                          max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                          weights_bytes=weights_bytes, gpu_name=card.name, kv_cache_dtype=kv if vllm_dtype else "auto")
+        compared = {"vllm_version": COMPARED_RELEASE, "vllm_release": g.era, "utilization": g.utilization,
+                    "block_size": g.block_size, "available_bytes": g.available_bytes,
+                    "gpu_kv_cache_tokens": g.gpu_kv_cache_tokens,
+                    "rule": f"ceil(CUDA total x {g.utilization}) - weights - torch peak - non-torch - CUDA-graph "
+                            f"estimate, {g.block_size}-token blocks (estimate-based sizing)"}
     return {
         "vllm_release": f.era, "vllm_version": version, "utilization": f.utilization,
+        "pool_rule": f.pool_rule, "model_runner": f.runner,
+        "checked_against": f.checked,
+        "compared_with": compared,
         "max_num_seqs": f.max_num_seqs, "max_num_batched_tokens": f.max_num_batched_tokens,
         "requested_bytes": f.requested_bytes, "parts": parts, "weights_scheme": f.weights_scheme,
         "available_bytes": available, "available_range": [low, high],
@@ -151,7 +167,9 @@ def info_report(model, kv_dtype=None, context=None, gpu=None, utilization=None,
             "max_concurrency": formulas.max_concurrency(available, per_seq) if available > 0 else 0,
             "vllm_pool": pool,
             "assumptions": (f"vLLM {pool['vllm_release']}: pool = ceil(CUDA-reported memory x utilization) - "
-                            "weights as stored - torch peak - non-torch - CUDA graphs (each part below)"),
+                            "weights as stored - torch peak - non-torch - CUDA graphs"
+                            + (" - margin (measured after warmup and CUDA-graph capture)"
+                               if pool["pool_rule"] == "measured" else "") + " (each part below)"),
             # the same figures through kvlib's feasibility rules (TP vs heads, context, weights, one sequence's KV)
             **_feasibility(spec, card, tp=tp, context=context, kv_dtype_bytes=b,
                            weight_bytes=pool["parts"]["weights"]["bytes"] * tp, utilization=pool["utilization"],

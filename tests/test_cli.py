@@ -24,15 +24,15 @@ def test_info_json_contract(capsys):
     assert (r["attention"], r["num_layers"], r["num_kv_heads"], r["head_dim"]) == ("gqa", 32, 8, 128)
     assert r["kv_bytes_per_token"] == 131_072
     assert r["kv_bytes_per_sequence"] == 2**30
-    # pool = ceil(79.18 GiB x 0.92) - the printed parts (weights as stored, torch peak, non-torch, CUDA graphs),
-    # recomputed here from the parts the report lists
+    # pool = ceil(79.18 GiB x 1.0) - the printed parts (weights as stored, torch peak, non-torch, CUDA graphs and
+    # the newest release's margin), recomputed here from the parts the report lists; 64-token blocks (0.34)
     cuda = round(79.18 * 2**30)
     import math
     pool = r["vllm_pool"]
-    assert set(pool["parts"]) == {"weights", "torch peak", "non-torch", "CUDA graphs"}
-    expected_pool = math.ceil(cuda * 0.92) - sum(part["bytes"] for part in pool["parts"].values())
+    assert set(pool["parts"]) == {"weights", "torch peak", "non-torch", "CUDA graphs", "margin"}
+    expected_pool = math.ceil(cuda * 1.0) - sum(part["bytes"] for part in pool["parts"].values())
     assert r["kv_pool_bytes"] == expected_pool
-    assert r["kv_pool_tokens"] == expected_pool // (16 * 131_072) * 16
+    assert r["kv_pool_tokens"] == expected_pool // (64 * 131_072) * 64
     assert r["max_concurrency"] == expected_pool // 2**30
     # weights as stored: the bf16 count plus the 131,072 x 128 x 2 B rotary cache
     assert pool["parts"]["weights"]["bytes"] == 2 * r["num_params"] + 131_072 * 128 * 2
@@ -43,7 +43,7 @@ def test_info_prints_each_part_and_a_model_that_does_not_fit(capsys):
                  "--max-num-seqs", "256", "--weights", "14.99GiB"]) == 0
     out = capsys.readouterr().out
     for row in ("- weights", "14.99 GiB: measured figure given", "- torch peak", "- non-torch", "- CUDA graphs",
-                "256 x 128,256 x 16 B", "V1 0.14-0.19", " tokens"):
+                "256 x 128,256 x 14 B", "V1 0.18-0.19", " tokens"):
         assert row in out, row
     assert main(["info", "llama-3.3-70b", "--context", "8192", "--gpu", "h100"]) == 0
     out = capsys.readouterr().out

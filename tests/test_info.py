@@ -74,7 +74,8 @@ def test_tp_must_fit_the_kv_heads():
 
 
 def test_pool_on_one_gpu_with_tensor_parallel_weights():
-    # Llama 3.1 8B at 8K on H100s, tp = 2, the newest release's rules (0.92, Model Runner V2):
+    # Llama 3.1 8B at 8K on H100s, tp = 2, vLLM 0.28's rules (0.92; Model Runner V2 for dense models, which
+    # estimates no CUDA-graph memory before 0.29):
     # budget ceil(85,018,877,624 x 0.92) = 78,217,367,415.
     # weights as stored: the bf16 count 16,060,522,496 split in two, except the 65 norms of 4,096 x 2 B that every
     # rank keeps (532,480 B), plus the rotary cache 131,072 x 128 x 2 = 33,554,432 B.
@@ -84,7 +85,7 @@ def test_pool_on_one_gpu_with_tensor_parallel_weights():
     peak = int(8192 * 2 * (3 * 14336 // 2 + 2 * 4096) * 1.408)
     non_torch = round(2.10 * 2**30)
     pool = 78_217_367_415 - weights - peak - non_torch
-    r = info_report("llama-3.1-8b", context=8192, gpu="H100-SXM", tp=2)
+    r = info_report("llama-3.1-8b", context=8192, gpu="H100-SXM", tp=2, vllm_version="0.28.0")
     assert (r["gpu"], r["gpu_cuda_memory_bytes"], r["utilization"], r["overhead_bytes"]) == (
         "H100-SXM", H100_CUDA_BYTES, 0.92, None)
     assert r["weight_bytes_per_gpu"] == weights
@@ -96,10 +97,11 @@ def test_pool_on_one_gpu_with_tensor_parallel_weights():
 
 
 def test_pool_follows_utilization_and_overhead():
-    # utilization 0.5, --overhead 0 (replaces torch peak and non-torch), tp = 1:
+    # utilization 0.5, --overhead 0 (replaces torch peak and non-torch), tp = 1, vLLM 0.28 (no graph estimate):
     # ceil(85,018,877,624 x 0.5) = 42,509,438,812 - (16,060,522,496 + 33,554,432 rotary cache) = 26,415,361,884 B;
     # / 2 MiB per block = 12,595 blocks = 201,520 tokens; / 2^30 = 24.6 -> 24 sequences of 8K
-    r = info_report("llama-3.1-8b", context=8192, gpu="H100-SXM", utilization=0.5, overhead_bytes=0)
+    r = info_report("llama-3.1-8b", context=8192, gpu="H100-SXM", utilization=0.5, overhead_bytes=0,
+                    vllm_version="0.28.0")
     assert (r["utilization"], r["overhead_bytes"]) == (0.5, 0)
     assert r["weight_bytes_per_gpu"] == 16_094_076_928
     assert r["kv_pool_bytes"] == 26_415_361_884
@@ -173,8 +175,8 @@ def test_hub_is_asked_only_when_hub_is_true(monkeypatch):
 def test_pool_in_a_kv_dtype():
     # the same pool as at bf16 (the KV dtype changes no other part), in fp8: 16-token blocks of 32,768 B per token
     # per GPU, 2^28 B per sequence per GPU
-    bf16 = info_report("llama-3.1-8b", context=8192, gpu="H100-SXM", tp=2)["kv_pool_bytes"]
-    r = info_report("llama-3.1-8b", kv_dtype="fp8", context=8192, gpu="H100-SXM", tp=2)
+    bf16 = info_report("llama-3.1-8b", context=8192, gpu="H100-SXM", tp=2, vllm_version="0.28.0")["kv_pool_bytes"]
+    r = info_report("llama-3.1-8b", kv_dtype="fp8", context=8192, gpu="H100-SXM", tp=2, vllm_version="0.28.0")
     assert r["kv_pool_bytes"] == bf16
     assert (r["kv_pool_tokens"], r["max_concurrency"]) == (bf16 // (16 * 32768) * 16, bf16 // 2**28)
 
@@ -183,19 +185,19 @@ def test_a_pool_of_one_byte_holds_one_token_of_one_byte():
     # The smallest cache there is: 1 layer, 1 KV head of 1 dim, fp4: 2 x 1 x 1 x 1 x 0.5 = 1 B per token.
     # Its 30 parameters (embedding + head 2 x 10 x 1, q/k/v/o 4, gated MLP 3, 2 norms, final norm 1) are 60 B in
     # bf16. Overhead set so that ceil(85,018,877,624 x 0.5) = 42,509,438,812 - 60 - overhead leaves 1 byte:
-    # one token, one sequence of 1 token.
+    # one token, one sequence of 1 token (vLLM 0.28: no graph estimate for this dense model, no margin).
     tiny = kvlib.load_model({"model_type": "llama", "num_hidden_layers": 1, "num_attention_heads": 1,
                              "num_key_value_heads": 1, "hidden_size": 1, "head_dim": 1, "vocab_size": 10,
                              "intermediate_size": 1}, name="tiny")
     r = info_report(tiny, kv_dtype="fp4", context=1, gpu="H100-SXM", utilization=0.5, weights_bytes=60,
-                    overhead_bytes=42_509_438_812 - 60 - 1)
+                    overhead_bytes=42_509_438_812 - 60 - 1, vllm_version="0.28.0")
     assert (r["num_params"], r["kv_bytes_per_token"], r["kv_pool_bytes"]) == (30, 1, 1)
     assert (r["kv_pool_tokens"], r["max_concurrency"]) == (1, 1)
 
 
 def test_a_deployment_that_cannot_run_says_why_not_a_negative_pool(capsys):
     # Llama 3.3 70B's 141,107,412,992 B of bf16 parameters (plus the few stored buffers vLLM loads) on one
-    # H100: budget ceil(85,018,877,624 x 0.92) = 78,217,367,415 B less the profiled overhead, below the weights.
+    # H100: budget ceil(85,018,877,624 x the release's utilization) less the profiled overhead, below the weights.
     r = info_report("llama-3.3-70b", context=8192, gpu="H100-SXM")
     assert r["fits"] is False and len(r["reasons"]) == 1 and "weights are 141.1" in r["reasons"][0]
     assert r["vllm_pool"]["parts"]["weights"]["bytes"] >= 141_107_412_992
@@ -212,3 +214,37 @@ def test_info_refuses_a_tp_that_splits_the_query_heads_unevenly():
     r = info_report("qwen2.5-7b", context=8192, gpu="H100-SXM", tp=8)   # 28 query heads, 28 % 8 = 4
     assert r["fits"] is False and r["reasons"] == ["TP 8 does not divide the 28 query heads "
                                                    "(vLLM: verify_with_parallel_config)"]
+
+
+def test_the_newest_release_measures_its_pool_and_says_how_0_32_differed(capsys):
+    # vLLM 0.34 (source only): utilization 1.0, 64-token blocks, the measured rule with its margin part; the same
+    # deployment under 0.32 (0.92, 16-token blocks, estimate-based) beside it
+    r = info_report("llama-3.1-8b", context=8192, gpu="H100-SXM")
+    pool = r["vllm_pool"]
+    assert (pool["pool_rule"], pool["utilization"], pool["block_size"], pool["model_runner"]) == (
+        "measured", 1.0, 64, "v2")
+    assert set(pool["parts"]) == {"weights", "torch peak", "non-torch", "CUDA graphs", "margin"}
+    assert r["kv_pool_bytes"] == pool["requested_bytes"] - sum(p["bytes"] for p in pool["parts"].values())
+    assert r["kv_pool_tokens"] == r["kv_pool_bytes"] // (64 * 131_072) * 64
+    old = pool["compared_with"]
+    assert (old["vllm_version"], old["utilization"], old["block_size"]) == ("0.32.0", 0.92, 16)
+    assert old["available_bytes"] == info_report("llama-3.1-8b", context=8192, gpu="H100-SXM",
+                                                 vllm_version="0.32.0")["kv_pool_bytes"]
+    assert "source only" in pool["checked_against"]
+    from kvlib.cli import main
+    assert main(["info", "llama-3.1-8b", "--context", "8192", "--gpu", "H100-SXM"]) == 0
+    out = capsys.readouterr().out
+    for text in ("x 64 = ", "- margin", "vs vLLM 0.32.0", "16-token blocks", "after warmup and CUDA-graph capture",
+                 "its source only (no 0.34 engine or GPU run)"):
+        assert text in out, text
+    assert info_report("llama-3.1-8b", context=8192, gpu="H100-SXM", vllm_version="0.32.0")["vllm_pool"][
+        "compared_with"] is None
+
+
+def test_a_release_past_the_newest_read_gets_one_warning_line(capsys):
+    from kvlib.cli import main
+    assert main(["info", "llama-3.1-8b", "--context", "8192", "--gpu", "H100-SXM", "--vllm-version", "0.35.0"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("kvlib: warning: vLLM 0.35.0 is newer than 0.34.0")
+    assert main(["info", "llama-3.1-8b", "--context", "8192", "--gpu", "H100-SXM", "--vllm-version", "0.34.0"]) == 0
+    assert capsys.readouterr().err == ""

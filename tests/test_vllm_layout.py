@@ -43,12 +43,13 @@ def test_hybrid_v1_groups_against_v0_full_attention():
 
 
 def test_group_size_follows_the_release():
-    # 4 and 3 layers: from 0.15 (threshold 1.5) 4 < 4.5 -> the largest, 4 layers; in 0.14 (1.25) 4 >= 3.75 ->
-    # the smallest, 3; through 0.10 always the smallest. Page 32,768 B as above.
-    assert bytes_per_block(HYBRID_4_3, version="0.15.0") == 4 * 32768
+    # 4 and 3 layers (vllm/v1/core/kv_cache_utils.py of each release): from 0.18 (threshold 1.5) 4 < 4.5 -> the
+    # largest, 4 layers; in 0.12-0.17 (1.25) 4 >= 3.75 -> the smallest, 3; through 0.11 always the smallest.
+    # Page 32,768 B as above.
+    assert bytes_per_block(HYBRID_4_3, version="0.18.0") == 4 * 32768
     assert bytes_per_block(HYBRID_4_3) == 4 * 32768
-    assert bytes_per_block(HYBRID_4_3, version="0.14.0") == 3 * 32768
-    assert bytes_per_block(HYBRID_4_3, version="0.10.1") == 3 * 32768
+    assert bytes_per_block(HYBRID_4_3, version="0.17.1") == 3 * 32768
+    assert bytes_per_block(HYBRID_4_3, version="0.11.0") == 3 * 32768
 
 
 # --- the element and the page --------------------------------------------------------------------------

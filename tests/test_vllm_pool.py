@@ -181,14 +181,14 @@ def test_the_020_boundary():
 
 def test_group_size_rule_follows_the_release():
     # 8 full + 11 sliding layers, 8 KV heads of 64: 2 x 16 x 8 x 64 x 2 B = 32,768 B per layer per block.
-    # notes section 3: 0.11-0.14 groups by the smallest bucket unless largest < 1.25 x smallest: 11 >= 10 -> groups
-    # of 8 (3 groups), B = 8 x 32,768 = 262,144; from 0.15 the bound is 1.5 x: 11 < 12 -> groups of 11 (2 groups),
-    # B = 11 x 32,768 = 360,448
+    # vllm/v1/core/kv_cache_utils.py: 0.12-0.17 group by the smallest bucket unless largest < 1.25 x smallest:
+    # 11 >= 10 -> groups of 8 (3 groups), B = 8 x 32,768 = 262,144; from 0.18 the bound is 1.5 x: 11 < 12 -> groups
+    # of 11 (2 groups), B = 11 x 32,768 = 360,448
     spec = parse_config({"num_hidden_layers": 19, "num_attention_heads": 8, "num_key_value_heads": 8, "head_dim": 64,
                          "hidden_size": 512, "vocab_size": 1000, "intermediate_size": 1024, "sliding_window": 128,
                          "layer_types": ["full_attention"] * 8 + ["sliding_attention"] * 11})
     kw = dict(engine="v1", weights_bytes=0, activation_bytes=0)
-    v13, v15 = predict_pool(spec, 8 * GiB, version="0.13.0", **kw), predict_pool(spec, 8 * GiB, version="0.15.0", **kw)
+    v13, v15 = predict_pool(spec, 8 * GiB, version="0.13.0", **kw), predict_pool(spec, 8 * GiB, version="0.18.0", **kw)
     assert (v13.bytes_per_block, v13.assumptions) == (262_144, ("3 KV-cache groups share the pool",))
     assert (v15.bytes_per_block, v15.assumptions) == (360_448, ("2 KV-cache groups share the pool",))
 

@@ -445,12 +445,14 @@ def test_hybrid_manager_disabled_is_named():
 
 @pytest.mark.parametrize("version,tokens", [
     # gpt-oss-20b at 10.00 GiB, N in [27,293, 27,320], budget F = 2048. The sliding group's blocks per request
-    # count F once up to 0.20.x, twice from 0.33, either in between (notes section 4):
+    # count F once through 0.25 (SlidingWindowSpec reads max_num_batched_tokens); from 0.26 max_in_flight_tokens,
+    # twice under async scheduling (the default) or once without it, which the log does not say:
     #   once:  512 + ceil(2175 / 16) + 1 = 649 -> [int(27,293 / 649 x 8192), int(27,320 / 649 x 8192)] = [344,505, 344,846]
     #   twice: 512 + ceil(4223 / 16) + 1 = 777 -> [287,753, 288,037]
     ("0.20.2", (344_505, 344_846)),
-    ("0.25.0", (287_753, 344_846)),
-    ("0.33.0", (287_753, 288_037)),
+    ("0.25.0", (344_505, 344_846)),
+    ("0.26.0", (287_753, 344_846)),
+    ("0.33.0", (287_753, 344_846)),
 ])
 def test_batch_budget_counted_once_or_twice_by_release(version, tokens):
     log = ("Available KV cache memory: 10.00 GiB\nGPU KV cache size: 218,400 tokens\n"
@@ -537,9 +539,11 @@ HYBRID_8_11 = parse_config({"num_hidden_layers": 19, "num_attention_heads": 8, "
 
 
 @pytest.mark.parametrize("version,blocks", [
-    # 8 full + 11 sliding layers, 32,768 B a layer-block: groups of 8 (0.11-0.14, B = 262,144) or of 11 (0.15+,
-    # B = 360,448); 10.00 GiB -> [40,939, 40,980] or [29,774, 29,803] blocks; unknown version: either
-    ("0.13.0", (40_939, 40_980)), ("0.15.0", (29_774, 29_803)), (None, (29_774, 40_980)),
+    # 8 full + 11 sliding layers, 32,768 B a layer-block: groups of 8 (the smallest bucket through 0.11; 0.12-0.17
+    # because 11 >= 1.25 x 8; B = 262,144) or of 11 (0.18+: 11 < 1.5 x 8; B = 360,448); 10.00 GiB ->
+    # [40,939, 40,980] or [29,774, 29,803] blocks; unknown version: either
+    ("0.11.0", (40_939, 40_980)), ("0.17.1", (40_939, 40_980)), ("0.18.0", (29_774, 29_803)),
+    (None, (29_774, 40_980)),
 ])
 def test_group_rule_by_release_or_every_rule(version, blocks):
     p = predict_from_log(_start("Available KV cache memory: 10.00 GiB\n"), HYBRID_8_11, version=version)
@@ -553,9 +557,9 @@ def test_release_boundaries_of_the_token_formula():
     # 0.20.0 already uses the 0.20+ formula
     assert predict_from_log(_start(log), LLAMA, version="0.20.0").scenarios == (
         "V1, tokens = int(N / blocks_per_request x max_model_len)",)
-    # 0.21: the batch budget may count once or twice (as 0.25 above)
+    # 0.21: the batch budget counts once (as 0.25 above)
     p = predict_from_log(_start(log), gpt_oss, max_num_batched_tokens=2048, version="0.21.0")
-    assert (p.tokens_min, p.tokens_max) == (287_753, 344_846)
+    assert (p.tokens_min, p.tokens_max) == (344_505, 344_846)
 
 
 def test_smallest_figure_compared_as_numbers_not_text():
@@ -573,10 +577,10 @@ def test_log_02_blocks_imply_a_pool_and_a_budget_of_one_is_allowed():
 
 
 @pytest.mark.parametrize("version,tokens", [
-    # the once/either boundary sits after every 0.20.x (notes section 4; figures as in the test above)
-    ("0.20.99", (344_505, 344_846)), ("0.20.100", (287_753, 344_846)),
+    # the once/either boundary is 0.26.0, where max_in_flight_tokens appears (figures as in the test above)
+    ("0.25.99", (344_505, 344_846)), ("0.26.0", (287_753, 344_846)),
 ])
-def test_batch_budget_boundary_after_0_20(version, tokens):
+def test_batch_budget_boundary_at_0_26(version, tokens):
     log = ("Available KV cache memory: 10.00 GiB\nGPU KV cache size: 218,400 tokens\n"
            "Maximum concurrency for 8,192 tokens per request: 1.00x\n")
     p = predict_from_log(_start(log), load_model("gpt-oss-20b"), max_num_batched_tokens=2048, version=version)

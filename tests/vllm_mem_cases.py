@@ -69,7 +69,8 @@ def replay(case: dict) -> Row:
     f = forecast_pool(model_of(case), total_bytes(case), version=case["version"], engine=case["engine"],
                       tp=case["tp"], pp=case.get("pp", 1), stage=case.get("stage"),
                       utilization=case["utilization"], gpu_name=case["gpu"], usage=case.get("usage", "serve"),
-                      max_model_len=case["max_model_len"], max_num_seqs=case.get("max_num_seqs"))
+                      max_model_len=case["max_model_len"], max_num_seqs=case.get("max_num_seqs"),
+                      sampler=case.get("sampler"))
     tokens = f.gpu_kv_cache_tokens
     if case.get("pp", 1) > 1:   # the log prints one stage's memory; the token count follows the smallest stage
         tokens = forecast_pool(model_of(case), total_bytes(case), version=case["version"], engine=case["engine"],

@@ -14,9 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 
 from ..argtypes import byte_size, fraction, positive_int, vllm_version
-from ..assumptions import DEFAULT_UTILIZATION
+from ..vllm.engine import NEWEST_CHECKED_RELEASE, UncheckedReleaseWarning
 from ..config import bundled_models, load_model
 from ..dtypes import KV_DTYPES
 from ..gpus import GPUS
@@ -95,6 +96,14 @@ def _vllm_pool_rows(pool) -> list:
         rows.append(("KV pool per GPU", f"{_gib(pool['available_bytes'])} ({_gib(max(0, low))}-{_gib(high)}) = "
                                         f"{pool['num_gpu_blocks']:,} blocks x {pool['block_size']} = "
                                         f"{pool['gpu_kv_cache_tokens']:,} tokens"))
+    old = pool.get("compared_with")
+    if old and not pool["does_not_fit"]:
+        rows.append((f"vs vLLM {old['vllm_version']}", (
+            f"{_gib(old['available_bytes'])} = {old['gpu_kv_cache_tokens']:,} tokens in {old['block_size']}-token "
+            f"blocks: {old['rule']}; this release measures the pool after warmup and CUDA-graph capture "
+            f"(utilization {pool['utilization']}, {pool['block_size']}-token blocks), keeping a margin instead")))
+    if pool.get("checked_against"):
+        rows.append(("rules checked against", pool["checked_against"]))
     return rows
 
 
@@ -158,10 +167,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--context", type=positive_int)
     p.add_argument("--gpu", help="GPU name (see 'kvlib gpus'); needs --context")
     p.add_argument("--utilization", type=fraction, default=None,
-                   help=f"gpu_memory_utilization (default: the release's, {DEFAULT_UTILIZATION} for the newest)")
+                   help="gpu_memory_utilization (default: the release's; 1.0 for the newest, 0.34, which measures "
+                        "its pool)")
     p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel GPUs")
     p.add_argument("--vllm-version", type=vllm_version, default=None,
-                   help="vLLM release whose rules size the pool (default: the newest)")
+                   help=f"vLLM release whose rules size the pool (default: the newest read, {NEWEST_CHECKED_RELEASE})")
     p.add_argument("--max-num-seqs", type=positive_int, default=None, help="default: the release's for the GPU")
     p.add_argument("--max-num-batched-tokens", type=positive_int, default=None,
                    help="default: the release's for the GPU")
@@ -186,10 +196,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _report_warnings(caught) -> None:
+    """An unchecked vLLM release: its one line on stderr, once; any other warning as Python shows it."""
+    for message in dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, UncheckedReleaseWarning)):
+        print(f"kvlib: warning: {message}", file=sys.stderr)
+    for w in caught:
+        if not issubclass(w.category, UncheckedReleaseWarning):
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+
 def main(argv=None) -> int:
     try:
-        args = build_parser().parse_args(argv)
-        args.func(args)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UncheckedReleaseWarning)
+            args = build_parser().parse_args(argv)
+            args.func(args)
+        _report_warnings(caught)
         return 0
     except (ValueError, OSError) as exc:  # ConfigError, GPUError, UsageError, unreadable files
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -4,20 +4,23 @@ One sub-package, one module per job:
 
 - ``log``: ``parse_log(text)`` -> one ``EngineStart`` per engine start, every
   figure as printed (a table of (pattern, handler) pairs, one per line format);
-- ``engine``: what depends on the engine and release (``default_utilization``,
-  ``budget_rounds_up``, ``parse_version``, ``DEFAULT_BLOCK_SIZE``);
+- ``engine``: what depends on the engine and release, from each release's source (``BOUNDARIES``, the
+  release table; ``release_rules``, ``default_utilization``, ``default_block_size``, ``budget_rounds_up``,
+  ``parse_version``, ``DEFAULT_BLOCK_SIZE``); a release newer than ``NEWEST_CHECKED_RELEASE`` gets its
+  rules with an ``UncheckedReleaseWarning``;
 - ``layout``: the page and block on one rank (``layer_page_bytes``,
   ``bytes_per_block``, ``pp_layer_split``, ``kv_cache_groups``);
 - ``tokens``: from blocks to the printed token and concurrency figures;
-- ``window``: a sliding-window group's worst case (start-up, "Maximum concurrency") against the
-  blocks a running request holds once the skipped ones are freed;
+- ``window``: a sliding-window or chunked group's worst case (start-up, admission, "Maximum
+  concurrency", with the release's tokens in flight) against the blocks a running request holds once the
+  skipped ones are freed;
 - ``predict``: backwards, ``predict_from_log(start, spec)`` -> the block/token
   range vLLM should print from the available GiB it printed (per pipeline
   stage when the log says which rank printed what), and whether it did;
 - ``pool``: forwards, ``forecast_pool(model, total_gpu_memory_bytes, version=...)``
-  -> every part (weights as stored, torch peak, non-torch, CUDA graphs) and
-  the pool and tokens to expect before starting vLLM; ``predict_pool`` when
-  the parts are known;
+  -> every part (weights as stored, torch peak, non-torch, CUDA graphs; 0.34's
+  margin) and the pool and tokens to expect before starting vLLM, estimated
+  or measured as the release sizes it; ``predict_pool`` when the parts are known;
 - ``report``: ``report(start, prediction)`` -> the dict ``kvlib vllm-log --json`` prints;
 - ``bundled``: the course's real logs (``bundled_logs()``, ``read_bundled_log(name)``).
 
@@ -41,8 +44,11 @@ from .bundled import bundled_logs, read_bundled_log, read_log_file
 from .cpu_runs import CpuEngineRun, cpu_engine_runs, read_cpu_engine_run
 from .engine import (
     DEFAULT_BLOCK_SIZE,
+    NEWEST_CHECKED_RELEASE,
+    UncheckedReleaseWarning,
     VllmLogError,
     budget_rounds_up,
+    default_block_size,
     default_utilization,
     parse_version,
 )
@@ -59,7 +65,8 @@ __all__ = [
     "VllmLogError", "EngineStart", "parse_log", "parse_version", "gib_window",
     "LogPrediction", "predict_from_log", "PoolForecast", "predict_pool", "Forecast", "PoolPart", "forecast_pool",
     "ReleaseRules", "release_rules", "batch_defaults",
-    "DEFAULT_BLOCK_SIZE", "default_utilization", "budget_rounds_up", "kv_element_bytes", "layer_page_bytes",
+    "DEFAULT_BLOCK_SIZE", "default_block_size", "NEWEST_CHECKED_RELEASE", "UncheckedReleaseWarning",
+    "default_utilization", "budget_rounds_up", "kv_element_bytes", "layer_page_bytes",
     "bytes_per_block", "pp_layer_split", "kv_cache_groups", "KV_CACHE_DTYPES", "report", "read_log_file",
     "bundled_logs", "read_bundled_log", "CpuEngineRun", "cpu_engine_runs", "read_cpu_engine_run",
 ]

@@ -31,6 +31,7 @@ from .hybrid import GPU, log_mamba_cache_mode, log_ssm_dtype_bytes, needs_plan
 from .layout import MLA_PACKED_BYTES, kv_element_bytes, layer_page_bytes, plan_layouts, pp_layer_split, stage_layouts
 from .log import EngineStart, gib_window, rank_number
 from .tokens import Scenario, fmt2
+from .window import in_flight_multipliers
 
 __all__ = ["LogPrediction", "predict_from_log"]
 
@@ -124,10 +125,7 @@ def _scenarios(start, spec, bs, kv, tp, pp, v, max_num_batched_tokens, *, mla_pa
         else:
             formulas = ["floor", "concurrency"]
         rules = [group_rule(v)] if v is not None else ["1.5", "1.25", "smallest"]
-        if v is None:
-            mults = [1, 2]
-        else:
-            mults = [1] if v <= (0, 20, 99) else [2] if v >= (0, 33, 0) else [1, 2]
+        mults = [1] if engine == V0 else list(in_flight_multipliers(v, pp=pp))   # window.py, by release
         seen = set()
         for rule in rules:
             if page is None:
