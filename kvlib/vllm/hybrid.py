@@ -288,6 +288,9 @@ def page_plan(spec: ModelSpec, block_size: int, kv_cache_dtype=None, *, tp: int 
         alignment = None
         if mamba_cache_mode == "align" and state[0] == GATED_DELTANET and checkpoint:
             alignment = FLASHINFER_GDN_CHECKPOINT_ALIGNMENT   # 0.33+: checkpoints land on block boundaries
+            if gdn_flashinfer is None:
+                notes.append("Gated DeltaNet: FlashInfer's prefill kernel assumed (CUDA on Hopper or Blackwell): "
+                             "one prefill-checkpoint page a request and blocks on a 64-token grid")
         kb = kernel_block if kernel_block is not None else KERNEL_BLOCK[platform]
         bs = aligned_block_size(next(iter(per_token.values())), state_page, block_size, kernel_block=kb,
                                 mla=spec.is_mla, checkpoint_alignment=alignment)
