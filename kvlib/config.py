@@ -481,6 +481,16 @@ def _num_layers(f: _Fields) -> int:
     return len(layers)
 
 
+def _check_dtype(f: _Fields, key: str, value) -> None:
+    """A state dtype named by the config: None, or a name kvlib's dtype table knows (else ConfigError)."""
+    if value is None:
+        return
+    try:
+        dtype_bytes(value if isinstance(value, str) else "")
+    except ValueError:
+        raise ConfigError(f"field {f.where(key)} is {value!r}, an unknown dtype") from None
+
+
 def _mamba2_geometry(f: _Fields, model_type: str) -> dict:
     """vLLM's Mamba2 state inputs, by the names configs use (old remote-code names second), or {}.
 
@@ -494,13 +504,7 @@ def _mamba2_geometry(f: _Fields, model_type: str) -> dict:
         # NemotronHForCausalLMConfig: the config's mamba_ssm_cache_dtype, else float32 (vLLM's default for
         # Nemotron-H, "Only float32 is known to have no accuracy issues")
         ssm = ssm or "float32"
-    if ssm is not None:
-        if not isinstance(ssm, str):
-            raise ConfigError(f"field {f.where('mamba_ssm_cache_dtype')} must be a dtype name, got {ssm!r}")
-        try:
-            dtype_bytes(ssm)
-        except ValueError:
-            raise ConfigError(f"field {f.where('mamba_ssm_cache_dtype')} is {ssm!r}, an unknown dtype") from None
+    _check_dtype(f, "mamba_ssm_cache_dtype", ssm)
     return dict(mamba_num_heads=heads, mamba_head_dim=head_dim, mamba_intermediate_size=heads * head_dim,
                 mamba_n_groups=f.int("n_groups", "mamba_n_groups", default=1),
                 mamba_state_size=f.int("ssm_state_size", "mamba_d_state"),
@@ -508,11 +512,17 @@ def _mamba2_geometry(f: _Fields, model_type: str) -> dict:
                 mamba_ssm_dtype=ssm)
 
 
-def _gdn_geometry(f: _Fields) -> dict:
-    """Gated DeltaNet's state inputs (Qwen3-Next's linear_* fields), or {}."""
+def _gdn_geometry(f: _Fields, model_type: str) -> dict:
+    """Gated DeltaNet's state inputs (Qwen3-Next's linear_* fields), or {}.
+
+    Qwen3.5 names its recurrent state's dtype (``mamba_ssm_dtype``, float32 in the published configs), which vLLM
+    takes as ``mamba_ssm_cache_dtype`` (``Qwen3_5ForConditionalGenerationConfig`` in
+    vllm/model_executor/models/config.py); Qwen3-Next names none, so the state is in the model dtype."""
     if not f.has("linear_num_value_heads"):
         return {}
-    return dict(linear_num_key_heads=f.int("linear_num_key_heads"),
+    ssm = f.data.get("mamba_ssm_dtype") if model_type.startswith("qwen3_5") else None
+    _check_dtype(f, "mamba_ssm_dtype", ssm)
+    return dict(mamba_ssm_dtype=ssm,linear_num_key_heads=f.int("linear_num_key_heads"),
                 linear_num_value_heads=f.int("linear_num_value_heads"),
                 linear_key_head_dim=f.int("linear_key_head_dim"),
                 linear_value_head_dim=f.int("linear_value_head_dim"),
@@ -529,6 +539,10 @@ def _indexer(f: _Fields, num_layers: int) -> dict:
     ``indexer_types`` inline in vllm/models/deepseek_v32/attention.py, 0.32.0)."""
     if not f.has("index_topk"):
         return {}
+    if not f.has("kv_lora_rank"):
+        # DeepSeek-V4's compressed sparse attention also names index_topk, over caches that are not MLA's
+        raise ConfigError(f"field {f.where('index_topk')}: a sparse-attention indexer on a model without MLA "
+                          f"(no kv_lora_rank) is not modelled")
     types = f.data.get("indexer_types")
     if types is not None:
         if not isinstance(types, list) or len(types) != num_layers:
@@ -669,7 +683,7 @@ def _parse(f: _Fields, top: _Fields, name: str, source: str) -> ModelSpec:
             extra["unmodelled_params"] = ("Gemma 4's per-layer embeddings and KV-shared layers (num_kv_shared_layers, "
                                           "hidden_size_per_layer_input) are not in kvlib's parameter count")
     extra.update(_mamba2_geometry(f, model_type))
-    extra.update(_gdn_geometry(f))
+    extra.update(_gdn_geometry(f, model_type))
     extra.update(_indexer(f, num_layers))
     if model_type in _GDN_TYPES:
         extra["attention_output_gate"] = f.bool("attn_output_gate", default=True)   # Qwen3-Next gates every head
@@ -685,7 +699,9 @@ def _parse(f: _Fields, top: _Fields, name: str, source: str) -> ModelSpec:
                    moe_intermediate_size=f.int("moe_intermediate_size", "expert_intermediate_size",
                                                required=False),
                    num_shared_experts=f.int("n_shared_experts", default=0, minimum=0),
-                   shared_expert_intermediate_size=f.int("shared_expert_intermediate_size", required=False),
+                   # 0 means none (Qwen3-Coder-480B's config says so)
+                   shared_expert_intermediate_size=f.int("shared_expert_intermediate_size", required=False,
+                                                         minimum=0) or None,
                    moe_layers=_moe_layers(f, num_layers, num_experts))
         if model_type == "llama4_text":
             # every Llama 4 MoE layer adds one shared expert as wide as a routed one (llama4.py: shared_expert)

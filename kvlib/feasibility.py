@@ -54,7 +54,7 @@ from . import formulas
 from .assumptions import DEFAULT_OVERHEAD_BYTES, DEFAULT_UTILIZATION
 from .config import load_model
 from .gpus import GPU, get_gpu
-from .spec import ModelSpec
+from .spec import ATTENTION_KINDS, MAMBA2, STATE_KINDS, ModelSpec, SpecError
 from .units import GB, GiB, format_gb_gib
 from .vllm.engine import as_version
 
@@ -94,9 +94,16 @@ def tp_refusal(spec: ModelSpec, tp: int) -> str | None:
     """
     if spec.num_heads % tp:
         return f"TP {tp} does not divide the {spec.num_heads} query heads (vLLM: verify_with_parallel_config)"
-    k = spec.num_kv_heads
-    if not spec.is_mla and k % tp and tp % k:
-        return f"TP {tp} neither divides the {k} KV heads nor is a multiple of them (vLLM: QKVParallelLinear)"
+    for kind in sorted(set(spec.layer_kinds) & set(ATTENTION_KINDS)):   # Gemma 4: each kind its own KV heads
+        k = spec.kv_geometry(kind)[0]
+        if not spec.is_mla and k % tp and tp % k:
+            return f"TP {tp} neither divides the {k} KV heads nor is a multiple of them (vLLM: QKVParallelLinear)"
+    for kind in sorted(set(spec.layer_kinds) & set(STATE_KINDS)):
+        try:
+            spec.state_tensor_shapes(kind, tp)
+        except SpecError as exc:   # the mixer splits its heads (and Mamba2 its groups) over TP
+            if str(exc).startswith(f"tp={tp} "):
+                return f"TP {tp}: {exc} (vLLM: {'mamba_mixer2.py' if kind == MAMBA2 else 'qwen_gdn_linear_attn.py'})"
     return None
 
 
@@ -122,7 +129,7 @@ class Feasibility:
     weight_bytes_per_gpu: int      # busiest rank
     weight_room_bytes: int         # ceil(M * u) - O: what weights and KV share
     pool_bytes: int                # weight_room - weights; negative when the weights do not fit
-    kv_bytes_per_gpu: int          # the batch's KV on the busiest GPU
+    kv_bytes_per_gpu: int          # the batch's KV on the busiest GPU (and a hybrid's constant state per sequence)
     max_num_seqs: int
     max_position_embeddings: int | None
     reasons: tuple = ()
@@ -181,12 +188,18 @@ def check_deployment(model, gpu, *, tp: int = 1, pp: int = 1, batch_size: int = 
     per_seq = spec.kv_bytes_per_sequence(seq_len, b, tp=heads_ok_tp)
     layers = spec.num_kv_layers
     kv_gpu = math.ceil(batch_size * per_seq * math.ceil(layers / pp) / layers) if layers else 0
+    # a hybrid's Mamba2 / Gated DeltaNet layers keep a constant state per sequence beside the KV
+    state = 0 if spec.unmodelled_state else spec.state_bytes_per_sequence(heads_ok_tp)
+    n_state = spec.num_state_layers
+    if state:
+        kv_gpu += math.ceil(batch_size * state * math.ceil(n_state / pp) / n_state)
     if w_gpu > room:
         reasons.append(f"weights are {format_gb_gib(w_gpu)} per GPU but the engine's budget for weights and KV "
                        f"({utilization:g} x {memory / GB:.2f} GB less {other_bytes / GB:.2f} GB of overhead) is "
                        f"{format_gb_gib(room)}")
     elif kv_gpu > pool:
-        reasons.append(f"KV for {batch_size:,} sequence{'s' if batch_size != 1 else ''} of {seq_len:,} tokens is "
+        reasons.append(f"KV{' and state' if state else ''} for {batch_size:,} sequence{'s' if batch_size != 1 else ''} "
+                       f"of {seq_len:,} tokens is "
                        f"{format_gb_gib(kv_gpu)} per GPU but the pool left after weights and overhead is "
                        f"{format_gb_gib(pool)}")
     if batch_size > max_seqs:

@@ -1,6 +1,8 @@
 """What ``kvlib info`` reports about one model, as plain data (the ``--json`` keys).
 
-KV geometry always; parameters and weights when the config names every width
+KV geometry always (each attention kind's where they differ, ``kv_geometry``),
+the indexer's share of a token's cache and the constant state of Mamba2 /
+Gated DeltaNet layers, whole and per GPU; parameters and weights when the config names every width
 the count needs (else ``num_params: None`` and ``num_params_error`` saying
 which field was missing); with ``gpu`` and ``context`` the pool per GPU as
 vLLM will size it (``vllm_pool_report``: ``kvlib.vllm.forecast_pool``, each
@@ -18,7 +20,7 @@ from . import formulas
 from .config import load_model
 from .dtypes import dtype_bytes
 from .gpus import get_gpu
-from .spec import ParamsError
+from .spec import ATTENTION_KINDS, STATE_KINDS, ParamsError, SpecError
 from .units import GiB
 
 __all__ = ["InfoError", "info_report", "vllm_pool_report", "planned_report", "COMPARED_RELEASE"]
@@ -28,6 +30,10 @@ COMPARED_RELEASE = "0.32.0"   # the release the course teaches: the newest rules
 
 class InfoError(ValueError):
     """The arguments of an info report do not go together; the message names the option."""
+
+
+def _more_than_one_geometry(spec) -> bool:
+    return len({spec.kv_geometry(kind) for kind in set(spec.layer_kinds) & set(ATTENTION_KINDS)}) > 1
 
 
 def _params(spec) -> dict:
@@ -151,12 +157,45 @@ def planned_report(spec, context, *, tp=1, kv_dtype=None, version=None, max_num_
     return out
 
 
+def _state_report(spec, tp) -> dict:
+    """The constant state per sequence: the whole model and one rank, and each state kind's tensors on one rank."""
+    if spec.unmodelled_state:
+        return {"state_bytes_per_sequence": None, "state_bytes_per_sequence_per_gpu": None,
+                "state_layers": {}, "state_error": spec.unmodelled_state}
+    layers = {}
+    for kind in sorted(set(spec.layer_kinds) & set(STATE_KINDS)):
+        try:
+            shapes = spec.state_tensor_shapes(kind, tp)
+        except SpecError as exc:
+            raise InfoError(f"--tp: {exc}") from None
+        layers[kind] = {"layers": spec.layer_kinds.count(kind),
+                        "shapes_per_gpu": {name: list(shape) for name, shape in shapes.items()},
+                        "dtype_bytes": spec.state_dtype_bytes(kind),
+                        "bytes_per_layer_per_gpu": spec.layer_state_bytes(kind, tp)}
+    return {"state_bytes_per_sequence": spec.state_bytes_per_sequence(),
+            "state_bytes_per_sequence_per_gpu": spec.state_bytes_per_sequence(tp),
+            "state_layers": layers, "state_error": None}
+
+
 def info_report(model, kv_dtype=None, context=None, gpu=None, utilization=None,
                 tp=1, overhead_bytes=None, hub=False, vllm_version=None, max_num_seqs=None,
                 max_num_batched_tokens=None, weights_bytes=None) -> dict:
-    """What ``kvlib info`` prints, as a dict (the ``--json`` keys)."""
+    """What ``kvlib info`` prints, as a dict (the ``--json`` keys).
+
+    Per token: ``kv_bytes_per_token`` (attention KV, the indexer included) and
+    ``indexer_bytes_per_token`` (the indexer's share, 0 where none); per
+    sequence: ``kv_bytes_per_sequence`` (windows capped) and
+    ``state_bytes_per_sequence`` (the constant state of Mamba2 / Gated DeltaNet
+    layers, 0 where none; None with ``state_error`` where kvlib cannot size
+    it). Each has a ``_per_gpu`` twin for one rank of ``tp``, at every TP, 1
+    included.
+    """
     spec = load_model(model, hub=hub)
     b = spec.dtype_bytes if kv_dtype is None else dtype_bytes(kv_dtype)
+    try:
+        per_gpu = spec.kv_bytes_per_token(b, tp=tp)      # validates tp against every attention kind's heads
+    except SpecError as exc:
+        raise InfoError(f"--tp: {exc}") from None
     report = {
         "model": spec.name,
         "source": spec.source,
@@ -173,15 +212,20 @@ def info_report(model, kv_dtype=None, context=None, gpu=None, utilization=None,
         "kv_dtype_bytes": b,
         "kv_bytes_per_token": spec.kv_bytes_per_token(b),
     }
-    if tp > 1:
-        spec.kv_heads_per_gpu(tp)  # validates tp against the heads
-        report["tp"] = tp
-        report["kv_bytes_per_token_per_gpu"] = spec.kv_bytes_per_token(b, tp=tp)
+    if _more_than_one_geometry(spec):
+        report["kv_geometry"] = {kind: list(spec.kv_geometry(kind))
+                                 for kind in sorted(set(spec.layer_kinds) & set(ATTENTION_KINDS))}
+    report.update({
+        "tp": tp,
+        "kv_bytes_per_token_per_gpu": per_gpu,
+        "indexer_bytes_per_token": spec.indexer_bytes_per_token(),
+        "indexer_bytes_per_token_per_gpu": spec.indexer_bytes_per_token(tp),
+        **_state_report(spec, tp),
+    })
     if context is not None:
         report["context"] = context
         report["kv_bytes_per_sequence"] = spec.kv_bytes_per_sequence(context, b)
-        if tp > 1:
-            report["kv_bytes_per_sequence_per_gpu"] = spec.kv_bytes_per_sequence(context, b, tp=tp)
+        report["kv_bytes_per_sequence_per_gpu"] = spec.kv_bytes_per_sequence(context, b, tp=tp)
         report.update(planned_report(spec, context, tp=tp, kv_dtype=kv_dtype, version=vllm_version,
                                      max_num_batched_tokens=max_num_batched_tokens,
                                      card=get_gpu(gpu) if gpu is not None else None))
@@ -200,7 +244,8 @@ def info_report(model, kv_dtype=None, context=None, gpu=None, utilization=None,
                                 max_num_batched_tokens=max_num_batched_tokens, weights_bytes=weights_bytes,
                                 overhead_bytes=overhead_bytes)
         available = max(0, pool["available_bytes"])
-        per_seq = spec.kv_bytes_per_sequence(context, b, tp=tp)
+        # one sequence holds its KV and, in a hybrid, its constant state
+        per_seq = spec.kv_bytes_per_sequence(context, b, tp=tp) + (report["state_bytes_per_sequence_per_gpu"] or 0)
         report.update({
             "utilization": pool["utilization"],
             "overhead_bytes": overhead_bytes,

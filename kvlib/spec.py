@@ -132,7 +132,8 @@ class ModelSpec:
     global_head_dim: int | None = None
     num_global_kv_heads: int | None = None
     # Mamba2 layers (vLLM's mamba2_state_shape inputs): intermediate = heads x head dim (Nemotron-H),
-    # groups, state size, conv kernel; the SSM state's dtype, None for the model dtype ("auto").
+    # groups, state size, conv kernel. mamba_ssm_dtype: the dtype of the temporal state (Mamba2's SSM state,
+    # Gated DeltaNet's recurrent state; vLLM's mamba_ssm_cache_dtype), None for the model dtype ("auto").
     mamba_num_heads: int | None = None
     mamba_head_dim: int | None = None
     mamba_intermediate_size: int | None = None
@@ -423,17 +424,16 @@ class ModelSpec:
         (Nemotron-H: the config's ``mamba_ssm_cache_dtype``, else float32,
         ``NemotronHForCausalLMConfig.DEFAULT_MAMBA_SSM_CACHE_DTYPE`` in
         ``vllm/model_executor/models/config.py``), the model dtype otherwise;
-        Gated DeltaNet's recurrent state in the model dtype.
+        Gated DeltaNet's recurrent state in the model dtype, or Qwen3.5's
+        ``mamba_ssm_dtype`` (``Qwen3_5ForConditionalGenerationConfig``).
 
         >>> from kvlib import load_model
         >>> load_model("nemotron-h-56b").state_dtype_bytes("mamba2")
         {'conv': 2, 'ssm': 4}
         """
         self._state_fields(kind)
-        if kind == MAMBA2:
-            ssm = self.dtype_bytes if self.mamba_ssm_dtype is None else int(_dtype_bytes(self.mamba_ssm_dtype))
-            return {"conv": self.dtype_bytes, "ssm": ssm}
-        return {"conv": self.dtype_bytes, "recurrent": self.dtype_bytes}
+        temporal = self.dtype_bytes if self.mamba_ssm_dtype is None else int(_dtype_bytes(self.mamba_ssm_dtype))
+        return {"conv": self.dtype_bytes, "ssm" if kind == MAMBA2 else "recurrent": temporal}
 
     def layer_state_bytes(self, kind: str, tp: int = 1) -> int:
         """Bytes of state one ``kind`` layer keeps for one sequence on one rank (0 for a KV or 'none' layer).

@@ -39,7 +39,8 @@ from importlib import resources
 from pathlib import Path
 
 from .config import ConfigError, load_model, resolve_model_id
-from .spec import ModelSpec, ParamsError
+from .params import _QK_NORM_PER_HEAD, _attention_params, _gdn_params, _indexer_params, _mamba2_params
+from .spec import ATTENTION_KINDS, FULL, GATED_DELTANET, MAMBA2, ModelSpec, ParamsError
 
 __all__ = ["WeightPart", "StoredWeights", "stored_weights", "config_dict", "quantization_scheme",
            "VOCAB_PADDING", "MXFP4_BITS"]
@@ -229,47 +230,72 @@ def stored_weights(model, config: dict | None = None, *, tp: int = 1, pp: int = 
         parts.append(WeightPart("final norm", d * b, "replicated"))
     attn_q = q["scheme"] in ("fp8", "int4") and not _ignored(q["ignore"], "self_attn")
     mlp_q = q["scheme"] in ("fp8", "int4") and not _ignored(q["ignore"], "mlp")
-    h, k, hd = spec.num_heads, spec.num_kv_heads, spec.head_dim
-    kv_rank = max(1, k // tp)
-    attn = mlp = experts = norms = 0
+    h = spec.num_heads
+    attn = mixers = mlp = experts = norms = 0
     for i in layers:
-        if spec.is_mla:
-            from .params import _attention_params
+        kind = spec.layer_kinds[i]
+        if kind == MAMBA2 or kind == GATED_DELTANET:
+            # Mamba2 / Gated DeltaNet mixers split by heads over tp (mamba_mixer2.py, qwen_gdn_linear_attn.py)
+            mixers += (_mamba2_params(spec) if kind == MAMBA2 else _gdn_params(spec)) * b // tp
+        elif kind not in ATTENTION_KINDS:
+            pass        # Nemotron-H's MLP / MoE blocks: no token mixer
+        elif spec.is_mla:
             attn += _attention_params(spec) * b // tp
+            if i in spec.indexer_layers:
+                # the DSA indexer's projections are whole on every rank (ReplicatedLinear, disable_tp)
+                attn += _indexer_params(spec) * b
         else:
+            k, hd = spec.kv_geometry(kind)
+            kv_rank = max(1, k // tp)
             q_out = h * hd // tp
-            attn += _linear_bytes(d, q_out + 2 * kv_rank * hd, q, b, attn_q) + _linear_bytes(q_out, d, q, b, attn_q)
+            q_proj = q_out * (2 if spec.attention_output_gate else 1)   # Qwen3-Next: query and gate
+            kv_proj = (1 if spec.attention_k_eq_v and kind == FULL and spec.global_head_dim else 2) * kv_rank * hd
+            attn += _linear_bytes(d, q_proj + kv_proj, q, b, attn_q) + _linear_bytes(q_out, d, q, b, attn_q)
             if spec.qkv_bias:
                 attn += (q_out + 2 * kv_rank * hd) * b
             if spec.o_bias:
                 attn += d * b
             if spec.attention_sinks:
                 attn += h // tp * 4
-            if spec.model_type in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text"):
+            if spec.model_type in _QK_NORM_PER_HEAD:
                 attn += 2 * hd * b
         norms += spec.norms_per_layer * d * b * (2 if spec.layernorm_bias else 1)
-        if spec.num_experts and i in spec.moe_layers:
+        moe = bool(spec.num_experts) and i in spec.moe_layers
+        if moe:
             ff = (spec.moe_intermediate_size or spec.intermediate_size) // tp
+            width = spec.moe_latent_size or d     # Nemotron 3 Super / Ultra: experts in the latent
             n_lin = 3 if spec.mlp_gated else 2
             if q["scheme"] == "mxfp4":
-                one = n_lin * d * ff * MXFP4_BITS / 8
+                one = n_lin * width * ff * MXFP4_BITS / 8
                 experts += int(spec.num_experts * one)
                 if spec.mlp_bias:
-                    experts += spec.num_experts * ((n_lin - 1) * ff + d) * b
+                    experts += spec.num_experts * ((n_lin - 1) * ff + width) * b
             else:
-                one = _linear_bytes(d, (n_lin - 1) * ff, q, b, mlp_q) + _linear_bytes(ff, d, q, b, mlp_q)
+                one = _linear_bytes(width, (n_lin - 1) * ff, q, b, mlp_q) + _linear_bytes(ff, width, q, b, mlp_q)
                 experts += spec.num_experts * one
             experts += d * spec.num_experts * b + (spec.num_experts * b if spec.mlp_bias else 0)   # router
+            if spec.router_bias and not spec.mlp_bias:
+                experts += spec.num_experts * 4                     # Nemotron-H's fp32 correction bias
+            if spec.moe_latent_size:
+                experts += 2 * d * width * b                        # the latent projections, whole on every rank
+            # shared experts: DeepSeek, Kimi, GLM n_shared_experts and Llama 4 one, each as wide as a routed one;
+            # Qwen one of shared_expert_intermediate_size with a one-output gate; Nemotron-H one, ungated
+            shared = [ff] * spec.num_shared_experts
             if spec.shared_expert_intermediate_size:
-                sff = spec.shared_expert_intermediate_size // tp
-                experts += _linear_bytes(d, 2 * sff, q, b, mlp_q) + _linear_bytes(sff, d, q, b, mlp_q) + d * b
-        else:
+                shared.append(spec.shared_expert_intermediate_size // tp)
+                experts += d * b if spec.shared_expert_gate else 0
+            for sff in shared:
+                experts += _linear_bytes(d, (n_lin - 1) * sff, q, b, mlp_q) + _linear_bytes(sff, d, q, b, mlp_q)
+        dense = i in spec.dense_mlp_layers if spec.dense_mlp_layers is not None else not moe
+        if dense:
             ff = spec.intermediate_size // tp
             n_in = 2 if spec.mlp_gated else 1
             mlp += _linear_bytes(d, n_in * ff, q, b, mlp_q) + _linear_bytes(ff, d, q, b, mlp_q)
             if spec.mlp_bias:
                 mlp += (n_in * ff + d) * b
     parts.append(WeightPart("attention", attn, "q/o split over tp; K/V split, or max(1, K // tp) heads when tp > K"))
+    if mixers:
+        parts.append(WeightPart("Mamba2 / Gated DeltaNet mixers", mixers, "split over tp, 16-bit"))
     if mlp:
         parts.append(WeightPart("mlp", mlp, "split over tp"))
     if experts:
@@ -277,6 +303,7 @@ def stored_weights(model, config: dict | None = None, *, tp: int = 1, pp: int = 
                                                                         else "")))
     parts.append(WeightPart("norms", norms, "replicated"))
     if not spec.is_mla and spec.max_position_embeddings:
+        hd = spec.head_dim
         parts.append(WeightPart("rotary cos/sin cache", spec.max_position_embeddings * hd * b,
                                 "max positions x head dim, model dtype"))
     if first and config:

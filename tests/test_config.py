@@ -654,3 +654,16 @@ def test_qwen_window_unused_unless_asked(model_type):
     # Qwen configs ship sliding_window but apply it only with use_sliding_window: true
     spec = parse_config(_base(model_type=model_type, sliding_window=4096))
     assert spec.sliding_window is None and set(spec.layer_kinds) == {"full"}
+
+
+def test_a_shared_expert_width_of_zero_means_none():
+    # Qwen3-Coder-480B-A35B's config.json says shared_expert_intermediate_size: 0 (no shared expert):
+    # 2 layers of a qwen3_moe toy, 4 experts of 32 over d 64 -> experts 4 x 3 x 64 x 32 and nothing shared
+    cfg = {"model_type": "qwen3_moe", "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+           "head_dim": 16, "hidden_size": 64, "vocab_size": 10, "intermediate_size": 128, "num_experts": 4,
+           "num_experts_per_tok": 2, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 0}
+    spec = parse_config(cfg)
+    assert spec.shared_expert_intermediate_size is None
+    with_shared = parse_config(dict(cfg, shared_expert_intermediate_size=32))
+    # the shared expert adds 3 x 64 x 32 and its gate 64 per layer
+    assert with_shared.num_params() - spec.num_params() == 2 * (3 * 64 * 32 + 64)

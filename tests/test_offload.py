@@ -137,7 +137,10 @@ def test_unknown_gpu_is_a_value_error():
 # --- layer kinds and head dims, worked by hand on small configs ------------------------------------------------------
 HYBRID = {"num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_size": 256,
           "vocab_size": 100, "intermediate_size": 512, "attention_chunk_size": 8, "sliding_window": 4,
-          "layer_types": ["chunked_attention", "full_attention", "linear_attention", "sliding_attention"]}
+          "layer_types": ["chunked_attention", "full_attention", "linear_attention", "sliding_attention"],
+          # the linear-attention layer is a Gated DeltaNet (its widths let the parameter count read it)
+          "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 32,
+          "linear_value_head_dim": 32, "linear_conv_kernel_dim": 4}
 
 
 def test_each_layer_kind_counts_its_own_pairs():

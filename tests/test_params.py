@@ -21,6 +21,16 @@ PUBLISHED = {
     "openai-community/gpt2-large": 774e6,
     "Qwen/Qwen3-0.6B": 0.6e9,
     "Qwen/Qwen2.5-3B": 3.09e9,                 # Qwen2.5-3B model card: 3.09B
+    # the 2025-26 families
+    "Qwen/Qwen3-30B-A3B": 30.5e9,              # model card: 30.5B in total, 3.3B activated
+    "Qwen/Qwen3-Next-80B-A3B-Thinking": 80e9,  # model card: 80B in total, 3B activated
+    "deepseek-ai/DeepSeek-V3.2": 671e9,        # 671B without the 14B MTP module (685B with it)
+    "zai-org/GLM-5": 744e9,                    # GLM-5 release: 744B parameters, 40B active
+    "google/gemma-4-26B-A4B": 25.2e9,          # model card: 25.2B total, 3.8B active (language model)
+    "openai/gpt-oss-120b": 116.83e9,           # gpt-oss model card: 116.83B total, 5.13B active
+    "nvidia/Nemotron-H-56B-Base-8K": 56e9,     # Nemotron-H report: the 56B model
+    "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": 31.6e9,          # model card: 31.6B total
+    "nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16": 550e9,        # the model's name: 550B, 55B active
 }
 
 # Active parameters per token, where the publisher states them.
@@ -55,6 +65,94 @@ def test_active_parameters():
     assert abs((oss.num_params_active() - 201_088 * 2_880) / 3.6e9 - 1) < 0.03
     dense = kv.load_model("llama-3.1-8b")
     assert dense.num_params_active() == dense.num_params()
+
+
+def test_totals_published_only_roughly():
+    # Llama 4 Scout: "17B active, 109B total" with the vision encoder (about 0.9B), which the trimmed bundled
+    # config leaves out: the language model alone is 107.77B, 1.1% under.
+    scout = kv.load_model("llama-4-scout")
+    assert 0.985 < scout.num_params() / 109e9 < 1 and abs(scout.num_params_active() / 17e9 - 1) < 0.015
+    # Kimi K2: "1T total, 32B activated", both rounded: 1,026.4B and 32.9B
+    kimi = kv.load_model("kimi-k2")
+    assert abs(kimi.num_params() / 1e12 - 1) < 0.03 and abs(kimi.num_params_active() / 32e9 - 1) < 0.03
+
+
+@pytest.mark.parametrize("model,active", [
+    ("qwen3-30b-a3b", 3.3e9),
+    ("gemma-4-26b-a4b", 3.8e9),
+    # the cards count without the input embedding (gpt-oss: 201,088 x 2,880) or with both tables (Nemotron 3 Nano:
+    # "3.2B active, 3.6B including embeddings")
+    ("gpt-oss-120b", 5.13e9 + 201_088 * 2_880),
+    ("nemotron-3-nano", 3.6e9),
+])
+def test_active_parameters_of_the_2025_26_families(model, active):
+    assert abs(kv.load_model(model).num_params_active() / active - 1) < 0.02      # the cards round to 0.1B
+
+
+def test_llama_4_scout_counts_its_shared_expert():
+    # d 5,120, 48 layers, all MoE (interleave_moe_layer_step 1): 16 routed experts of 8,192, top 1, and one
+    # shared expert of 8,192 in every layer (vLLM llama4.py Llama4MoE.shared_expert); 40 heads / 8 KV of 128;
+    # vocabulary 202,048, untied. Attention 2 x 5,120^2 + 2 x 5,120 x 1,024 = 62,914,560; expert
+    # 3 x 5,120 x 8,192 = 125,829,120; router 5,120 x 16 = 81,920; norms 10,240.
+    # Layer: 62,914,560 + 17 x 125,829,120 + 81,920 + 10,240 = 2,202,101,760, x 48 = 105,700,884,480;
+    # + embed and head 2 x 202,048 x 5,120 = 2,068,971,520 + final norm 5,120 = 107,769,861,120
+    # (without the shared expert: 48 x 125,829,120 = 6,039,797,760 less, the 101.7B kvlib used to print).
+    # Active: 62,914,560 + 2 x 125,829,120 + 92,160 = 314,664,960, x 48 + 2,068,976,640 = 17,172,894,720.
+    spec = kv.load_model("llama-4-scout")
+    assert (spec.num_params(), spec.num_params_active()) == (107_769_861_120, 17_172_894_720)
+
+
+def test_qwen3_next_gated_deltanet_and_gated_attention():
+    # d 2,048, 48 layers: 12 full attention (16 heads / 2 KV of 256; q_proj also yields a gate per head, so
+    # 2 x 16 x 256 wide; q_norm and k_norm 256 each) and 36 Gated DeltaNet (16 key heads and 32 value heads of 128,
+    # conv 4): every layer an MoE of 512 experts of 512, top 10, a shared expert of 512 with its gate.
+    # Attention: 2,048 x 8,192 + 2 x 2,048 x 512 + 4,096 x 2,048 + 512 = 27,263,488.
+    # GDN: in_proj_qkvz 2,048 x (2 x 2,048 + 2 x 4,096) = 25,165,824; in_proj_ba 2,048 x 64 = 131,072;
+    # conv (2 x 2,048 + 4,096) x 4 = 32,768; A and dt bias 64; gated norm 128; out 4,096 x 2,048 = 8,388,608:
+    # 33,718,464. Expert 3 x 2,048 x 512 = 3,145,728; MoE 513 x 3,145,728 + gate 2,048 + router 2,048 x 512
+    # = 1,614,809,088. Norms 4,096 per layer.
+    # 12 x 1,642,076,672 + 36 x 1,648,531,648 + embed and head 2 x 151,936 x 2,048 + 2,048 = 79,674,391,296.
+    spec = kv.load_model("qwen3-next")
+    assert spec.num_params() == 79_674_391_296
+    # top 10 + shared: 11 x 3,145,728 + 2,048 + 1,048,576 = 35,653,632 per layer's MoE
+    assert spec.num_params_active() == 12 * (27_263_488 + 35_653_632 + 4_096) + 36 * (
+        33_718_464 + 35_653_632 + 4_096) + 2 * 151_936 * 2_048 + 2_048 == 3_874_929_408
+
+
+def test_nemotron_3_nano_mamba2_attention_and_moe_blocks():
+    # d 2,688; 52 blocks, each one mixer and one norm: 23 Mamba2, 6 attention, 23 MoE (vLLM nemotron_h.py).
+    # Mamba2 (64 heads of 64, 8 groups, state 128, conv 4 with bias): conv width 4,096 + 2 x 8 x 128 = 6,144;
+    # in_proj 2,688 x (4,096 + 6,144 + 64) = 27,697,152; conv 6,144 x 4 + 6,144 = 30,720; A, D, dt 192;
+    # norm 4,096; out 4,096 x 2,688 = 11,010,048: 38,742,208.
+    # Attention (32 heads / 2 KV of 128): 2 x 2,688 x 4,096 + 2 x 2,688 x 256 = 23,396,352.
+    # MoE: 128 experts up/down relu2 2 x 2,688 x 1,856 = 9,977,856 each; shared expert 2 x 2,688 x 3,712
+    # = 19,955,712 (no gate); router 2,688 x 128 + a correction bias of 128 = 344,192: 1,297,465,472.
+    # 23 x 38,744,896 + 6 x 23,399,040 + 23 x 1,297,468,160 + 2 x 131,072 x 2,688 + 2,688 = 31,577,940,288.
+    spec = kv.load_model("nemotron-3-nano")
+    assert spec.num_params() == 31_577_940_288
+    assert spec.num_params_active() == 3_580_076_352      # 6 of 128 experts: 23 x 1,237,590,528 fewer
+
+
+def test_gemma_4_per_layer_geometry_and_moe_beside_the_mlp():
+    # d 2,816, 30 layers: 25 sliding (16 heads of 256, 8 KV heads), 5 full (16 heads of 512, 2 KV heads, K used as V:
+    # no v_proj); q_norm and k_norm of the layer's head size. Every layer: a dense MLP of 2,112 and an MoE of 128
+    # experts of 704 (top 8) beside it, 7 norms; vocabulary 262,144, tied.
+    # Sliding: 2,816 x 4,096 + 2 x 2,816 x 2,048 + 4,096 x 2,816 + 512 = 34,603,520.
+    # Full: 2,816 x 8,192 + 2,816 x 1,024 + 8,192 x 2,816 + 1,024 = 49,021,952.
+    # MLP 3 x 2,816 x 2,112 = 17,842,176; expert 3 x 2,816 x 704 = 5,947,392; router 2,816 x 128 = 360,448.
+    # (The router's two scale vectors, 2,816 + 128 a layer, are not counted: 3e-6 of the total.)
+    d, mlp, expert, router = 2_816, 17_842_176, 5_947_392, 360_448
+    total = (25 * (34_603_520 + mlp + 128 * expert + router + 7 * d) + 5 * (49_021_952 + mlp + 128 * expert + router
+             + 7 * d) + 262_144 * d + d)
+    spec = kv.load_model("gemma-4-26b-a4b")
+    assert spec.num_params() == total == 25_233_053_440
+    assert spec.num_params_active() == total - 30 * 120 * expert == 3_822_442_240
+
+
+def test_deepseek_v3_2_adds_the_indexer():
+    # per layer: wq_b 1,536 x 64 x 128 = 12,582,912; wk 7,168 x 128 = 917,504; k_norm 2 x 128; weights_proj
+    # 7,168 x 64 = 458,752: 13,959,424, x 61 = 851,524,864 over DeepSeek-V3 (same widths otherwise)
+    assert kv.load_model("deepseek-v3.2").num_params() == 671_026_404_352 + 851_524_864
 
 
 def test_mtp_excluded_and_reported_apart():

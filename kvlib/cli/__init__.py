@@ -48,22 +48,58 @@ def _capacity_rows(r):
     return [(f"sequences of {r['context']:,} that fit", f"{r['max_concurrency']:,}")]
 
 
+_STATE_NAMES = {"mamba2": "Mamba2", "gated_deltanet": "Gated DeltaNet"}
+
+
+def _attention_row(r):
+    heads = f"{r['num_kv_heads']} KV head(s) x {r['head_dim']}"
+    if "kv_geometry" in r:      # per-layer geometry (Gemma 4): each kind its own heads and head size
+        heads = ", ".join(f"{kind} {k} KV head(s) x {d}" for kind, (k, d) in r["kv_geometry"].items())
+    return "attention", f"{r['attention']} ({r['num_attention_heads']} query heads, {heads})"
+
+
+def _layer_rows(r):
+    """Which layers hold what: KV, a constant state, or nothing."""
+    kinds = r["layer_kinds"]
+    kv = {k: n for k, n in kinds.items() if k in ("full", "sliding", "chunked")}
+    rows = [("layers holding KV", f"{r['num_layers']}  {kv if len(kv) < len(kinds) else kinds}"
+                                  + (f", window {r['sliding_window']}" if r["sliding_window"] else "")
+                                  + (f", chunk {r['attention_chunk_size']}" if r["attention_chunk_size"] else ""))]
+    for kind, s in r["state_layers"].items():
+        tensors = " + ".join(f"{name} {' x '.join(map(str, shape))} x {s['dtype_bytes'][name]} B"
+                             for name, shape in s["shapes_per_gpu"].items())
+        rows.append((f"layers holding state ({_STATE_NAMES[kind]})",
+                     f"{s['layers']}, each {format_bytes(s['bytes_per_layer_per_gpu'])} a sequence per GPU "
+                     f"(tp={r['tp']}: {tensors})"))
+    if r.get("state_error"):
+        rows.append(("layers holding state", f"unknown ({r['state_error']})"))
+    if kinds.get("none"):
+        rows.append(("layers holding nothing", f"{kinds['none']} (no KV, no state)"))
+    return rows
+
+
 def _print_info(r):
     rows = [
         ("model", r["model"]),
-        ("attention", f"{r['attention']} ({r['num_attention_heads']} query heads, "
-                      f"{r['num_kv_heads']} KV head(s) x {r['head_dim']})"),
-        ("layers holding KV", f"{r['num_layers']}  {r['layer_kinds']}"
-                              + (f", window {r['sliding_window']}" if r["sliding_window"] else "")),
+        _attention_row(r),
+        *_layer_rows(r),
         _params_row(r),
         ("weights bf16/fp8/int4", "unknown (the parameter count is)" if r["num_params"] is None
          else " / ".join(format_gb_gib(v) for v in r["weight_bytes"].values())),
-        (f"KV per token ({r['kv_dtype']})", format_bytes(r["kv_bytes_per_token"])),
+        (f"KV per token ({r['kv_dtype']})", format_bytes(r["kv_bytes_per_token"])
+         + (f", the indexer's {format_bytes(r['indexer_bytes_per_token'])} included (fp8 keys + fp32 scales, "
+            f"whole on every GPU)" if r["indexer_bytes_per_token"] else "")),
     ]
-    if "kv_bytes_per_token_per_gpu" in r:
+    if r["tp"] > 1:
         rows.append((f"KV per token per GPU (tp={r['tp']})", format_bytes(r["kv_bytes_per_token_per_gpu"])))
     if "kv_bytes_per_sequence" in r:
         rows.append((f"KV per sequence at {r['context']:,}", format_gb_gib(r["kv_bytes_per_sequence"])))
+        if r["tp"] > 1:
+            rows.append((f"KV per sequence per GPU (tp={r['tp']})", format_gb_gib(r["kv_bytes_per_sequence_per_gpu"])))
+    if r["state_bytes_per_sequence"]:
+        rows.append(("state per sequence (any context)", format_gb_gib(r["state_bytes_per_sequence"])
+                     + (f"; per GPU (tp={r['tp']}) {format_gb_gib(r['state_bytes_per_sequence_per_gpu'])}"
+                        if r["tp"] > 1 else "")))
     if "planned_sequence" in r:
         rows.append(_planned_row(r))
     if "kv_pool_bytes" in r and r["kv_pool_bytes"] is None:
