@@ -194,3 +194,46 @@ def test_older_release_is_named_in_a_note():
     assert p.block_size == 544
     assert p.notes == ("vLLM 0.20.2: the hybrid page rules (state page, block alignment, page unification) are "
                        "vLLM 0.32.0's and 0.34.0's source; this release's are not checked",)
+
+
+def _gpu_log(tokens: str, concurrency: str, block_line: bool = True) -> str:
+    head = "(EngineCore pid=1) INFO 01-01 00:00:00 [core.py:1] "
+    worker = "(Worker rank=0 pid=2) INFO 01-01 00:00:01 [interface.py:1] "
+    lines = [head + "Initializing a V1 LLM engine (v0.32.0) with config: model='Qwen/Qwen3-Next-80B-A3B-Thinking', "
+                    "dtype=torch.bfloat16, max_seq_len=32768, tensor_parallel_size=4, pipeline_parallel_size=1, "
+                    "kv_cache_dtype=auto, enable_prefix_caching=True"]
+    if block_line:
+        lines += [worker + "Setting attention block size to 272 tokens to ensure that attention page size is >= "
+                           "mamba page size.",
+                  worker + "Padding mamba page size by 1.49% to ensure that mamba page size and attention page size "
+                           "are exactly equal."]
+    lines += [worker + "Available KV cache memory: 20.00 GiB",
+              head + f"GPU KV cache size: {tokens} tokens, Maximum concurrency for 32,768 tokens per request: "
+                     f"{concurrency}x"]
+    return "\n".join(lines)
+
+
+def test_a_gpu_log_of_a_hybrid_is_predicted():
+    # Qwen3-Next at TP 4 on vLLM 0.32.0: 272-token blocks, 12 x 278,528 = 3,342,336 B a block, 127 blocks a
+    # 32,768-token request (worked above). 20.00 GiB printed stands for [19.995, 20.005) x 2^30 B:
+    # 21,469,163,766 .. 21,479,901,184 B (ceil of each end), so N = 6,423 .. 6,426 blocks. N = 6,424 prints
+    # int(6,424 / 127 x 32,768) = 1,657,493 tokens and 50.58x.
+    from fractions import Fraction
+    from kvlib.vllm import parse_log, predict_from_log
+    lo = -(-Fraction(19995, 1000) * 2**30 // 1)
+    hi = -(-Fraction(20005, 1000) * 2**30 // 1) - 1
+    assert (lo // 3342336, hi // 3342336) == (6423, 6426)
+    assert (int(6424 / 127 * 32768), f"{6424 / 127:.2f}") == (1657493, "50.58")
+    [start] = parse_log(_gpu_log("1,657,493", "50.58"))
+    p = predict_from_log(start, QWEN3_NEXT)
+    assert (p.block_size, p.bytes_per_block, p.kv_cache_groups, p.blocks_min, p.blocks_max) == (
+        272, 3342336, 4, 6423, 6426)
+    assert p.agrees is True
+    assert p.hybrid["state_page_bytes"] == 274432 and p.hybrid["mamba_padding_percent"] == "1.49"
+    # Without the block line the log's block is unknown: the release's 16 is aligned to the same 272
+    [start] = parse_log(_gpu_log("1,657,493", "50.58", block_line=False))
+    p = predict_from_log(start, QWEN3_NEXT)
+    assert (p.block_size, p.block_size_source, p.agrees) == (272, "hybrid alignment", True)
+    # A full-attention reading of the same model (no state, 16-token blocks) would not fit the count
+    [start] = parse_log(_gpu_log("1,000,000", "30.52"))
+    assert predict_from_log(start, QWEN3_NEXT).agrees is False

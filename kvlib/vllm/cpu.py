@@ -302,7 +302,7 @@ def predict_cpu_from_log(start: EngineStart, spec: ModelSpec, *, block_size: int
                 implied_available_bytes_min=None, implied_available_bytes_max=None,
                 scenarios=(f"vLLM CPU backend {PINNED_VERSION}: block {s.bs}, N = space // {s.b_max:,} B, "
                            f"{s.bpr()} blocks per {mml:,}-token request, " + s.describe(),),
-                path="cpu", kv_cache_group_block_sizes=groups_predicted)
+                path="cpu", kv_cache_group_block_sizes=groups_predicted, hybrid=plan.summary() if plan else None)
     space = (f"{start.available_kv_cache_text} GiB = {lo:,} B" if exact
              else f"{start.available_kv_cache_text} GiB printed = {lo:,} to {hi:,} B")
     if logged is None:

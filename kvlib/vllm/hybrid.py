@@ -108,6 +108,15 @@ class PagePlan:
         pct = self.padding_percent
         return None if pct is None else f"{pct:.2f}"
 
+    def summary(self) -> dict:
+        """The plan as plain data (``kvlib vllm-log --json``'s ``predicted_hybrid``)."""
+        return {"block_size": self.block_size, "requested_block_size": self.requested_block_size,
+                "attention_block_size_printed": self.block_size if self.grew else None,
+                "page_bytes": self.page_bytes, "block_sizes": dict(sorted(self.block_sizes.items())),
+                "state_page_bytes": self.state_page_bytes, "mamba_padding_percent": self.padding_text,
+                "state_pages_per_request": self.state_pages_per_request, "checkpoint_pages": self.checkpoint_pages,
+                "mamba_cache_mode": self.mamba_cache_mode}
+
 
 def needs_plan(spec: ModelSpec) -> bool:
     """Whether the model's layers differ in page (state layers, or attention kinds of different geometry)."""

@@ -27,7 +27,7 @@ from ..formulas import kv_heads_per_gpu
 from ..spec import CHUNKED, NO_KV, SLIDING, ModelSpec
 from ..units import format_gb_gib
 from .engine import DEFAULT_BLOCK_SIZE, V0, V0_SWAP_SPACE_BYTES, V1, VllmLogError, as_version, group_rule
-from .hybrid import GPU, log_mamba_cache_mode, log_ssm_dtype_bytes, needs_plan
+from .hybrid import GPU, log_mamba_cache_mode, log_ssm_dtype_bytes, needs_plan, page_plan
 from .layout import MLA_PACKED_BYTES, kv_element_bytes, layer_page_bytes, plan_layouts, pp_layer_split, stage_layouts
 from .log import EngineStart, gib_window, rank_number
 from .tokens import Scenario, fmt2
@@ -81,6 +81,7 @@ class LogPrediction:
     stages: tuple = ()      # under PP, when the log says which rank printed what: one dict per stage
     path: str = "gpu"       # which backend's rules predicted it: 'gpu' (this module) or 'cpu' (kvlib.vllm.cpu)
     kv_cache_group_block_sizes: tuple | None = None  # CPU path: what 'kv cache group sizes (...)' should print
+    hybrid: dict | None = None      # layers whose pages differ: vLLM's page plan (kvlib.vllm.hybrid.PagePlan.summary)
 
 
 def _resolve(start: EngineStart, spec: ModelSpec, block_size, kv_cache_dtype, tp, pp, version):
@@ -264,6 +265,11 @@ def predict_from_log(start: EngineStart, spec: ModelSpec, *, block_size: int | N
         notes.append("max_model_len not printed: no 0.20+ token or concurrency prediction")
     first = scenarios[0]
     b_max = max(s.b_max for s in scenarios)
+    plan = None
+    if needs_plan(spec):
+        plan = page_plan(spec, bs, kv, tp=tp_used, model_dtype=start.dtype, platform=GPU, version=v,
+                         ssm_dtype_bytes=log_ssm_dtype_bytes(start), mamba_cache_mode=log_mamba_cache_mode(start))
+        notes.extend(plan.notes)
     elem = 0 if spec.is_mla and str(kv).lower() in MLA_PACKED_BYTES else kv_element_bytes(kv, start.dtype)
     base = dict(model=spec.name, engine=start.engine, block_size=first.bs,
                 block_size_source=bs_source if first.bs == bs else "hybrid alignment",
@@ -271,7 +277,7 @@ def predict_from_log(start: EngineStart, spec: ModelSpec, *, block_size: int | N
                 tensor_parallel_size=tp_used, pipeline_parallel_size=pp_used,
                 page_bytes=first.layouts[0].page_bytes, bytes_per_block=b_max,
                 kv_cache_groups=len(first.groups),
-                scenarios=tuple(s.describe() for s in scenarios))
+                scenarios=tuple(s.describe() for s in scenarios), hybrid=plan.summary() if plan else None)
     if start.num_gpu_blocks is None and start.gpu_kv_cache_tokens is not None:
         spans = [sp for sp in (s.blocks_for_tokens(start.gpu_kv_cache_tokens) for s in scenarios) if sp]
         if spans:
