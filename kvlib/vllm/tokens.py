@@ -3,7 +3,9 @@
 Tokens vLLM prints: V0 (and the max-seq-len error) ``N * bs``; V1 before 0.20
 ``(N // groups) * bs``; from 0.20 ``int(N / bpr * max_model_len)`` with
 ``bpr`` the blocks one request needs (``ceil(max_model_len / bs)`` per full
-group). Concurrency: V0 ``N * bs / max_model_len``; V1 ``N / bpr``.
+group, the worst step per sliding or chunked group, the state pages per
+Mamba2 / Gated DeltaNet group; each group at its own block where kinds differ).
+Concurrency: V0 ``N * bs / max_model_len``; V1 ``N / bpr``.
 
 Under pipeline parallelism every stage sizes its own pool from its own
 available memory and its own layers; the engine keeps the smallest block
