@@ -39,20 +39,25 @@ def bench_forward_pool(args=None) -> str:
     excluded = [r for r in mc.rows(include_excluded=True) if r.role == "excluded"]
     for r in rows + excluded:
         tokens = f"{r.predicted_tokens:,} / {r.printed_tokens:,}" if r.printed_tokens else f"{r.predicted_tokens:,} / -"
+        peak = r.printed_parts.get("torch_peak_increase_gib")
+        peak_text = f"{r.forecast.part('torch peak').bytes / 2**30:.2f} / " + (f"{peak:.2f}" if peak else "-")
         table.append((r.id, r.model.split("/")[-1], r.version, r.tp, r.role, f"{r.printed_gib:.2f}",
-                      f"{r.predicted_gib:.2f}", _err(r.error_gib, r.printed_gib), tokens,
+                      f"{r.predicted_gib:.2f}", _err(r.error_gib, r.printed_gib), peak_text, tokens,
                       f"{r.old_gib:.2f}", _err(r.old_error_gib, r.printed_gib)))
     held = [r for r in rows if r.role == "held-out"]
     fitted = [r for r in rows if r.role == "fitted"]
     return "\n".join([
         HEADING, "",
-        "`kvlib.vllm.forecast_pool` from the model's config alone (weights as stored, torch peak by release, "
-        "non-torch by TP, CUDA graphs where the release subtracts them), against the `Available KV cache memory` "
+        "`kvlib.vllm.forecast_pool` from the model's config alone (weights as stored; torch peak by release: the "
+        "forward, and the dummy sampler at the bytes per logit of that release's sampler path; non-torch by TP; "
+        "Model Runner V2's sampler state; CUDA graphs where the release and runner subtract them), against the "
+        "`Available KV cache memory` "
         "each log prints (GiB), and the old forward rule (utilization x CUDA memory - bf16 weights - 3 GB) on the "
         "same runs. Tokens: predicted / printed (blocks x 16; under PP the smaller stage). 'fitted' logs set a "
         "release constant (cases.json says which); the others are held out.", "",
         md_table(["log", "model", "vLLM", "GPUs", "role", "printed", "predicted", "error GiB (%)",
-                  "tokens predicted / printed", "old rule", "old error GiB (%)"], table), "",
+                  "torch peak GiB predicted / printed", "tokens predicted / printed", "old rule",
+                  "old error GiB (%)"], table), "",
         f"**New rule:** all {len(rows)} logs {_stats(rows, 'error_gib')}; held-out {len(held)} "
         f"{_stats(held, 'error_gib')}; fitted-on {len(fitted)} {_stats(fitted, 'error_gib')}.", "",
         f"**Old rule:** all {len(rows)} logs {_stats(rows, 'old_error_gib')}.", "",

@@ -31,13 +31,13 @@ def pool_explorer_view(model: str, gpu: str = "H100-SXM", utilization: float = 0
     """The explorer's view as HTML: pool, blocks, tokens, sequences at ``context``, last-block waste.
 
     pool ``A = ceil(M u) - W - O`` (``kv.vllm.predict_pool``, vLLM 0.32, W the weights as stored, M as
-    CUDA reports it, O ``other_bytes`` [B], by default vLLM 0.32's torch peak + non-torch + CUDA-graph memory from
+    CUDA reports it, O ``other_bytes`` [B], by default vLLM 0.32's torch peak + non-torch + sampler state + CUDA-graph memory from
     ``kv.vllm.forecast_pool``); blocks ``A // block bytes``; sequences vLLM prints as its
     "Maximum concurrency" at ``context`` (a worst-case estimate) against the sequences the layers' bytes alone would allow;
     waste ``kv.block_waste_tokens(sequences, block_size)`` as a share of the pool's token slots.
 
     >>> view = pool_explorer_view("llama-3.1-8b")
-    >>> "blocks of 16 tokens: <b>28,614</b>" in view, "915,648" in pool_explorer_view("llama-3.1-8b", kv_cache_dtype="fp8")
+    >>> "blocks of 16 tokens: <b>28,355</b>" in view, "907,376" in pool_explorer_view("llama-3.1-8b", kv_cache_dtype="fp8")
     (True, True)
 
     Used in: ch04_pool_paging (through pool_explorer); benchmarks may time it.
@@ -56,8 +56,8 @@ def pool_explorer_view(model: str, gpu: str = "H100-SXM", utilization: float = 0
     gb = kv.format_gb_gib
     head = (f"<div style='font-family:sans-serif;font-size:13px;line-height:1.6'>"
             f"{model_name(spec)} on one {device.name}: {gb(device.cuda_memory_bytes)} as CUDA reports it × "
-            f"{utilization:.2f} − weights as stored {gb(weights)} − activations, non-torch and CUDA graphs "
-            f"{gb(other_bytes)}<br>")
+            f"{utilization:.2f} − weights as stored {gb(weights)} − activations, non-torch, sampler state and "
+            f"CUDA graphs {gb(other_bytes)}<br>")
     if f.available_bytes <= 0 or f.num_gpu_blocks == 0:
         return head + "<b style='color:#c0392b'>no room for a KV pool</b>: the weights and other allocations " \
                       "take the whole budget.</div>"

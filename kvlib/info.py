@@ -80,8 +80,11 @@ def vllm_pool_report(model, card, *, tp=1, kv_dtype=None, version=None, utilizat
              for p in f.parts}
     if overhead_bytes is not None:
         parts["torch peak"] = {"bytes": overhead_bytes, "range": [overhead_bytes, overhead_bytes],
-                               "rule": "--overhead given: replaces torch peak and non-torch", "source": "--overhead"}
+                               "rule": "--overhead given: replaces torch peak, non-torch and sampler state",
+                               "source": "--overhead"}
         parts["non-torch"] = {"bytes": 0, "range": [0, 0], "rule": "in --overhead", "source": "--overhead"}
+        if "sampler state" in parts:
+            parts["sampler state"] = {"bytes": 0, "range": [0, 0], "rule": "in --overhead", "source": "--overhead"}
     used = sum(p["bytes"] for p in parts.values())
     available = f.requested_bytes - used
     low = f.requested_bytes - sum(p["range"][1] for p in parts.values())

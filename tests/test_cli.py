@@ -24,12 +24,12 @@ def test_info_json_contract(capsys):
     assert (r["attention"], r["num_layers"], r["num_kv_heads"], r["head_dim"]) == ("gqa", 32, 8, 128)
     assert r["kv_bytes_per_token"] == 131_072
     assert r["kv_bytes_per_sequence"] == 2**30
-    # pool = ceil(79.18 GiB x 1.0) - the printed parts (weights as stored, torch peak, non-torch, CUDA graphs and
-    # the newest release's margin), recomputed here from the parts the report lists; 64-token blocks (0.34)
+    # pool = ceil(79.18 GiB x 1.0) - the printed parts (weights as stored, torch peak, non-torch, Model Runner V2's
+    # sampler state, CUDA graphs and the newest release's margin), recomputed here from the parts the report lists; 64-token blocks (0.34)
     cuda = round(79.18 * 2**30)
     import math
     pool = r["vllm_pool"]
-    assert set(pool["parts"]) == {"weights", "torch peak", "non-torch", "CUDA graphs", "margin"}
+    assert set(pool["parts"]) == {"weights", "torch peak", "non-torch", "sampler state", "CUDA graphs", "margin"}
     expected_pool = math.ceil(cuda * 1.0) - sum(part["bytes"] for part in pool["parts"].values())
     assert r["kv_pool_bytes"] == expected_pool
     assert r["kv_pool_tokens"] == expected_pool // (64 * 131_072) * 64

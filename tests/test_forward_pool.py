@@ -219,7 +219,8 @@ def test_0_34_forecast_by_hand_from_its_source():
     - utilization: config/cache.py resolved_gpu_memory_utilization -> 1.0 (extensible KV cache, CUDA);
       request_memory: ceil(T x 1.0) = T;
     - weights as stored: 16,060,522,496 B bf16 + the 131,072 x 128 x 2 B rotary cache;
-    - non-torch at TP 1: round(0.07 GiB); CUDA graphs: 32 layers x round(0.025 GiB);
+    - non-torch at TP 1: round(0.07 GiB); CUDA graphs: 32 layers x round(0.025 GiB); Model Runner V2's sampler
+      state (v1/worker/gpu/sample/penalties.py): 1,024 x (128,256 + cdiv(128,256, 32)) int32;
     - transient kept free = gpu_worker.py peak_activation_memory = the profiled peak + the graph estimate; the
       profiled peak = max(forward, hidden + sampler): Model Runner V2's two sampler passes hold the bf16 logits and
       their fp32 copy, 1,024 x 128,256 x (2 + 4) B, with the 8,192 x 4,096 x 2 B hidden states; the forward
@@ -234,9 +235,10 @@ def test_0_34_forecast_by_hand_from_its_source():
     forward = int(8192 * 2 * (3 * 14336 + 2 * 4096) * 1.408)
     sampler = 8192 * 4096 * 2 + 1024 * 128256 * (2 + 4)
     transient = max(forward, sampler) + graphs
+    state = 1024 * (128256 + -(-128256 // 32)) * 4                # PenaltiesState: output_bin_counts + prompt_bin_mask
     init_free = t - round(0.51 * GiB)
     committed = 64 * 32 * 4096                                    # the null block, committed before measurement
-    free = init_free - (weights + non_torch + graphs) - committed
+    free = init_free - (weights + non_torch + state + graphs) - committed
     expected = measure_kv_cache_bytes(init_free_memory=init_free, free_memory=free, committed_bytes=committed,
                                       requested_memory=t, transient_peak_bytes=transient)
     f = forecast_pool("llama-3.1-8b", t, version="0.34.0", gpu_name="H100-SXM")
@@ -250,7 +252,7 @@ def test_0_34_forecast_by_hand_from_its_source():
     g = forecast_pool("llama-3.1-8b", t, version="0.32.0", gpu_name="H100-SXM")
     assert (g.utilization, g.block_size, g.pool_rule) == (0.92, 16, "estimate")
     assert g.available_bytes == math.ceil(t * 0.92) - weights - max(forward, 8192 * 4096 * 2 + 1024 * 128256 * 2) \
-        - non_torch - graphs
+        - non_torch - state - graphs
     assert f.available_bytes > g.available_bytes
 
 

@@ -92,7 +92,9 @@ def test_pool_on_one_gpu_with_tensor_parallel_weights():
     # sampler's 1,024 x 128,256 x 2 B; non-torch at tp 2: 2.10 GiB; no CUDA-graph term in this release.
     peak = int(8192 * 2 * (3 * 14336 // 2 + 2 * 4096) * 1.408)
     non_torch = round(2.10 * 2**30)
-    pool = 78_217_367_415 - weights - peak - non_torch
+    # Model Runner V2 keeps its sampler's penalty state: 1,024 requests x (128,256 + cdiv(128,256, 32)) x 4 B
+    state = 1024 * (128256 + 4008) * 4
+    pool = 78_217_367_415 - weights - peak - non_torch - state
     r = info_report("llama-3.1-8b", context=8192, gpu="H100-SXM", tp=2, vllm_version="0.28.0")
     assert (r["gpu"], r["gpu_cuda_memory_bytes"], r["utilization"], r["overhead_bytes"]) == (
         "H100-SXM", H100_CUDA_BYTES, 0.92, None)
@@ -105,7 +107,8 @@ def test_pool_on_one_gpu_with_tensor_parallel_weights():
 
 
 def test_pool_follows_utilization_and_overhead():
-    # utilization 0.5, --overhead 0 (replaces torch peak and non-torch), tp = 1, vLLM 0.28 (no graph estimate):
+    # utilization 0.5, --overhead 0 (replaces torch peak, non-torch and sampler state), tp = 1, vLLM 0.28 (no graph
+    # estimate):
     # ceil(85,018,877,624 x 0.5) = 42,509,438,812 - (16,060,522,496 + 33,554,432 rotary cache) = 26,415,361,884 B;
     # / 2 MiB per block = 12,595 blocks = 201,520 tokens; / 2^30 = 24.6 -> 24 sequences of 8K
     r = info_report("llama-3.1-8b", context=8192, gpu="H100-SXM", utilization=0.5, overhead_bytes=0,
@@ -231,7 +234,7 @@ def test_the_newest_release_measures_its_pool_and_says_how_0_32_differed(capsys)
     pool = r["vllm_pool"]
     assert (pool["pool_rule"], pool["utilization"], pool["block_size"], pool["model_runner"]) == (
         "measured", 1.0, 64, "v2")
-    assert set(pool["parts"]) == {"weights", "torch peak", "non-torch", "CUDA graphs", "margin"}
+    assert set(pool["parts"]) == {"weights", "torch peak", "non-torch", "sampler state", "CUDA graphs", "margin"}
     assert r["kv_pool_bytes"] == pool["requested_bytes"] - sum(p["bytes"] for p in pool["parts"].values())
     assert r["kv_pool_tokens"] == r["kv_pool_bytes"] // (64 * 131_072) * 64
     old = pool["compared_with"]

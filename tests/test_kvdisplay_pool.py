@@ -4,10 +4,11 @@ Llama 3.1 8B on an H100 (79.18 GiB = 85,018,877,624 B as CUDA reports it, seed 0
 weights as stored 16,094,076,928 B (8,030,261,248 bf16 parameters, the published count, plus the
 131,072 x 128 x 2 B rotary cache); other = vLLM 0.32's torch peak, the forward over 8,192 tokens
 int(8,192 x 2 x (3 x 14,336 + 2 x 4,096) x 1.408) = 1,181,116,006 B, plus non-torch round(0.07 GiB)
-= 75,161,928 B, plus the CUDA-graph estimate Model Runner V2 subtracts from 0.29, 32 layers x
-round(0.025 GiB) = 858,993,472 B: ceil(85,018,877,624 x 0.92) = 78,217,367,415; minus all that =
-60,008,019,081 B; blocks of 16 tokens x 32 layers x 4,096 B = 2,097,152 B -> 28,614 blocks = 457,824 token
-slots; fp8 halves the block: 57,228 blocks = 915,648 token slots.
+= 75,161,928 B, plus Model Runner V2's sampler state 1,024 x (128,256 + 4,008) x 4 = 541,745,152 B and the
+CUDA-graph estimate it subtracts from 0.29, 32 layers x round(0.025 GiB) = 858,993,472 B:
+ceil(85,018,877,624 x 0.92) = 78,217,367,415; minus all that = 59,466,273,929 B; blocks of 16 tokens x 32
+layers x 4,096 B = 2,097,152 B -> 28,355 blocks = 453,680 token slots; fp8 halves the block: 56,711 blocks
+= 907,376 token slots.
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ import kvdisplay as kd
 
 def test_llama_pool_blocks_by_hand():
     view = kd.pool_explorer_view("llama-3.1-8b")
-    assert "blocks of 16 tokens: <b>28,614</b>" in view
-    assert "<b>457,824</b> token slots" in view
+    assert "blocks of 16 tokens: <b>28,355</b>" in view
+    assert "<b>453,680</b> token slots" in view
 
 
 def test_fp8_doubles_the_blocks():
     view = kd.pool_explorer_view("llama-3.1-8b", kv_cache_dtype="fp8")
-    assert "blocks of 16 tokens: <b>57,228</b>" in view and "915,648" in view
+    assert "blocks of 16 tokens: <b>56,711</b>" in view and "907,376" in view
 
 
 def test_hybrid_shows_two_numbers():

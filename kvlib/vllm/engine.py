@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ..units import GiB
 
@@ -233,7 +233,6 @@ class ReleaseRules:
     flashinfer_sampler: bool = False  # V1 samples with FlashInfer when it is installed (0.8-0.11)
 
 
-_MiB = 2**20
 _BUDGET = ("vllm/v1/worker/utils.py request_memory: math.ceil(total_memory x gpu_memory_utilization) (0.14+); "
            "gpu_worker.py determine_available_memory: available = requested - non_kv (weights + torch peak "
            "increase + non-torch increase)")

@@ -68,7 +68,7 @@ def predict_pool(spec: ModelSpec, total_gpu_memory_bytes: int, *, activation_byt
                  version=None, engine: str | None = None, utilization: float | None = None,
                  tp: int = 1, pp: int = 1, block_size: int | None = None, kv_cache_dtype: str = "auto",
                  max_model_len: int | None = None, enforce_eager: bool = False,
-                 max_num_batched_tokens: int | None = None) -> PoolForecast:
+                 max_num_batched_tokens: int | None = None, async_scheduling: bool | None = None) -> PoolForecast:
     """The pool, block count and token capacity vLLM should report, from GPU memory.
 
     ``R = ceil(T * u)`` (the float ``T * u`` before 0.14), ``A = floor(R - W
@@ -79,7 +79,10 @@ def predict_pool(spec: ModelSpec, total_gpu_memory_bytes: int, *, activation_byt
     measured pool). ``W`` defaults to the model's 16-bit
     weights over ``tp * pp`` ranks. ``G`` (CUDA-graph estimate) is 0 when
     eager or before 0.20; when not given from 0.20 on it is taken as 0 and
-    the forecast is an upper bound. ``P`` (the activation peak) must be given:
+    the forecast is an upper bound. Sliding-window and chunked groups reserve
+    the release's tokens in flight (``window.max_in_flight_tokens``; pass
+    ``async_scheduling=False`` for an engine that schedules synchronously, as
+    the CPU build does). ``P`` (the activation peak) must be given:
     it depends on max_num_batched_tokens and max_num_seqs, not on the config.
 
     Log 12 forwards (V0, 79.19 GiB, u 0.90, weights 12.55 GiB, non-torch
@@ -130,7 +133,7 @@ def predict_pool(spec: ModelSpec, total_gpu_memory_bytes: int, *, activation_byt
     n = available // b
     groups = layouts[0].groups
     formula = "blocks" if engine == V0 else ("concurrency" if v is None or v >= (0, 20, 0) else "floor")
-    f_mult = 1 if engine == V0 else in_flight_multiplier(v, pp=pp)
+    f_mult = 1 if engine == V0 else in_flight_multiplier(v, pp=pp, async_scheduling=async_scheduling)
     s = Scenario(engine, formula, group_rule(v), f_mult, tuple(layouts), block_size, max_model_len,
                  max_num_batched_tokens, spec)
     tokens = s.tokens(n) if (formula != "concurrency" or max_model_len) else None
@@ -152,7 +155,8 @@ def predict_pool(spec: ModelSpec, total_gpu_memory_bytes: int, *, activation_byt
 # --- forwards from the model alone: every part from vLLM's own rules --------------------------------------
 @dataclass(frozen=True)
 class PoolPart:
-    """One term of ``available = requested - weights - torch peak - non-torch - CUDA graphs [- margin]``."""
+    """One term of ``available = requested - weights - torch peak - non-torch [- sampler state] - CUDA graphs
+    [- margin]``."""
 
     name: str
     bytes: int
@@ -243,13 +247,19 @@ def sampler_peak_bytes(spec, rows: int, rules, *, sampler: str | None = None, gp
     if path not in SAMPLER_BYTES_PER_LOGIT:
         raise VllmLogError(f"sampler must be one of {sorted(SAMPLER_BYTES_PER_LOGIT)}, got {path!r}")
     vocab = spec.vocab_size or 0
-    peak = rows * vocab * SAMPLER_BYTES_PER_LOGIT[path]
-    if path == "triton" and rows >= 8:     # below 8 rows the PyTorch sort path runs instead (38 B a logit)
+    if path == "triton" and rows < 8:      # below 8 rows the PyTorch sort runs instead
+        path = "sort"
+    per_logit = SAMPLER_BYTES_PER_LOGIT[path]
+    if path == "sort" and rows < 128:
+        # torch's SortStable.cu: under 128 rows segmented_sort_pairs_by_full_sort holds two int2 (index, row)
+        # arrays, 16 B, and cub's alternate key/value buffers 4 + 8, in place of the 8 + 12 above; one row sorts
+        # alone (segmented_sort_large_segments), with buffers of a row's size only
+        per_logit += (16 + 12) - (8 + 12) if rows > 1 else -(8 + 12)
+    peak = rows * vocab * per_logit
+    if path in ("triton", "fp32") and rows >= 8:     # 0.33's fp32 pass masks with the same Triton kernel
         sms = _sm_count(gpu_name)
         programs = min(sms, rows)
         peak += min(1 << (programs - 1).bit_length(), sms) * vocab * 4
-    elif path == "triton":
-        peak = rows * vocab * SAMPLER_BYTES_PER_LOGIT["sort"]
     return peak
 
 
@@ -374,6 +384,15 @@ def forecast_pool(model, total_gpu_memory_bytes: int, *, version=None, engine: s
     what = "cuBLAS/allocator" if tp == 1 else "NCCL and custom all-reduce buffers"
     non_torch = PoolPart("non-torch", o, o_low, o_high, f"tp {tp}: {what}",
                          "gpu_worker.py: non-torch increase = CUDA memory in use - torch reserved, vs the snapshot")
+    state = []
+    if rules.runner == "v2" and stage == pp - 1 and spec.vocab_size:
+        # Model Runner V2 builds its Sampler after 'Model loading took' is measured, and keeps it
+        b = mns * (spec.vocab_size + -(-spec.vocab_size // 32)) * 4
+        state = [PoolPart("sampler state", b, b, b, f"{mns:,} requests x ({spec.vocab_size:,} + "
+                                                   f"cdiv({spec.vocab_size:,}, 32)) x 4 B",
+                          "v1/worker/gpu/sample/penalties.py PenaltiesState: output_bin_counts (max_num_reqs x vocab "
+                          "int32) + prompt_bin_mask (max_num_reqs x cdiv(vocab, 32) int32), built in load_model "
+                          "after the weights are measured")]
     layers = pp_layer_split(spec.num_layers, pp)[stage]
     g = g_low = g_high = 0
     if rules.subtracts_cudagraph and not enforce_eager:
@@ -395,9 +414,9 @@ def forecast_pool(model, total_gpu_memory_bytes: int, *, version=None, engine: s
                               "(torch's reservation growth over a sizing step assumed no larger)",
                               "extensible_kv_cache.py measure_kv_cache_blocks: max(transient peak, torch reserve "
                               "growth); gpu_worker.py: reserved_headroom_bytes = peak_activation_memory"))
-        parts += [non_torch, graphs]
+        parts += [non_torch, *state, graphs]
         s = IN_USE_AT_START[1 if tp * pp == 1 else 2]
-        non_kv, r = w + o + g, math.ceil(requested)
+        non_kv, r = w + o + g + sum(p.bytes for p in state), math.ceil(requested)
         floor = max(KV_CACHE_MARGIN_FLOOR_BYTES, int(transient * KV_CACHE_MARGIN_FRACTION))
         bound = min(r - non_kv, total_gpu_memory_bytes - s - non_kv - floor)
         margin = r - non_kv - bound          # what the device-headroom bound takes beyond the requested one
@@ -410,7 +429,8 @@ def forecast_pool(model, total_gpu_memory_bytes: int, *, version=None, engine: s
                               "extensible_kv_cache.py measure_kv_cache_bytes: min(requested - non-KV in use, free "
                               "+ committed - max(KV_CACHE_MARGIN_FLOOR_BYTES, 0.75 x transient))"))
     else:
-        parts += [PoolPart("torch peak", peak, peak_low, peak_high, peak_rule, rules.sources[0]), non_torch, graphs]
+        parts += [PoolPart("torch peak", peak, peak_low, peak_high, peak_rule, rules.sources[0]), non_torch, *state,
+                  graphs]
     available = int(requested - sum(p.bytes for p in parts))
     low = int(requested - sum(p.high for p in parts))
     high = int(requested - sum(p.low for p in parts))
@@ -444,7 +464,8 @@ def _torch_peak(spec, rules, last_stage: bool, mns: int, mnbt: int, tp: int, sam
         # FlashInfer installed (0.8-0.11 samples with it unasked): 14 B a logit, not the sort's 38
         alt = max(fwd, hidden + sampler_peak_bytes(spec, mns, rules, sampler="flashinfer", gpu_name=gpu_name))
         low = min(low, int(alt * 0.9))
-    text = (f"forward {mnbt:,} tokens {fwd / GiB:.2f} GiB, sampler ({path}) {mns:,} x {spec.vocab_size:,} x "
+    label = "sampler" if rules.engine == V0 else f"sampler ({path})"
+    text = (f"forward {mnbt:,} tokens {fwd / GiB:.2f} GiB, {label} {mns:,} x {spec.vocab_size:,} x "
             f"{SAMPLER_BYTES_PER_LOGIT[path]} B {samp / GiB:.2f} GiB" + (f" + hidden states {hidden / GiB:.2f} GiB"
                                                                            if hidden else "")
             + f", {rules.peak_rule}")
