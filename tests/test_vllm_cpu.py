@@ -674,3 +674,17 @@ def test_hybrid_note_says_what_the_state_does():
     assert ("state layers: a 135,680 B state page; the attention block grows from 128 to 384 tokens to cover it, "
             "the state padded by 44.91%; 2 state page(s) per request per state group (mamba_cache_mode 'align')"
             in p.notes)
+
+
+@pytest.mark.parametrize("name", ["qwen3_next_gdn", "nemotron_h_layers", "gemma4_per_layer"])
+def test_cli_json_agrees_on_hybrid_starts(capsys, name):
+    log = FIXTURES / name / "kv2g_len6000.log"
+    code, out, err = cli(capsys, "vllm-log", str(log), "--model", str(log.parent / "config.json"), "--json")
+    r = json.loads(out)
+    assert code == 0 and err == "" and r["agrees"] is True
+    assert r["predicted_tokens_min"] == r["gpu_kv_cache_tokens"] == printed(log)["tokens"]
+    assert r["predicted_kv_cache_group_block_sizes"] == list(printed(log)["groups"])
+    # what the start printed about its state page, against kvlib's plan (None where the model has no state)
+    hybrid = r["predicted_hybrid"]
+    assert hybrid["attention_block_size_printed"] == r["attention_block_size_printed"]
+    assert hybrid["mamba_padding_percent"] == r["mamba_padding_percent_printed"]
