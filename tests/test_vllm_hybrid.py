@@ -193,7 +193,13 @@ def test_older_release_is_named_in_a_note():
     p = page_plan(QWEN3_NEXT, 16, version="0.20.2")
     assert p.block_size == 544
     assert p.notes == ("vLLM 0.20.2: the hybrid page rules (state page, block alignment, page unification) are "
-                       "vLLM 0.32.0's and 0.34.0's source; this release's are not checked",)
+                       "read in vLLM 0.32.0, 0.33.0, 0.34.0; this release's are not checked",)
+
+
+def test_a_release_past_the_newest_read_warns():
+    from kvlib.vllm.engine import UncheckedReleaseWarning
+    with pytest.warns(UncheckedReleaseWarning, match="0.34.0"):
+        assert page_plan(QWEN3_NEXT, 64, version="0.35.0").block_size == 576
 
 
 def _gpu_log(tokens: str, concurrency: str, block_line: bool = True) -> str:

@@ -73,7 +73,7 @@ REFERENCE_MLA_BACKEND = "CPU_MLA"
 
 CPU_VS_GPU = ("CPU path: the KV space is VLLM_CPU_KVCACHE_SPACE whole GiB used as it is (the GPU path: a "
               "utilization fraction of GPU memory less weights and activations, printed to 0.01 GiB); "
-              "block size 128 (GPU default 16), 16 for MLA on the reference CPU_MLA kernel (no AMX), "
+              "block size 128 (GPU default 16, 64 from 0.34), 16 for MLA on the reference CPU_MLA kernel (no AMX), "
               "128 on AMX_MLA")
 
 

@@ -51,7 +51,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..spec import ATTENTION_KINDS, GATED_DELTANET, MAMBA2, STATE_KINDS, ModelSpec, SpecError
-from .engine import VllmLogError, as_version
+from .engine import VllmLogError, as_version, checked_version
 
 __all__ = ["PagePlan", "page_plan", "needs_plan", "state_page_bytes", "aligned_block_size", "unify_pages",
            "state_pages_per_request", "log_mamba_cache_mode", "log_ssm_dtype_bytes", "CPU", "GPU",
@@ -274,11 +274,11 @@ def page_plan(spec: ModelSpec, block_size: int, kv_cache_dtype=None, *, tp: int 
     _check_platform(platform)
     if type(block_size) is not int or block_size < 1:
         raise VllmLogError(f"block_size must be a positive integer, got {block_size!r}")
-    v = as_version(version)
+    v = checked_version(version)      # past the newest release read: its rules, and a warning
     notes = []
     if v is not None and v < (0, 32, 0) and needs_plan(spec):
         notes.append(f"vLLM {'.'.join(map(str, v))}: the hybrid page rules (state page, block alignment, page "
-                     f"unification) are vLLM 0.32.0's and 0.34.0's source; this release's are not checked")
+                     f"unification) are read in vLLM {', '.join(CHECKED_RELEASES)}; this release's are not checked")
     attention = [k for k in dict.fromkeys(spec.layer_kinds) if k in ATTENTION_KINDS]
     state = [k for k in dict.fromkeys(spec.layer_kinds) if k in STATE_KINDS]
     per_token = {k: layer_page_bytes(spec, 1, kv_cache_dtype, tp=tp, model_dtype=model_dtype, kind=k)
@@ -307,9 +307,6 @@ def page_plan(spec: ModelSpec, block_size: int, kv_cache_dtype=None, *, tp: int 
     page, block_sizes = unify_pages(pages, {k: bs for k in attention})
     for k in state:
         block_sizes[k] = bs
-    if state and page < state_page:     # cannot happen after alignment; vLLM asserts the same
-        raise VllmLogError(f"{spec.name}: the attention page ({page:,} B) does not cover the state page "
-                           f"({state_page:,} B) at block size {bs}")
     return PagePlan(block_size=bs, requested_block_size=block_size, page_bytes=page, block_sizes=block_sizes,
                     attention_bytes_per_token=per_token, state_page_bytes=state_page or None,
                     state_pages_per_request=pages_req, checkpoint_pages=checkpoint,
