@@ -588,7 +588,7 @@ def _llama4_moe_layers(f: _Fields, num_layers: int) -> tuple:
     return tuple(i for i in range(num_layers) if step > 0 and (i + 1) % step == 0)
 
 
-def _nemotron_h(f: _Fields, kinds: _Kinds, hidden) -> dict:
+def _nemotron_h(f: _Fields) -> dict:
     """Nemotron-H's blocks for the parameter count: each layer is one mixer (Mamba2, attention, MLP or MoE)
     with one norm (vllm/model_executor/models/nemotron_h.py); the FFNs are up -> relu2 -> down, the MoE's
     shared expert ``moe_shared_expert_intermediate_size x n_shared_experts`` wide, its experts in
@@ -713,7 +713,7 @@ def _parse(f: _Fields, top: _Fields, name: str, source: str) -> ModelSpec:
             extra["norms_per_layer"] = 7
     if model_type == "nemotron_h":
         moe = {}
-        extra.update(_nemotron_h(f, kinds, hidden))
+        extra.update(_nemotron_h(f))
 
     if moe and moe["num_experts_per_tok"] is None:
         missing.append(("num_experts_per_tok", " / ".join(f.where(k) for k in top_k_fields)))
