@@ -107,3 +107,16 @@ def test_user_errors_exit_2_with_one_line(capsys, argv):
     assert out == ""
     assert len(err.strip().splitlines()) == 1
     assert "Traceback" not in err
+
+
+def test_a_log_of_a_release_past_the_newest_read_warns_in_one_line(tmp_path, capsys):
+    # a V1 start printed by a release kvlib has not read: its figures follow 0.34.0's rules, and stderr says so
+    log = tmp_path / "server.log"
+    log.write_text("Initializing a V1 LLM engine (v0.35.0) with config: model='meta-llama/Llama-3.1-8B', "
+                   "dtype=torch.bfloat16, max_seq_len=8192, tensor_parallel_size=1, pipeline_parallel_size=1, "
+                   "kv_cache_dtype=auto, device_config=cuda\nAvailable KV cache memory: 10.00 GiB\n"
+                   "GPU KV cache size: 81,920 tokens\n")
+    assert main(["vllm-log", str(log), "--model", "llama-3.1-8b"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["kvlib: warning: vLLM 0.35.0 is newer than 0.34.0, the newest release whose source kvlib's rules "
+                   "were read from: its figures follow 0.34.0's rules, unchecked"]

@@ -143,11 +143,12 @@ def test_model_runner_v2_by_release_and_shape(version, shape, expected):
     assert default_runner(version, **shape) == expected
 
 
-def test_the_v1_runner_is_gone_in_0_34_and_v2_absent_before_0_20():
+def test_the_v1_runner_is_gone_in_0_34_and_v2_absent_before_0_12():
     with pytest.raises(VllmLogError, match="no V1 model runner"):
         release_rules("0.34.0", runner="v1")
     with pytest.raises(VllmLogError, match="no Model Runner V2"):
-        release_rules("0.19.0", runner="v2")
+        release_rules("0.11.2", runner="v2")
+    assert release_rules("0.12.0", runner="v2").sampler == "logits"      # opt-in: VLLM_USE_V2_MODEL_RUNNER=1
 
 
 @pytest.mark.parametrize("version,runner,graphs", [

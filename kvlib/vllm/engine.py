@@ -127,10 +127,11 @@ BOUNDARIES = (
              "engine/arg_utils.py: 1,024 sequences and 8,192 tokens on GPUs of >= 70 GiB, else 256 and 2,048"),
     Boundary((0, 9, 0), dict(batch_rule="70GiB-not-a100"),
              "engine/arg_utils.py: the >= 70 GiB defaults exclude A100s"),
-    Boundary((0, 12, 0), dict(group_rule="1.25", flashinfer_sampler=False),
+    Boundary((0, 12, 0), dict(group_rule="1.25", flashinfer_sampler=False, v2_sampler="logits"),
              "v1/core/kv_cache_utils.py _get_kv_cache_groups_uniform_page_size: group size = the largest bucket "
              "when it is < 1.25 x the smallest; v1/sample/ops/topk_topp_sampler.py: FlashInfer sampling only "
-             "with VLLM_USE_FLASHINFER_SAMPLER=1"),
+             "with VLLM_USE_FLASHINFER_SAMPLER=1; Model Runner V2 (v1/worker/gpu/model_runner.py) opt-in with "
+             "VLLM_USE_V2_MODEL_RUNNER=1: its dummy sampler computes the logits only, no graph estimate"),
     Boundary((0, 14, 0), dict(budget_rounds_up=True),
              "v1/worker/utils.py request_memory: math.ceil(total_memory x gpu_memory_utilization)"),
     Boundary((0, 17, 0), dict(v1_sampler="triton"),
@@ -138,12 +139,11 @@ BOUNDARIES = (
              "logits masked in place) for >= 8 rows, no sort"),
     Boundary((0, 18, 0), dict(group_rule="1.5"),
              "v1/core/kv_cache_utils.py: the group-size threshold becomes 1.5 x the smallest bucket"),
-    Boundary((0, 20, 0), dict(utilization=0.92, v1_graphs=True, token_formula="concurrency", v2_sampler="logits"),
+    Boundary((0, 20, 0), dict(utilization=0.92, v1_graphs=True, token_formula="concurrency"),
              "config/cache.py gpu_memory_utilization = Field(default=0.92); envs.py "
              "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default '1': gpu_worker.py subtracts "
-             "gpu_model_runner.py profile_cudagraph_memory(); v1/core/kv_cache_utils.py: tokens printed = "
-             "int(concurrency x max_model_len); Model Runner V2 (v1/worker/gpu/model_runner.py) opt-in, its "
-             "profile_cudagraph_memory returns 0 and its dummy sampler computes the logits only"),
+             "gpu_model_runner.py profile_cudagraph_memory() (Model Runner V2's returns 0); "
+             "v1/core/kv_cache_utils.py: tokens printed = int(concurrency x max_model_len)"),
     Boundary((0, 24, 0), dict(v2_default="architectures"),
              "config/vllm.py use_v2_model_runner: Model Runner V2 by default for DEFAULT_V2_MODEL_RUNNER_"
              "ARCHITECTURES (LlamaForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, DeepseekV2ForCausalLM, "
@@ -299,7 +299,9 @@ def default_runner(version=None, *, num_experts: int = 0, hybrid: bool = False, 
     ('v2', 'v2')
     """
     v = checked_version(version)
-    rule = _fold(v if v is not None else _NEWEST)[0]["v2_default"]
+    if v is not None and v < (0, 8, 0):
+        return "v1"
+    rule = _fold(_at(v))[0]["v2_default"]
     listed = {"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"}
     if rule in ("all", "only"):
         return "v2"
@@ -344,7 +346,7 @@ def release_rules(version=None, engine: str | None = None, runner: str | None = 
     if runner == "v1" and f["v2_default"] == "only":
         raise VllmLogError(f"vLLM {'.'.join(map(str, at))} has no V1 model runner (Model Runner V2 only)")
     if runner == "v2" and f["v2_sampler"] is None:
-        raise VllmLogError(f"vLLM {'.'.join(map(str, at))} has no Model Runner V2 (from 0.20)")
+        raise VllmLogError(f"vLLM {'.'.join(map(str, at))} has no Model Runner V2 (from 0.12)")
     sampler = f["v1_sampler"] if runner == "v1" else f["v2_sampler"]
     graphs = f["v1_graphs"] if runner == "v1" else f["v2_graphs"]
     first = BOUNDARIES[i]
