@@ -23,7 +23,7 @@ from .gpus import get_gpu
 from .spec import ATTENTION_KINDS, STATE_KINDS, ParamsError, SpecError
 from .units import GiB
 
-__all__ = ["InfoError", "info_report", "vllm_pool_report", "COMPARED_RELEASE"]
+__all__ = ["InfoError", "info_report", "vllm_pool_report", "planned_report", "COMPARED_RELEASE"]
 
 COMPARED_RELEASE = "0.32.0"   # the release the course teaches: the newest rules are set beside it
 
@@ -118,6 +118,48 @@ def vllm_pool_report(model, card, *, tp=1, kv_dtype=None, version=None, utilizat
     }
 
 
+# GPUs whose CUDA build runs FlashInfer's Gated DeltaNet prefill (Hopper, Blackwell): 0.33+ checkpoints there
+_FLASHINFER_GDN_GPUS = ("H100", "H200", "B200", "B300", "GB200", "GB300")
+
+
+def planned_report(spec, context, *, tp=1, kv_dtype=None, version=None, max_num_batched_tokens=None,
+                   card=None) -> dict:
+    """``planned_bytes_per_sequence_per_gpu``: what vLLM reserves for one request of ``context`` on one GPU.
+
+    ``kvlib.vllm.admission.planned_bytes_per_sequence``: the request's worst-case blocks (block rounding, the
+    window / chunk worst step, a hybrid's state pages) times the bytes of one block (padding layers and padded
+    state pages included), the divisor of vLLM's "Maximum concurrency". ``planned_sequence`` says how; a figure
+    kvlib cannot compute is None with its one-line reason (``error``).
+    """
+    from .vllm.admission import planned_bytes_per_sequence
+    from .vllm.engine import V1, VllmLogError, batch_defaults
+    from .vllm.layout import KV_CACHE_DTYPES
+    kv = "auto" if kv_dtype in (None, "bf16", "fp16") else kv_dtype
+    out = {"planned_bytes_per_sequence_per_gpu": None, "planned_sequence": None}
+    if kv not in KV_CACHE_DTYPES:
+        out["planned_sequence"] = {"error": f"vLLM has no KV-cache dtype {kv_dtype!r}: no planned figure"}
+        return out
+    batched, flashinfer = max_num_batched_tokens, None
+    if card is not None:
+        if batched is None:
+            batched = batch_defaults(version, V1, card.cuda_memory_bytes, card.name)[1]
+        flashinfer = card.name.split("-")[0] in _FLASHINFER_GDN_GPUS
+    try:
+        a = planned_bytes_per_sequence(spec, context, tp=tp, kv_cache_dtype=kv, version=version,
+                                       max_num_batched_tokens=batched, gdn_flashinfer=flashinfer)
+    except VllmLogError as exc:
+        out["planned_sequence"] = {"error": str(exc)}
+        return out
+    out["planned_bytes_per_sequence_per_gpu"] = a.bytes
+    out["planned_sequence"] = {
+        "vllm_version": version, "block_size": a.block_size, "bytes_per_block": a.bytes_per_block,
+        "blocks_per_request": a.blocks_per_request, "kv_cache_groups": len(a.groups),
+        "max_in_flight_tokens": a.max_in_flight_tokens,
+        "state_pages_per_request": a.plan.state_pages_per_request if a.plan is not None else 0,
+        "notes": list(a.notes), "error": None}
+    return out
+
+
 def _state_report(spec, tp) -> dict:
     """The constant state per sequence: the whole model and one rank, and each state kind's tensors on one rank."""
     if spec.unmodelled_state:
@@ -136,12 +178,6 @@ def _state_report(spec, tp) -> dict:
     return {"state_bytes_per_sequence": spec.state_bytes_per_sequence(),
             "state_bytes_per_sequence_per_gpu": spec.state_bytes_per_sequence(tp),
             "state_layers": layers, "state_error": None}
-
-
-def _planned_bytes_per_sequence_per_gpu(spec, context, kv_dtype_bytes, tp):
-    """What vLLM reserves for one request of ``context`` tokens on one rank (block rounding, the window/chunk
-    worst case, hybrid alignment and padding): kvlib.vllm's admission plan fills it; None until it does."""
-    return None
 
 
 def info_report(model, kv_dtype=None, context=None, gpu=None, utilization=None,
@@ -193,7 +229,9 @@ def info_report(model, kv_dtype=None, context=None, gpu=None, utilization=None,
         report["context"] = context
         report["kv_bytes_per_sequence"] = spec.kv_bytes_per_sequence(context, b)
         report["kv_bytes_per_sequence_per_gpu"] = spec.kv_bytes_per_sequence(context, b, tp=tp)
-        report["planned_bytes_per_sequence_per_gpu"] = _planned_bytes_per_sequence_per_gpu(spec, context, b, tp)
+        report.update(planned_report(spec, context, tp=tp, kv_dtype=kv_dtype, version=vllm_version,
+                                     max_num_batched_tokens=max_num_batched_tokens,
+                                     card=get_gpu(gpu) if gpu is not None else None))
     if gpu is not None:
         if context is None:
             raise InfoError("--gpu needs --context (concurrency is per context length)")

@@ -38,17 +38,32 @@ def _engine_installed():
 
 # (geometry, GiB, max_model_len): fixtures use 1-2 GiB at 1000 or 6000 tokens. 5000 lies past the
 # Gemma-2 window's cap (255 + 4096 batched tokens), so its sliding groups need fewer blocks than full.
-STARTS = [("llama_gqa", 3, 2500), ("gemma2_hybrid", 3, 5000)]
+# One start per state kind: Gated DeltaNet (Qwen3-Next style) and Mamba2 (Nemotron-H, its published
+# hybrid_override_pattern form); on a CPU with AVX-512 BF16 both grow their block to 384 tokens, without it the
+# GDN one to 256 (its recurrent state in bf16) -- predicted either way, before the engine runs.
+STARTS = [("llama_gqa", 3, 2500), ("gemma2_hybrid", 3, 5000), ("qwen3_next_gdn", 3, 2500),
+          ("nemotron_h_pattern", 3, 5000)]
 CAPACITY = re.compile(r"CPU KV cache size: ([\d,]+) tokens, Maximum concurrency for ([\d,]+) tokens per request: "
                       r"([\d.]+)x")
 GROUPS = re.compile(r"kv cache group sizes \(([\d, ]+)\)")
+GREW = re.compile(r"Setting attention block size to (\d+) tokens")
+PADDING = re.compile(r"Padding mamba page size by ([\d.]+)%")
+
+
+def _cpu_has_avx512_bf16() -> bool:
+    # vLLM's CPU build keeps the SSM state in float32 on such a CPU (platforms/cpu.py); read the flag ourselves
+    try:
+        return " avx512_bf16" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
 
 
 @pytest.mark.parametrize("name, space_gib, max_model_len", STARTS, ids=[s[0] for s in STARTS])
 def test_engine_prints_what_kvlib_predicts(name, space_gib, max_model_len, tmp_path, capsys):
     config = FIXTURES / name / "config.json"
     spec = load_model(str(config))
-    forecast = predict_cpu(spec, space_gib * 2**30, max_model_len)     # before the engine runs
+    forecast = predict_cpu(spec, space_gib * 2**30, max_model_len,      # before the engine runs
+                           avx512_bf16=_cpu_has_avx512_bf16())
 
     run = run_engine(config, space_gib, max_model_len, timeout_s=START_TIMEOUT_S)
     assert run.ran and run.ok, f"{run.message}\n" + "\n".join(run.log_lines[-30:])
@@ -60,6 +75,10 @@ def test_engine_prints_what_kvlib_predicts(name, space_gib, max_model_len, tmp_p
     assert forecast.num_blocks == run.engine_reported["num_gpu_blocks"]
     assert forecast.block_size == run.engine_reported["block_size"]
     assert forecast.group_block_sizes == (tuple(int(x) for x in groups[0].split(",")) if groups else None)
+    # state hybrids: the block vLLM grew to and the state page's padding, as printed
+    plan = forecast.plan
+    assert GREW.findall(run.log_text)[:1] == ([str(plan.block_size)] if plan is not None and plan.grew else [])
+    assert PADDING.findall(run.log_text)[:1] == ([plan.padding_text] if plan is not None and plan.padding_text else [])
 
     # The same through the log reader and kvlib vllm-log.
     assert predict_cpu_from_log(run.start, spec).agrees is True

@@ -259,3 +259,55 @@ def test_a_release_past_the_newest_read_gets_one_warning_line(capsys):
     assert len(err) == 1 and err[0].startswith("kvlib: warning: vLLM 0.35.0 is newer than 0.34.0")
     assert main(["info", "llama-3.1-8b", "--context", "8192", "--gpu", "H100-SXM", "--vllm-version", "0.34.0"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_planned_bytes_per_sequence_at_every_tp():
+    # Llama 3.1 8B at 8,192 tokens, vLLM 0.32.0: 16-token blocks of 32 layers x 16 x 8 x 256 x 2 B = 2 MiB;
+    # 8,192 / 16 = 512 blocks = 2^30 B, the tokens themselves (8,192 is whole blocks). TP 2: 4 heads a rank, 1 MiB
+    # blocks, 2^29 B. At 8,000 tokens: ceil(8,000 / 16) = 500 blocks, again whole blocks.
+    one = info_report("llama-3.1-8b", context=8192, vllm_version="0.32.0")
+    assert one["planned_bytes_per_sequence_per_gpu"] == 2**30
+    assert one["planned_sequence"] == {"vllm_version": "0.32.0", "block_size": 16, "bytes_per_block": 2**21,
+                                       "blocks_per_request": 512, "kv_cache_groups": 1, "max_in_flight_tokens": None,
+                                       "state_pages_per_request": 0, "notes": [], "error": None}
+    assert info_report("llama-3.1-8b", context=8192, tp=2, vllm_version="0.32.0")[
+        "planned_bytes_per_sequence_per_gpu"] == 2**29
+    # 1,000 tokens: ceil(1000 / 16) = 63 blocks, 8 token slots more than the tokens
+    assert info_report("llama-3.1-8b", context=1000, vllm_version="0.32.0")[
+        "planned_bytes_per_sequence_per_gpu"] == 63 * 2**21
+    # no context, no per-sequence figure
+    assert "planned_bytes_per_sequence_per_gpu" not in info_report("llama-3.1-8b")
+
+
+def test_planned_bytes_of_a_hybrid_with_a_gpu():
+    # Qwen3-Next on H100s at TP 4, 0.32.0: the block grows to 272 tokens (state 274,432 B over 1,024 B a token),
+    # groups of 12 layers x 278,528 B = 3,342,336 B; 32,768 tokens: ceil(32,768 / 272) = 121 + 3 GDN groups x 2
+    # pages = 127 blocks (GDN exports no checkpoint before 0.33).
+    r = info_report("qwen3-next-80b-a3b", context=32768, tp=4, gpu="H100-SXM", vllm_version="0.32.0")
+    assert r["planned_bytes_per_sequence_per_gpu"] == 127 * 3342336
+    assert (r["planned_sequence"]["block_size"], r["planned_sequence"]["state_pages_per_request"]) == (272, 2)
+    # 0.34 on an H100 (Hopper: FlashInfer's GDN prefill): 320-token blocks, 3 pages a GDN group:
+    # ceil(32,768 / 320) = 103 + 9 = 112 blocks of 12 x 327,680 B
+    r = info_report("qwen3-next-80b-a3b", context=32768, tp=4, gpu="H100-SXM", vllm_version="0.34.0")
+    assert r["planned_bytes_per_sequence_per_gpu"] == 112 * 12 * 327680 and r["planned_sequence"]["notes"] == []
+    # an A100 has no FlashInfer GDN prefill: 2 pages a group, and the block stays on the 64-token default:
+    # 64 x ceil(274,432 / 65,536) = 320 as well; 103 + 6 = 109 blocks
+    r = info_report("qwen3-next-80b-a3b", context=32768, tp=4, gpu="A100-80GB", vllm_version="0.34.0")
+    assert r["planned_bytes_per_sequence_per_gpu"] == 109 * 12 * 327680
+
+
+def test_planned_bytes_refused_in_one_line(capsys, tmp_path):
+    # A linear-attention layer kvlib cannot size (Gemma 2's config with one layer so renamed): no figure, the reason
+    import json
+    config = kvlib.bundled_config("gemma-2-9b")
+    config["layer_types"] = ["linear_attention"] + ["sliding_attention", "full_attention"] * 20 + ["full_attention"]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    r = info_report(str(path), context=4096)
+    why = ("field layer_types[0] is 'linear_attention': kvlib does not model that layer's state (Mamba2 and Gated "
+           "DeltaNet only)")
+    assert r["planned_bytes_per_sequence_per_gpu"] is None
+    assert r["planned_sequence"] == {"error": f"{r['model']}: {why}"}
+    from kvlib.cli import main
+    assert main(["info", str(path), "--context", "4096"]) == 0
+    assert f"vLLM plans per sequence per GPU (tp=1)  not computed: {r['model']}: {why}" in capsys.readouterr().out

@@ -33,8 +33,9 @@ def test_an_unknown_log_names_the_ones_there_are():
 
 
 def test_bundled_cpu_starts():
-    # kvlib/data/vllm_cpu/PROVENANCE.md: three geometries, each started at max_model_len 1000 ('kv1g_len1000')
-    assert bundled_cpu_starts() == ["deepseek_mla", "gemma2_hybrid", "llama_gqa"]
+    # kvlib/data/vllm_cpu/PROVENANCE.md: five geometries, each started at max_model_len 1000 ('kv1g_len1000')
+    assert bundled_cpu_starts() == ["deepseek_mla", "gemma2_hybrid", "llama_gqa", "nemotron_h_pattern",
+                                    "qwen3_next_gdn"]
     config, text = bundled_cpu_start("llama_gqa")
     assert isinstance(config, Path) and config.name == "config.json" and config.parent.name == "llama_gqa"
     assert config.is_file()
@@ -43,7 +44,8 @@ def test_bundled_cpu_starts():
             in text.splitlines()[44])
     with pytest.raises(VllmLogError) as err:
         bundled_cpu_start("qwen")
-    assert str(err.value) == "no bundled CPU start 'qwen' (have: deepseek_mla, gemma2_hybrid, llama_gqa)"
+    assert str(err.value) == ("no bundled CPU start 'qwen' (have: deepseek_mla, gemma2_hybrid, llama_gqa, "
+                              "nemotron_h_pattern, qwen3_next_gdn)")
 
 
 def test_read_log_file_replaces_undecodable_bytes(tmp_path):

@@ -55,10 +55,13 @@ def start_of(log: Path):
 
 
 def test_every_geometry_has_fixtures():
-    # Issue 15: GQA, MHA, MQA, explicit head_dim, fp8 KV, a sliding-window hybrid, MLA (both kernels).
+    # GQA, MHA, MQA, explicit head_dim, fp8 KV, a sliding-window hybrid, MLA (both kernels); then the state
+    # hybrids (Gated DeltaNet, Mamba2 in both config forms), Gemma 3 5:1, Llama 4 chunked, gpt-oss sinks and
+    # Gemma 4's per-layer geometry, two starts each.
     assert {p.parent.name for p in LOGS} == {"llama_gqa", "llama_mha", "llama_mqa", "llama_head_dim",
-                                             "llama_gqa_fp8", "gemma2_hybrid", "deepseek_mla", "deepseek_mla_ref"}
-    assert len(LOGS) == 18
+                                             "llama_gqa_fp8", "gemma2_hybrid", "deepseek_mla", "deepseek_mla_ref",
+                                             *HYBRID_GEOMETRIES}
+    assert len(LOGS) == 18 + 2 * len(HYBRID_GEOMETRIES)
 
 
 @pytest.mark.parametrize("log", LOGS, ids=lambda p: f"{p.parent.name}/{p.stem}")
@@ -534,14 +537,16 @@ def test_predict_cpu_mla_default_is_the_amx_kernel():
     assert predict_cpu(spec_of(mla), GIB, 1000, amx=False).block_size == sidecar(ref)["engine_reported"]["block_size"]
 
 
-def test_linear_attention_hybrid_is_refused(tmp_path):
-    # A layer with no KV cache (linear attention, as in Qwen3-Next): vLLM aligns the block size to the state
-    # page there, which is not modelled -- a one-line error, not a count.
+def test_unmodelled_state_layer_is_refused(tmp_path):
+    # A linear-attention layer in a model whose linear attention kvlib cannot size (no Gated DeltaNet fields,
+    # as a Gemma 2 config edited by hand): its state page is unknown, so the pool is refused in one line
+    # naming the field, never counted as a layer without a cache.
     config = json.loads((FIXTURES / "gemma2_hybrid" / "config.json").read_text())
     config["layer_types"][0] = "linear_attention"
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
-    with pytest.raises(VllmLogError, match="linear-attention hybrids .* are not modelled"):
+    with pytest.raises(VllmLogError, match=r"^\w+: field layer_types\[0\] is "
+                                           r"'linear_attention': kvlib does not model that layer's state"):
         predict_cpu(load_model(str(path)), GIB, 1000)
 
 
@@ -565,3 +570,121 @@ def test_ratio_uses_the_smallest_block_count():
     # per block, / 262,144 = 136.53x (N = 32 would give 128.00x).
     p = predict_cpu_from_log(gemma_len1("10", "10.00"), spec_of(GEMMA))
     assert "imply about 35,791,394 B per block, 136.53x the 262,144 B" in p.reason
+
+
+# --- hybrids: state layers, local attention, per-layer geometry ------------------------------------
+# Each start worked by hand from its config.json (the comments in tools/engine_fixtures.py), vLLM 0.32.0's CPU
+# rules: block 128; the state's SSM / recurrent part in float32 (the capture CPU has AVX-512 BF16, sidecar
+# cpu_flags), the conv part in bf16; the attention block grows to 128 x ceil(S / (128 x P_token)) and the state
+# page is padded up (platforms/interface.py _align_hybrid_block_size); 'align' mode (prefix caching on): 2 pages
+# a request per state group, 3 for Mamba2 (MambaMixer2's prefill checkpoint); F = 4,096 batched tokens.
+#   qwen3_next_gdn: S = conv 3 x 768 x 2 + recurrent 8 x 64 x 64 x 4 = 4,608 + 131,072 = 135,680; P = 512:
+#     block 128 x ceil(135,680 / 65,536) = 384, page 196,608, padding 60,928 / 135,680 = 44.91%; 6 GDN + 2 full:
+#     groups of 2 (1 full + 3 GDN), block 393,216 B. 1 GiB: 2,730 blocks; 1000 tokens: ceil(1000 / 384) = 3
+#     + 3 x 2 = 9 per request. 2 GiB: 5,461; 6000 tokens: 16 + 6 = 22.
+#   nemotron_h_pattern: S = conv 3 x 512 x 2 + ssm 8 x 32 x 64 x 4 = 3,072 + 65,536 = 68,608; P = 256 (1 KV
+#     head): block 128 x ceil(68,608 / 32,768) = 384, page 98,304, padding 29,696 / 68,608 = 43.28%; 6 Mamba2 +
+#     2 attention: groups of 2, block 196,608 B. 1 GiB: 5,461; 1000: 3 + 3 x 3 = 12. 2 GiB: 10,922; 6000: 16 + 9.
+#   nemotron_h_layers: S = conv 3 x 192 x 2 + ssm 4 x 32 x 32 x 4 = 1,152 + 16,384 = 17,536 < 128 x 512:
+#     block 128, page 65,536, padding 48,000 / 17,536 = 273.72%; 5 Mamba2 + 2 attention: groups of 2, 1 + 3
+#     (a padding layer), block 131,072 B. 1 GiB: 8,192; 1000: 8 + 9 = 17. 2 GiB: 16,384; 6000: 47 + 9 = 56.
+#   gemma3_local: 15 sliding (512) + 2 full, page 65,536: groups of 2, 8 sliding + 1 full, block 131,072 B.
+#     1000: 8 + 8 x (ceil(min(511 + 4,096, 1000) / 128) + 1 = 9) = 80; 6000: 47 + 8 x (36 + 1) = 343.
+#   llama4_chunked: 6 chunked (512) + 2 full: groups of 2, 3 chunked + 1 full, block 131,072 B.
+#     1000: 8 + 3 x ceil(min(512 + 4,096, 1000) / 128) = 8 + 24 = 32; 6000: 47 + 3 x 36 = 155.
+#   gpt_oss_sinks: 3 sliding (128) + 3 full: groups of 3, block 196,608 B. 1 GiB: 5,461; 1000: 8 + 9 = 17;
+#     2 GiB: 10,922; 6000: 47 + ceil(4,223 / 128) + 1 = 47 + 34 = 81.
+#   gemma4_per_layer: sliding 2 x 2 x 64 x 2 = 512 B a token, full 2 x 1 x 512 x 2 = 2,048: pages 65,536 and
+#     262,144 at 128 tokens; the sliding layers' block becomes 4 x 128 = 512. Groups of 1: 5 sliding + 1 full,
+#     block 262,144 B. 1 GiB: 4,096; 1000: 8 + 5 x (ceil(1000 / 512) + 1 = 3) = 23; 2 GiB: 8,192; 6000: 47 + 5 x
+#     (ceil(4,607 / 512) + 1 = 10) = 97.
+# (geometry, block, page, group size, groups, blocks at 1 GiB, bpr at 1000, blocks at 2 GiB, bpr at 6000,
+#  printed group block sizes, printed padding, whether 'Setting attention block size' was printed)
+HYBRIDS = [
+    ("qwen3_next_gdn", 384, 196608, 2, 4, 2730, 9, 5461, 22, (384,) * 4, "44.91", True),
+    ("nemotron_h_pattern", 384, 98304, 2, 4, 5461, 12, 10922, 25, (384,) * 4, "43.28", True),
+    ("nemotron_h_layers", 128, 65536, 2, 4, 8192, 17, 16384, 56, (128,) * 4, "273.72", False),
+    ("gemma3_local", 128, 65536, 2, 9, 8192, 80, 16384, 343, (128,) * 9, None, False),
+    ("llama4_chunked", 128, 65536, 2, 4, 8192, 32, 16384, 155, (128,) * 4, None, False),
+    ("gpt_oss_sinks", 128, 65536, 3, 2, 5461, 17, 10922, 81, (128, 128), None, False),
+    ("gemma4_per_layer", 128, 262144, 1, 6, 4096, 23, 8192, 97, (512,) * 5 + (128,), None, False),
+]
+HYBRID_GEOMETRIES = [h[0] for h in HYBRIDS]
+
+
+@pytest.mark.parametrize("name, block, page, group_size, n_groups, n1, bpr1, n2, bpr2, groups, padding, grew",
+                         HYBRIDS, ids=HYBRID_GEOMETRIES)
+def test_hybrid_starts_worked_by_hand(name, block, page, group_size, n_groups, n1, bpr1, n2, bpr2, groups, padding,
+                                      grew):
+    for run, blocks, bpr, mml in (("kv1g_len1000", n1, bpr1, 1000), ("kv2g_len6000", n2, bpr2, 6000)):
+        log = FIXTURES / name / f"{run}.log"
+        want, engine = printed(log), sidecar(log)["engine_reported"]
+        # the engine's own figures against the hand arithmetic (int(N / bpr x mml) tokens, N / bpr printed)
+        assert (engine["block_size"], engine["num_gpu_blocks"]) == (block, blocks)
+        assert engine["kv_cache_size_tokens"] == want["tokens"] == int(blocks / bpr * mml)
+        assert want["concurrency"] == f"{blocks / bpr:.2f}" and want["groups"] == groups
+        text = log.read_text()
+        assert (f"Padding mamba page size by {padding}%" in text) is (padding is not None)
+        assert (f"Setting attention block size to {block} tokens" in text) is grew
+        # kvlib, from the log
+        p = predict_cpu_from_log(start_of(log), spec_of(log))
+        assert (p.block_size, p.page_bytes, p.bytes_per_block, p.kv_cache_groups) == (
+            block, page, group_size * page, n_groups)
+        assert (p.blocks_min, p.tokens_min, p.kv_cache_group_block_sizes, p.agrees) == (
+            blocks, want["tokens"], groups, True)
+
+
+def test_hybrid_reader_takes_the_state_lines():
+    start = start_of(FIXTURES / "qwen3_next_gdn" / "kv1g_len1000.log")
+    assert (start.block_size, start.mamba_padding_text, start.mamba_cache_mode) == (384, "44.91", "align")
+    assert (start.mamba_ssm_cache_dtype, start.enable_prefix_caching) == ("float32", True)
+    assert "attention block size" in start.block_size_line
+    start = start_of(FIXTURES / "nemotron_h_pattern" / "kv1g_len1000.log")
+    assert start.mamba_ssm_cache_dtype == "float32"     # 'Updating mamba_ssm_cache_dtype to 'float32' for NemotronH'
+
+
+def test_state_page_dtype_decides_the_block():
+    # The same GDN start on a CPU without AVX-512 BF16 (no 'Reset SSM cache type' line): the recurrent state
+    # stays bf16, S = 4,608 + 8 x 64 x 64 x 2 = 70,144, so the block is 128 x ceil(70,144 / 65,536) = 256 and
+    # the page 131,072 (padding 60,928 / 70,144 = 86.86%): the log's 384 no longer agrees, and the cause says so.
+    log = FIXTURES / "qwen3_next_gdn" / "kv1g_len1000.log"
+    start = edited(log, drop=("Reset SSM cache type",))
+    p = predict_cpu_from_log(start, spec_of(log))
+    assert p.block_size == 256 and p.agrees is False
+    assert "printed attention block size 384, predicted 256" in p.cause
+    assert "printed state-page padding 44.91%, predicted 86.86%" in p.cause
+    f = predict_cpu(spec_of(log), GIB, 1000, avx512_bf16=False)
+    assert (f.block_size, f.plan.state_page_bytes, f.plan.padding_text) == (256, 70144, "86.86")
+
+
+def test_mamba_cache_mode_none_from_the_log():
+    # prefix caching off: 'none' mode, one state page a request per state group. qwen3_next_gdn at 1 GiB:
+    # 2,730 blocks, 3 + 3 x 1 = 6 a request: 455.00x, 455,000 tokens.
+    log = FIXTURES / "qwen3_next_gdn" / "kv1g_len1000.log"
+    start = edited(log, ("enable_prefix_caching=True", "enable_prefix_caching=False"), drop=("Mamba cache mode",))
+    p = predict_cpu_from_log(start, spec_of(log))
+    assert (p.tokens_min, p.concurrency_min) == (455000, 455.0)
+    assert predict_cpu(spec_of(log), GIB, 1000, mamba_cache_mode="none").tokens == 455000
+
+
+def test_hybrid_note_says_what_the_state_does():
+    log = FIXTURES / "qwen3_next_gdn" / "kv1g_len1000.log"
+    p = predict_cpu_from_log(start_of(log), spec_of(log))
+    assert p.block_size_source == "hybrid alignment"
+    assert ("state layers: a 135,680 B state page; the attention block grows from 128 to 384 tokens to cover it, "
+            "the state padded by 44.91%; 2 state page(s) per request per state group (mamba_cache_mode 'align')"
+            in p.notes)
+
+
+@pytest.mark.parametrize("name", ["qwen3_next_gdn", "nemotron_h_layers", "gemma4_per_layer"])
+def test_cli_json_agrees_on_hybrid_starts(capsys, name):
+    log = FIXTURES / name / "kv2g_len6000.log"
+    code, out, err = cli(capsys, "vllm-log", str(log), "--model", str(log.parent / "config.json"), "--json")
+    r = json.loads(out)
+    assert code == 0 and err == "" and r["agrees"] is True
+    assert r["predicted_tokens_min"] == r["gpu_kv_cache_tokens"] == printed(log)["tokens"]
+    assert r["predicted_kv_cache_group_block_sizes"] == list(printed(log)["groups"])
+    # what the start printed about its state page, against kvlib's plan (None where the model has no state)
+    hybrid = r["predicted_hybrid"]
+    assert hybrid["attention_block_size_printed"] == r["attention_block_size_printed"]
+    assert hybrid["mamba_padding_percent"] == r["mamba_padding_percent_printed"]

@@ -30,9 +30,14 @@ def engine_figures(name: str) -> dict:
     return json.loads((FIXTURES / name / "kv1g_len1000.json").read_text())["engine_reported"]
 
 
-@pytest.mark.parametrize("name", ["llama_mqa", "gemma2_hybrid", "deepseek_mla_ref"])
+CLOSEST = {"llama_mqa": "llama_gqa", "gemma2_hybrid": "gemma2_hybrid", "deepseek_mla_ref": "deepseek_mla",
+           "gemma3_local": "gemma2_hybrid", "qwen3_next_gdn": "qwen3_next_gdn", "nemotron_h_layers": "nemotron_h_pattern",
+           "nemotron_h_pattern": "nemotron_h_pattern"}
+
+
+@pytest.mark.parametrize("name", list(CLOSEST))
 def test_no_engine_shows_the_closest_committed_log(name):
-    shown = {"llama_mqa": "llama_gqa", "gemma2_hybrid": "gemma2_hybrid", "deepseek_mla_ref": "deepseek_mla"}[name]
+    shown = CLOSEST[name]
     run = run_engine(config_of(name), 2, 3000, python=NO_ENGINE)
     assert run.ran is False and run.source == f"bundled:{shown}"
     assert "\n" not in run.message and "not installed" in run.message and shown in run.message

@@ -15,7 +15,8 @@ def test_runs_of_each_geometry():
     assert cpu_engine_runs("llama_gqa") == ["kv1g_len1000"]
     with pytest.raises(VllmLogError) as err:
         cpu_engine_runs("qwen")
-    assert str(err.value) == "no bundled CPU-engine geometry 'qwen' (have: deepseek_mla, gemma2_hybrid, llama_gqa)"
+    assert str(err.value) == ("no bundled CPU-engine geometry 'qwen' (have: deepseek_mla, gemma2_hybrid, llama_gqa, "
+                              "nemotron_h_pattern, qwen3_next_gdn)")
 
 
 def test_read_a_run():

@@ -13,6 +13,7 @@ from kvlib.vllm.layout import (
     kv_element_bytes,
     layer_page_bytes,
     pp_layer_split,
+    stage_layouts,
 )
 
 LLAMA_8B = load_model("llama-3.1-8b")       # 32 layers, 8 KV heads of 128
@@ -161,11 +162,17 @@ def test_stage_layouts_refusals_name_the_case():
     # pp = 2 over none, none, full, full: stage 1 (layers 0-1) keeps no KV cache
     with pytest.raises(VllmLogError, match=r"^pipeline stage without a KV-cache layer \(pp=2\); not modelled$"):
         bytes_per_block(_spec(("none", "none", "full", "full")), pp=2, engine="v0")
-    # V1 refuses any model with layers that keep no KV cache (Mamba / linear attention); V0 sizes the rest
-    with pytest.raises(VllmLogError, match=r"^pattern: Mamba / linear-attention hybrids \(block-size alignment "
-                                           r"to the state page\) are not modelled$"):
-        bytes_per_block(_spec(("full", "none")), engine="v1")
-    assert bytes_per_block(_spec(("full", "none")), engine="v0") == 32768        # 1 layer x 32,768 B
+    # A layer that keeps nothing (an MLP-only block) has no page: V0 and V1 size the one full layer
+    assert bytes_per_block(_spec(("full", "none")), engine="v1") == 32768        # 1 layer x 32,768 B
+    assert bytes_per_block(_spec(("full", "none")), engine="v0") == 32768
+    # State layers need V1's hybrid page plan: V0 (which had its own Mamba cache) is refused in one line
+    mamba = dict(mamba_num_heads=8, mamba_head_dim=64, mamba_intermediate_size=512, mamba_n_groups=1,
+                 mamba_state_size=64, mamba_conv_kernel=4)
+    with pytest.raises(VllmLogError, match=r"^pattern: V0 with state layers or per-layer geometry is not modelled$"):
+        bytes_per_block(_spec(("full", "mamba2"), **mamba), engine="v0")
+    # ... and so is a stage layout asked for without the plan (kvlib.vllm.hybrid.page_plan)
+    with pytest.raises(VllmLogError, match=r"^pattern: layers of different pages .* need vLLM's page plan"):
+        stage_layouts(_spec(("full", "mamba2"), **mamba), "v1", 1, "1.5", 32768)
     # pp = 2 over sliding, full | sliding, sliding: stage 1 has groups (full, sliding) of 1 layer, stage 2 one
     # sliding group of 2 -- two different group sets
     with pytest.raises(VllmLogError, match=r"^pipeline stages with different KV-cache groups are not modelled$"):

@@ -23,7 +23,8 @@ START = EngineStart(
     combined_capacity_line=False, model_weights_gib=12.55, model_weights_text="12.55 GiB",
     total_gpu_memory_gib=79.19, gpu_memory_utilization=0.9, non_torch_gib=0.16, activation_peak_gib=2.38,
     peak_torch_gib=None, cudagraph_estimate_gib=None, kv_cache_needed_gib=None, num_ranks_reporting=2,
-    device="gpu", kv_cache_group_block_sizes=(16, 32), attention_backend="FLASH_ATTN", max_num_batched_tokens=8192)
+    device="gpu", kv_cache_group_block_sizes=(16, 32), attention_backend="FLASH_ATTN", max_num_batched_tokens=8192,
+    mamba_cache_mode="align", mamba_ssm_cache_dtype="float32", mamba_padding_text="1.49", enable_prefix_caching=True)
 
 # What report(START) must print: the figures as the log printed them, and 81,920 tokens / 16 = 5,120 blocks
 # derived (no block size printed: vLLM's default 16).
@@ -42,6 +43,9 @@ PLAIN = {
     "block_size": 16, "block_size_source": "default", "model_weights_gib": 12.55, "model_weights_printed": "12.55 GiB",
     "total_gpu_memory_gib": 79.19, "gpu_memory_utilization": 0.9, "num_ranks_reporting": 2, "device": "gpu",
     "attention_backend": "FLASH_ATTN", "max_num_batched_tokens": 8192, "kv_cache_group_block_sizes": [16, 32],
+    # no 'Setting attention block size' line (block_size_line None): no printed attention block
+    "attention_block_size_printed": None, "mamba_padding_percent_printed": "1.49", "mamba_cache_mode": "align",
+    "mamba_ssm_cache_dtype": "float32",
 }
 
 # A prediction with a distinct value in every field.
@@ -53,7 +57,8 @@ PREDICTION = LogPrediction(
     agrees=False, error_blocks=-7, error_tokens=-224, implied_available_bytes_min=300,
     implied_available_bytes_max=400, reason="does not agree: a cause", cause="a cause", alternatives=("alt",),
     scenarios=("scenario",), notes=("a note",), derived_blocks_min=None, derived_blocks_max=None,
-    num_cpu_blocks_default_swap=512, stages=({"stage": 0},), path="cpu", kv_cache_group_block_sizes=(128, 128))
+    num_cpu_blocks_default_swap=512, stages=({"stage": 0},), path="cpu", kv_cache_group_block_sizes=(128, 128),
+    hybrid={"block_size": 272})
 
 PREDICTED = {
     "model": "org/model-id", "kv_cache_dtype_used": "fp8", "kv_element_bytes": 1, "tensor_parallel_size_used": 4,
@@ -65,7 +70,7 @@ PREDICTED = {
     "derived_available_kv_cache_bytes_max": 400, "compared": "gpu_kv_cache_tokens", "agrees": False,
     "error_blocks": -7, "error_tokens": -224, "reason": "does not agree: a cause", "cause": "a cause",
     "alternatives": ["alt"], "scenarios": ["scenario"], "stages": [{"stage": 0}], "notes": ["a note"],
-    "predicted_path": "cpu", "predicted_kv_cache_group_block_sizes": [128, 128],
+    "predicted_path": "cpu", "predicted_kv_cache_group_block_sizes": [128, 128], "predicted_hybrid": {"block_size": 272},
 }
 
 

@@ -2,7 +2,8 @@
 
 Source of every rule: notes/vllm-kv-accounting.md, "How concurrency is computed" (vLLM's
 get_max_concurrency_for_kv_cache_config): blocks per request = sum over groups of
-full: ceil(mml / bs); sliding window: ceil(min(W - 1 + F, mml) / bs) + 1; chunked: ceil(min(C + F, mml) / bs).
+full: ceil(mml / bs); sliding window: ceil(min(W - 1 + F, mml) / bs) + 1; chunked: ceil(min(C + F, mml) / bs);
+a Mamba2 / Gated DeltaNet state group its state pages (v1/kv_cache_interface.py MambaSpec).
 """
 
 import pytest
@@ -32,6 +33,20 @@ def test_sliding_window_blocks_per_request():
     assert _blocks_per_request(("sliding",), GPT_OSS, 16, 8192, 2) == 10
     # without F there is no sliding-window figure
     assert _blocks_per_request(("full", "sliding"), GPT_OSS, 16, 8192, None) is None
+
+
+def test_state_groups_and_group_block_sizes():
+    # vLLM's MambaSpec.max_memory_usage_bytes: a state group takes its state pages whatever the context.
+    # Full at a 384-token block: ceil(1000 / 384) = 3; two Mamba2 groups of 3 pages ('align' + checkpoint): 9.
+    layout = Layout(196608, 2, ("full", "mamba2", "mamba2"), (("full", 384), ("mamba2", 384)), (), 3)
+    assert _blocks_per_request(layout.groups, GPT_OSS, 128, 1000, None, layout) == 9
+    # without a layout a state group's pages are unknown: no figure
+    assert _blocks_per_request(layout.groups, GPT_OSS, 128, 1000, None) is None
+    # each group its own block (Gemma 4's sliding layers at 4 x 128): full ceil(1000 / 128) = 8, sliding
+    # ceil(min(127 + 4,096, 1000) / 512) + 1 = 3
+    layout = Layout(262144, 1, ("full", "sliding"), (("full", 128), ("sliding", 512)))
+    assert _blocks_per_request(layout.groups, GPT_OSS, 128, 1000, 4096, layout) == 11
+    assert layout.printed_block_sizes(128) == (128, 512)
 
 
 def test_chunked_blocks_per_request():

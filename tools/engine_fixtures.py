@@ -83,14 +83,116 @@ GEOMETRIES: dict[str, tuple[str, dict, dict]] = {
     # The same MLA shape on vLLM's reference CPU_MLA kernel (what a CPU without AMX tiles gets):
     # block size 16 instead of 128, so max_model_len 1000 needs 63 blocks, not 8 of 128.
     "deepseek_mla_ref": ("DeepseekV2Config", _MLA, {"attention_config": {"backend": "CPU_MLA"}}),
+
+    # --- hybrids with per-sequence state, and the local-attention families -----------------------------
+    # The CPU build keeps GDN's recurrent state in float32 on a CPU with AVX-512 BF16 (platforms/cpu.py:
+    # 'Reset SSM cache type to float32'), and Nemotron-H's SSM state in float32 always (models/config.py
+    # NemotronHForCausalLMConfig); the attention block then grows to cover the state page
+    # (platforms/interface.py _align_hybrid_block_size: 128 x ceil(state page / (128 x attention page per
+    # token))) and the state page is padded up to it. Prefix caching is on, so 'align' mode: a request holds
+    # 2 state pages per state group, 3 for Mamba2 (MambaMixer2 adds a prefill-checkpoint page).
+    #
+    # Qwen3-Next-style Gated DeltaNet: 8 layers, full attention every 4th (6 GDN + 2 full); attention K=2 of
+    # 64 (512 B a token); GDN 2 key heads and 8 value heads of 64, conv kernel 4: conv (3, 2*2*64 + 8*64 =
+    # 768) bf16 = 4,608 B + recurrent (8, 64, 64) fp32 = 131,072 B -> 135,680 B; block 128 x ceil(135,680 /
+    # 65,536) = 384 tokens (256 if the recurrent state were bf16); groups of 2 layers: 1 full + 3 GDN.
+    "qwen3_next_gdn": ("Qwen3NextConfig", dict(
+        hidden_size=128, intermediate_size=256, num_hidden_layers=8, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=64, linear_num_key_heads=2, linear_num_value_heads=8, linear_key_head_dim=64,
+        linear_value_head_dim=64, linear_conv_kernel_dim=4, num_experts=4, num_experts_per_tok=2,
+        moe_intermediate_size=64, shared_expert_intermediate_size=64), {}),
+    # Nemotron-H as published before transformers 5 (hybrid_override_pattern, num_hidden_layers): 14 layers
+    # 'M-M-M*-M-M-M*-' (6 Mamba2, 2 attention, 6 MLP); attention K=1 of 64 (256 B a token); Mamba2 8 heads of
+    # 32, 2 groups, state 64, conv 4: conv (3, 256 + 2*2*64 = 512) bf16 = 3,072 B + ssm (8, 32, 64) fp32 =
+    # 65,536 B -> 68,608 B; block 128 x ceil(68,608 / 32,768) = 384; groups of 2: 1 attention + 3 Mamba.
+    "nemotron_h_pattern": ("NemotronHConfig", dict(
+        hidden_size=128, intermediate_size=256, hybrid_override_pattern="M-M-M*-M-M-M*-", num_attention_heads=4,
+        num_key_value_heads=1, head_dim=64, mamba_num_heads=8, mamba_head_dim=32, n_groups=2, ssm_state_size=64,
+        conv_kernel=4), {}),
+    # Nemotron-H as transformers >= 5 saves it (layers_block_type, no num_hidden_layers): 12 layers
+    # 'M-M-M*-M-M*-' (5 Mamba2, 2 attention, 5 MLP); attention K=2 of 64 (512 B a token); Mamba2 4 heads of 32,
+    # 1 group, state 32: conv (3, 128 + 2*32 = 192) bf16 = 1,152 B + ssm (4, 32, 32) fp32 = 16,384 B ->
+    # 17,536 B, under one 128-token page (65,536 B): block 128, the state padded by 273.72%; groups of 2:
+    # 1 attention + ceil(5 / 2) = 3 Mamba (one padding layer). (Nemotron 3 Nano's MoE layers, 'E', do not
+    # start on the CPU build: its non-gated relu2 experts raise 'NotImplementedError: is_act_and_mul=False is
+    # supported only for CUDA, XPU and ROCm for now'.)
+    "nemotron_h_layers": ("NemotronHConfig", dict(
+        hidden_size=128, intermediate_size=256, hybrid_override_pattern="M-M-M*-M-M*-", num_attention_heads=4,
+        num_key_value_heads=2, head_dim=64, mamba_num_heads=4, mamba_head_dim=32, n_groups=1, ssm_state_size=32,
+        conv_kernel=4), {}),
+    # Gemma 3, 5 local : 1 global, 17 layers (15 sliding of window 512, 2 full); K=2 of 64. Groups of 2 layers:
+    # 1 full + ceil(15 / 2) = 8 sliding (one padding layer); a 1000-token request needs 8 full blocks and
+    # ceil(min(511 + 4096, 1000) / 128) + 1 = 9 per sliding group.
+    "gemma3_local": ("Gemma3TextConfig", dict(hidden_size=128, intermediate_size=256, num_hidden_layers=17,
+                                              num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+                                              sliding_window=512, tie_word_embeddings=True), {}),
+    # Llama 4 chunked attention: 8 layers, every 4th global (6 chunked of 512, 2 full), K=2 of 64, MoE every
+    # 2nd layer. Groups of 2: 1 full + 3 chunked; a chunked group needs ceil(min(512 + 4096, 1000) / 128) = 8
+    # blocks per 1000-token request (no '+ 1': a chunk starts on a block boundary).
+    "llama4_chunked": ("Llama4TextConfig", dict(
+        hidden_size=128, intermediate_size=256, intermediate_size_mlp=256, num_hidden_layers=8,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=64, attention_chunk_size=512, num_local_experts=4,
+        num_experts_per_tok=1, interleave_moe_layer_step=2), {}),
+    # gpt-oss: attention sinks (a learned logit per head, no cache), 6 layers alternating sliding (128) and
+    # full, K=2 of 64, 4 experts of which 2 run. The sinks cost the KV cache nothing: 2 groups of 3 layers.
+    "gpt_oss_sinks": ("GptOssConfig", dict(hidden_size=128, intermediate_size=128, num_hidden_layers=6,
+                                           num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+                                           sliding_window=128, num_local_experts=4, experts_per_token=2), {}),
+    # Gemma 4 per-layer geometry: 6 layers, 5 sliding (window 512) with K=2 of 64 (512 B a token) and one full
+    # with global_head_dim 512 x 1 global KV head (2,048 B a token, attention_k_eq_v). Pages differ by 4x, so
+    # vLLM's unify_kv_cache_spec_page_size gives the sliding layers 4 x 128 = 512-token blocks (printed group
+    # sizes 512 x 5, 128): one 262,144 B page for every layer.
+    "gemma4_per_layer": ("Gemma4TextConfig", dict(
+        hidden_size=128, intermediate_size=256, num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=64, global_head_dim=512, num_global_key_value_heads=1, attention_k_eq_v=True, sliding_window=512,
+        hidden_size_per_layer_input=0, vocab_size_per_layer_input=512), {}),
 }
+
+# Architectures transformers does not write for a text-only config of a multimodal family.
+ARCHITECTURES = {"llama4_chunked": ["Llama4ForCausalLM"]}
+
+
+def _nemotron_pattern_form(config: dict) -> dict:
+    """The saved config in the form Nemotron-H was published in: ``hybrid_override_pattern`` and
+    ``num_hidden_layers`` instead of transformers 5's ``layers_block_type`` (which reads either)."""
+    letters = {"linear_attention": "M", "mamba": "M", "full_attention": "*", "attention": "*", "mlp": "-",
+               "moe": "E"}
+    out = {k: v for k, v in config.items() if k != "layers_block_type"}
+    out["hybrid_override_pattern"] = "".join(letters[t] for t in config["layers_block_type"])
+    out["num_hidden_layers"] = len(config["layers_block_type"])
+    return out
+
+
+def _gemma4_published_form(config: dict) -> dict:
+    """The saved config in the form Gemma 4 was published in: ``global_head_dim`` and
+    ``num_global_key_value_heads`` instead of the ``per_layer_config`` transformers 5.19 writes (its
+    ``Gemma4TextConfig`` builds the one from the other on loading)."""
+    out = {k: v for k, v in config.items() if k != "per_layer_config"}
+    (override,) = {json.dumps(v, sort_keys=True) for v in config["per_layer_config"].values()}
+    override = json.loads(override)
+    out["global_head_dim"] = override["head_dim"]
+    if "num_key_value_heads" in override:
+        out["num_global_key_value_heads"] = override["num_key_value_heads"]
+    return out
+
+
+# Geometries whose config.json is rewritten after the weights are saved, into the published form, which vLLM's
+# transformers still reads (the weights do not change).
+CONFIG_FORMS = {"nemotron_h_pattern": _nemotron_pattern_form, "gemma4_per_layer": _gemma4_published_form}
 
 def build_model(name: str, dest: Path) -> dict:
     """Save geometry `name` with random weights (bf16, safetensors) into dest; return its config dict."""
     import transformers
 
     cls_name, kwargs, _ = GEOMETRIES[name]
-    return save_model(getattr(transformers, cls_name)(**{**_COMMON, **kwargs}), dest)
+    config = getattr(transformers, cls_name)(**{**_COMMON, **kwargs})
+    if name in ARCHITECTURES:
+        config.architectures = ARCHITECTURES[name]
+    saved = save_model(config, dest)
+    if name in CONFIG_FORMS:
+        saved = CONFIG_FORMS[name](saved)
+        (Path(dest) / "config.json").write_text(json.dumps(saved, indent=2))
+    return saved
 
 
 def _strip_paths(text: str, names: dict) -> str:
@@ -108,7 +210,12 @@ def printed_figures(start) -> dict:
             "tokens": start.gpu_kv_cache_tokens, "max_model_len": start.max_model_len,
             "concurrency": start.max_concurrency_text,
             "group_block_sizes": list(start.kv_cache_group_block_sizes or []) or None,
-            "attention_backend": start.attention_backend}
+            "attention_backend": start.attention_backend,
+            # state hybrids: the block the attention grew to, the state page's padding, the cache mode and SSM dtype
+            "attention_block_size": start.block_size if "attention block size" in (start.block_size_line or "")
+            else None,
+            "mamba_padding_percent": start.mamba_padding_text, "mamba_cache_mode": start.mamba_cache_mode,
+            "mamba_ssm_cache_dtype": start.mamba_ssm_cache_dtype}
 
 
 def _versions() -> dict:

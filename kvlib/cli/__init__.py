@@ -100,6 +100,8 @@ def _print_info(r):
         rows.append(("state per sequence (any context)", format_gb_gib(r["state_bytes_per_sequence"])
                      + (f"; per GPU (tp={r['tp']}) {format_gb_gib(r['state_bytes_per_sequence_per_gpu'])}"
                         if r["tp"] > 1 else "")))
+    if "planned_sequence" in r:
+        rows.append(_planned_row(r))
     if "kv_pool_bytes" in r and r["kv_pool_bytes"] is None:
         rows += [("GPU", f"{r['gpu']}: CUDA reports {format_gb_gib(r['gpu_cuda_memory_bytes'])}"),
                  ("KV pool per GPU", r["assumptions"])]
@@ -110,6 +112,20 @@ def _print_info(r):
                  *_capacity_rows(r),
                  ("assumptions", r["assumptions"])]
     _print_table(rows)
+
+
+def _planned_row(r):
+    """What vLLM reserves for one request on one GPU (kvlib.info.planned_report), or why kvlib cannot say."""
+    plan = r["planned_sequence"]
+    label = f"vLLM plans per sequence per GPU (tp={r.get('tp', 1)})"
+    if plan["error"]:
+        return label, f"not computed: {plan['error']}"
+    text = (f"{format_gb_gib(r['planned_bytes_per_sequence_per_gpu'])}: {plan['blocks_per_request']:,} blocks of "
+            f"{format_bytes(plan['bytes_per_block'])} ({plan['block_size']}-token blocks, "
+            f"{plan['kv_cache_groups']} KV-cache group(s))")
+    if plan["notes"]:
+        text += "; " + "; ".join(plan["notes"])
+    return label, text
 
 
 def _gib(n: int) -> str:

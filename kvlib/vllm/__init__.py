@@ -9,7 +9,10 @@ One sub-package, one module per job:
   ``parse_version``, ``DEFAULT_BLOCK_SIZE``); a release newer than ``NEWEST_CHECKED_RELEASE`` gets its
   rules with an ``UncheckedReleaseWarning``;
 - ``layout``: the page and block on one rank (``layer_page_bytes``,
-  ``bytes_per_block``, ``pp_layer_split``, ``kv_cache_groups``);
+  ``bytes_per_block``, ``pp_layer_split``, ``kv_cache_groups``, ``plan_layouts``);
+- ``hybrid``: pages when layers differ (``page_plan``): a Mamba2 / Gated DeltaNet
+  state page, the attention block grown to cover it and the state padded, attention
+  kinds of different geometry given one page, the state pages a request holds;
 - ``tokens``: from blocks to the printed token and concurrency figures;
 - ``window``: a sliding-window or chunked group's worst case (start-up, admission, "Maximum
   concurrency", with the release's tokens in flight) against the blocks a running request holds once the
@@ -21,6 +24,8 @@ One sub-package, one module per job:
   -> every part (weights as stored, torch peak, non-torch, CUDA graphs; 0.34's
   margin) and the pool and tokens to expect before starting vLLM, estimated
   or measured as the release sizes it; ``predict_pool`` when the parts are known;
+- ``admission``: ``planned_bytes_per_sequence(spec, context)`` -> what vLLM reserves for one
+  request (its worst-case blocks x the bytes of a block), the divisor of "Maximum concurrency";
 - ``report``: ``report(start, prediction)`` -> the dict ``kvlib vllm-log --json`` prints;
 - ``bundled``: the course's real logs (``bundled_logs()``, ``read_bundled_log(name)``).
 

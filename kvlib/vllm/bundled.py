@@ -1,6 +1,6 @@
 """The real vLLM startup logs shipped with kvlib (``kvlib/data/vllm_logs``, see its PROVENANCE.md), and reading a log file.
 
-Also three vLLM CPU-engine starts of tiny models (``kvlib/data/vllm_cpu``): ``bundled_cpu_starts()``,
+Also five vLLM CPU-engine starts of tiny models (``kvlib/data/vllm_cpu``): ``bundled_cpu_starts()``,
 ``bundled_cpu_start(name)`` -> (config path, log text).
 
 Taught in ch08_vllm_lab.
@@ -38,7 +38,7 @@ def _cpu_dir():
 
 
 def bundled_cpu_starts() -> list[str]:
-    """Names of the bundled vLLM CPU-engine starts ('deepseek_mla', 'gemma2_hybrid', 'llama_gqa')."""
+    """Names of the bundled vLLM CPU-engine starts ('deepseek_mla', 'gemma2_hybrid', 'llama_gqa', ...)."""
     return sorted(p.name for p in _cpu_dir().iterdir() if p.is_dir())
 
 

@@ -19,11 +19,18 @@ Where the CPU path differs from the GPU one:
 - **max_num_batched_tokens** defaults to 4096 for ``LLM(...)`` on a CPU
   (``engine/arg_utils.py``), which sets how many blocks a sliding-window
   layer needs per request; the log prints it.
+- **the state of Mamba2 / Gated DeltaNet layers**: on a CPU with AVX-512
+  BF16 the build keeps the SSM / recurrent state in float32 whatever the
+  model (``CpuPlatform.check_and_update_config``: 'Reset SSM cache type to
+  float32'); elsewhere Gated DeltaNet's is in the model dtype (Nemotron-H's
+  is float32 on every device). The attention block then grows from 128 to
+  cover the state page (``kvlib.vllm.hybrid``), as on a GPU from 16.
 
-The rest is the GPU V1 path's, reused: the page (``layout.layer_page_bytes``),
-the hybrid grouping (``layout.kv_cache_groups``, the 1.5 rule of 0.15+), the
-blocks one request needs and the printed tokens (``tokens.Scenario``,
-``int(N / bpr * max_model_len)``, concurrency ``N / bpr`` printed ``%.2f``)::
+The rest is the GPU V1 path's, reused: the page (``layout.layer_page_bytes``;
+``hybrid.page_plan`` when layers differ), the hybrid grouping
+(``layout.kv_cache_groups``, the 1.5 rule of 0.15+), the blocks one request
+needs and the printed tokens (``tokens.Scenario``, ``int(N / bpr *
+max_model_len)``, concurrency ``N / bpr`` printed ``%.2f``)::
 
     N = space // (group_size * page)          page = bs * kvh * (k + v) * b
 
@@ -48,7 +55,8 @@ from fractions import Fraction
 from ..spec import ModelSpec
 from ..units import GiB
 from .engine import V1, VllmLogError, group_rule, parse_version
-from .layout import MLA_PACKED_BYTES, kv_element_bytes, layer_page_bytes, stage_layouts
+from .hybrid import CPU, PagePlan, log_mamba_cache_mode, log_ssm_dtype_bytes
+from .layout import MLA_PACKED_BYTES, kv_element_bytes, plan_layouts
 from .log import EngineStart, gib_window
 from .predict import LogPrediction
 from .tokens import Scenario, fmt2
@@ -65,7 +73,7 @@ REFERENCE_MLA_BACKEND = "CPU_MLA"
 
 CPU_VS_GPU = ("CPU path: the KV space is VLLM_CPU_KVCACHE_SPACE whole GiB used as it is (the GPU path: a "
               "utilization fraction of GPU memory less weights and activations, printed to 0.01 GiB); "
-              "block size 128 (GPU default 16), 16 for MLA on the reference CPU_MLA kernel (no AMX), "
+              "block size 128 (GPU default 16, 64 from 0.34), 16 for MLA on the reference CPU_MLA kernel (no AMX), "
               "128 on AMX_MLA")
 
 
@@ -99,16 +107,18 @@ def log_block_size(start: EngineStart) -> int:
 class CpuForecast:
     """What vLLM's CPU backend prints for one start, and the steps in between (bytes, blocks)."""
 
-    block_size: int
+    block_size: int                 # the attention block (a state hybrid's grows past 128)
     page_bytes: int                 # one layer's block
     group_size: int                 # layers per KV-cache group
-    groups: tuple                   # the kind of each group ('full', 'sliding')
+    groups: tuple                   # the kind of each group ('full', 'sliding', 'gated_deltanet', ...)
     bytes_per_block: int            # group_size * page_bytes
     num_blocks: int
     blocks_per_request: int
     tokens: int                     # 'CPU KV cache size: N tokens'
     concurrency: float
     max_model_len: int
+    printed_block_sizes: tuple = ()     # each group's block in vLLM's order
+    plan: PagePlan | None = None        # the page plan, for layers whose pages differ
 
     @property
     def concurrency_text(self) -> str:
@@ -118,7 +128,9 @@ class CpuForecast:
     @property
     def group_block_sizes(self) -> tuple | None:
         """What 'kv cache group sizes (...)' prints: one block size per group, hybrid models only."""
-        return (self.block_size,) * len(self.groups) if len(self.groups) > 1 else None
+        if len(self.groups) <= 1:
+            return None
+        return self.printed_block_sizes or (self.block_size,) * len(self.groups)
 
 
 # The CPU path is modelled for the pinned release only (another release gets its rules, with a note).
@@ -126,11 +138,20 @@ PINNED_GROUP_RULE = group_rule(parse_version(PINNED_VERSION))
 
 
 def _scenario(spec: ModelSpec, bs: int, kv_cache_dtype, model_dtype, max_model_len: int, batched: int,
-              tp: int = 1, pp: int = 1) -> Scenario:
-    page = layer_page_bytes(spec, bs, kv_cache_dtype, tp=tp, model_dtype=model_dtype)
-    layouts = tuple(stage_layouts(spec, V1, pp, PINNED_GROUP_RULE, page))
+              tp: int = 1, pp: int = 1, *, ssm_dtype_bytes: int | None = 4,
+              mamba_cache_mode: str = "align") -> tuple[Scenario, PagePlan | None]:
+    layouts, plan = plan_layouts(spec, V1, pp, PINNED_GROUP_RULE, block_size=bs, kv_cache_dtype=kv_cache_dtype, tp=tp,
+                                 model_dtype=model_dtype, platform=CPU, version=PINNED_VERSION,
+                                 ssm_dtype_bytes=ssm_dtype_bytes, mamba_cache_mode=mamba_cache_mode)
     # f_multiplier 1: VllmConfig.max_in_flight_tokens = max_num_batched_tokens x pp, async scheduling off on CPU
-    return Scenario(V1, "concurrency", PINNED_GROUP_RULE, 1, layouts, bs, max_model_len, batched, spec, tp=tp)
+    s = Scenario(V1, "concurrency", PINNED_GROUP_RULE, 1, tuple(layouts), plan.block_size if plan else bs,
+                 max_model_len, batched, spec, tp=tp)
+    return s, plan
+
+
+def _ssm_bytes(avx512_bf16: bool) -> int | None:
+    # CpuPlatform.check_and_update_config: with AVX-512 BF16, an 'auto' SSM cache dtype becomes float32.
+    return 4 if avx512_bf16 else None
 
 
 def _positive(name: str, value) -> int:
@@ -141,13 +162,16 @@ def _positive(name: str, value) -> int:
 
 def predict_cpu(spec: ModelSpec, kv_space_bytes: int, max_model_len: int, *, kv_cache_dtype="auto",
                 model_dtype=None, amx: bool = True, block_size: int | None = None,
-                max_num_batched_tokens: int = CPU_LLM_BATCHED_TOKENS) -> CpuForecast:
+                max_num_batched_tokens: int = CPU_LLM_BATCHED_TOKENS, avx512_bf16: bool = True,
+                mamba_cache_mode: str = "align") -> CpuForecast:
     """Forwards: the CPU KV-cache figures vLLM 0.32.0 prints for ``spec`` in ``kv_space_bytes``.
 
     ``N = kv_space_bytes // bytes_per_block``; blocks per request: ``ceil(max_model_len / bs)`` per
     full group, ``ceil(min(W - 1 + F, max_model_len) / bs) + 1`` per sliding group of window W
-    (F = ``max_num_batched_tokens``); concurrency ``N / bpr``; tokens ``int(N / bpr * max_model_len)``.
-    ``kv_space_bytes`` is ``VLLM_CPU_KVCACHE_SPACE * 2**30``.
+    (F = ``max_num_batched_tokens``), the state pages per state group; concurrency ``N / bpr``;
+    tokens ``int(N / bpr * max_model_len)``. ``kv_space_bytes`` is ``VLLM_CPU_KVCACHE_SPACE * 2**30``.
+    ``avx512_bf16``: whether the CPU has AVX-512 BF16 (the state then in float32);
+    ``mamba_cache_mode``: 'align' (prefix caching on, the default) or 'none'.
 
     >>> from kvlib import load_model
     >>> f = predict_cpu(load_model("gemma-2-9b"), 4 << 30, 8192)   # 42 layers: 21 sliding + 21 full
@@ -158,13 +182,14 @@ def predict_cpu(spec: ModelSpec, kv_space_bytes: int, max_model_len: int, *, kv_
     _positive("max_model_len", max_model_len)
     _positive("max_num_batched_tokens", max_num_batched_tokens)
     bs = _positive("block_size", block_size) if block_size is not None else cpu_block_size(spec, amx)
-    s = _scenario(spec, bs, kv_cache_dtype, model_dtype, max_model_len, max_num_batched_tokens)
+    s, plan = _scenario(spec, bs, kv_cache_dtype, model_dtype, max_model_len, max_num_batched_tokens,
+                        ssm_dtype_bytes=_ssm_bytes(avx512_bf16), mamba_cache_mode=mamba_cache_mode)
     layout = s.layouts[0]
     n = kv_space_bytes // layout.bytes_per_block
-    return CpuForecast(block_size=bs, page_bytes=layout.page_bytes, group_size=layout.group_size,
+    return CpuForecast(block_size=s.bs, page_bytes=layout.page_bytes, group_size=layout.group_size,
                        groups=layout.groups, bytes_per_block=layout.bytes_per_block, num_blocks=n,
                        blocks_per_request=s.bpr(), tokens=s.tokens(n), concurrency=s.concurrency(n),
-                       max_model_len=max_model_len)
+                       max_model_len=max_model_len, printed_block_sizes=layout.printed_block_sizes(s.bs), plan=plan)
 
 
 def _space_window(start: EngineStart) -> tuple[int, int, bool]:
@@ -176,6 +201,31 @@ def _space_window(start: EngineStart) -> tuple[int, int, bool]:
         return exact, exact, True
     lo, hi = gib_window(text)
     return lo, hi, False
+
+
+def _state_note(plan: PagePlan) -> str:
+    text = (f"state layers: a {plan.state_page_bytes:,} B state page; the attention block "
+            + (f"grows from {plan.requested_block_size} to {plan.block_size} tokens to cover it"
+               if plan.grew else f"of {plan.block_size} tokens already covers it")
+            + (f", the state padded by {plan.padding_text}%" if plan.padding_text else "")
+            + f"; {plan.state_pages_per_request} state page(s) per request per state group "
+              f"(mamba_cache_mode {plan.mamba_cache_mode!r})")
+    return text
+
+
+def _alignment_misses(start: EngineStart, plan: PagePlan | None) -> list:
+    """What the log printed about hybrid alignment, against the plan: the grown block and the padding."""
+    misses = []
+    printed_bs = start.block_size if "attention block size" in (start.block_size_line or "") else None
+    predicted_bs = plan.block_size if plan is not None and plan.grew else None
+    if printed_bs != predicted_bs:
+        misses.append(f"printed attention block size {printed_bs or 'none'}, predicted {predicted_bs or 'none'}")
+    predicted_pad = plan.padding_text if plan is not None else None
+    if start.mamba_padding_text != predicted_pad:
+        def pct(text):
+            return f"{text}%" if text else "none"
+        misses.append(f"printed state-page padding {pct(start.mamba_padding_text)}, predicted {pct(predicted_pad)}")
+    return misses
 
 
 def predict_cpu_from_log(start: EngineStart, spec: ModelSpec, *, block_size: int | None = None,
@@ -226,7 +276,12 @@ def predict_cpu_from_log(start: EngineStart, spec: ModelSpec, *, block_size: int
         notes.append("TP/PP on the CPU backend is not checked against the engine here; the GPU layout rules are used")
     batched = max_num_batched_tokens or start.max_num_batched_tokens or CPU_LLM_BATCHED_TOKENS
     mml = start.max_model_len
-    s = _scenario(spec, bs, kv, start.dtype, mml, batched, tp_used, pp_used)
+    s, plan = _scenario(spec, bs, kv, start.dtype, mml, batched, tp_used, pp_used,
+                        ssm_dtype_bytes=log_ssm_dtype_bytes(start), mamba_cache_mode=log_mamba_cache_mode(start))
+    if plan is not None:
+        notes.extend(plan.notes)
+        if plan.state_page_bytes:
+            notes.append(_state_note(plan))
     lo, hi, exact = _space_window(start)
     n_min, n_max = lo // s.b_max, hi // s.b_max
     if not exact:
@@ -234,19 +289,20 @@ def predict_cpu_from_log(start: EngineStart, spec: ModelSpec, *, block_size: int
                      f"(kv_cache_memory_bytes?): its rounding makes the prediction a range")
     t_min, t_max = s.tokens(n_min), s.tokens(n_max)
     c_min, c_max = s.concurrency(n_min), s.concurrency(n_max)
-    groups_predicted = (bs,) * len(s.groups) if len(s.groups) > 1 else None
+    groups_predicted = s.layouts[0].printed_block_sizes(s.bs) if len(s.groups) > 1 else None
     elem = 0 if spec.is_mla and str(kv).lower() in MLA_PACKED_BYTES else kv_element_bytes(kv, start.dtype)
     logged = start.gpu_kv_cache_tokens
-    base = dict(model=spec.name, engine=start.engine, block_size=bs, block_size_source=bs_source,
+    base = dict(model=spec.name, engine=start.engine, block_size=s.bs,
+                block_size_source=bs_source if s.bs == bs else "hybrid alignment",
                 kv_cache_dtype=str(kv), kv_element_bytes=elem, tensor_parallel_size=tp_used,
                 pipeline_parallel_size=pp_used, page_bytes=s.layouts[0].page_bytes, bytes_per_block=s.b_max,
                 kv_cache_groups=len(s.groups), available_bytes_min=lo, available_bytes_max=hi,
                 blocks_min=n_min, blocks_max=n_max, tokens_min=t_min, tokens_max=t_max,
                 concurrency_min=float(fmt2(c_min)), concurrency_max=float(fmt2(c_max)),
                 implied_available_bytes_min=None, implied_available_bytes_max=None,
-                scenarios=(f"vLLM CPU backend {PINNED_VERSION}: block {bs}, N = space // {s.b_max:,} B, "
+                scenarios=(f"vLLM CPU backend {PINNED_VERSION}: block {s.bs}, N = space // {s.b_max:,} B, "
                            f"{s.bpr()} blocks per {mml:,}-token request, " + s.describe(),),
-                path="cpu", kv_cache_group_block_sizes=groups_predicted)
+                path="cpu", kv_cache_group_block_sizes=groups_predicted, hybrid=plan.summary() if plan else None)
     space = (f"{start.available_kv_cache_text} GiB = {lo:,} B" if exact
              else f"{start.available_kv_cache_text} GiB printed = {lo:,} to {hi:,} B")
     if logged is None:
@@ -274,8 +330,9 @@ def predict_cpu_from_log(start: EngineStart, spec: ModelSpec, *, block_size: int
     if printed_groups != groups_predicted:
         misses.append(f"printed group block sizes {printed_groups or 'none (one group)'}, predicted "
                       f"{groups_predicted or 'none (one group)'}")
+    misses.extend(_alignment_misses(start, plan))
     at = (f"from {space} at {s.b_max:,} B per block ({len(s.groups)} KV-cache group(s) of {s.layouts[0].group_size} "
-          f"layer(s) x {s.layouts[0].page_bytes:,} B pages, block size {bs}), {n_min:,} blocks")
+          f"layer(s) x {s.layouts[0].page_bytes:,} B pages, block size {s.bs}), {n_min:,} blocks")
     if not misses:
         reason = f"agrees (CPU path): logged {logged:,} tokens = predicted, {at}"
         cause = None

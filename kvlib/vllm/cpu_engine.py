@@ -9,8 +9,8 @@ group is killed. The result holds the log lines and the parsed KV figures
 (``kvlib.vllm.parse_log``), ready for ``kvlib.vllm.cpu.predict_cpu_from_log``.
 
 Without the engine it does not fail: it returns a one-line ``message`` and a committed
-log of the bundled start closest to the request (MLA, sliding-window hybrid or plain
-attention; ``kvlib/data/vllm_cpu``), with that start's own config and settings.
+log of the bundled start closest to the request (MLA, Gated DeltaNet or Mamba2 state hybrid,
+sliding-window hybrid or plain attention; ``kvlib/data/vllm_cpu``), with that start's own config and settings.
 
 Standard library only (the course's venv has no vLLM). Taught in ch08_vllm_lab.
 
@@ -110,6 +110,11 @@ def _check_int(name: str, value) -> int:
 def _closest_bundled(config: dict) -> str:
     if config.get("kv_lora_rank"):
         return "deepseek_mla"
+    kinds = config.get("layer_types") or config.get("layers_block_type") or []
+    if config.get("linear_num_value_heads") or "linear_attention" in kinds and not config.get("mamba_num_heads"):
+        return "qwen3_next_gdn"          # Gated DeltaNet state layers
+    if config.get("mamba_num_heads") or config.get("hybrid_override_pattern"):
+        return "nemotron_h_pattern"      # Mamba2 state layers
     if config.get("sliding_window") and (config.get("layer_types") or config.get("use_sliding_window", True)):
         return "gemma2_hybrid"
     return "llama_gqa"

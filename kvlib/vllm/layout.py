@@ -13,6 +13,11 @@
   bucket, or the largest when largest < 1.5 x smallest (1.25 in 0.11-0.14;
   always the smallest through 0.10). Each bucket makes ceil(n / group_size)
   groups. V0 sizes every attention layer as full attention.
+- layers whose pages differ (Mamba2 / Gated DeltaNet state layers, Gemma 4's
+  per-layer geometry): ``kvlib.vllm.hybrid.page_plan`` makes one page for all
+  (the block grown to cover the state page, the state padded, smaller
+  attention pages given more tokens per block), then the same grouping, a
+  state kind being one more bucket (``plan_layouts``).
 
 Taught in ch04_pool_paging (pages and blocks) and ch08_vllm_lab.
 """
@@ -22,11 +27,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..dtypes import dtype_bytes
-from ..spec import ATTENTION_KINDS, FULL, ModelSpec, SpecError
+from ..spec import ATTENTION_KINDS, FULL, NO_KV, STATE_KINDS, ModelSpec, SpecError
 from .engine import DEFAULT_BLOCK_SIZE, V0, V1, VllmLogError, as_version, group_rule
+from .hybrid import GPU, PagePlan, needs_plan, page_plan
 
 __all__ = ["KV_CACHE_DTYPES", "kv_element_bytes", "layer_page_bytes", "pp_layer_split", "kv_cache_groups",
-           "Layout", "stage_layouts", "bytes_per_block", "fp8_ds_mla_token_bytes"]
+           "Layout", "stage_layouts", "plan_layouts", "bytes_per_block", "fp8_ds_mla_token_bytes"]
 
 
 def fp8_ds_mla_token_bytes(latent_dim: int = 512, rope_dim: int = 64, scale_tile: int = 128) -> int:
@@ -85,24 +91,32 @@ def kv_element_bytes(kv_cache_dtype=None, model_dtype=None) -> int:
     return b
 
 
-def _kv_heads_per_rank(spec: ModelSpec, tp: int) -> int:
+def _kv_heads_per_rank(spec: ModelSpec, tp: int, kind: str = FULL) -> int:
     """The spec's own TP rule (split, replicated past K, MLA whole), as this module's error."""
-    if len({spec.kv_geometry(kind) for kind in set(spec.layer_kinds) & set(ATTENTION_KINDS)}) > 1:
-        raise VllmLogError(f"{spec.name}: attention layers of different head sizes (per-layer geometry, "
-                           f"Gemma 4) are not modelled")
     try:
-        return spec.kv_heads_per_gpu(tp)
+        return spec.kv_heads_per_gpu(tp, kind)
     except SpecError as exc:
         raise VllmLogError(f"tensor_parallel_size: {exc}") from None
 
 
+def _one_geometry(spec: ModelSpec) -> str:
+    kinds = [k for k in dict.fromkeys(spec.layer_kinds) if k in ATTENTION_KINDS]
+    if len({spec.kv_geometry(k) for k in kinds}) > 1:
+        raise VllmLogError(f"{spec.name}: attention layers of different geometry ("
+                           + ", ".join(f"{k} {spec.kv_geometry(k)[0]} x {spec.kv_geometry(k)[1]}" for k in kinds)
+                           + "): one page per kind (pass kind=, or kvlib.vllm.hybrid.page_plan)")
+    return FULL
+
+
 def layer_page_bytes(spec: ModelSpec, block_size: int = DEFAULT_BLOCK_SIZE, kv_cache_dtype=None, *,
-                     tp: int = 1, model_dtype=None, mla_pad_256: bool = False) -> int:
+                     tp: int = 1, model_dtype=None, mla_pad_256: bool = False, kind: str | None = None) -> int:
     """Bytes one layer's block takes on one rank: ``bs * kvh * (k_dim + v_dim) * b``.
 
     MLA stores one latent of ``kv_lora_rank + qk_rope_head_dim`` and no V
     (no factor 2), replicated on every TP rank; ``mla_pad_256`` rounds each
-    token's entry up to 256 bytes as V0 did in 0.7.2-0.7.3.
+    token's entry up to 256 bytes as V0 did in 0.7.2-0.7.3. ``kind``: an
+    attention kind whose own geometry to use (Gemma 4's full layers); None
+    for the model's one geometry (refused when its kinds differ).
 
     >>> from kvlib import load_model
     >>> layer_page_bytes(load_model("llama-3.1-8b"))            # 16 * 8 * (128 + 128) * 2
@@ -128,7 +142,11 @@ def layer_page_bytes(spec: ModelSpec, block_size: int = DEFAULT_BLOCK_SIZE, kv_c
     if name in MLA_PACKED_BYTES:
         raise VllmLogError(f"kv_cache_dtype {name} is for MLA models only")
     b = kv_element_bytes(name, model_dtype)
-    return block_size * _kv_heads_per_rank(spec, tp) * 2 * spec.head_dim * b
+    if kind is None:
+        kind = _one_geometry(spec)
+    elif kind not in ATTENTION_KINDS:
+        raise VllmLogError(f"kind {kind!r} keeps no KV cache (attention kinds: {', '.join(ATTENTION_KINDS)})")
+    return block_size * _kv_heads_per_rank(spec, tp, kind) * 2 * spec.kv_geometry(kind)[1] * b
 
 
 def pp_layer_split(num_layers: int, pp: int) -> list[int]:
@@ -191,15 +209,33 @@ def kv_cache_groups(kinds, rule: str = "1.5") -> tuple[int, tuple]:
 
 @dataclass(frozen=True)
 class Layout:
-    """One pipeline stage's block: ``group_size`` layers' pages, and the kind of each KV-cache group."""
+    """One pipeline stage's block: ``group_size`` layers' pages, and the kind of each KV-cache group.
+
+    ``block_sizes``: (kind, tokens per block) when kinds differ (per-layer
+    geometry), else () and every group has the scenario's block;
+    ``printed_groups``: the groups in vLLM's order (buckets as the layers
+    first show them), for its 'kv cache group sizes' line; ``state_pages``:
+    pages a request holds in each state group.
+    """
 
     page_bytes: int
     group_size: int
     groups: tuple
+    block_sizes: tuple = ()
+    printed_groups: tuple = ()
+    state_pages: int = 0
 
     @property
     def bytes_per_block(self) -> int:
         return self.group_size * self.page_bytes
+
+    def block_size_of(self, kind: str, default: int) -> int:
+        """Tokens per block of a group of ``kind`` (``default``: the scenario's block)."""
+        return dict(self.block_sizes).get(kind, default)
+
+    def printed_block_sizes(self, default: int) -> tuple:
+        """What 'kv cache group sizes (...)' prints: each group's block, in vLLM's order."""
+        return tuple(self.block_size_of(kind, default) for kind in (self.printed_groups or self.groups))
 
 
 def _stage_kinds(spec: ModelSpec, pp: int) -> list[tuple]:
@@ -210,24 +246,80 @@ def _stage_kinds(spec: ModelSpec, pp: int) -> list[tuple]:
     return out
 
 
-def stage_layouts(spec: ModelSpec, engine: str, pp: int, rule: str, page: int, hybrid: bool = True) -> list:
-    """One ``Layout`` per pipeline stage (its own layers, vLLM's split), for a page of ``page`` bytes."""
+def _printed_order(kinds, size: int) -> tuple:
+    """The groups in vLLM's order: buckets as the layers first show them, ceil(n / size) groups each."""
+    counts: dict = {}
+    for kind in kinds:
+        counts[kind] = counts.get(kind, 0) + 1
+    return tuple(kind for kind in counts for _ in range(-(-counts[kind] // size)))
+
+
+def stage_layouts(spec: ModelSpec, engine: str, pp: int, rule: str, page: int, hybrid: bool = True, *,
+                  plan: PagePlan | None = None) -> list:
+    """One ``Layout`` per pipeline stage (its own layers, vLLM's split), for a page of ``page`` bytes.
+
+    A model whose layers differ in page (state layers, per-layer geometry) needs vLLM's ``plan``
+    (``kvlib.vllm.hybrid.page_plan``), whose one page replaces ``page``; ``plan_layouts`` makes both.
+    """
+    if getattr(spec, "unmodelled_state", None):
+        raise VllmLogError(f"{spec.name}: {spec.unmodelled_state}")
+    needs = needs_plan(spec)
     layouts = []
     for kinds in _stage_kinds(spec, pp):
-        kv = [k for k in kinds if k in ATTENTION_KINDS]
+        kv = [k for k in kinds if k != NO_KV]       # attention and state layers: each has a page in the pool
         if not kv:
             raise VllmLogError(f"pipeline stage without a KV-cache layer (pp={pp}); not modelled")
-        if engine == V1 and any(k not in ATTENTION_KINDS for k in spec.layer_kinds):
-            raise VllmLogError(f"{spec.name}: Mamba / linear-attention hybrids (block-size alignment to the "
-                               f"state page) are not modelled")
+        if needs and (engine == V0 or not hybrid):
+            what = "V0" if engine == V0 else "the hybrid KV-cache manager disabled"
+            raise VllmLogError(f"{spec.name}: {what} with state layers or per-layer geometry is not modelled")
         if engine == V0 or not hybrid:
             layouts.append(Layout(page, len(kv), (FULL,)))
-        else:
-            size, groups = kv_cache_groups(kv, rule)
+            continue
+        size, groups = kv_cache_groups(kv, rule)
+        if not needs:
             layouts.append(Layout(page, size, groups))
+            continue
+        if plan is None:
+            raise VllmLogError(f"{spec.name}: layers of different pages (state layers or per-layer geometry) need "
+                               f"vLLM's page plan (kvlib.vllm.hybrid.page_plan)")
+        sizes = tuple(sorted(plan.block_sizes.items()))
+        layouts.append(Layout(plan.page_bytes, size, groups, sizes, _printed_order(kv, size),
+                              plan.state_pages_per_request if set(kv) & set(STATE_KINDS) else 0))
     if pp > 1 and len({layout.groups for layout in layouts}) > 1:
         raise VllmLogError("pipeline stages with different KV-cache groups are not modelled")
     return layouts
+
+
+def plan_layouts(spec: ModelSpec, engine: str, pp: int, rule: str, *, block_size: int, kv_cache_dtype=None,
+                 tp: int = 1, model_dtype=None, mla_pad_256: bool = False, hybrid: bool = True,
+                 platform: str = GPU, version=None, ssm_dtype_bytes: int | None = None,
+                 mamba_cache_mode: str = "align", gdn_flashinfer: bool | None = None) -> tuple[list, PagePlan | None]:
+    """(one ``Layout`` per stage, vLLM's page plan or None) for ``spec`` at ``block_size`` on one rank.
+
+    The plan (``kvlib.vllm.hybrid.page_plan``) only for models whose layers
+    differ in page; its ``block_size`` is the block vLLM settles on (a state
+    hybrid's grows). Ordinary models: ``layer_page_bytes`` and no plan.
+
+    >>> from kvlib import load_model
+    >>> layouts, plan = plan_layouts(load_model("qwen3-next-80b-a3b"), "v1", 1, "1.5", block_size=16,
+    ...                              version="0.32.0")
+    >>> plan.block_size, layouts[0].group_size, layouts[0].groups, layouts[0].state_pages
+    (544, 12, ('full', 'gated_deltanet', 'gated_deltanet', 'gated_deltanet'), 2)
+    """
+    plan = None
+    if getattr(spec, "unmodelled_state", None):
+        raise VllmLogError(f"{spec.name}: {spec.unmodelled_state}")
+    if needs_plan(spec) and engine == V1 and hybrid:
+        plan = page_plan(spec, block_size, kv_cache_dtype, tp=tp, model_dtype=model_dtype, platform=platform,
+                         version=version, ssm_dtype_bytes=ssm_dtype_bytes, mamba_cache_mode=mamba_cache_mode,
+                         gdn_flashinfer=gdn_flashinfer)
+        page = plan.page_bytes
+    elif needs_plan(spec):
+        page = 0    # stage_layouts refuses: V0 or the hybrid manager off
+    else:
+        page = layer_page_bytes(spec, block_size, kv_cache_dtype, tp=tp, model_dtype=model_dtype,
+                                mla_pad_256=mla_pad_256)
+    return stage_layouts(spec, engine, pp, rule, page, hybrid, plan=plan), plan
 
 
 def bytes_per_block(spec: ModelSpec, block_size: int = DEFAULT_BLOCK_SIZE, kv_cache_dtype=None, *,
@@ -240,6 +332,7 @@ def bytes_per_block(spec: ModelSpec, block_size: int = DEFAULT_BLOCK_SIZE, kv_ca
     >>> bytes_per_block(load_model("deepseek-v3"))                # 61 * 16 * 576 * 2
     1124352
     """
-    page = layer_page_bytes(spec, block_size, kv_cache_dtype, tp=tp)
-    layouts = stage_layouts(spec, engine, pp, group_rule(as_version(version)), page)
+    v = as_version(version)
+    layouts, _ = plan_layouts(spec, engine, pp, group_rule(v), block_size=block_size, kv_cache_dtype=kv_cache_dtype,
+                              tp=tp, version=v)
     return max(layout.bytes_per_block for layout in layouts)

@@ -28,6 +28,11 @@ Lines understood (the message part; any prefix is stripped first)::
     kv cache group sizes (128, 128)                   (hybrid models: one block size per group)
     Using AMX_MLA backend.                            (the attention backend, first one printed)
     Chunked prefill is enabled with max_num_batched_tokens=4096.
+    Setting attention block size to 384 tokens to ensure that attention page size is >= mamba page size.
+    Padding mamba page size by 44.91% to ensure that mamba page size and attention page size are exactly equal.
+    Mamba cache mode is set to 'align' for Qwen3NextForCausalLM by default when prefix caching is enabled
+    Reset SSM cache type to float32 for accelerated GDN mamba backend 'none'.   (CPU build, AVX-512 BF16)
+    Updating mamba_ssm_cache_dtype to 'float32' for NemotronH model
     The model's max seq len (29000) is larger than the maximum number of tokens that can be
         stored in KV cache (23648).                  (the second number is the token capacity)
 
@@ -173,6 +178,12 @@ _CPU_SPACE = re.compile(r"Explicitly set \(" + _FLT + r"/" + _FLT + r"\) ?GiB fo
 _GROUP_BLOCK_SIZES = re.compile(r"kv cache group sizes \((\d{1,6}(?:, ?\d{1,6}){0,200})\)")
 _BACKEND = re.compile(r"(?:^|\] )Using (\w{1,60}) backend\.?$")
 _BATCHED = re.compile(r"max_num_batched_tokens=(\d{1,12})(?!\d)")
+# State hybrids (Mamba2, Gated DeltaNet): platforms/interface.py _align_hybrid_block_size, models/config.py,
+# platforms/cpu.py check_and_update_config.
+_MAMBA_PADDING = re.compile(r"Padding mamba page size by (\d{1,6}\.\d{1,4})%")
+_MAMBA_MODE = re.compile(r"Mamba cache mode is set to '(\w{1,20})'")
+_SSM_DTYPE = re.compile(r"(?:Reset SSM cache type to (float32)\b|Updating mamba_ssm_cache_dtype to '(\w{1,20})'"
+                        r"|Using (\w{1,20}) SSM state storage for the CPU)")
 
 _CONFIG_FIELDS = {
     "model": re.compile(r"(?:^|[\s,(])model='([^']{0,300})'"),
@@ -184,10 +195,11 @@ _CONFIG_FIELDS = {
     "block_size": re.compile(r"(?:^|[\s,(])block_size=(\d{1,6})(?!\d)"),
     "enforce_eager": re.compile(r"(?:^|[\s,(])enforce_eager=(True|False)"),
     "device_config": re.compile(r"(?:^|[\s,(])device_config=(\w{1,20})"),
+    "enable_prefix_caching": re.compile(r"(?:^|[\s,(])enable_prefix_caching=(True|False)"),
 }
 # A line holding none of these words and no '=' can match no pattern above: skipped unread (speed only).
 _KEYWORDS = ("blocks", "tokens", "GiB", "GB", "MB", "MiB", "engine", "version", "profiling", "KV", "block size",
-             "max seq len", "backend", "kv cache group")
+             "max seq len", "backend", "kv cache group", "amba")
 
 
 # --- the result ------------------------------------------------------------------
@@ -242,6 +254,10 @@ class EngineStart:
     kv_cache_group_block_sizes: tuple | None = None  # 'kv cache group sizes (128, 128)', hybrid models
     attention_backend: str | None = None            # the first 'Using X backend.' line
     max_num_batched_tokens: int | None = None       # 'Chunked prefill is enabled with max_num_batched_tokens=N'
+    mamba_cache_mode: str | None = None             # 'Mamba cache mode is set to ...' (state hybrids)
+    mamba_ssm_cache_dtype: str | None = None        # the SSM state dtype the engine said it chose
+    mamba_padding_text: str | None = None           # 'Padding mamba page size by X%', as printed
+    enable_prefix_caching: bool | None = None       # the engine-config line's enable_prefix_caching
 
     @property
     def available_kv_cache_gib(self) -> float | None:
@@ -291,6 +307,9 @@ class _Builder:
         self.group_block_sizes = None
         self.backend = None
         self.batched = None
+        self.mamba_mode = None
+        self.ssm_dtype = None
+        self.mamba_padding = None
 
     def sized(self) -> bool:
         return self.blocks is not None or bool(self.tokens) or self.capacity_error is not None
@@ -401,7 +420,9 @@ class _Builder:
             num_ranks_reporting=len(ranks),
             device=self.device or ("cpu" if self.config.get("device_config") == "cpu" else None),
             kv_cache_group_block_sizes=self.group_block_sizes, attention_backend=self.backend,
-            max_num_batched_tokens=self.batched,
+            max_num_batched_tokens=self.batched, mamba_cache_mode=self.mamba_mode,
+            mamba_ssm_cache_dtype=self.ssm_dtype, mamba_padding_text=self.mamba_padding,
+            enable_prefix_caching=self.config.get("enable_prefix_caching"),
         )
 
 
@@ -416,7 +437,7 @@ def _config_fields(text: str) -> dict:
             value = int(value)
             if value < 1:
                 continue
-        elif name == "enforce_eager":
+        elif name in ("enforce_eager", "enable_prefix_caching"):
             value = value == "True"
         fields[name] = value
     return fields
@@ -624,6 +645,22 @@ def _on_batched(p: _Parser, m, rank):
     b.batched = int(m.group(1))
 
 
+def _on_mamba_mode(p: _Parser, m, rank):
+    b = p.start(p.cur is not None and p.cur.sized())
+    b.mamba_mode = m.group(1)
+
+
+def _on_ssm_dtype(p: _Parser, m, rank):
+    b = p.start(p.cur is not None and p.cur.sized())
+    b.ssm_dtype = next(g for g in m.groups() if g)
+
+
+def _on_mamba_padding(p: _Parser, m, rank):
+    b = p.presize("mamba_padding", rank)
+    b.put("mamba_padding", rank, True)
+    b.mamba_padding = m.group(1)
+
+
 def _on_cudagraph(p: _Parser, m, rank):
     b = p.presize("cudagraph", rank)
     b.put("cudagraph", rank, (m.group(1), "GiB"))
@@ -650,6 +687,9 @@ _LINE_TABLE = (
     ((_GROUP_BLOCK_SIZES,), _on_group_block_sizes),
     ((_BACKEND,), _on_backend),
     ((_BATCHED,), _on_batched),
+    ((_MAMBA_MODE,), _on_mamba_mode),
+    ((_SSM_DTYPE,), _on_ssm_dtype),
+    ((_MAMBA_PADDING,), _on_mamba_padding),
 )
 
 

@@ -31,7 +31,7 @@ from ..spec import ModelSpec
 from ..units import GiB
 from .engine import V0, V1, VllmLogError, as_version, batch_defaults, budget_rounds_up, default_block_size, \
     default_utilization, group_rule, release_rules
-from .layout import layer_page_bytes, pp_layer_split, stage_layouts
+from .layout import plan_layouts, pp_layer_split
 from .tokens import Scenario, fmt2
 from .window import in_flight_multiplier
 
@@ -125,7 +125,10 @@ def predict_pool(spec: ModelSpec, total_gpu_memory_bytes: int, *, activation_byt
     available = max(0, kv_pool_bytes(total_gpu_memory_bytes, u, weights_bytes,
                                      activation_bytes + non_torch_bytes + cudagraph_bytes,
                                      round_budget_up=rounds_up))
-    layouts = stage_layouts(spec, engine, pp, group_rule(v), layer_page_bytes(spec, block_size, kv_cache_dtype, tp=tp))
+    layouts, plan = plan_layouts(spec, engine, pp, group_rule(v), block_size=block_size, kv_cache_dtype=kv_cache_dtype,
+                                 tp=tp, version=v)
+    if plan is not None:        # a state hybrid's attention block grows to cover the state page (kvlib.vllm.hybrid)
+        block_size = plan.block_size
     b = max(layout.bytes_per_block for layout in layouts)
     n = available // b
     groups = layouts[0].groups
@@ -431,8 +434,10 @@ def forecast_pool(model, total_gpu_memory_bytes: int, *, version=None, engine: s
     available = int(requested - sum(p.bytes for p in parts))
     low = int(requested - sum(p.high for p in parts))
     high = int(requested - sum(p.low for p in parts))
-    layouts = stage_layouts(spec, rules.engine, pp, rules.group_rule,
-                            layer_page_bytes(spec, bs, kv_cache_dtype, tp=tp))
+    layouts, plan = plan_layouts(spec, rules.engine, pp, rules.group_rule, block_size=bs, kv_cache_dtype=kv_cache_dtype,
+                                 tp=tp, version=v)
+    if plan is not None:        # a state hybrid's attention block grows to cover the state page (kvlib.vllm.hybrid)
+        bs = plan.block_size
     b = layouts[min(stage, len(layouts) - 1)].bytes_per_block
     n = max(0, available) // b
     era = rules.era if measured or rules.pool_rule == "estimate" else rules.era.replace(

@@ -27,7 +27,8 @@ from ..formulas import kv_heads_per_gpu
 from ..spec import CHUNKED, NO_KV, SLIDING, ModelSpec
 from ..units import format_gb_gib
 from .engine import DEFAULT_BLOCK_SIZE, V0, V0_SWAP_SPACE_BYTES, V1, VllmLogError, as_version, group_rule
-from .layout import MLA_PACKED_BYTES, kv_element_bytes, layer_page_bytes, pp_layer_split, stage_layouts
+from .hybrid import GPU, log_mamba_cache_mode, log_ssm_dtype_bytes, needs_plan, page_plan
+from .layout import MLA_PACKED_BYTES, kv_element_bytes, layer_page_bytes, plan_layouts, pp_layer_split, stage_layouts
 from .log import EngineStart, gib_window, rank_number
 from .tokens import Scenario, fmt2
 from .window import in_flight_multipliers
@@ -80,6 +81,7 @@ class LogPrediction:
     stages: tuple = ()      # under PP, when the log says which rank printed what: one dict per stage
     path: str = "gpu"       # which backend's rules predicted it: 'gpu' (this module) or 'cpu' (kvlib.vllm.cpu)
     kv_cache_group_block_sizes: tuple | None = None  # CPU path: what 'kv cache group sizes (...)' should print
+    hybrid: dict | None = None      # layers whose pages differ: vLLM's page plan (kvlib.vllm.hybrid.PagePlan.summary)
 
 
 def _resolve(start: EngineStart, spec: ModelSpec, block_size, kv_cache_dtype, tp, pp, version):
@@ -105,13 +107,16 @@ def _resolve(start: EngineStart, spec: ModelSpec, block_size, kv_cache_dtype, tp
 
 def _scenarios(start, spec, bs, kv, tp, pp, v, max_num_batched_tokens, *, mla_pad=None, hybrid=True):
     engines = [start.engine] if start.engine in (V0, V1) else [V0, V1]
+    if start.engine not in (V0, V1) and needs_plan(spec):
+        engines = [V1]      # layers of different pages (state hybrids, per-layer geometry): V1 only
     model_dtype = start.dtype
     out = []
     for engine in engines:
         pad = mla_pad
         if pad is None:
             pad = engine == V0 and v is not None and (0, 7, 2) <= v < (0, 8, 0)
-        page = layer_page_bytes(spec, bs, kv, tp=tp, model_dtype=model_dtype, mla_pad_256=bool(pad))
+        page = None if needs_plan(spec) else layer_page_bytes(spec, bs, kv, tp=tp, model_dtype=model_dtype,
+                                                               mla_pad_256=bool(pad))
         if engine == V0 or (start.num_gpu_blocks is not None and start.gpu_kv_cache_tokens is None):
             formulas = ["blocks"]
         elif v is not None:
@@ -124,10 +129,17 @@ def _scenarios(start, spec, bs, kv, tp, pp, v, max_num_batched_tokens, *, mla_pa
         mults = [1] if engine == V0 else list(in_flight_multipliers(v, pp=pp))   # window.py, by release
         seen = set()
         for rule in rules:
-            layouts = tuple(stage_layouts(spec, engine, pp, rule, page, hybrid=hybrid))
+            if page is None:
+                found, plan = plan_layouts(spec, engine, pp, rule, block_size=bs, kv_cache_dtype=kv, tp=tp,
+                                           model_dtype=model_dtype, hybrid=hybrid, platform=GPU, version=v,
+                                           ssm_dtype_bytes=log_ssm_dtype_bytes(start),
+                                           mamba_cache_mode=log_mamba_cache_mode(start))
+                layouts, block = tuple(found), plan.block_size
+            else:
+                layouts, block = tuple(stage_layouts(spec, engine, pp, rule, page, hybrid=hybrid)), bs
             for formula in formulas:
                 for mult in mults:
-                    s = Scenario(engine, formula, rule, mult, layouts, bs, start.max_model_len or None,
+                    s = Scenario(engine, formula, rule, mult, layouts, block, start.max_model_len or None,
                                   max_num_batched_tokens, spec, tp=tp)
                     matters = _needs_f(layouts) and max_num_batched_tokens and start.max_model_len
                     key = (engine, formula, layouts, mult if matters else 0)
@@ -253,13 +265,19 @@ def predict_from_log(start: EngineStart, spec: ModelSpec, *, block_size: int | N
         notes.append("max_model_len not printed: no 0.20+ token or concurrency prediction")
     first = scenarios[0]
     b_max = max(s.b_max for s in scenarios)
+    plan = None
+    if needs_plan(spec):
+        plan = page_plan(spec, bs, kv, tp=tp_used, model_dtype=start.dtype, platform=GPU, version=v,
+                         ssm_dtype_bytes=log_ssm_dtype_bytes(start), mamba_cache_mode=log_mamba_cache_mode(start))
+        notes.extend(plan.notes)
     elem = 0 if spec.is_mla and str(kv).lower() in MLA_PACKED_BYTES else kv_element_bytes(kv, start.dtype)
-    base = dict(model=spec.name, engine=start.engine, block_size=bs, block_size_source=bs_source,
+    base = dict(model=spec.name, engine=start.engine, block_size=first.bs,
+                block_size_source=bs_source if first.bs == bs else "hybrid alignment",
                 kv_cache_dtype=str(kv), kv_element_bytes=elem,
                 tensor_parallel_size=tp_used, pipeline_parallel_size=pp_used,
                 page_bytes=first.layouts[0].page_bytes, bytes_per_block=b_max,
                 kv_cache_groups=len(first.groups),
-                scenarios=tuple(s.describe() for s in scenarios))
+                scenarios=tuple(s.describe() for s in scenarios), hybrid=plan.summary() if plan else None)
     if start.num_gpu_blocks is None and start.gpu_kv_cache_tokens is not None:
         spans = [sp for sp in (s.blocks_for_tokens(start.gpu_kv_cache_tokens) for s in scenarios) if sp]
         if spans:

@@ -97,6 +97,12 @@ def report(start: EngineStart, prediction: LogPrediction | None = None, *, block
         "max_num_batched_tokens": start.max_num_batched_tokens,
         "kv_cache_group_block_sizes": (list(start.kv_cache_group_block_sizes)
                                        if start.kv_cache_group_block_sizes else None),
+        # state hybrids: what the start printed about the state page and the block that covers it
+        "attention_block_size_printed": start.block_size if "attention block size" in (start.block_size_line or "")
+        else None,
+        "mamba_padding_percent_printed": start.mamba_padding_text,
+        "mamba_cache_mode": start.mamba_cache_mode,
+        "mamba_ssm_cache_dtype": start.mamba_ssm_cache_dtype,
     }
     if prediction is None:
         return out
@@ -136,5 +142,6 @@ def report(start: EngineStart, prediction: LogPrediction | None = None, *, block
         "predicted_path": p.path,
         "predicted_kv_cache_group_block_sizes": (list(p.kv_cache_group_block_sizes)
                                                  if p.kv_cache_group_block_sizes else None),
+        "predicted_hybrid": p.hybrid,
     })
     return out

@@ -3,7 +3,9 @@
 Tokens vLLM prints: V0 (and the max-seq-len error) ``N * bs``; V1 before 0.20
 ``(N // groups) * bs``; from 0.20 ``int(N / bpr * max_model_len)`` with
 ``bpr`` the blocks one request needs (``ceil(max_model_len / bs)`` per full
-group). Concurrency: V0 ``N * bs / max_model_len``; V1 ``N / bpr``.
+group, the worst step per sliding or chunked group, the state pages per
+Mamba2 / Gated DeltaNet group; each group at its own block where kinds differ).
+Concurrency: V0 ``N * bs / max_model_len``; V1 ``N / bpr``.
 
 Under pipeline parallelism every stage sizes its own pool from its own
 available memory and its own layers; the engine keeps the smallest block
@@ -18,24 +20,36 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from ..spec import CHUNKED, FULL, SLIDING, ModelSpec
+from ..spec import CHUNKED, FULL, SLIDING, STATE_KINDS, ModelSpec
 
 __all__ = ["Scenario", "fmt2"]
 
 
-def _blocks_per_request(groups, spec: ModelSpec, bs: int, mml: int, f_tokens) -> int | None:
+def _blocks_per_request(groups, spec: ModelSpec, bs: int, mml: int, f_tokens, layout=None) -> int | None:
+    """Blocks one request at ``mml`` needs: the sum over groups of ceil(max memory usage / page).
+
+    vLLM's ``get_max_concurrency_for_kv_cache_config``: full ``ceil(mml / b)``; sliding
+    ``ceil(min(W - 1 + F, mml) / b) + 1``; chunked ``ceil(min(chunk + F, mml) / b)``; a state
+    group its state pages ('align' mode 2 + checkpoint pages, 'none' 1); ``b`` the group's block
+    (``layout.block_size_of``, else ``bs``).
+    """
     total = 0
     for kind in groups:
+        b = bs if layout is None else layout.block_size_of(kind, bs)
         if kind == FULL:
-            total += -(-mml // bs)
+            total += -(-mml // b)
         elif kind == SLIDING:
             if f_tokens is None:
                 return None
-            total += -(-min(spec.sliding_window - 1 + f_tokens, mml) // bs) + 1
+            total += -(-min(spec.sliding_window - 1 + f_tokens, mml) // b) + 1
         elif kind == CHUNKED:
             if f_tokens is None:
                 return None
-            total += -(-min(spec.attention_chunk_size + f_tokens, mml) // bs)
+            total += -(-min(spec.attention_chunk_size + f_tokens, mml) // b)
+        elif kind in STATE_KINDS:
+            if layout is None:
+                return None
+            total += layout.state_pages
     return total
 
 
@@ -88,7 +102,7 @@ class Scenario:
         if self.mml is None:
             return None
         f = None if self.f_tokens is None else self.f_tokens * self.f_multiplier
-        return _blocks_per_request(self.groups, self.spec, self.bs, self.mml, f)
+        return _blocks_per_request(self.groups, self.spec, self.bs, self.mml, f, self.layouts[0])
 
     def tokens(self, n: int) -> int | None:
         if self.token_formula == "blocks":
