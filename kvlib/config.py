@@ -673,6 +673,11 @@ def _parse(f: _Fields, top: _Fields, name: str, source: str) -> ModelSpec:
     extra = {}
     gemma4 = model_type in ("gemma4", "gemma4_text")
     if gemma4:
+        if f.has("per_layer_config"):
+            # newer transformers store the global layers' geometry per layer; read wrongly it would silently give
+            # the 512-wide default (a tiny Gemma 4 saved so started with 1/3 of the tokens kvlib predicted)
+            raise ConfigError(f"{f.where('per_layer_config')}: Gemma 4's per-layer geometry in this form is not read "
+                              "by kvlib; give global_head_dim and num_global_key_value_heads instead")
         # transformers' Gemma4TextConfig: full-attention layers take global_head_dim (512 when absent) and,
         # when attention_k_eq_v is set, num_global_key_value_heads KV heads (their K and V share a projection)
         k_eq_v = f.bool("attention_k_eq_v")

@@ -211,6 +211,16 @@ def test_gemma_4_kv_shared_layers_keep_no_cache():
         s.num_params()
 
 
+def test_gemma_4_per_layer_config_is_refused_not_guessed():
+    # transformers' newer Gemma 4 form keeps the global layers' geometry in per_layer_config; read as the older form
+    # it would take the 512-wide default silently (a tiny model saved so started with 309,132 tokens where that
+    # reading predicted 113,777), so it is refused in one line naming the field
+    cfg = copy.deepcopy(kv.bundled_config("gemma-4-26b-a4b"))
+    cfg["text_config"]["per_layer_config"] = [{"head_dim": 256}] * 30
+    with pytest.raises(ConfigError, match=r"^text_config\.per_layer_config: Gemma 4's per-layer geometry"):
+        kv.parse_config(cfg)
+
+
 # --- attention-only MoEs, for the per-GPU figures -----------------------------------------------------------------
 @pytest.mark.parametrize("model,fields,per_gpu", [
     # Llama 4 Scout: 48 layers (36 chunked, 12 full), 8 KV heads x 128
