@@ -221,8 +221,8 @@ def test_two_steps_judged_against_the_learners_first_step(skeleton):
     # wrong on either: charged, and the message gives both values it would take (Llama 3.1 8B, 70 GB at 8,192
     # tokens: 65,536 B a token from the half step 1 -> 70e9 // (65,536 x 8,192) = 130; the right 131,072 -> 65)
     one_more = fails(skeleton, "q6", lambda *a: fit_with(half)(*a) + 1)
-    assert ("returned 131; expected 130 sequences on what your bytes_per_token gives here (65,536), or 65 on the "
-            "right bytes_per_token") in one_more, one_more
+    assert ("returned 131; expected 130 sequences on what your bytes_per_token gives here (65,536 bytes), or 65 on "
+            "the right bytes_per_token") in one_more, one_more
     core._ANSWERS.clear()
     check(skeleton, "q6", fit_with(bpt))            # no step 1 on record: judged against kvlib
 

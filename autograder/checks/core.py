@@ -553,8 +553,9 @@ def _other_accepted(exercise: Exercise, accepted, basis, expected) -> str:
         return ""
     (mine, chain), (_, own) = accepted[0], accepted[-1]
     number = _build_number(mine)
-    given = f"{number:,}" if type(number) in (int, float) else repr(number)
-    step, show = _earlier_name(exercise), exercise.answer.show
+    step, unit = _earlier_step(exercise)
+    given = (f"{number:,} {unit}".rstrip() if type(number) in (int, float) else repr(number))
+    show = exercise.answer.show
     if basis is NOT_BUILT_ON:
         return "" if exercise.answer.equal(chain, expected) else \
             f", or {show(chain)} on what your {step} gives here ({given})"
@@ -562,13 +563,15 @@ def _other_accepted(exercise: Exercise, accepted, basis, expected) -> str:
         f" on what your {step} gives here ({given}), or {show(own)} on the right {step}"
 
 
-def _earlier_name(exercise: Exercise) -> str:
-    """The function name of the step ``exercise`` builds on (its grade id when the registry has none)."""
+def _earlier_step(exercise: Exercise) -> tuple:
+    """(function name, unit) of the step ``exercise`` builds on (its grade id and no unit when the registry has
+    none)."""
     try:
         from . import exercise as registered
-        return registered(exercise.builds_on).function_name
+        step = registered(exercise.builds_on)
     except LookupError:
-        return exercise.builds_on
+        return exercise.builds_on, ""
+    return step.function_name, step.unit
 
 
 def _right_alone(exercise: Exercise, case: dict, record: dict) -> bool:
