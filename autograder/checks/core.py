@@ -488,7 +488,7 @@ def _accepted(exercise: Exercise, case: dict, earlier) -> list:
     A step built on an earlier one is right on the value the learner's earlier answer implies (``basis``:
     that answer) and on kvlib's own value (``basis`` ``NOT_BUILT_ON``, last): one slip is charged in its own
     step whether this step reuses the earlier answer or recomputes it by itself. An earlier answer that is a
-    float is also taken one ulp either side (``math.nextafter``): a float such as 536870.912 B (a size in KB)
+    float is also taken one ulp either side (``math.nextafter``): a float such as 536870.912 (a size in KB)
     is not exact in binary, so a count floored from it may land on either side of a whole number, as the
     learner's ``pool // s`` and kvlib's ``floor(pool / s)`` do. One entry when there is no chain (no earlier
     number, or one that leaves nothing to compute: ``_not_built``), or when both give the same value from the
