@@ -218,6 +218,31 @@ def test_in_the_grader_only_the_slipped_step_loses_points(source, gid, later):
     assert not wrong, f"{len(wrong)} wrong:\n" + "\n".join(map(str, wrong[:8]))
 
 
+# --- a chain is no way round a step ------------------------------------------------------------------------
+@pytest.mark.parametrize("source, gid, later", CHAINS, ids=[c[1] for c in CHAINS])
+def test_an_earlier_answer_that_leaves_nothing_to_count_earns_nothing(source, gid, later):
+    """An earlier answer so large that nothing fits (10**30 bytes a sequence: every count built on it is 0) and
+    later steps that return 0 everywhere: on the chain each is "right", but a constant 0 shows none of the
+    step's arithmetic, so no later step is passed, in the notebook or in the grader."""
+    def huge(*args):
+        return 10**30
+
+    def nothing(*args):
+        return 0
+
+    exercises = chapter_exercises(source.stem)
+    _passes(exercises[gid], huge)
+    cases = list(exercises[gid].cases()) + list(exercises[gid].cases(True, SEEDS[0]))
+    _, given = V._judge_exercise(exercises[gid], gid, 1.0, cases, len(exercises[gid].cases()),
+                                 _records(exercises[gid], huge, cases))
+    for x in later:
+        ex = exercises[x]
+        assert _passes(ex, nothing) is not None and _passes(ex, nothing, hidden=True) is not None, x
+        x_cases = list(ex.cases()) + list(ex.cases(True, SEEDS[0]))
+        judged, _ = V._judge_exercise(ex, x, 2.0, x_cases, len(ex.cases()), _records(ex, nothing, x_cases), given)
+        assert not judged.passed, judged.feedback
+
+
 # --- the issue's own case, by hand -------------------------------------------------------------------------
 def test_ch07_q1_without_its_factor_2_by_hand():
     """Chapter 07 with Question 1's factor 2 for K and V left out, every later step the source's solution.

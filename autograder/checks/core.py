@@ -52,11 +52,14 @@ wrong earlier answer or recomputes it correctly by itself:
   ``NOT_BUILT_ON`` stands for a case with no earlier answer on record (no
   earlier function to ask): kvlib's value only;
 * a case that cannot be built on (the earlier number leaves this step nothing
-  to compute, such as a division by a 0 from ``kv_heads // tp``; or the earlier
-  step gave no number and this one gives none either) is *excused*, unless it
-  gave kvlib's own value (then it passes): neither passed nor failed, its
-  verdict says why. An exercise whose every case is excused is not passed:
-  nothing of it was judged;
+  to compute, such as a division by a 0 from ``kv_heads // tp``, or nothing to
+  count: a count of 0 on an earlier answer too large for anything to fit,
+  where kvlib's is not 0; or the earlier step gave no number and this one gives
+  none either) is *excused*, unless it gave kvlib's own value (then it passes):
+  neither passed nor failed, its verdict says why. An exercise whose every case
+  is excused, or whose cases left besides are only those a constant 0 answers,
+  is not passed: nothing of it was judged (so an earlier answer of 10**30 earns
+  no step built on it);
 * the right value in a wrong type that the earlier answer already had (a float
   or a numpy scalar carried through) passes: the type was charged there;
 * a failing case is diagnosed on the learner's chain first (a slip of this
@@ -611,6 +614,12 @@ def _not_built(exercise: Exercise, case: dict, record: dict, earlier) -> Verdict
     if expected is None or (type(expected) is float and not math.isfinite(expected)):
         return Verdict(True, f"not judged: it builds on your {step} answer, which {prior.did()} on this case: "
                              "nothing to build on (see that check).", ("builds_on_wrong_step",), "excused")
+    if type(expected) is int and expected == 0 and exercise.expected_for(case) != 0:
+        # a count of 0 on the learner's answer (nothing fits one so large) shows none of this step's arithmetic:
+        # a constant 0 would pass it (an earlier answer of 10**30 must not earn the steps built on it)
+        return Verdict(True, f"not judged: it builds on your {step} answer, which {prior.did()} on this case: "
+                             "on that, nothing fits (a count of 0), so there is nothing to count (see that check).",
+                       ("builds_on_wrong_step",), "excused")
     return None
 
 
@@ -795,11 +804,14 @@ def summary(exercise: Exercise, cases, results, *, hidden: bool = False, earlier
     instead of naming one. Hidden: the same, in general words.
     """
     failures = [(k, v) for k, v in enumerate(results) if not v.ok]
-    if results and all(v.kind == "excused" for v in results):
-        # nothing was judged: not a pass (the earlier step's slip is named in its own check)
+    excused = [v for v in results if v.kind == "excused"]
+    if excused and all(v.kind == "excused" or (v.ok and _zero(exercise, cases[k])) for k, v in enumerate(results)):
+        # nothing was judged, or only cases whose right answer is 0 (a constant 0 passes them): not a pass (the
+        # earlier step's slip is named in its own check)
         where = "hidden case" if hidden else "case"
-        return Summary(f"{results[0].message} The same holds on every {where}, so nothing of this step could be "
-                       f"judged: fix {exercise.builds_on} first, run its check, then this one.", (), (), "excused")
+        more = "" if len(excused) == len(results) else " that has something to count"
+        return Summary(f"{excused[0].message} The same holds on every {where}{more}, so nothing of this step could "
+                       f"be judged: fix {exercise.builds_on} first, run its check, then this one.", (), (), "excused")
     if not failures:
         return Summary(None)
     if exercise.value:
@@ -846,6 +858,15 @@ def summary(exercise: Exercise, cases, results, *, hidden: bool = False, earlier
     more = len(failures) - 1
     tail = f"\n({more} more visible case{'s' if more > 1 else ''} fail{'' if more > 1 else 's'}.)" if more else ""
     return _summary(message + tail, named, fitting, first.kind)
+
+
+def _zero(exercise: Exercise, case: dict) -> bool:
+    """kvlib's answer to ``case`` is a count of 0 (an answer that is always 0 gets it right)."""
+    try:
+        expected = exercise.expected_for(case)
+    except (ArithmeticError, ValueError, TypeError):
+        return False
+    return type(expected) is int and expected == 0
 
 
 def edge_rules(exercise: Exercise, failing_cases) -> list:
