@@ -16,7 +16,8 @@ same solution with the right earlier function of its own). Then:
 
 The learners are built from the source notebook's own solution cells (the reference), the slipped values
 from kvlib's catalogue; what is right or wrong is decided here, from those, never by the checks under test.
-In-process; about 12 s of CPU (15-25 s on two busy cores). ``test_ch07_q1_without_its_factor_2_by_hand`` works the issue's own case by hand.
+In-process; about 12 s of CPU (15-25 s on two busy cores). ``test_ch07_q1_without_its_factor_2_by_hand``
+works the issue's own case by hand.
 """
 
 from __future__ import annotations
