@@ -302,10 +302,11 @@ def run_cases(exercise, student_fn, cases, *, quiet: bool = False, where: list |
             try:
                 args = exercise.call_args(case)
                 if quiet:
-                    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+                    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), tripwires.watching():
                         result = student_fn(*args)
                 else:
-                    result = student_fn(*args)
+                    with tripwires.watching():
+                        result = student_fn(*args)
                 record = answers.encode(result)
             except Exception as exc:  # noqa: BLE001 -- the learner's error becomes the verdict
                 record = _describe_error(exc)
