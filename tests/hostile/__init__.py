@@ -625,6 +625,8 @@ CASES: list = [
               "        print('x' * (8 << 20))\n"
               "        _printed.append(1)\n"
               "    return _real_q1(*a, **k)"), FULL, FULL, kind="resource"),
+    Case("huge_print", "print('x' * 30_000_000) at the end of q1's answer cell: 30 MB of output, then honest "
+         "answers", _with("q1", "print('x' * 30_000_000)"), FULL, FULL, kind="resource"),
     Case("file_bomb", "q2's function writes 200 MB to a file, then answers",
          _replace(q2="with open('hostile.bin', 'wb') as f:\n"
                      "    for _ in range(200):\n"
