@@ -6,9 +6,11 @@ gradebook, ``<out>/results/<id>/<student>.json``, ``<out>/autograded/``),
 then a CSV and, on request, feedback HTML in nbgrader's feedback layout.
 Before anyone is graded, ``autograder.preflight`` checks that the sandboxed
 kernel sees the course's packages, and the gradebook's database is connected
-to (``autograder.database``). After grading, nbgrader's late policy is applied
-to the gradebook (``autograder.duedates``) and, with ``lms="canvas"``, a Canvas
-gradebook import file is written from the instructor's roster (``autograder.lms``). Students already graded with the same key (the
+to (``autograder.database``); a gradebook on a database server needs the class
+secret, so that every grader draws the same hidden cases. After grading,
+nbgrader's late policy is applied to the gradebook (``autograder.duedates``)
+and, with ``lms="canvas"``, a Canvas gradebook import file is written from the
+instructor's roster (``autograder.lms``). Students already graded with the same key (the
 file, the grader's code, the course source, the seed; ``grading_key``) are
 skipped, so a killed run loses only the students in flight; with no class
 secret, the random seed is kept in the output folder (0600) for the next run.
@@ -230,7 +232,7 @@ def grade_class(submitted_dir, assignment: str, *, course=None, jobs=None, db_ur
     see the course's packages.
     """
     from . import preflight, sandbox
-    from .database import gradebook_url, normalise, shown
+    from .database import gradebook_url, shown
 
     course_dir = _course_with(assignment, course)
     submitted = Path(submitted_dir)
@@ -245,15 +247,15 @@ def grade_class(submitted_dir, assignment: str, *, course=None, jobs=None, db_ur
         raise UsageError(f"--student {unknown[0]}: no {submitted / unknown[0] / assignment} folder")
     canvas = _canvas_roster(lms, roster, assignment, everyone)
     points, ids = assignment_cells(course_dir, assignment)
-    if db_url and not normalise(db_url.strip()).startswith("sqlite") and not class_secret_set():
+    if db_url:        # the cheap checks first: the database, then the sandboxed kernel
+        db_url = gradebook_url(db_url)
+    if db_url and not db_url.startswith("sqlite") and not class_secret_set():
         # a gradebook on a server is shared: graders that each drew their own random seed would grade one
         # class with different hidden cases
         raise UsageError(f"--db {shown(db_url)}: a gradebook on a database server is shared by every grader, who "
                          f"must all draw the same hidden cases: set the class secret ${SEED_ENV} (or "
                          f"${SEED_FILE_ENV}) on every grader's machine (docs/instructors.md, \"Several graders\")")
     preflight.check(read_json(source_notebook(course_dir, assignment)), assignment, level)
-    if db_url:
-        db_url = gradebook_url(db_url)
     course_id = _course_id(course_dir)
     out = Path(out_dir) if out_dir else default_out_dir(submitted, course_id)
     _private_dir(out, own=not out_dir and inside_checkout(submitted.resolve().parent))
@@ -359,7 +361,7 @@ def grade_class(submitted_dir, assignment: str, *, course=None, jobs=None, db_ur
                "environment_error": environment,
                "consistent": not mismatched, "mismatched": mismatched,
                "counts": {s: sum(r["status"] == s for r in results) for s in STATUSES},
-               "rows": [dict({k: r.get(k) for k in ("student", "score", "max_score", "status", "reason", "isolation")},
+               "rows": [dict({k: r.get(k) for k in ("student", "max_score", "status", "reason", "isolation")},
                              **_late_fields(r, late)) for r in results]}
     return summary
 
@@ -587,10 +589,6 @@ def _write_csv(path: Path, results: list, points: dict, late: dict | None = None
                              fields["late_penalty"], r.get("isolation", ""), r["reason"]])
 
 
-def _clock_text(seconds) -> str:
-    return Progress._clock(float(seconds))
-
-
 def format_summary(summary: dict) -> str:
     rows = summary["rows"]
     width = max([len(r["student"]) for r in rows] + [7])
@@ -599,7 +597,7 @@ def format_summary(summary: dict) -> str:
              f"{summary['duration_s']} s"]
     for r in rows:
         score = f"{r['score']}/{r['max_score']}"
-        late = (f"late {_clock_text(r['late_seconds'])}, penalty {r['late_penalty']}; "
+        late = (f"late {Progress._clock(float(r['late_seconds']))}, penalty {r['late_penalty']}; "
                 if r.get("late_seconds") else "")
         lines.append(f"  {r['student']:<{width}}  {score:>7}  {r['status']:<12}  {late}{r['reason']}")
     counts = ", ".join(f"{n} {s}" for s, n in summary["counts"].items())
