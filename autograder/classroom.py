@@ -232,7 +232,7 @@ def grade_class(submitted_dir, assignment: str, *, course=None, jobs=None, db_ur
     see the course's packages.
     """
     from . import preflight, sandbox
-    from .database import gradebook_url, shown
+    from .database import exclusive, gradebook_url, shown
 
     course_dir = _course_with(assignment, course)
     submitted = Path(submitted_dir)
@@ -272,8 +272,9 @@ def grade_class(submitted_dir, assignment: str, *, course=None, jobs=None, db_ur
     plan, skipped = [], []
     from nbgrader.api import Gradebook, MissingEntry
 
-    with _quiet_stderr(True), tempfile.TemporaryDirectory(prefix="kv-course-class-") as tmp:
-        # The class gradebook learns the assignment's cells the way nbgrader does it.
+    with _quiet_stderr(True), tempfile.TemporaryDirectory(prefix="kv-course-class-") as tmp, \
+            exclusive(db_url, f"kv-course gradebook set-up: {course_id}"):
+        # The class gradebook learns the assignment's cells the way nbgrader does it (one grader at a time).
         book = NbGrader(stage_course(course_dir, Path(tmp) / "course", [assignment]),
                         {"CourseDirectory.db_url": db_url})
         book.generate(assignment)

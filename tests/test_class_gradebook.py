@@ -133,9 +133,9 @@ SECRET = "spring-2027 kv-course, shared by every grader"
 
 
 def test_class_into_postgres(postgres_url, notebooks, tmp_path, monkeypatch):  # noqa: F811
-    """Two graders at once (two processes, each its own share of the class) into one PostgreSQL gradebook, with one
-    class secret and one output folder (docs/instructors.md, "Several graders"): one seed, one gradebook; a third
-    run finds everyone graded. Without a class secret, a server's gradebook is refused before anything runs."""
+    """Two graders at once (two processes, each its own share of the class) into one new PostgreSQL gradebook, with
+    one class secret and one output folder (docs/instructors.md, "Several graders"): one seed, one gradebook; a
+    third run finds everyone graded. Without a class secret, a server's gradebook is refused before anything runs."""
     from concurrent.futures import ThreadPoolExecutor
 
     from autograder.__main__ import main
@@ -147,11 +147,7 @@ def test_class_into_postgres(postgres_url, notebooks, tmp_path, monkeypatch):  #
     monkeypatch.delenv("KV_COURSE_GRADING_SEED_FILE", raising=False)
     assert main(["grade-class", str(submitted), "--assignment", ASSIGNMENT, "--course", str(REPO / "course"),
                  "--db", url, "--out", str(out)]) == 2 and not out.exists()
-    # the instructor puts the assignment into the new gradebook first (the hub guide's step 6), then two graders
-    course = tmp_path / "course"
-    shutil.copytree(REPO / "course", course, ignore=shutil.ignore_patterns(
-        "gradebook.db", "release", "submitted", "autograded", "feedback", ".nbgrader.log", "jupyterhub"))
-    _nbgrader("generate_assignment", ASSIGNMENT, "--force", f"--db={url}", cwd=course)
+    # two graders start at once on the new, empty database: they set it up one at a time (database.exclusive)
     shares = (["honest", "blank"], ["no_kv_factor", "honest_2"])
     with ThreadPoolExecutor(2) as pool:
         runs = list(pool.map(lambda share: _run(_args(submitted, out, "--db", url, "--jobs", "1", "--json",
@@ -187,6 +183,32 @@ def test_class_into_postgres(postgres_url, notebooks, tmp_path, monkeypatch):  #
     q2 = next(e for e in R.class_report(tmp_path / "out", ASSIGNMENT, db_url=url).exercises
               if e.grade_id == H.TEST["q2"])
     assert (q2.counts["full"], q2.counts["zero"], q2.slips) == (3, 0, {})    # the gradebook's points count
+
+
+def test_graders_set_the_gradebook_up_one_at_a_time(postgres_url):  # noqa: F811
+    """``database.exclusive``: a second grader's set-up waits for the first one's (PostgreSQL's advisory lock); two
+    graders starting at once would otherwise both run nbgrader's generate_assignment into one database."""
+    import threading
+
+    from autograder.database import exclusive
+
+    url = P.new_database(postgres_url, "kv_lock")
+    events, first_in = [], threading.Event()
+
+    def grader(name, hold):
+        with exclusive(url, "kv-course gradebook set-up: kv-course"):
+            events.append(f"{name} in")
+            first_in.set()
+            time.sleep(hold)
+            events.append(f"{name} out")
+
+    first = threading.Thread(target=grader, args=("A", 1.0))
+    first.start()
+    first_in.wait(10)
+    second = threading.Thread(target=grader, args=("B", 0.0))
+    second.start()
+    first.join(20), second.join(20)
+    assert events == ["A in", "A out", "B in", "B out"]
 
 
 # ---------------------------------------------------------------------------
