@@ -345,8 +345,9 @@ def grade_submission(submission, assignment: str, *, course=None, timeout=None, 
     sandbox.check_level(level)
     seed, seed_info = grading_seed()
     points, ids = assignment_cells(course_dir, assignment)
-    preflight.check(read_json(source_notebook(course_dir, assignment)), assignment, level)
     parsed, problem = inspect_notebook(path, assignment, ids)
+    if not problem:   # a file nobody could grade needs no kernel to say so
+        preflight.check(read_json(source_notebook(course_dir, assignment)), assignment, level)
     if problem:  # nbgrader would only fail on it (and leave a manual grade in a gradebook we discard)
         result = _failed_result(assignment, student or "student", points, problem)
         result.update(timeout_s=timeout, duration_s=0.0, submission=str(path), isolation=level, seed=seed_info)

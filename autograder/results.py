@@ -11,7 +11,6 @@ from pathlib import Path
 from . import notebook as _nb
 from .course import NbGrader
 from .kernel import UNREACHABLE
-from .outside_check import stopped_note
 from .seed import describe_seed
 from .verdict import named_slip
 
@@ -111,6 +110,8 @@ def _nbgrader_tests(grader: NbGrader, assignment: str, student: str, points: dic
     book = _gradebook_grades(grader, assignment, student)
     cells = _autograded_cells(grader.root, assignment, student)
     dead = "DeadKernelError" in log or "Kernel died" in log
+    from .outside_check import stopped_note   # imports nbgrader: only once a notebook was graded
+
     stopped = found.stopped if found is not None else None
     own = found.notebook if found is not None else {}
     by_hand = set(manual)
