@@ -1,8 +1,9 @@
 """grade-class into a shared gradebook: PostgreSQL, a run killed midway, exports.
 
 * A small class graded into a real PostgreSQL gradebook (``tests/pg_server.py``
-  starts a throwaway server; ``--db postgresql+psycopg2://...``), read back with
-  nbgrader's ``Gradebook`` API.
+  starts a throwaway server) named by the course folder's config, by ``grade-class``
+  run there with no ``--db`` and by plain ``nbgrader autograde``: one gradebook,
+  read back with nbgrader's ``Gradebook`` API.
 * A run killed with SIGKILL (its whole process group) after the first students
   are graded, then run again: nobody is lost, nobody is graded twice (the
   students graded before the kill keep their result files byte for byte), no
@@ -99,30 +100,44 @@ def _book(url: str) -> dict:
 # PostgreSQL
 # ---------------------------------------------------------------------------
 def test_class_into_postgres(postgres_url, notebooks, tmp_path):  # noqa: F811
+    """A course folder whose config names a PostgreSQL gradebook: grade-class, run there with no --db,
+    --course or --out, grades into it (the gradebook nbgrader uses for that course); plain ``nbgrader
+    autograde`` of a student then writes the same scores into the same gradebook (one seed,
+    ``<course>/grading-seed``)."""
     url = P.new_database(postgres_url, "kv_class")
-    submitted = _class(tmp_path, {**notebooks, "honest_2": notebooks["honest"]})
-    run = _run(_args(submitted, tmp_path / "out", "--db", url, "--jobs", "2", "--json"))
+    course = tmp_path / "course"
+    shutil.copytree(REPO / "course" / "source" / ASSIGNMENT, course / "source" / ASSIGNMENT)
+    (course / "nbgrader_config.py").write_text((REPO / "course" / "nbgrader_config.py").read_text()
+                                               + f"\nc.CourseDirectory.db_url = {url!r}\n")
+    submitted = _class(course, {**notebooks, "honest_2": notebooks["honest"]})
+    here = [sys.executable, "-m", "autograder", "grade-class", "submitted", "--assignment", ASSIGNMENT, "--json"]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    run = run_in_group([*here, "--jobs", "2"], timeout=600, cwd=course, env=env)
     assert run.returncode == 0, run.stderr[-3000:]
     summary = json.loads(run.stdout)
     assert summary["gradebook"] == url and summary["consistent"] and summary["graded_now"] == 4
-    assert not (tmp_path / "out" / "gradebook.db").exists()   # the gradebook is the server's
+    assert summary["out"] == str(course) and not (course / "gradebook.db").exists()   # the server's gradebook
     book = _book(url)
     assert {s: score for s, (score, _) in book.items()} == {**EXPECTED, "honest_2": FULL}
     assert book["no_kv_factor"][1] == {**{H.TEST[q]: H.POINTS[q] for q in H.Q}, H.TEST["q2"]: 0}
-    again = json.loads(_run(_args(submitted, tmp_path / "out", "--db", url, "--json")).stdout)
-    assert again["graded_now"] == 0 and sorted(again["skipped"]) == sorted(book)
+    plain = run_in_group([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--student", "no_kv_factor",
+                          "--force"], timeout=600, cwd=course, env=env)
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    assert _book(url) == book                   # plain nbgrader: the same gradebook, the same scores
+    again = json.loads(run_in_group(here, timeout=600, cwd=course, env=env).stdout)
+    assert again["graded_now"] == 0 and sorted(again["skipped"]) == sorted(book) and again["consistent"]
     # the slip report from the PostgreSQL gradebook: written by grade-class, and on request
     from autograder import report as R
     from nbgrader.api import Gradebook
 
     assert Path(again["report"]["html"]).is_file(), again["report"]
     kinds = {"honest": "right", "honest_2": "right", "no_kv_factor": "q2_no_kv_factor", "blank": "blank"}
-    assert _got_report(R.class_report(tmp_path / "out", ASSIGNMENT, db_url=url)) == _expected_report(kinds)
+    assert _got_report(R.class_report(course, ASSIGNMENT, db_url=url)) == _expected_report(kinds)
     with Gradebook(url, "kv-course") as gb:      # the instructor gives q2's point by hand (the formgrader)
         grade = gb.find_grade(H.TEST["q2"], ASSIGNMENT, ASSIGNMENT, "no_kv_factor")
         grade.manual_score = 1
         gb.db.commit()
-    q2 = next(e for e in R.class_report(tmp_path / "out", ASSIGNMENT, db_url=url).exercises
+    q2 = next(e for e in R.class_report(course, ASSIGNMENT, db_url=url).exercises
               if e.grade_id == H.TEST["q2"])
     assert (q2.counts["full"], q2.counts["zero"], q2.slips) == (3, 0, {})    # the gradebook's points count
 
