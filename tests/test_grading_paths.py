@@ -601,6 +601,41 @@ def test_student_flag_regrades_one_and_keeps_the_rest(graded_course):
     assert unknown.returncode == 2 and len(unknown.stderr.strip().splitlines()) == 1 and "nobody" in unknown.stderr
 
 
+def test_a_points_edit_is_said_once_and_graded_with_the_new_points(notebooks, tmp_path):
+    """The instructor gives q1 4 points instead of 3 after the release went out: a released notebook (q1's
+    cells still say 3) is graded out of 12 with q1's 4, and the reason says what changed, once, instead of
+    calling the student's cells tampered; grade-class's summary says it once for the class."""
+    from autograder.classroom import _repointed, format_summary
+
+    course = tmp_path / "course"
+    source = H.load_source()
+    for cell in source["cells"]:
+        if H._meta(cell).get("grade_id") == H.TEST["q1"]:
+            cell["metadata"]["nbgrader"]["points"] = H.POINTS["q1"] + 1
+    (course / "source" / ASSIGNMENT).mkdir(parents=True)
+    (course / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").write_text(json.dumps(source))
+    shutil.copy2(REPO / "course" / "nbgrader_config.py", course / "nbgrader_config.py")
+    (tmp_path / "work.ipynb").write_bytes(notebooks["honest"])
+    run = _run([sys.executable, "-m", "autograder", "grade", tmp_path / "work.ipynb", "--assignment", ASSIGNMENT,
+                "--course", course, "--json"])
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(run.stdout)
+    assert (result["score"], result["max_score"]) == (FULL + 1, FULL + 1)
+    q1 = next(t for t in result["tests"] if t["grade_id"] == H.TEST["q1"])
+    assert (q1["points"], q1["max_points"]) == (H.POINTS["q1"] + 1, H.POINTS["q1"] + 1)
+    said = f"points changed in the course's source since the release ({H.TEST['q1']} 3 -> 4)"
+    assert result["reason"].count(said) == 1 and "did not match" not in result["reason"], result["reason"]
+    assert result["repointed"] == {H.TEST["q1"]: [3, 4]}
+    # the class: every student's result carries it; the summary says it once, the rows not at all
+    rows = [dict(result, student=s, reason=f"all {len(H.Q)} tests passed") for s in ("a", "b")]
+    summary = {"assignment": ASSIGNMENT, "students": 2, "graded_now": 2, "skipped": [], "jobs": 1,
+               "duration_s": 1, "rows": rows, "counts": {"graded": 2}, "isolation": "bwrap", "seed": None,
+               "gradebook": "g", "csv": "c", "out": "o", "consistent": True, "repointed": _repointed(rows)}
+    text = format_summary(summary)
+    assert text.count("points changed in the course's source since the release") == 1
+    assert f"({H.TEST['q1']} 3 -> 4): 2 submission(s) graded with the source's points" in text
+
+
 # ---------------------------------------------------------------------------
 # A broken grading environment, error statuses
 # ---------------------------------------------------------------------------
