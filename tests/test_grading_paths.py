@@ -11,6 +11,8 @@ autograder grade-class submitted --assignment ...`` run there with no ``--course
   gets no more than an honest blank (0 of 11: the contract's points q1 3, q2 1, q3 1, q4 2, q5 2,
   q6 2) on every path, and no feedback HTML from either shows the source;
 * a helper and ``import math`` in a cell the learner added above q2's answer grade as they ran;
+* q2 answered from a table of the notebook's own cases (its hidden ones from the checks' public seed)
+  loses q2 on every path: the outside check's hidden cases come from the course's grading seed;
 * ``os._exit(1)`` after q6's answer keeps q1-q5 (9 points) on every path, leaves q6 to a person, and
   nbgrader's formgrader lists the submission as autograded and needing manual grading;
 * the written question (2 points) passes through to the formgrader on every path, and the totals
@@ -173,12 +175,14 @@ HELPER = ("import math\n\n\ndef per_token(layers, kv_heads, head_dim, dtype_byte
           "    return 2 * layers * kv_heads * head_dim * dtype_bytes\n")
 HELPED_Q2 = H._body("q2", "return math.prod([per_token(layers, kv_heads, head_dim, dtype_bytes), seq_len])")
 CRASH = "\nimport os\nos._exit(1)\n"      # at the end of q6's answer cell: q1-q5 ran, q6's test never does
-STUDENTS = ("reader", "honest", "blank", "crash")
+STUDENTS = ("reader", "honest", "blank", "crash", "memorised")
 # Automatic points per student on every path (the contract's: q1 3, q2 1, q3 1, q4 2, q5 2, q6 2): the honest
 # student (q2 through a helper cell of their own, and an answer to the written question) all 11; the crash
-# keeps q1-q5 (9) with q6 left to a person; the reader gets what the blank gets. (The patched checkers of
+# keeps q1-q5 (9) with q6 left to a person; q2 answered from a table of the notebook's own cases (visible, and
+# hidden with the checks' public seed) loses q2 outside, where the hidden cases come from the course's grading
+# seed; the reader gets what the blank gets. (The patched checkers of
 # the hostile corpus get what the blank gets on both paths too: tests/test_hostile_class.py.)
-AUTO = {"reader": 0, "honest": FULL, "blank": 0, "crash": FULL - H.POINTS["q6"]}
+AUTO = {"reader": 0, "honest": FULL, "blank": 0, "crash": FULL - H.POINTS["q6"], "memorised": FULL - H.POINTS["q2"]}
 
 
 def _course_with_written_answer(course: Path) -> dict:
@@ -208,8 +212,15 @@ def _students(release: dict, source: dict) -> dict:
         add_helper(nb)
         answer_written(nb)
 
+    from autograder.checks import ch01, core
+
+    q2 = ch01.EXERCISES[H.TEST["q2"]]
+    table = {tuple(c["kwargs"][p] for p in q2.params): q2.expected(c)
+             for c in (*q2.visible_cases, *q2.hidden_cases(core.DEFAULT_HIDDEN_SEED))}
+    memorised = H._body("q2", f"return {table!r}.get((layers, kv_heads, head_dim, dtype_bytes, seq_len), 0)")
     return {"reader": H.dump(kit.notebook({q: READER for q in H.Q})),
             "honest": H.dump(kit.notebook({"q2": HELPED_Q2}, edit=honest)),
+            "memorised": H.dump(kit.notebook({"q2": memorised})),
             "blank": H.dump(kit.notebook(blank=tuple(H.Q))),
             "crash": H.dump(kit.notebook({"q6": kit.solution("q6") + CRASH}))}
 
@@ -330,6 +341,16 @@ def test_both_paths_write_one_gradebook(graded_course):
         assert sum(score or 0 for score, _ in grades.values()) == AUTO[student], student
         assert graded_course["results"][student]["score"] == AUTO[student], student
     assert summary["consistent"] and sorted(p.name for p in (course / "autograded").iterdir()) == sorted(STUDENTS)
+
+
+def test_every_path_draws_hidden_cases_from_the_grading_seed(graded_course):
+    """q2 answered from a table of every case the notebook's tests use (visible, and hidden with the checks'
+    public seed) passes in the notebook; the outside check, on every path, draws its hidden cases from the
+    course's grading seed and takes q2's point back."""
+    for book in (graded_course["plain"]["book"], graded_course["book"]):
+        assert book["memorised"][H.TEST["q2"]] == (0, False)
+    q2 = next(t for t in graded_course["results"]["memorised"]["tests"] if t["grade_id"] == H.TEST["q2"])
+    assert (q2["nbgrader_points"], q2["verdict_points"]) == (H.POINTS["q2"], 0) and "hidden case" in q2["feedback"]
 
 
 def test_added_helper_cells_grade_as_they_ran(graded_course):
