@@ -16,5 +16,6 @@
   course), ``database`` (the gradebook URL), ``verdict`` + ``verdict_runner``,
   ``sandbox`` + ``kernel_launcher`` + ``kernel``; ``nbgrader_setup`` (what the
   course config sets up for plain nbgrader too: the sandboxed kernel, the
+  outside check as a step of nbgrader's autograde, ``outside_check``, the
   feedback page in ``templates/``, quiet logs).
 """

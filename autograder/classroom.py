@@ -72,8 +72,12 @@ def _grade_one(grader: Grader, student: str, folder: str, digest: str) -> dict:
     return result
 
 
-def _merge(gradebook, assignment: str, result: dict):
-    """Write one result into the class gradebook (nbgrader's own tables): the combined points."""
+def _merge(gradebook, assignment: str, result: dict, keep_manual: bool = False):
+    """Write one result into the class gradebook (nbgrader's own tables): the combined points.
+
+    A test left to a person (a written answer, a test the kernel never reached) keeps the score a
+    person gave it in the formgrader when ``keep_manual`` (the same submission graded again); any
+    other manual score belongs to an older submission and is cleared."""
     from datetime import datetime
 
     student = result["student"]
@@ -89,9 +93,11 @@ def _merge(gradebook, assignment: str, result: dict):
             test = by_id.get(grade.name)
             if test is None:
                 continue
-            grade.needs_manual_grade = bool(test["needs_manual"])
+            kept = keep_manual and test["needs_manual"] and grade.manual_score is not None
             grade.auto_score = None if (test["needs_manual"] and not test["points"]) else float(test["points"])
-            grade.manual_score = None
+            grade.needs_manual_grade = bool(test["needs_manual"]) and not kept
+            if not kept:
+                grade.manual_score = None
     gradebook.db.commit()
 
 
@@ -105,15 +111,40 @@ def _write_atomic(path: Path, data: str):
     os.replace(tmp, path)
 
 
-def default_out_dir(submitted_dir: Path, course_id: str = "kv-course") -> Path:
-    """Next to ``submitted/`` (nbgrader's course layout), unless that is in the checkout; then the
-    user's own data folder: ``$XDG_DATA_HOME/kv-course/grading/<course id>`` (default
-    ``~/.local/share/...``), made 0700. Never a temp folder others could read or pre-create."""
+def class_course(submitted_dir) -> Path | None:
+    """The nbgrader course folder that holds ``submitted/`` (it has an ``nbgrader_config.py``), or None:
+    the course plain nbgrader would grade there, with its own ``source/`` and gradebook."""
     parent = Path(submitted_dir).resolve().parent
-    if not inside_checkout(parent):
+    return parent if (parent / "nbgrader_config.py").is_file() else None
+
+
+def default_out_dir(submitted_dir: Path, course_id: str = "kv-course") -> Path:
+    """The folder holding ``submitted/`` (nbgrader's course layout: the course folder itself when it is
+    one, in the checkout or not), unless that is another folder inside the checkout; then the user's
+    own data folder: ``$XDG_DATA_HOME/kv-course/grading/<course id>`` (default ``~/.local/share/...``),
+    made 0700. Never a temp folder others could read or pre-create."""
+    parent = Path(submitted_dir).resolve().parent
+    if class_course(submitted_dir) is not None or not inside_checkout(parent):
         return parent
     base = os.environ.get("XDG_DATA_HOME", "").strip() or str(Path.home() / ".local" / "share")
     return Path(base).expanduser() / "kv-course" / "grading" / course_id
+
+
+def course_gradebook(course_dir: Path) -> str | None:
+    """The gradebook nbgrader itself would use for ``course_dir``: ``CourseDirectory.db_url`` from the
+    ``nbgrader_config.py`` files on Jupyter's config path (a grader's, ``course/jupyterhub/grader/``)
+    and the course's own, the course's last; None when none sets it (nbgrader's default then is
+    ``<course>/gradebook.db``)."""
+    from jupyter_core.paths import jupyter_config_path
+    from traitlets.config import Config
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = Config()
+    for folder in [*reversed(jupyter_config_path()), str(course_dir)]:
+        if (Path(folder) / "nbgrader_config.py").is_file():
+            config.merge(PyFileConfigLoader("nbgrader_config.py", path=folder).load_config())
+    url = config.CourseDirectory.db_url if "db_url" in config.CourseDirectory else None
+    return str(url) if url else None
 
 
 def _private_dir(path: Path, *, own: bool = True) -> Path:
@@ -136,16 +167,16 @@ def _tree_hash(paths) -> str:
     return digest.hexdigest()
 
 
-def grading_key(course_dir: Path, assignment: str, seed: int) -> dict:
+def grading_key(course_dir: Path, assignment: str, seed: int, level: str) -> dict:
     """What a stored result must share with this run to be kept: the grader's code, the course's
-    source of ``assignment`` (and its config), the seed (by fingerprint); the submission is added
-    per student."""
+    source of ``assignment`` (and its config), the seed (by fingerprint), the sandbox level; the
+    submission is added per student."""
     from .packages import package_dirs
 
     source = source_notebook(course_dir, assignment).parent
     return {"grader": _tree_hash(package_dirs())[:16],
             "course": _tree_hash([source, Path(course_dir) / "nbgrader_config.py"])[:16],
-            "seed": fingerprint(seed)}
+            "seed": fingerprint(seed), "isolation": level}
 
 
 def _results(plan: list, jobs: int, course_dir: Path, assignment: str, timeout, seed, seed_info, points):
@@ -234,10 +265,11 @@ def grade_class(submitted_dir, assignment: str, *, course=None, jobs=None, db_ur
     from . import preflight, sandbox
     from .database import exclusive, gradebook_url, shown
 
-    course_dir = _course_with(assignment, course)
     submitted = Path(submitted_dir)
     if not submitted.is_dir():
         raise UsageError(f"no such folder: {submitted_dir}")
+    home = None if course else class_course(submitted)   # the class's own course folder, as nbgrader's
+    course_dir = _course_with(assignment, course or home)
     level = sandbox.detect_level()
     sandbox.check_level(level)  # REQUIRE_ISOLATION=1: fail before grading anyone
     everyone = sorted(p.name for p in submitted.iterdir() if (p / assignment).is_dir())
@@ -247,6 +279,8 @@ def grade_class(submitted_dir, assignment: str, *, course=None, jobs=None, db_ur
         raise UsageError(f"--student {unknown[0]}: no {submitted / unknown[0] / assignment} folder")
     canvas = _canvas_roster(lms, roster, assignment, everyone)
     points, ids = assignment_cells(course_dir, assignment)
+    if not db_url and home is not None and not out_dir:   # the gradebook nbgrader uses for that course
+        db_url = course_gradebook(home)
     if db_url:        # the cheap checks first: the database, then the sandboxed kernel
         db_url = gradebook_url(db_url)
     if db_url and not db_url.startswith("sqlite") and not class_secret_set():
@@ -258,15 +292,15 @@ def grade_class(submitted_dir, assignment: str, *, course=None, jobs=None, db_ur
     preflight.check(read_json(source_notebook(course_dir, assignment)), assignment, level)
     course_id = _course_id(course_dir)
     out = Path(out_dir) if out_dir else default_out_dir(submitted, course_id)
-    _private_dir(out, own=not out_dir and inside_checkout(submitted.resolve().parent))
+    _private_dir(out, own=not out_dir and home is None and inside_checkout(submitted.resolve().parent))
     seed, seed_info = grading_seed(out)
-    key = grading_key(course_dir, assignment, seed)
+    key = grading_key(course_dir, assignment, seed, level)
     sqlite = not db_url
     db_url = db_url or f"sqlite:///{(out / 'gradebook.db').resolve()}"
     csv_path = Path(csv_path) if csv_path else out / f"{assignment}_grades.csv"
     results_dir = _private_dir(out / "results" / assignment)
     os.chmod(out / "results", 0o700)
-    autograded_dir = _private_dir(out / "autograded")
+    autograded_dir = _private_dir(out / "autograded", own=home is None or bool(out_dir))   # a course's: nbgrader's
     started = time.monotonic()
 
     plan, skipped = [], []
@@ -339,7 +373,9 @@ def grade_class(submitted_dir, assignment: str, *, course=None, jobs=None, db_ur
         mismatched = []
         for result in results:
             book = gb.find_submission(assignment, result["student"])
-            if abs(book.score - result["score"]) > 1e-9 or abs(book.max_score - result["max_score"]) > 1e-9:
+            # the automatic part: a score a person gave in the formgrader is theirs to differ
+            auto = sum(g.auto_score or 0 for nb in book.notebooks for g in nb.grades)
+            if abs(auto - result["score"]) > 1e-9 or abs(book.max_score - result["max_score"]) > 1e-9:
                 mismatched.append(result["student"])
 
     with Gradebook(db_url, course_id) as gb:       # nbgrader's late policy, on everyone graded so far
@@ -362,7 +398,9 @@ def grade_class(submitted_dir, assignment: str, *, course=None, jobs=None, db_ur
                "environment_error": environment,
                "consistent": not mismatched, "mismatched": mismatched,
                "counts": {s: sum(r["status"] == s for r in results) for s in STATUSES},
-               "rows": [dict({k: r.get(k) for k in ("student", "max_score", "status", "reason", "isolation")},
+               "repointed": _repointed(results),
+               "rows": [dict({k: r.get(k) for k in ("student", "max_score", "status", "reason", "isolation",
+                                                    "pending")},
                              **_late_fields(r, late)) for r in results]}
     return summary
 
@@ -426,6 +464,17 @@ def _write_canvas(out: Path, assignment: str, db_url: str, course_id: str, canva
             "blank": blank, "not_submitted": unsubmitted}
 
 
+def _repointed(results: list) -> dict | None:
+    """The source's points edited since the release, over the class: ``{"cells": {grade_id: [released,
+    now]}, "students": n}``, or None (said once in the summary, not in every student's reason)."""
+    cells, students = {}, 0
+    for r in results:
+        if r.get("repointed"):
+            students += 1
+            cells.update(r["repointed"])
+    return {"cells": cells, "students": students} if students else None
+
+
 def report_paths(csv_path: Path, assignment: str) -> tuple[Path, Path]:
     """Where grade-class writes the class's slip report: beside its CSV."""
     return (csv_path.with_name(f"{assignment}_report.html"), csv_path.with_name(f"{assignment}_report.csv"))
@@ -451,8 +500,11 @@ def _course_id(course_dir: Path) -> str:
 
 
 def _record(gb, assignment: str, result: dict, results_dir: Path):
-    """One result into the gradebook, then its JSON (the JSON last: it is what marks 'already graded')."""
-    _merge(gb, assignment, result)
+    """One result into the gradebook, then its JSON (the JSON last: it is what marks 'already graded').
+    A manual grade given in the formgrader stays when the same submission is graded again."""
+    previous = _read_result(results_dir / f"{result['student']}.json")
+    same = previous is not None and previous.get("sha256") is not None and previous.get("sha256") == result.get("sha256")
+    _merge(gb, assignment, result, keep_manual=same)
     _write_atomic(results_dir / f"{result['student']}.json", json.dumps(result, indent=1) + "\n")
 
 
@@ -602,6 +654,11 @@ def format_summary(summary: dict) -> str:
                 if r.get("late_seconds") else "")
         lines.append(f"  {r['student']:<{width}}  {score:>7}  {r['status']:<12}  {late}{r['reason']}")
     counts = ", ".join(f"{n} {s}" for s, n in summary["counts"].items())
+    waiting = [r for r in rows if r.get("pending")]
+    if waiting:
+        points = _num(sum(float(r["pending"]["points"]) for r in waiting))
+        counts += (f"; {len(waiting)} with points pending a manual grade in the formgrader ({points} in all: "
+                   f"{', '.join(sorted({g for r in waiting for g in r['pending']['grade_ids']}))})")
     lines += [f"statuses: {counts}",
               f"isolation: {summary['isolation']} (every notebook's kernel and the outside checks ran in this "
               f"sandbox); hidden cases: seed {describe_seed(summary.get('seed'))}",
@@ -631,6 +688,9 @@ def format_summary(summary: dict) -> str:
                      + (f"; left blank: {blank}" if blank else "")
                      + (f"; {exported['not_submitted']} roster student(s) without a submission, left blank"
                         if exported["not_submitted"] else "") + ")")
+    if summary.get("repointed"):
+        from .grade import repointed_note
+        lines.append(repointed_note(summary["repointed"]["cells"], summary["repointed"]["students"]))
     if summary.get("not_graded"):
         lines.append(f"not graded yet: {', '.join(summary['not_graded'])}")
     if summary.get("environment_error"):

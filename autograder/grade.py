@@ -81,6 +81,7 @@ from .results import (
     _plural,
     combine,
     format_report,
+    pending,
 )
 from .seed import SEED_ENV, SEED_FILE_ENV, describe_seed, grading_seed
 
@@ -134,7 +135,9 @@ class Grader:
     def __init__(self, course_dir: Path, assignment: str, *, timeout=None, seed: int | None = None,
                  seed_info: dict | None = None, db_url: str | None = None):
         from . import sandbox
+        from .checks import core
         from .kernel import use_in_nbgrader
+        from .kernel_launcher import socket_dir
         from .packages import package_dirs
 
         use_in_nbgrader()  # messages to a kernel that broke its own connection time out
@@ -142,11 +145,12 @@ class Grader:
         sandbox.check_level(self.level)          # REQUIRE_ISOLATION=1: fail loudly, before any work
         self.assignment = assignment
         self.tmp = Path(_short_tmp())
+        self.ipc = None
+        self._found: list = []   # what the course config's OutsideCheck reported (autograder.outside_check)
         try:
             self.root = stage_course(course_dir, self.tmp / "course", [assignment])
             self.jupyter = self.tmp / "jupyter"
-            self.ipc = self.tmp / "ipc"
-            self.ipc.mkdir(mode=0o700)
+            self.ipc = Path(socket_dir())
             probe = NbGrader(self.root, _timeout_overrides(timeout))
             self.timeout = _config_timeout(probe)
             sandbox.write_kernelspec(self.jupyter / "kernels", "kv-sandboxed", level=self.level,
@@ -155,14 +159,19 @@ class Grader:
             overrides = dict(_timeout_overrides(timeout))
             overrides.update({"Execute.kernel_name": "kv-sandboxed", "KernelManager.transport": "ipc",
                               "KernelManager.ip": str(self.ipc / "kernel"),
-                              "SandboxedKernelManager.own_sandbox": False})   # ours: the spec and sockets above
-            if db_url:
-                overrides["CourseDirectory.db_url"] = db_url
+                              "SandboxedKernelManager.own_sandbox": False,    # ours: the spec and sockets above
+                              # the course config's outside check, with this run's seed and level, reporting here
+                              "OutsideCheck.seed": core.DEFAULT_HIDDEN_SEED if seed is None else seed,
+                              "OutsideCheck.level": self.level, "OutsideCheck.report": self._found.append})
+            # its own throwaway gradebook, whatever the course config names (a class's gradebook is written
+            # by grade-class alone, from the results)
+            overrides["CourseDirectory.db_url"] = db_url or f"sqlite:///{self.root / 'gradebook.db'}"
             self.grader = NbGrader(self.root, overrides)
             self.grader.generate(assignment)
             self.points, self.ids = assignment_cells(self.root, assignment)
             self.reference = source_notebook(self.root, assignment)
             self.reference_nb = read_json(self.reference)
+            self.manual = set(_nb.manual_points(self.reference_nb))   # written answers, tasks: a person's
             self.seed = seed
             self.seed_info = seed_info or ({"source": "the checks' default", "value": seed} if seed is not None
                                            else None)
@@ -172,6 +181,8 @@ class Grader:
 
     def close(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
+        if getattr(self, "ipc", None) is not None:
+            shutil.rmtree(self.ipc, ignore_errors=True)
 
     def __enter__(self):
         return self
@@ -213,8 +224,10 @@ class Grader:
             sub, problem = inspect_notebook(path, assignment, self.ids)
         if path.name in dropped:
             problem = f"{path.name} is a symbolic link or a special file, not a notebook (not followed)"
-        restored = [] if problem else restore_metadata(sub, self.reference_nb, path)
+        repointed: dict = {}   # the source's points edited since the release: the instructor's change
+        restored = [] if problem else restore_metadata(sub, self.reference_nb, path, repointed)
         started = time.monotonic()
+        self._found.clear()
         if problem:
             run = {"success": False, "log": ""}
         else:
@@ -223,9 +236,11 @@ class Grader:
                     run = grader.autograde(assignment, student)
             finally:
                 self._clear_ipc()
-        nb = _nbgrader_tests(grader, assignment, student, self.points, problem, run, self.timeout)
-        v = None
-        if not problem:
+        found = next((f for f in self._found if f.student == student), None)
+        nb = _nbgrader_tests(grader, assignment, student, self.points, problem, run, self.timeout, found,
+                             manual=self.manual)
+        v = found.verdict if found is not None else None
+        if v is None and not problem:   # nbgrader stopped before its outside check: check here
             step_s, wall_s = verdict_limits(self.timeout)
             v = _verdict.grade(sub, assignment, reference=self.reference_nb, seed=self.seed, student=student,
                                sandbox=_verdict.make_sandbox(level=self.level, wall_s=wall_s), step_s=step_s)
@@ -237,17 +252,24 @@ class Grader:
                                f"assignment (reset to the instructor's source; unknown ids dropped): "
                                f"{', '.join(restored)}")
         tests, status, reason = combine(nb, v, self.level)
+        if nb["died"]:   # whatever killed the kernel (the student, or the machine), it is no grade to keep
+            reason += "; graded again by the next run (a kernel death is never kept as a grade)"
         result = {"assignment": assignment, "student": student,
                   "score": _num(sum(float(t["points"]) for t in tests)), "max_score": nb["max_score"],
-                  "status": status, "reason": reason, "isolation": self.level, "seed": self.seed_info,
+                  "status": status, "reason": reason, "pending": None if status == "error" else pending(tests),
+                  "isolation": self.level, "seed": self.seed_info,
                   "timeout_s": _num(self.timeout), "duration_s": round(time.monotonic() - started, 2),
                   "timestamp": nb["book"][2] if nb["book"] else None, "tests": tests,
+                  "repointed": {gid: list(pair) for gid, pair in repointed.items()},
                   "verdict": None if v is None else {
                       "status": v.status, "score": _num(v.score), "reason": v.reason, "runner": v.runner,
                       "isolation": v.isolation, "complete": v.complete, "wall_s": round(v.wall_s, 2)}}
+        if nb["died"]:
+            result["retry"] = True
         if keep_autograded:
-            result["_autograded"] = _annotate_autograded(
-                grader.root / "autograded" / student / assignment / f"{assignment}.ipynb", tests)
+            autograded = grader.root / "autograded" / student / assignment / f"{assignment}.ipynb"
+            result["_autograded"] = (autograded.read_text(encoding="utf-8") if autograded.is_file() else None) \
+                if found is not None else _annotate_autograded(autograded, tests)
         return result
 
 
@@ -323,8 +345,9 @@ def grade_submission(submission, assignment: str, *, course=None, timeout=None, 
     sandbox.check_level(level)
     seed, seed_info = grading_seed()
     points, ids = assignment_cells(course_dir, assignment)
-    preflight.check(read_json(source_notebook(course_dir, assignment)), assignment, level)
     parsed, problem = inspect_notebook(path, assignment, ids)
+    if not problem:   # a file nobody could grade needs no kernel to say so
+        preflight.check(read_json(source_notebook(course_dir, assignment)), assignment, level)
     if problem:  # nbgrader would only fail on it (and leave a manual grade in a gradebook we discard)
         result = _failed_result(assignment, student or "student", points, problem)
         result.update(timeout_s=timeout, duration_s=0.0, submission=str(path), isolation=level, seed=seed_info)
@@ -333,7 +356,18 @@ def grade_submission(submission, assignment: str, *, course=None, timeout=None, 
                                       seed_info=seed_info) as grader:
         result = grader.grade(student or "student", notebook=path, parsed=parsed)
     result["submission"] = str(path)
+    if result.get("repointed"):
+        result["reason"] += "; " + repointed_note(result["repointed"])
     return result
+
+
+def repointed_note(repointed: dict, students: int | None = None) -> str:
+    """The source's points edited since the release, in one line (said once, not as tampering)."""
+    changes = ", ".join(f"{gid} {_num(old) if old is not None else '?'} -> {_num(new)}"
+                        for gid, (old, new) in sorted(repointed.items()))
+    whose = f"{students} submission(s)" if students is not None else "this notebook"
+    return (f"points changed in the course's source since the release ({changes}): {whose} graded with the "
+            f"source's points")
 
 
 

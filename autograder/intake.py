@@ -63,7 +63,7 @@ def inspect_submission(path: Path, assignment: str, expected_ids: set) -> str | 
 _FLAGS = ("grade", "solution", "locked", "task", "points", "schema_version")
 
 
-def restore_metadata(nb: dict, reference: dict, path: Path | None = None) -> list:
+def restore_metadata(nb: dict, reference: dict, path: Path | None = None, repointed: dict | None = None) -> list:
     """Put the assignment's nbgrader flags back on the submission's cells; the ids it changed.
 
     A cell that claims a grade id of the assignment gets that cell's flags
@@ -74,13 +74,17 @@ def restore_metadata(nb: dict, reference: dict, path: Path | None = None) -> lis
     flagged as a test with 100 points) instead of grading it. ``nb`` is
     changed in place; ``path``, when given, is rewritten only when something
     changed.
+
+    A cell whose flags differ only in ``points`` is the instructor's doing (the source's points were
+    edited after the release went out): it is put right like the others, but recorded in
+    ``repointed`` (``{grade_id: (released points, the source's)}``) instead of the ids returned.
     """
     wanted = {}
     for cell in reference.get("cells", []):
         meta = (cell.get("metadata") or {}).get("nbgrader")
         if isinstance(meta, dict) and meta.get("grade_id"):
             wanted[meta["grade_id"]] = (cell.get("cell_type"), {k: meta[k] for k in _FLAGS if k in meta})
-    changed = []
+    changed, rewrite = [], False
     for cell in nb.get("cells", []):
         meta = cell.get("metadata") if isinstance(cell, dict) else None
         if not isinstance(meta, dict) or "nbgrader" not in meta:
@@ -90,14 +94,21 @@ def restore_metadata(nb: dict, reference: dict, path: Path | None = None) -> lis
         if not isinstance(gid, str) or gid not in wanted or wanted[gid][0] != cell.get("cell_type"):
             del meta["nbgrader"]
             changed.append(str(gid)[:60] if gid else "(no id)")
+            rewrite = True
             continue
         flags = wanted[gid][1]
-        if any(nbg.get(k) != v for k, v in flags.items()) or any(k in nbg and k not in flags for k in _FLAGS):
+        differ = {k for k in _FLAGS if nbg.get(k) != flags.get(k) or (k in nbg) != (k in flags)}
+        if differ:
+            old = nbg.get("points")
             for k in _FLAGS:
                 nbg.pop(k, None)
             nbg.update(flags)
-            changed.append(gid)
-    if changed and path is not None:
+            if differ == {"points"} and repointed is not None:
+                repointed[gid] = (old, flags.get("points"))
+            else:
+                changed.append(gid)
+        rewrite = rewrite or bool(differ)
+    if rewrite and path is not None:
         _nb.write(nb, path)
     return changed
 

@@ -15,7 +15,8 @@ cannot override, so the name it reads is replaced in its module).
 Plain nbgrader (``nbgrader autograde`` with ``course/nbgrader_config.py``) gets
 the same sandbox from ``sandboxed_autograde(c)``, which the course config
 calls: the kernel ``kv-sandboxed``, and a manager that makes, for each kernel,
-a private directory (0700) holding its ipc sockets and a fresh kernelspec of
+a private directory (0700) for its ipc sockets (``kernel_launcher.socket_dir``)
+and one holding a fresh kernelspec of
 this interpreter's sandbox (``own_sandbox``), so nothing has to be installed
 and nothing stale is used. Where the sandbox cannot hide the file system
 (level ``rlimits`` or ``none``), it refuses to start the kernel unless the
@@ -82,6 +83,8 @@ class SandboxedKernelManager(AsyncKernelManager):
                                                 "its ipc sockets and a fresh kernelspec (plain nbgrader)")
     wall_s = Float(300.0, config=True, help="the whole kernel's lifetime in seconds (own_sandbox)")
     _private: str | None = None
+    _sockets: str | None = None
+    unreachable = False   # set when this manager killed its kernel for not taking messages
 
     def _make_own_sandbox(self) -> None:
         from jupyter_client.kernelspec import KernelSpecManager
@@ -98,10 +101,10 @@ class SandboxedKernelManager(AsyncKernelManager):
                 f"solutions and hidden tests) from students' code; install bubblewrap (apt-get install "
                 f"bubblewrap), or set SANDBOX_LEVEL={level} to accept it, or {UNSANDBOXED_ENV}=1 to grade "
                 f"unsandboxed")
-        base = "/tmp" if os.path.isdir("/tmp") else None   # socket paths stay short (107 bytes at most)
-        self._private = tempfile.mkdtemp(prefix="kvk-", dir=base)
-        ipc = os.path.join(self._private, "ipc")
-        os.mkdir(ipc, 0o700)
+        from .kernel_launcher import socket_dir
+
+        self._private = tempfile.mkdtemp(prefix="kvk-")   # the kernelspec
+        self._sockets = ipc = socket_dir()
         kernels = os.path.join(self._private, "kernels")
         write_kernelspec(kernels, SANDBOXED_KERNEL, ro=package_dirs(), level=level, wall_s=self.wall_s)
         self.kernel_spec_manager = KernelSpecManager(kernel_dirs=[kernels], parent=self)
@@ -117,7 +120,8 @@ class SandboxedKernelManager(AsyncKernelManager):
         await super()._async_cleanup_resources(restart=restart)
         if not restart and self._private:
             shutil.rmtree(self._private, ignore_errors=True)
-            self._private = None
+            shutil.rmtree(self._sockets, ignore_errors=True)
+            self._private = self._sockets = None
 
     pre_start_kernel = _async_pre_start_kernel
     cleanup_resources = _async_cleanup_resources
@@ -130,6 +134,7 @@ class SandboxedKernelManager(AsyncKernelManager):
             await KernelManager._async_interrupt_kernel(self)
         except zmq.Again:
             self.log.error(UNREACHABLE)
+            self.unreachable = True
             await self._async_kill_kernel()
 
     async def _async_request_shutdown(self, restart: bool = False) -> None:

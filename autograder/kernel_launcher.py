@@ -36,6 +36,16 @@ def _die_with_parent():
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
 
 
+def socket_dir() -> str:
+    """A new private folder (0700) for one kernel's ipc sockets, directly under ``/tmp``.
+
+    Directly under ``/tmp``: a Unix socket's path holds at most 107 bytes, and at the ``rlimits``
+    level, where nothing is bound, a job uid must reach the sockets at their host path (the launcher
+    hands the folder to the job uid), which it could not through a private parent folder.
+    """
+    return tempfile.mkdtemp(prefix="kvi-", dir="/tmp" if os.path.isdir("/tmp") else None)
+
+
 def _kernel_binds(cmd: list, uid: int | None, scratch: str | None = None) -> tuple[list, list]:
     """(rw binds, [(host copy, path in the sandbox)]) for a Jupyter kernel command.
 
@@ -43,7 +53,9 @@ def _kernel_binds(cmd: list, uid: int | None, scratch: str | None = None) -> tup
     that the caller's clean-up removes it even when the launcher is killed),
     readable by the job uid only, and bound at its own path; with ``transport: ipc`` the directory of the
     sockets (``ip``) is bound read-write. TCP cannot cross the new network
-    namespace, so it is refused.
+    namespace, so it is refused. The copy's folder and the socket directory belong to the job uid:
+    where nothing is bound (``rlimits``), the kernel reads the copy and makes its sockets at their
+    host paths (``_unbound_kernel``).
     """
     if "-f" not in cmd:
         raise IsolationError("--kernel needs the kernel's '-f CONNECTION_FILE' argument")
@@ -60,8 +72,16 @@ def _kernel_binds(cmd: list, uid: int | None, scratch: str | None = None) -> tup
     os.chmod(copy, 0o400)
     if uid is not None:
         os.chown(copy, uid, uid)
+        os.chown(scratch, uid, uid)
         os.chown(sock_dir, uid, uid)
     return [sock_dir], [(copy, conn)]
+
+
+def _unbound_kernel(cmd: list, copy: str) -> list:
+    """``cmd`` reading the connection file's copy: at a level without a mount namespace (``rlimits``,
+    ``none``) nothing is bound, and the job uid cannot read the grader's own file (0600, root's)."""
+    at = cmd.index("-f") + 1
+    return cmd[:at] + [copy] + cmd[at + 1:]
 
 
 def _watch(child, stop, wall_s: float, parent: int) -> None:
@@ -127,6 +147,8 @@ def cli_run(args) -> int:
                 box.tmp_base = rw[0]  # temp dirs of the launcher live with the sockets
                 box.writable = box.writable + _pairs(rw)
                 box.binds = box.binds + _pairs(files)
+                if box.level in ("rlimits", "none"):
+                    cmd = _unbound_kernel(cmd, files[0][0])
             with box.prepared(cmd, uid=uid) as prep:
                 # A kernel talks over its sockets; what it prints on fd 1 before ipykernel takes it
                 # over (a banner, since it sees no parent) must not land in the grader's stdout.

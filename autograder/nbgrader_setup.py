@@ -21,6 +21,11 @@
   ``autograder.checks.current_student()`` puts it before anything the notebook claims, so
   per-learner problems (ch09's drills) are the submission's own, by plain ``nbgrader autograde``
   and by ``python -m autograder grade`` alike;
+* the outside check after nbgrader's own scores (``autograder.outside_check.OutsideCheck``, right
+  after ``SaveAutoGrades``): the gradebook keeps, per test, the lower of nbgrader's score and the
+  out-of-process verdict's, whoever runs autograde (plain nbgrader, the formgrader, the CLI);
+* a kernel that stops early keeps what ran (``GradingStudentExecute``): the autograded notebook
+  is written, the tests that ran keep their scores, those after the stop wait for a manual grade;
 * quiet logs: nbgrader 0.9.6 reports a changed checksum for every test cell that holds hidden
   tests (the release lacks them, so the student's copy never matches the source; nbgrader issue
   1961), on every run and for every student. The cell is put back from the source whatever its
@@ -38,12 +43,17 @@ import warnings
 
 import json
 
+import zmq
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import run_sync
+from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute, LimitOutput, OverwriteCells
 from nbgrader.utils import is_grade, is_solution
 
 from nbconvert.exporters import HTMLExporter
 from traitlets import Integer, default
+
+from .outside_check import STOPPED, OutsideCheck
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 FEEDBACK_PAGE = "feedback_page.html.j2"
@@ -59,21 +69,63 @@ GRADING_STUDENT_ENV = "KV_COURSE_GRADING_STUDENT"   # autograder.sandbox / autog
 
 
 class GradingStudentExecute(Execute):
-    """nbgrader's Execute, whose kernel sees the student nbgrader grades as ``KV_COURSE_GRADING_STUDENT``.
+    """nbgrader's Execute, whose kernel sees the student nbgrader grades as ``KV_COURSE_GRADING_STUDENT``,
+    and which keeps what ran when the kernel stops early.
 
     Whatever that variable held in the grader's own environment is replaced
     (or removed, when nbgrader names no student: ``nbgrader validate``).
+
+    nbgrader's own Execute raises when the kernel dies (``os._exit``, a crash,
+    the memory or wall-time limit), stops answering, or ignores the interrupt
+    at a cell's time limit; nbgrader then drops the autograded notebook and
+    leaves the submission neither autograded nor marked for a manual grade.
+    Here the cell where it stopped gets an error output saying why, the cells
+    after it are left unrun, and the notebook goes on through the other
+    preprocessors; ``resources[STOPPED]`` says where and why (``{"cell":
+    index, "grade_id", "why", "died"}``), and ``OutsideCheck`` leaves the tests after
+    that cell to a manual grade (``died``: the kernel died or was killed,
+    rather than a cell that ignored its interrupt). A kernel that never starts
+    still fails the notebook (the grading environment, not the student).
     """
 
     _grading_student: str | None = None
+    _stopped: dict | None = None
 
     def preprocess(self, nb, resources=None, km=None):
         student = ((resources or {}).get("nbgrader") or {}).get("student")
         self._grading_student = str(student) if student else None
+        self._stopped = None
         try:
-            return super().preprocess(nb, resources, km)
+            nb, resources = super().preprocess(nb, resources, km)
         finally:
             self._grading_student = None
+        if self._stopped is not None:
+            resources[STOPPED] = self._stopped
+        return nb, resources
+
+    def preprocess_cell(self, cell, resources, index):
+        if self._stopped is not None:   # the kernel is gone: nothing after it runs
+            return cell, resources
+        try:
+            return super().preprocess_cell(cell, resources, index)
+        except (DeadKernelError, CellTimeoutError, zmq.Again) as exc:
+            gid = (cell.metadata.get("nbgrader") or {}).get("grade_id")
+            why, ename = self._why(exc, gid or f"cell {index + 1}")
+            self._stopped = {"cell": index, "grade_id": gid, "why": why,
+                             "died": not isinstance(exc, CellTimeoutError)}
+            cell.setdefault("outputs", []).append(new_output("error", ename=ename, evalue=why, traceback=[why]))
+            return cell, resources
+
+    def _why(self, exc, where: str) -> tuple[str, str]:
+        """(what stopped the kernel in ``where``, in words; the error name the cell shows)."""
+        if isinstance(exc, CellTimeoutError):
+            return (f"{where} ran past the {self.timeout} s limit and did not stop when interrupted (a loop that "
+                    "catches KeyboardInterrupt?), so the grader stopped the kernel there", "CellTimeoutError")
+        if isinstance(exc, zmq.Again) or getattr(self.km, "unreachable", False):
+            return (f"the kernel stopped answering the grader in {where} (its connection broken from inside?) "
+                    "and was killed", "DeadKernelError")
+        return (f"the kernel died in {where} (os._exit(), a crash, running out of memory, or the time limit "
+                "for the whole notebook)", "DeadKernelError")
 
     async def async_start_new_kernel(self, **kwargs):
         env = {k: v for k, v in (kwargs.pop("env", None) or os.environ).items() if k != GRADING_STUDENT_ENV}
@@ -179,12 +231,18 @@ def _text_of(value) -> str:
 
 def autograde_preprocessors() -> list:
     """nbgrader's ``Autograde.autograde_preprocessors`` with ``GradingStudentExecute`` for ``Execute`` and
-    ``LimitOutputSize`` for ``LimitOutput``."""
+    ``LimitOutputSize`` for ``LimitOutput``, and ``OutsideCheck`` right after ``SaveAutoGrades`` (before
+    ``AssignLatePenalties``)."""
     from nbgrader.converters.autograde import Autograde
+    from nbgrader.preprocessors import SaveAutoGrades
 
-    default = Autograde.class_traits()["autograde_preprocessors"].default()
     swap = {Execute: GradingStudentExecute, LimitOutput: LimitOutputSize}
-    return [swap.get(pp, pp) for pp in default]
+    out = []
+    for pp in Autograde.class_traits()["autograde_preprocessors"].default():
+        out.append(swap.get(pp, pp))
+        if pp is SaveAutoGrades:
+            out.append(OutsideCheck)
+    return out
 
 
 class RestoreTestCells(OverwriteCells):

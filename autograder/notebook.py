@@ -8,7 +8,8 @@ repairs. ``as_nbformat`` turns the dict into the ``NotebookNode`` nbgrader and
 nbconvert want, without reading the file again.
 
 What a notebook says to the course: ``Layout`` (answer and test cells in
-order, each test's points; the setup cell's imports), ``grade_points``,
+order, each test's points; the setup cell's imports), ``grade_points`` (and its two parts:
+``autograded_points``, the tests, and ``manual_points``, written answers and tasks),
 ``nbgrader_cells``, ``is_graded`` (a chapter marked ``"kv_course": {"graded":
 false}`` has no exercises and is still built and run).
 """
@@ -116,9 +117,31 @@ def nbgrader_cells(nb: dict) -> dict:
 
 
 def grade_points(nb: dict) -> dict:
-    """``{grade_id: points}`` for the graded cells (tests), in notebook order."""
+    """``{grade_id: points}`` for every cell that carries points (tests, written answers, tasks), in
+    notebook order: what nbgrader's gradebook holds a grade for."""
     return {gid: nbgrader_meta(cell).get("points", 0) for gid, cell in nbgrader_cells(nb).items()
-            if nbgrader_meta(cell).get("grade")}
+            if nbgrader_meta(cell).get("grade") or nbgrader_meta(cell).get("task")}
+
+
+def is_manual(cell: dict) -> bool:
+    """A cell a person grades: a manually graded answer (``solution`` and ``grade``: written, or code
+    read by hand) or a task cell. Every other graded cell is a test the checks grade."""
+    meta = nbgrader_meta(cell)
+    return bool((meta.get("grade") and meta.get("solution")) or meta.get("task"))
+
+
+def autograded_points(nb: dict) -> dict:
+    """``{grade_id: points}`` of the tests graded automatically (test cells: code, ``grade``, no
+    ``solution``), in notebook order."""
+    cells = nbgrader_cells(nb)
+    return {gid: p for gid, p in grade_points(nb).items()
+            if cells[gid].get("cell_type") == "code" and not is_manual(cells[gid])}
+
+
+def manual_points(nb: dict) -> dict:
+    """``{grade_id: points}`` of the cells a person grades in the formgrader (``is_manual``)."""
+    tests = autograded_points(nb)
+    return {gid: p for gid, p in grade_points(nb).items() if gid not in tests}
 
 
 def is_graded(nb: dict) -> bool:

@@ -98,22 +98,43 @@ def _root_cause(log: str) -> str:
 
 
 def _nbgrader_tests(grader: NbGrader, assignment: str, student: str, points: dict, problem, run,
-                    timeout) -> dict:
-    """nbgrader's side of one grade: tests, status, notes (without the summary line)."""
+                    timeout, found=None, manual=()) -> dict:
+    """nbgrader's side of one grade: tests, status, notes (without the summary line).
+
+    ``found``: what the course config's outside check reported (``outside_check.CheckReport``): nbgrader's
+    own scores before it, and where the kernel stopped early, if it did. ``manual``: the grade ids a
+    person grades (written answers, tasks: ``notebook.manual_points``), passed through as nbgrader left
+    them (``"manual": true``).
+    """
     log = (run.get("log") or "") + (run.get("error") or "")
     book = _gradebook_grades(grader, assignment, student)
     cells = _autograded_cells(grader.root, assignment, student)
     dead = "DeadKernelError" in log or "Kernel died" in log
+    from .outside_check import stopped_note   # imports nbgrader: only once a notebook was graded
+
+    stopped = found.stopped if found is not None else None
+    own = found.notebook if found is not None else {}
+    by_hand = set(manual)
 
     tests = []
     for gid, max_points in points.items():
         score, maximum, manual = (book[3].get(gid) if book else None) or (0, max_points, True)
+        if not manual and own.get(gid) is not None:
+            score = own[gid]   # nbgrader's own score; the outside check's is combined with it later
         entry = {"grade_id": gid, "points": _num(score), "max_points": _num(maximum),
                  "passed": bool(not manual and score is not None and float(score) >= float(maximum)),
                  "needs_manual": manual, "feedback": ""}
         cell = cells.get(gid)
-        if problem:
+        if gid in by_hand:
+            entry["manual"] = True
+            entry["feedback"] = (f"not graded: {problem}" if problem else
+                                 "graded by hand (the formgrader): waits for a manual grade" if manual else
+                                 "graded by hand: left as released (no answer)" if cell is not None else
+                                 "graded by hand: not reached")
+        elif problem:
             entry["feedback"] = f"not graded: {problem}"
+        elif stopped is not None and gid in found.not_run:
+            entry["feedback"] = f"not run: {stopped['why']}; this test waits for a manual grade"
         elif cell is None and dead:
             entry["feedback"] = "not run: the kernel died before this test"
         elif cell is None:
@@ -144,8 +165,11 @@ def _nbgrader_tests(grader: NbGrader, assignment: str, student: str, points: dic
     elif not run["success"]:
         status, notes = "error", ["nbgrader could not grade it: " + _root_cause(log)]
     else:
+        if stopped is not None:
+            notes.append(stopped_note(stopped))
         timed_out = [gid for gid, cell in cells.items()
-                     if any(o.get("ename") == "CellTimeoutError" for o in _error_outputs(cell))]
+                     if any(o.get("ename") == "CellTimeoutError" for o in _error_outputs(cell))
+                     and not (stopped is not None and gid == stopped.get("grade_id"))]
         if timed_out:
             notes.append(f"{_plural(len(timed_out), 'cell')} ran past the {_num(timeout)} s limit "
                          f"and {'was' if len(timed_out) == 1 else 'were'} interrupted (an infinite loop?): "
@@ -153,21 +177,47 @@ def _nbgrader_tests(grader: NbGrader, assignment: str, student: str, points: dic
         for gid, cell in cells.items():
             meta = _nb.nbgrader_meta(cell)
             errors = _error_outputs(cell)
-            if meta.get("solution") and errors and gid not in timed_out:
+            if meta.get("solution") and errors and gid not in timed_out \
+                    and not (stopped is not None and gid == stopped.get("grade_id")):
                 notes.append(f"the answer cell {gid} raised {_describe_error(errors, timeout)}")
-        status = "needs_manual" if any(t["needs_manual"] for t in tests) else "graded"
+        status = "needs_manual" if any(t["needs_manual"] and not t.get("manual") for t in tests) else "graded"
+    died = bool(stopped.get("died")) if stopped is not None else (
+        not problem and not run["success"] and (dead or UNREACHABLE in log or "zmq.error.Again" in log))
     return {"tests": tests, "status": status, "notes": notes, "book": book,
-            "max_score": _num(book[1]) if book else _num(sum(points.values()))}
+            "max_score": _num(book[1]) if book else _num(sum(points.values())), "stopped": stopped,
+            "died": died}
 
 
 def _summary_note(tests: list, status: str) -> str | None:
     """The first line of a reason: what passed, failed or waits for a person."""
+    checked = [t for t in tests if not t.get("manual")]
     if status == "needs_manual":
-        manual = [t["grade_id"] for t in tests if t["needs_manual"]]
+        manual = [t["grade_id"] for t in checked if t["needs_manual"]]
         return f"{_plural(len(manual), 'test')} need a manual grade: {', '.join(manual)}" if manual else None
-    failed = [t for t in tests if not t["passed"]]
-    return (f"all {_plural(len(tests), 'test')} passed" if not failed else
-            f"{len(failed)} of {_plural(len(tests), 'test')} failed: " + ", ".join(t["grade_id"] for t in failed))
+    failed = [t for t in checked if not t["passed"]]
+    return (f"all {_plural(len(checked), 'test')} passed" if not failed else
+            f"{len(failed)} of {_plural(len(checked), 'test')} failed: " + ", ".join(t["grade_id"] for t in failed))
+
+
+def pending(tests: list) -> dict | None:
+    """What waits for a person: ``{"points": p, "grade_ids": [...]}`` (written answers and tasks not yet
+    graded by hand, tests the kernel never reached), or None."""
+    waiting = [t for t in tests if t.get("needs_manual")]
+    if not waiting:
+        return None
+    return {"points": _num(sum(float(t["max_points"]) for t in waiting)),
+            "grade_ids": [t["grade_id"] for t in waiting]}
+
+
+def pending_note(tests: list) -> str | None:
+    """The reason's line for written answers and tasks left to the formgrader, or None."""
+    written = [t for t in tests if t.get("manual") and t.get("needs_manual")]
+    if not written:
+        return None
+    points = _num(sum(float(t["max_points"]) for t in written))
+    return (f"{_plural(len(written), 'cell')} graded by hand ({points} point{'' if points == 1 else 's'}) "
+            f"{'waits' if len(written) == 1 else 'wait'} for a manual grade in the formgrader: "
+            f"{', '.join(t['grade_id'] for t in written)}")
 
 
 def combine(nb: dict, v, level: str) -> tuple[list, str, str]:
@@ -189,11 +239,15 @@ def combine(nb: dict, v, level: str) -> tuple[list, str, str]:
     by_id = v.by_grade_id()
     if v.status == "error":
         for t in tests:
-            t.update(nbgrader_points=t["points"], verdict_points=0, points=0, passed=False,
-                     feedback=f"not graded: {v.reason}")
+            if not t.get("manual"):
+                t.update(nbgrader_points=t["points"], verdict_points=0, points=0, passed=False,
+                         feedback=f"not graded: {v.reason}")
         return tests, "error", f"the grader's check (outside the notebook) could not run: {v.reason}"
     lowered = []
     for t in tests:
+        if t.get("manual"):   # a person grades it; the checks have no say
+            t["nbgrader_points"], t["verdict_points"] = t["points"], None
+            continue
         ev = by_id.get(t["grade_id"])
         vpoints = _num(ev.points) if ev is not None else 0
         t["nbgrader_points"], t["verdict_points"] = t["points"], vpoints
@@ -216,8 +270,8 @@ def combine(nb: dict, v, level: str) -> tuple[list, str, str]:
         notes.append(f"outside check: {v.reason}")
     if status == "error":
         return tests, status, "; ".join(notes)
-    head = _summary_note(tests, status)
-    return tests, status, "; ".join(([head] if head else []) + notes)
+    head = [line for line in (_summary_note(tests, status), pending_note(tests)) if line]
+    return tests, status, "; ".join(head + notes)
 
 
 def _annotate_autograded(path: Path, tests: list) -> str | None:
@@ -249,8 +303,11 @@ def _failed_result(assignment, student, points, reason) -> dict:
 
 def format_report(result: dict) -> str:
     """The human-readable report of one graded notebook."""
+    waiting = result.get("pending")
     lines = [f"{result['assignment']} / {result['student']}: {result['score']}/{result['max_score']} "
-             f"points, {result['status']}",
+             f"points, {result['status']}"
+             + (f" ({waiting['points']} point{'' if waiting['points'] == 1 else 's'} pending a manual grade: "
+                f"{', '.join(waiting['grade_ids'])})" if waiting else ""),
              f"  {result['reason']}"]
     for t in result["tests"]:
         mark = "PASS" if t["passed"] else ("MANUAL" if t["needs_manual"] else "FAIL")

@@ -13,7 +13,8 @@ The verdict does not trust the kernel:
 2. A small runner (``autograder/verdict_runner.py``, standard library only at
    start-up; ``python -I -S`` in the sandbox of ``autograder.sandbox``) runs
    the setup cell's imports (the prelude), then the submission's answer
-   cells and nothing else, in reference order, and at each test cell's place
+   cells, each after the code cells the student added above it
+   (``added_sources``: a helper, an import), in reference order, and at each test cell's place
    calls the student's function on the exercise's cases (visible and
    hidden, generated here and passed in as JSON), or, for a value exercise,
    reads the number the answer cell bound to its name. The runner sees the
@@ -120,6 +121,35 @@ def layout(reference: dict, exercises: dict | None = None) -> Layout:
     standard library, the course's packages and the modules the exercises allow."""
     allowed = {m.split(".")[0] for ex in (exercises or {}).values() for m in getattr(ex, "modules", ())}
     return _nb.layout(reference, allowed)
+
+
+def added_sources(submission: dict, reference: dict, step_ids) -> dict:
+    """``{grade_id: [source, ...]}``: the code cells the student added, each under the first answer or
+    test cell (``step_ids``) that follows it in the submission, in order.
+
+    A cell is the student's own when it is a code cell without an nbgrader grade id that the reference
+    does not hold: by cell id (nbformat 4.5: the release keeps the source's ids, JupyterLab gives a new
+    cell a new one), or, in a notebook without ids, by its text. Cells after the last answer and test
+    cell can change no check and are left out.
+    """
+    ids = {c.get("id") for c in reference.get("cells", []) if c.get("id")}
+    texts = {_nb.source(c) for c in reference.get("cells", []) if c.get("cell_type") == "code"}
+    wanted = set(step_ids)
+    found: dict = {}
+    pending: list = []
+    for cell in submission.get("cells", []):
+        gid = _nb.nbgrader_meta(cell).get("grade_id")
+        if gid in wanted:
+            if pending:
+                found.setdefault(gid, []).extend(pending)
+                pending = []
+            continue
+        if cell.get("cell_type") != "code" or gid:
+            continue
+        own = cell.get("id") not in ids if (cell.get("id") and ids) else _nb.source(cell) not in texts
+        if own and _nb.source(cell).strip():
+            pending.append(_nb.source(cell))
+    return found
 
 
 def answer_sources(submission: dict, answer_ids) -> dict:
@@ -365,6 +395,8 @@ def _step_name(step: dict) -> str:
         return "the setup imports"
     if step["kind"] == "cell":
         return f"answer cell {step['gid']}"
+    if step["kind"] == "added":
+        return f"a cell you added above {step['gid']}"
     return f"the check of {step['gid']}"
 
 
@@ -410,12 +442,16 @@ def grade(submission, assignment: str = "ch01_kv_formula", *, reference=None, co
     except SubmissionError as exc:
         return fail_all("error", str(exc))
 
-    # The plan: the reference's order; the student's sources only for answer cells.
+    # The plan: the reference's order; the student's sources: answer cells, and the cells they added
+    # above an answer or a test cell, run just before it (as they ran in the notebook).
     sources = answer_sources(sub, lay.answer_ids)
+    added = added_sources(sub, ref, [step[1] for step in lay.steps])
     steps, cases_of = [], {}
     if lay.prelude:
         steps.append({"kind": "prelude", "gid": "setup", "sources": [lay.prelude]})
     for step in lay.steps:
+        if added.get(step[1]):
+            steps.append({"kind": "added", "gid": step[1], "sources": added[step[1]]})
         if step[0] == "answer":
             steps.append({"kind": "cell", "gid": step[1], "sources": sources[step[1]]})
         else:

@@ -10,9 +10,10 @@ order, and writes one JSON line per event to the original fd 1: ``step``
 record of the number the answer cells bound to the name, with ``kvlib_calls``
 when the answer of the graded student's own problem was read from kvlib's
 drill object: ``tripwires.drill_reads``; the graded student is read once, before
-any answer cell runs: ``graded_student``), ``done``. The learner's own fds 0-2 go to
-/dev/null; every step runs under a SIGALRM limit. Nothing it prints is
-trusted: the verdict re-reads every record.
+any answer cell runs: ``graded_student``), ``done``. Cells the student added
+(``added``) run like answer cells, just before the answer or test cell below
+them. The learner's own fds 0-2 go to /dev/null; every step runs under a
+SIGALRM limit. Nothing it prints is trusted: the verdict re-reads every record.
 """
 
 import builtins
@@ -143,7 +144,7 @@ def main():
     for i, step in enumerate(payload["steps"]):
         emit({"t": "step", "i": i})
         kind = step["kind"]
-        if kind in ("prelude", "cell"):
+        if kind in ("prelude", "cell", "added"):
             errors = []
             for source in step["sources"]:
                 try:

@@ -1,8 +1,9 @@
 """grade-class into a shared gradebook: PostgreSQL, a run killed midway, exports.
 
 * A small class graded into a real PostgreSQL gradebook (``tests/pg_server.py``
-  starts a throwaway server; ``--db postgresql+psycopg2://...``), read back with
-  nbgrader's ``Gradebook`` API.
+  starts a throwaway server) named by the course folder's config, by ``grade-class``
+  run there with no ``--db`` and by plain ``nbgrader autograde``: one gradebook,
+  read back with nbgrader's ``Gradebook`` API.
 * A run killed with SIGKILL (its whole process group) after the first students
   are graded, then run again: nobody is lost, nobody is graded twice (the
   students graded before the kill keep their result files byte for byte), no
@@ -132,7 +133,7 @@ def _book(url: str) -> dict:
 SECRET = "spring-2027 kv-course, shared by every grader"
 
 
-def test_class_into_postgres(postgres_url, notebooks, tmp_path, monkeypatch):  # noqa: F811
+def test_two_graders_into_postgres_with_one_secret(postgres_url, notebooks, tmp_path, monkeypatch):  # noqa: F811
     """Two graders at once (two processes, each its own share of the class) into one new PostgreSQL gradebook, with
     one class secret and one output folder (docs/instructors.md, "Several graders"): one seed, one gradebook; a
     third run finds everyone graded. Without a class secret, a server's gradebook is refused before anything runs."""
@@ -175,14 +176,68 @@ def test_class_into_postgres(postgres_url, notebooks, tmp_path, monkeypatch):  #
 
     assert Path(again["report"]["html"]).is_file(), again["report"]
     kinds = {"honest": "right", "honest_2": "right", "no_kv_factor": "q2_no_kv_factor", "blank": "blank"}
-    assert _got_report(R.class_report(tmp_path / "out", ASSIGNMENT, db_url=url)) == _expected_report(kinds)
+    assert _got_report(R.class_report(out, ASSIGNMENT, db_url=url)) == _expected_report(kinds)
     with Gradebook(url, "kv-course") as gb:      # the instructor gives q2's point by hand (the formgrader)
         grade = gb.find_grade(H.TEST["q2"], ASSIGNMENT, ASSIGNMENT, "no_kv_factor")
         grade.manual_score = 1
         gb.db.commit()
-    q2 = next(e for e in R.class_report(tmp_path / "out", ASSIGNMENT, db_url=url).exercises
+    q2 = next(e for e in R.class_report(out, ASSIGNMENT, db_url=url).exercises
               if e.grade_id == H.TEST["q2"])
     assert (q2.counts["full"], q2.counts["zero"], q2.slips) == (3, 0, {})    # the gradebook's points count
+
+
+def test_class_into_postgres(postgres_url, notebooks, tmp_path):  # noqa: F811
+    """A course folder whose config names a PostgreSQL gradebook: grade-class, run there with no --db,
+    --course or --out, grades into it (the gradebook nbgrader uses for that course); plain ``nbgrader
+    autograde`` of a student then writes the same scores into the same gradebook. The seed is the class
+    secret, which a server's gradebook requires: without it both paths refuse before grading anyone."""
+    url = P.new_database(postgres_url, "kv_course_db")
+    course = tmp_path / "course"
+    shutil.copytree(REPO / "course" / "source" / ASSIGNMENT, course / "source" / ASSIGNMENT)
+    (course / "nbgrader_config.py").write_text((REPO / "course" / "nbgrader_config.py").read_text()
+                                               + f"\nc.CourseDirectory.db_url = {url!r}\n")
+    submitted = _class(course, {**notebooks, "honest_2": notebooks["honest"]})
+    here = [sys.executable, "-m", "autograder", "grade-class", "submitted", "--assignment", ASSIGNMENT, "--json"]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("KV_COURSE_GRADING_SEED_FILE", None)
+    # a server's gradebook is shared: without a class secret both paths refuse before grading anyone
+    env.pop("KV_COURSE_GRADING_SEED", None)
+    refused = run_in_group([*here, "--jobs", "2"], timeout=600, cwd=course, env=env)
+    assert refused.returncode == 2 and "class secret" in refused.stderr, refused.stderr[-3000:]
+    env["KV_COURSE_GRADING_SEED"] = SECRET
+    run = run_in_group([*here, "--jobs", "2"], timeout=600, cwd=course, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    summary = json.loads(run.stdout)
+    assert summary["gradebook"] == url and summary["consistent"] and summary["graded_now"] == 4
+    assert summary["out"] == str(course) and not (course / "gradebook.db").exists()   # the server's gradebook
+    book = _book(url)
+    assert {s: score for s, (score, _) in book.items()} == {**EXPECTED, "honest_2": FULL}
+    assert book["no_kv_factor"][1] == {**{H.TEST[q]: H.POINTS[q] for q in H.Q}, H.TEST["q2"]: 0}
+    plain = run_in_group([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--student", "no_kv_factor",
+                          "--force"], timeout=600, cwd=course, env=env)
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    assert _book(url) == book                   # plain nbgrader: the same gradebook, the same scores
+    again = json.loads(run_in_group(here, timeout=600, cwd=course, env=env).stdout)
+    assert again["graded_now"] == 0 and sorted(again["skipped"]) == sorted(book) and again["consistent"]
+    # the slip report from the PostgreSQL gradebook: written by grade-class, and on request
+    from autograder import report as R
+    from nbgrader.api import Gradebook
+
+    assert Path(again["report"]["html"]).is_file(), again["report"]
+    kinds = {"honest": "right", "honest_2": "right", "no_kv_factor": "q2_no_kv_factor", "blank": "blank"}
+    assert _got_report(R.class_report(course, ASSIGNMENT, db_url=url)) == _expected_report(kinds)
+    with Gradebook(url, "kv-course") as gb:      # the instructor gives q2's point by hand (the formgrader)
+        grade = gb.find_grade(H.TEST["q2"], ASSIGNMENT, ASSIGNMENT, "no_kv_factor")
+        grade.manual_score = 1
+        gb.db.commit()
+    q2 = next(e for e in R.class_report(course, ASSIGNMENT, db_url=url).exercises
+              if e.grade_id == H.TEST["q2"])
+    assert (q2.counts["full"], q2.counts["zero"], q2.slips) == (3, 0, {})    # the gradebook's points count
+    # plain nbgrader on a server's gradebook without the class secret: the outside check refuses that student
+    refused = run_in_group([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--student", "blank",
+                            "--force"], timeout=600, cwd=course, env={k: v for k, v in env.items()
+                                                                       if k != "KV_COURSE_GRADING_SEED"})
+    assert refused.returncode != 0 and "class secret" in refused.stdout + refused.stderr, refused.stderr[-3000:]
 
 
 def test_graders_set_the_gradebook_up_one_at_a_time(postgres_url):  # noqa: F811

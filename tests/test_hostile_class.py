@@ -1,4 +1,7 @@
-"""The hostile corpus graded as one class, end to end: ``python -m autograder grade-class --jobs 2``.
+"""The hostile corpus graded as one class, end to end, by both grading paths at once:
+``python -m autograder grade-class --jobs 2`` and, beside it, plain ``nbgrader autograde`` in a course
+folder of its own (the course config's sandboxed kernel and outside check; the corpus's cases, not the
+attacks on the CLI's own intake below).
 
 Every case of ``tests/hostile`` (and a few attacks on the grading machinery
 itself: a fake ``autograder`` package and ``sitecustomize.py`` next to the
@@ -8,7 +11,8 @@ that also holds honest students. One run grades them all in two workers, with
 
 * the score is at most the corpus's honest maximum (``max_score``: points only
   for exercises whose own code is right and ran), and at most the out-of-process
-  verdict's exact score (``verdict_score``): the grader takes the minimum;
+  verdict's exact score (``verdict_score``): the grader takes the minimum; on both
+  paths, and a kernel that died keeps the points of what ran before it;
 * the status is the corpus's where it names one; the report says what happened
   (a reason; every failed test has feedback: never a silent zero);
 * the honest students get full marks (q1 3 + q2 1 + q3 1 + q4 2 + q5 2 + q6 2, the contract) and the
@@ -23,8 +27,9 @@ that also holds honest students. One run grades them all in two workers, with
 
 Isolation weaker than ``unshare+setpriv`` skips the module (the canaries would
 write into the checkout), unless REQUIRE_ISOLATION=1, which fails it.
-About 2-3 minutes on 2 cores (the hanging cases cost 8 s per cell, the
-out-of-process check of a hang 26 s).
+About 3-4 minutes on 2 cores (the hanging cases cost 8 s per cell, the
+out-of-process check of a hang 26 s; plain nbgrader, in four course folders side by side with
+grade-class, adds about 40 s: its cost is waiting on hangs, not CPU).
 """
 
 from __future__ import annotations
@@ -33,12 +38,14 @@ import csv
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from procs import run_in_group
+from procs import grading_env, run_in_group
 
 import hostile as H
 from autograder import sandbox as S
@@ -69,6 +76,8 @@ open(os.path.join({where!r}, "HOSTILE-" + {nonce!r}), "x").close()
 print("HOSTILE" + "-ESCAPE launcher_hijack")
 '''
 CONTROLS = ("honest", "honest_2", "blank")
+PLAIN_SHARES = 4              # plain nbgrader's course folders, graded side by side
+PLAIN_TIMEOUT = 10            # per cell [s] there: five graders share the two cores at the start
 
 
 def run_group(args, *, timeout, **kw) -> subprocess.CompletedProcess:
@@ -99,6 +108,20 @@ def _git_status() -> str:
     return "".join(line for line in out.splitlines(keepends=True) if "__pycache__" not in line)
 
 
+def _plain_book(course: Path) -> dict:
+    """``{student: (score, needs manual grading, {grade_id: auto_score})}`` of plain nbgrader's gradebook;
+    a notebook nbgrader could not grade at all (an unreadable file) scores 0."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "kv-course") as gb:
+        out = {}
+        for student in gb.students:
+            sub = gb.find_submission(ASSIGNMENT, student.id)
+            out[student.id] = (sub.score, sub.needs_manual_grade,
+                               {g.name: g.auto_score for nb in sub.notebooks for g in nb.grades})
+        return out
+
+
 def _tree(folder: Path) -> dict:
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink()}
@@ -109,22 +132,32 @@ def hostile_class(tmp_path_factory):
     base = tmp_path_factory.mktemp("hostile-class")
     base.chmod(0o755)
     submitted, out, feedback = base / "submitted", base / "out", base / "feedback"
+    # Plain nbgrader grades the corpus in course folders of its own, a share each, beside grade-class: its
+    # cost is waiting (cells and runners that hang until their limits), not CPU.
+    plains = [base / f"plain-{k}" for k in range(PLAIN_SHARES)]
     kit = H.make_kit()
     targets = H.default_targets(
-        others=[str(submitted)], gradebooks=[str(out / "gradebook.db")],
+        others=[str(submitted)] + [str(p / d) for p in plains for d in ("submitted", "autograded")],
+        gradebooks=[str(out / "gradebook.db")] + [str(p / "gradebook.db") for p in plains],
         write_dirs=H.default_targets().write_dirs + [str(submitted), str(submitted / "honest" / ASSIGNMENT),
-                                                     str(out), str(base)])
+                                                     str(out), str(base)]
+        + [str(p / d) for p in plains for d in ("", "submitted")])
     targets.hidden = [str(H.SOURCE)] + targets.hidden
     kit.targets = targets
     before, status_before = _snapshot(), _git_status()
     with H.Listener(targets.nonce) as listener:
         targets.port = listener.port
         expect = {}
-        for name, data, max_score, status in H.corpus(targets=targets):
-            folder = submitted / name / ASSIGNMENT
-            folder.mkdir(parents=True)
-            (folder / f"{ASSIGNMENT}.ipynb").write_bytes(data)
+        plain_of = {}
+        for i, (name, data, max_score, status) in enumerate(H.corpus(targets=targets)):
+            plain_of[name] = plains[i % PLAIN_SHARES]          # the slow cases, listed together, spread out
+            for folder in (submitted / name / ASSIGNMENT, plain_of[name] / "submitted" / name / ASSIGNMENT):
+                folder.mkdir(parents=True)
+                (folder / f"{ASSIGNMENT}.ipynb").write_bytes(data)
             expect[name] = (max_score, H.BY_NAME[name].verdict_score, status)
+        for plain in plains:
+            shutil.copytree(REPO / "course" / "source" / ASSIGNMENT, plain / "source" / ASSIGNMENT)
+            shutil.copy2(REPO / "course" / "nbgrader_config.py", plain / "nbgrader_config.py")
         honest = H.build(H.BY_NAME["honest"], kit)
         (submitted / "honest_2" / ASSIGNMENT).mkdir(parents=True)
         (submitted / "honest_2" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").write_bytes(honest)
@@ -148,15 +181,29 @@ def hostile_class(tmp_path_factory):
             if not p.is_symlink():
                 p.chmod(0o777 if p.is_dir() else 0o666)
         class_before = _tree(submitted)
-        env = dict(os.environ, PYTHONPATH=str(REPO))
-        env.pop("KV_COURSE_GRADING_SEED", None)
-        run = run_group([sys.executable, "-m", "autograder", "grade-class", str(submitted),
-                         "--assignment", ASSIGNMENT, "--course", str(REPO / "course"), "--jobs", "2",
-                         "--timeout", str(TIMEOUT), "--out", str(out), "--feedback", str(feedback), "--json"],
-                        cwd=base, env=env, timeout=600)
+        env = grading_env()     # the checkout importable, the venv's tools (nbgrader, alembic) first on PATH
+        nbgrader = [sys.executable, "-m", "nbgrader"]
+
+        def job(which):
+            if which == "cli":
+                return run_group([sys.executable, "-m", "autograder", "grade-class", str(submitted),
+                                  "--assignment", ASSIGNMENT, "--course", str(REPO / "course"), "--jobs", "2",
+                                  "--timeout", str(TIMEOUT), "--out", str(out), "--feedback", str(feedback),
+                                  "--json"], cwd=base, env=env, timeout=600)
+            # docs/instructors.md's plain path: the course config's sandboxed kernel and outside check
+            made = run_group([*nbgrader, "generate_assignment", ASSIGNMENT, "--force"], cwd=which, env=env,
+                             timeout=300)
+            assert made.returncode == 0, made.stderr[-3000:]
+            return run_group([*nbgrader, "autograde", ASSIGNMENT, f"--Execute.timeout={PLAIN_TIMEOUT}"], cwd=which,
+                             env=env, timeout=600)
+
+        with ThreadPoolExecutor(1 + PLAIN_SHARES) as pool:
+            done = dict(zip(["cli", *plains], pool.map(job, ["cli", *plains])))
+        run = done["cli"]
         connections = listener.connections
     results = {p.stem: json.loads(p.read_text()) for p in (out / "results" / ASSIGNMENT).glob("*.json")}
     yield {"run": run, "base": base, "out": out, "feedback": feedback, "results": results, "expect": expect,
+           "plain_of": plain_of, "plain_book": {k: v for p in plains for k, v in _plain_book(p).items()},
            "targets": targets, "connections": connections, "before": before, "status_before": status_before,
            "class_before": class_before, "submitted": submitted}
     H.remove_markers(targets)
@@ -194,6 +241,32 @@ def test_each_student(hostile_class, name):
         assert "manual" in result["reason"]
     if result["score"] == 0 and result["status"] == "graded":
         assert f"{len(H.Q)} of {len(H.Q)} tests failed" in result["reason"]
+
+
+@pytest.mark.parametrize("name", [c.name for c in H.CASES])
+def test_each_case_through_plain_nbgrader(hostile_class, name):
+    """``nbgrader autograde`` with the course config (no grading CLI): every case gets no more than its honest
+    score and no more than the outside check's, test by test the lower of the two; a notebook nbgrader
+    cannot read gets nothing."""
+    max_score, verdict_score, _ = hostile_class["expect"][name]
+    score, _, grades = hostile_class["plain_book"].get(name, (0, None, {}))
+    assert score <= max_score and score <= verdict_score, (name, score, grades)
+    autograded = hostile_class["plain_of"][name] / "autograded" / name / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    assert not autograded.is_file() or b"HOSTILE-ESCAPE" not in autograded.read_bytes()
+
+
+def test_plain_nbgrader_controls_and_crashes(hostile_class):
+    """The controls score as they should beside the bombs, and a kernel that died keeps what ran before it:
+    os._exit after q3's answer keeps q1 and q2 (4 points), the segfault after q4's keeps q1-q3 (5), and the
+    formgrader lists both as needing a manual grade."""
+    book = hostile_class["plain_book"]
+    assert book["honest"][:2] == (FULL, False) and book["blank"][:2] == (0, False)
+    for name, kept in (("os_exit", ("q1", "q2")), ("segfault", ("q1", "q2", "q3"))):
+        score, manual, grades = book[name]
+        assert (score, manual) == (H.pts(*kept), True), (name, grades)
+        assert all(grades[H.TEST[q]] is None for q in H.Q if q not in kept), (name, grades)
+    for name in ("monkeypatch_checks", "patch_failure_message", "patch_showtraceback", "test_cells_pass"):
+        assert book[name][0] == 0, (name, book[name])
 
 
 def test_controls_in_the_same_batch(hostile_class):

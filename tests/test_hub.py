@@ -468,15 +468,15 @@ def test_a_class_on_jupyterhub(scratch):
         times["instructor: collect"] = time.monotonic() - t0
         t0 = time.monotonic()
         run = instruct("python", "-m", "autograder", "grade-class", "submitted", "--assignment", ASSIGNMENT,
-                       "--course", ".", "--db", db_url, "--out", str(instructor.home / "grading"),
-                       "--feedback", "feedback", "--json")
+                       "--db", db_url, "--feedback", "feedback", "--json")     # GUIDE.md, step 6, as written
         summary = json.loads(run.stdout)
         times["instructor: grade-class (3 students)"] = time.monotonic() - t0
         assert summary["consistent"] and summary["graded_now"] == 3, summary
         assert summary["seed"]["source"] == "$KV_COURSE_GRADING_SEED"
+        assert summary["out"] == str(course)       # the course folder it was run in: nbgrader's own layout
         book = _scores(db_url)
         assert book == expected, book
-        _check_slip_report(summary, instructor.home / "grading", db_url, students)
+        _check_slip_report(summary, course, db_url, students)
         t0 = time.monotonic()
         restored = _dump_and_restore(pg, "kv_course_hub", "kv_course_restored")   # GUIDE.md, "back up"
         assert _scores(restored) == expected

@@ -467,6 +467,12 @@ for _n in ("check_q1", "check_q2", "check_q3", "check_q4", "check_q5", "check_q6
     setattr(_ch01, _n, _ok)
 '''
 
+# The check's own judge silenced: every check finds nothing wrong and prints no ✓ (nor raises).
+PATCH_FAILURE_MESSAGE = '''
+import autograder.checks.core as _core
+_core._failure_message = lambda *a, **k: None
+'''
+
 PATCH_SHOWTRACEBACK = '''
 try:
     _ip = get_ipython()
@@ -656,6 +662,8 @@ CASES: list = [
          "answers left blank", lambda k: k.notebook(
              {"q1": MONKEYPATCH_CHECKS + "\n" + _body("q1", "raise NotImplementedError()")},
              blank=all_but("q1")), 0, 0),
+    Case("patch_failure_message", "autograder.checks.core._failure_message replaced by one that finds nothing "
+         "wrong, and every function returns 0", _all_bodies(lambda q: "return 0", PATCH_FAILURE_MESSAGE), 0, 0),
     Case("patch_showtraceback", "IPython's showtraceback silenced; answers blank", lambda k: k.notebook(
         {"q1": PATCH_SHOWTRACEBACK + "\n" + _body("q1", "raise NotImplementedError()")},
         blank=all_but("q1")), 0, 0),
