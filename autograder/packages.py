@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from importlib import util
 
-COURSE_PACKAGES = ("kvlib", "kvdisplay", "autograder")
+COURSE_PACKAGES = ("kvlib", "kvcoach", "kvdisplay", "autograder")
 
 
 def package_dir(name: str) -> str:

@@ -2,8 +2,10 @@
 
 import pytest
 
-from kvlib.slips import (GENERAL, QUANTITIES, SLIPS, Slip, agent_requests, allocator_waste, base_key, diagnose,
-                         expected_value, general, matching, message, ratio_text, ruled_out)
+from kvcoach.slips import (GENERAL, QUANTITIES, SLIPS, Slip, base_key, diagnose, expected_value, general, matching,
+                           message, ratio_text, ruled_out)
+from kvlib.alloc_sim import allocator_waste
+from kvlib.prefix_cache import agent_requests
 
 LLAMA8B = dict(layers=32, kv_heads=8, head_dim=128, dtype_bytes=2, num_heads=32, hidden_size=4096)
 GEMMA = dict(layers=42, kv_heads=8, head_dim=256, dtype_bytes=2, num_heads=16, hidden_size=3584)
@@ -1008,7 +1010,7 @@ def test_the_alternatives_check_has_teeth(monkeypatch):
     missing factor 2, though the fp8 case (GPT-2 large, 1-byte cache) passed."""
     from chapter_checks import offered_slips_contradicting_a_case
     from autograder.checks import ch07
-    from kvlib import slips as slips_module
+    from kvcoach import slips as slips_module
     monkeypatch.setattr(slips_module, "ruled_out", lambda *a, **k: set())
     bad = offered_slips_contradicting_a_case(ch07.EXERCISES)
     assert bad and all(gid.startswith("ch07_") for gid, *_ in bad)
@@ -1067,7 +1069,7 @@ def test_a_right_answer_rules_a_slip_out_only_where_the_slip_changes_it():
 # --- issue 38 §2: floor for ceil, ceil for floor, round for either (from the unrounded figure) -----------
 def test_rounding_slips_from_the_unrounded_figure():
     from fractions import Fraction
-    from kvlib.slips import rounding_slips
+    from kvcoach.slips import rounding_slips
     # 10/3 = 3.33: a ceiling of 4, its floor and its rounding 3; a floor of 3, its ceiling 4 (by hand)
     assert rounding_slips(4, Fraction(10, 3)) == [("floor_for_ceil", 3), ("round_for_ceil", 3)]
     assert rounding_slips(3, Fraction(10, 3)) == [("ceil_for_floor", 4)]            # round(3.33) is right
@@ -1079,7 +1081,7 @@ def test_rounding_slips_from_the_unrounded_figure():
 def test_a_new_quantity_gets_the_rounding_slips_from_its_unrounded_figure(monkeypatch):
     """A quantity that returns (expected, slips, unrounded) and has no rounding slip of its own gets them:
     ceil(1000 / 64) = 16 blocks (by hand); the floor 15 is "1 block too small", never "6.2% too small"."""
-    from kvlib import slips as slips_module
+    from kvcoach import slips as slips_module
 
     def blocks(i):
         return -(-i["tokens"] // i["block_size"]), [], i["tokens"] / i["block_size"]
@@ -1106,7 +1108,7 @@ def test_rounding_slips_of_the_chapters_quantities():
 
 def test_edge_slips_by_hand():
     """The slips of the edges ch07 decides (issue 38 §6), each recomputed by hand."""
-    from kvlib.slips import QUANTITIES
+    from kvcoach.slips import QUANTITIES
     # a budget of 1,001 B x 0.5 = 500.5 B, rounded up to 501; less 100 B of weights and 1 B: 400 B = 4 sequences
     # of 100 B exactly. Rounded down (500) it holds 399 B: 3 sequences
     pool = dict(gpu_bytes=1001, utilization=0.5, weight_bytes=100, other_bytes=1, tp=1, kv_heads=1,
@@ -1148,7 +1150,7 @@ def test_the_contradiction_check_holds_the_lead_to_the_passing_cases(monkeypatch
 
 
 def test_split_query_heads_names_the_per_gpu_counts():
-    from kvlib import slips
+    from kvcoach import slips
     # Qwen2.5-7B-like: 28 query heads, 4 KV heads at TP 2 -> 14 query heads per GPU against 2 KV heads per GPU
     text = slips.message("query_heads@split", layers=28, num_heads=28, kv_heads=4, head_dim=128, dtype_bytes=2, tp=2)
     assert "28 / 2 = 14 per GPU" in text and "max(1, 4 / 2) = 2 per GPU" in text, text

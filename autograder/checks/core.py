@@ -96,7 +96,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Callable
 
-from kvlib import slips
+from kvcoach import slips
 
 from . import answers, tripwires
 from .answers import INT
@@ -831,7 +831,7 @@ def my_question(topic: str):
 
     Raises ``LookupError`` with the STUDENT_ID message when no id is known.
     """
-    from kvlib.drills import student_problem
+    from kvcoach.drills import student_problem
 
     student = current_student()
     if student is None:

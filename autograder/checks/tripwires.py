@@ -134,14 +134,14 @@ def reset() -> None:
 
 
 #: The name a refused value exercise reports (``kvlib_calls`` of its record).
-DRILL_ANSWER = "kvlib.drills.Problem.answer"
+DRILL_ANSWER = "kvcoach.drills.Problem.answer"
 
 
 def drill_reads(topic: str, student: str | None) -> list:
     """``[DRILL_ANSWER]`` when code outside the course's packages read the answer of ``student``'s own
-    problem on ``topic`` (``kvlib.drills.answer_reads``), else ``[]``. Nothing is imported: a kernel that never
-    loaded ``kvlib.drills`` read nothing from it."""
-    drills = sys.modules.get("kvlib.drills")
+    problem on ``topic`` (``kvcoach.drills.answer_reads``), else ``[]``. Nothing is imported: a kernel that never
+    loaded ``kvcoach.drills`` read nothing from it."""
+    drills = sys.modules.get("kvcoach.drills")
     if drills is None or not student or not hasattr(drills, "answer_reads"):
         return []
     try:

@@ -19,8 +19,9 @@ import re
 from fractions import Fraction
 from dataclasses import dataclass, field
 
-from . import formulas
-from .units import GB, GiB, KB, KiB
+from kvlib import formulas
+from kvlib.alloc_sim import allocator_waste
+from kvlib.units import GB, GiB, KB, KiB
 
 
 @dataclass(frozen=True)
@@ -527,7 +528,7 @@ def diagnose(quantity: str, answer, *, rel_tol: float = 1e-6, lead: str | None =
                      f"{ratio}, and it matches no known slip: recheck each factor.", inputs)
 
 
-# --- quantities for the drills (kvlib.drills): appended, the entries above are unchanged ---------
+# --- quantities for the drills (kvcoach.drills): appended, the entries above are unchanged ---------
 SLIPS.update({
     "block_size_not_minus_one": "a last block is short by 0 to block_size - 1 tokens (block_size = {block_size}), never by a whole block: the average is (bs - 1) / 2, not bs / 2.",
     "worst_case_waste": "that is the worst case, every last block holding one token; with lengths uniform modulo the block size the expected waste is half of it.",
@@ -845,28 +846,6 @@ def _q_fp8_pool_tokens(i):
     return expected, [(k, v) for k, v in slips if v != expected]
 
 
-def allocator_waste(requests, policy, block_size, max_seq_len, *, held_extra=1, last_block=None,
-                    count_reservation=True):
-    """Slots allocated that hold no token at the step every request is admitted (ch04's exercise 5).
-
-    Each request is (prompt, output); at admission it holds ``prompt + 1`` tokens. Policies as
-    ``kvlib.alloc_sim``: 'max_reservation' reserves max_seq_len, 'oracle' prompt + output,
-    'paged' ceil(held / block_size) blocks. The keywords recompute the chapter's slips.
-
-    >>> allocator_waste([(10, 6), (10, 6)], "max_reservation", 4, 20), allocator_waste([(10, 6)], "paged", 4, 20)
-    (18, 1)
-    """
-    total = 0
-    for prompt, output in requests:
-        held = prompt + held_extra
-        if policy == "paged":
-            total += (block_size - held % block_size) if last_block == "whole" else -held % block_size
-        else:
-            size = max_seq_len if policy == "max_reservation" else prompt + output
-            total += size - held if count_reservation else size - (prompt + output)
-    return total
-
-
 def _q_allocator_waste(i):
     reqs, pol, bs, msl = i["requests"], i["policy"], i["block_size"], i["max_seq_len"]
     expected = allocator_waste(reqs, pol, bs, msl)
@@ -918,7 +897,7 @@ GENERAL.update({
 
 def _sharing(i, bytes_per_token=1):
     """prefix_sharing_savings of the case (its token counts do not depend on bytes_per_token)."""
-    from .prefix_cache import prefix_sharing_savings
+    from kvlib.prefix_cache import prefix_sharing_savings
     return prefix_sharing_savings(i["prompt_tokens"], i["num_requests"], bytes_per_token, i["block_size"])
 
 
@@ -944,30 +923,9 @@ def _q_prefix_bytes_saved(i):
     return expected, [(k, v) for k, v in slips if v != expected] + _unit_slips(expected)
 
 
-def agent_requests(system_tokens, observation_tokens, action_tokens, steps):
-    """The agent loop of ch05's exercise: each step appends an observation, then generates an action.
-
-    Token ids are distinct integers, so nothing matches by accident; step k's prompt is the
-    system prompt and every earlier observation and action, plus its own observation.
-    Taught in ch05_prefix_reuse (Exercise 4).
-
-    >>> [len(r.prompt) for r in agent_requests(100, 40, 10, 3)]   # 100 + k x 40 + (k - 1) x 10
-    [140, 190, 240]
-    """
-    from .prefix_cache import Request
-    history, out, nxt = tuple(range(system_tokens)), [], system_tokens
-    for _ in range(steps):
-        history += tuple(range(nxt, nxt + observation_tokens))
-        action = tuple(range(nxt + observation_tokens, nxt + observation_tokens + action_tokens))
-        nxt += observation_tokens + action_tokens
-        out.append(Request(history, action))
-        history += action
-    return out
-
-
 def _q_agent_prefill_with_cache(i):
     """Prefill tokens of the agent loop through a prefix cache (kvlib.prefix_cache.run_cache)."""
-    from .prefix_cache import Request, run_cache
+    from kvlib.prefix_cache import Request, agent_requests, run_cache
     requests = agent_requests(i["system_tokens"], i["observation_tokens"], i["action_tokens"], i["steps"])
     bs = i["block_size"]
     expected = run_cache(requests, block_size=bs).prefill_tokens_with_cache
@@ -1240,8 +1198,8 @@ def _q_log_figure(i):
 
 def _q_block_range(i):
     """(fewest, most) blocks a printed GiB figure allows: (lo // B, hi // B), B = L 2 max(1, K // tp) D b bs."""
-    from .vllm.log import gib_window
-    from .vllm.mismatch import block_bytes, block_range
+    from kvlib.vllm.log import gib_window
+    from kvlib.vllm.mismatch import block_bytes, block_range
 
     text, bs, tp = i["available_gib"], i["block_size"], i.get("tp", 1)
     geometry = (i["layers"], i["kv_heads"], i["head_dim"], i["dtype_bytes"])
@@ -1663,7 +1621,7 @@ GENERAL.update({
 
 
 def _serving():
-    from . import serving
+    from kvlib import serving
     return serving
 
 
