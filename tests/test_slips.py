@@ -1160,3 +1160,31 @@ def test_split_query_heads_names_the_per_gpu_counts():
     # the plain slip keeps its whole-model words
     assert "num_attention_heads = 28" in slips.message("query_heads", layers=28, num_heads=28, kv_heads=4,
                                                        head_dim=128, dtype_bytes=2)
+
+
+# --- the catalogue's layout: one engine, one module per topic, each key declared once ----------------------
+def test_every_topic_joins_the_catalogue_once_and_a_key_declared_twice_is_refused():
+    import types
+
+    from kvcoach import slips as catalogue
+    from kvcoach.slips import engine
+    declared = [key for topic in catalogue.TOPICS for key in getattr(topic, "SLIP_WORDS", {})]
+    assert len(declared) == len(set(declared)) == len(SLIPS)
+    quantities = [q for topic in catalogue.TOPICS for q in getattr(topic, "QUANTITIES", {})]
+    assert sorted(quantities) == sorted(QUANTITIES)
+    # a second home for ch01's query-head slip, or for bytes per token: refused, naming the module and the key
+    for clash in ({"SLIP_WORDS": {"query_heads": ("twice", "twice")}}, {"QUANTITIES": {"kv_bytes_per_token": len}}):
+        topic = types.ModuleType("kvcoach.slips.clash")
+        vars(topic).update(clash)
+        with pytest.raises(ValueError, match=r"^kvcoach\.slips\.clash: '(query_heads|kv_bytes_per_token)' is "
+                                             r"declared twice in the slip catalogue$"):
+            engine.register(topic)
+    assert SLIPS["query_heads"].startswith("you multiplied by the query heads")
+
+
+def test_each_slip_has_its_words_and_its_general_words():
+    from kvcoach import slips as catalogue
+    for topic in catalogue.TOPICS:
+        for key, (words, general_words) in getattr(topic, "SLIP_WORDS", {}).items():
+            assert words.endswith(".") and general_words.endswith("."), (topic.__name__, key)
+            assert "{" not in general_words, (topic.__name__, key)    # general words name no figure of a case
