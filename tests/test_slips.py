@@ -242,11 +242,11 @@ def test_max_concurrency_catalogue():
 
 def test_mla_bytes_per_token_catalogue():
     # L = 2, latent 8, rope 4, b = 2: L (r + rope) b = 2 x 12 x 2 = 48 B (no factor 2).
-    # x2 -> 96; no rope: 2 x 8 x 2 = 32, and with the factor 2 as well 64; bits: 2 x 12 x 16 = 384;
-    # one layer: 24; as MHA with H = 4 heads of 6: 2 x 2 x 4 x 6 x 2 = 192
+    # x2 -> 96; no rope: 2 x 8 x 2 = 32, and with the factor 2 as well 64 (both slips at once); bits:
+    # 2 x 12 x 16 = 384; one layer: 24; as MHA with H = 4 heads of 6: 2 x 2 x 4 x 6 x 2 = 192
     mla = dict(layers=2, latent_dim=8, rope_dim=4, dtype_bytes=2)
-    base = [("extra_factor_2", 96), ("missing_rope", 32), ("missing_rope", 64), ("bits_not_bytes", 384),
-            ("missing_layers", 24)]
+    base = [("extra_factor_2", 96), ("missing_rope", 32), ("missing_rope+extra_factor_2", 64),
+            ("bits_not_bytes", 384), ("missing_layers", 24)]
     assert_catalogue("mla_bytes_per_token", mla, 48, base + units(48))
     assert_catalogue("mla_bytes_per_token", dict(mla, num_heads=4, qk_head_dim=6), 48,
                      base + [("mla_as_mha", 192)] + units(48))
@@ -254,6 +254,22 @@ def test_mla_bytes_per_token_catalogue():
     assert_catalogue("mla_bytes_per_token", dict(mla, num_heads=4), 48, base + units(48))
     assert_catalogue("mla_bytes_per_token", dict(mla, qk_head_dim=6), 48, base + units(48))
 
+
+
+def test_the_doubled_figure_without_the_rope_key_has_one_name_in_the_drill_and_in_ch03():
+    """One MLA slip list for the drill's question and ch03's config: DeepSeek-V3 (61 layers, latent 512, RoPE
+    key 64, bf16) without the RoPE key and with the factor 2 is 2 x 61 x 512 x 2 = 124,928 B, named as both
+    slips at once in either quantity."""
+    v3 = dict(layers=61, latent_dim=512, rope_dim=64, dtype_bytes=2, num_heads=128)
+    for quantity, extra in (("mla_bytes_per_token", dict(qk_head_dim=192)),
+                            ("mla_config_bytes_per_token", dict(qk_nope_head_dim=128, kv_heads=128))):
+        d = diagnose(quantity, 124_928, unit="bytes", **v3, **extra)
+        assert d.slip.key == "missing_rope+extra_factor_2", quantity
+        assert d.message == ("1.78x too large: two slips at once: the 64-wide decoupled RoPE key is missing: MLA "
+                             "caches latent (512) + rope (64) per layer. And that is twice the right figure: an MLA "
+                             "layer caches one latent per token and rebuilds every head's key and value from it, so "
+                             "nothing is stored twice."), quantity
+        assert diagnose(quantity, 61 * 512 * 2, unit="bytes", **v3, **extra).slip.key == "missing_rope"
 
 def test_kv_bytes_per_token_per_gpu_catalogue():
     # MLA, tp 4: the latent stays whole, 48 B on every rank; split by tp it would be 12

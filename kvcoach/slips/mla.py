@@ -42,28 +42,15 @@ SLIP_WORDS = {
 }
 
 
-def _q_mla_bytes_per_token(i):
-    L, r, rope, b = i["layers"], i["latent_dim"], i["rope_dim"], i["dtype_bytes"]
-    expected = formulas.mla_bytes_per_token(L, r, rope, b)
-    slips = [("extra_factor_2", 2 * expected),
-             ("missing_rope", formulas.mla_bytes_per_token(L, r, 0, b)),
-             ("missing_rope", 2 * formulas.mla_bytes_per_token(L, r, 0, b)),
-             ("bits_not_bytes", formulas.mla_bytes_per_token(L, r, rope, 8 * b)),
-             ("missing_layers", formulas.mla_bytes_per_token(1, r, rope, b))]
-    if i.get("num_heads") and i.get("qk_head_dim"):
-        slips.append(("mla_as_mha", formulas.kv_bytes_per_token(L, i["num_heads"], i["qk_head_dim"], b)))
-        slips.append(("qk_head_dim_added", formulas.mla_bytes_per_token(L, r, i["qk_head_dim"], b)))
-    if b in (1, 2):     # bf16 for an fp8 cache (named first: the question says fp8), or fp8 for a bf16 one
-        fp8 = ("wrong_16bit_vs_fp8@mla", formulas.mla_bytes_per_token(L, r, rope, 3 - b))
-        if b == 1:
-            slips.insert(0, fp8)
-        else:
-            slips.append(fp8)
-    return expected, slips + unit_slips(expected)
+def mla_slips(i, widths) -> list:
+    """MLA's slips, one list for every MLA exercise: each a wrong bytes-per-token figure, or None.
 
-
-def _mla_config_slips(i):
-    """Slipped variants of MLA bytes per token read from a config (each a wrong value or None)."""
+    The right figure is L (r + d_R) b: one latent and one RoPE key per layer, no factor 2. The case's
+    inputs decide which slips apply: a config's qk_nope_head_dim, q_lora_rank and num_nextn_predict_layers
+    give their own; the query/key head width (``qk_head_dim``, or qk_nope_head_dim + d_R) gives the width
+    added to the latent. Ordinary attention's formula, 2 L K D b, is tried for K the config's
+    num_key_value_heads or the query heads and D each of ``widths``, the head widths the learner is shown.
+    """
     L, r, rope, b = i["layers"], i["latent_dim"], i["rope_dim"], i["dtype_bytes"]
     right = formulas.mla_bytes_per_token(L, r, rope, b)
     out = [("extra_factor_2", 2 * right),
@@ -77,18 +64,49 @@ def _mla_config_slips(i):
         out.append(("query_latent", formulas.mla_bytes_per_token(L, i["q_lora_rank"], rope, b)))
     if i.get("mtp_layers"):     # num_nextn_predict_layers: the multi-token-prediction module keeps no cache here
         out.append(("mtp_layer_counted", formulas.mla_bytes_per_token(L + i["mtp_layers"], r, rope, b)))
-    if i.get("qk_nope_head_dim"):
-        out.append(("qk_head_dim_added", formulas.mla_bytes_per_token(L, r, i["qk_nope_head_dim"] + rope, b)))
-    # Ordinary attention's formula on an MLA config: 2 L K D b with K the config's num_key_value_heads
-    # (or the query heads) and D any head width the config suggests.
+    qk = i.get("qk_head_dim") or (i["qk_nope_head_dim"] + rope if i.get("qk_nope_head_dim") else None)
+    if qk:
+        out.append(("qk_head_dim_added", formulas.mla_bytes_per_token(L, r, qk, b)))
     heads = {h for h in (i.get("kv_heads"), i.get("num_heads")) if h}
+    for h in sorted(heads):
+        for w in sorted(widths):
+            out.append((f"mla_as_mha@{h}x{w}", formulas.kv_bytes_per_token(L, h, w, b)))
+    return out
+
+
+def _config_widths(i) -> set:
+    """Every head width a config suggests: head_dim, v_head_dim, the RoPE key's, nope + rope, hidden / heads."""
+    rope = i["rope_dim"]
     widths = {w for w in (i.get("head_dim_field"), i.get("v_head_dim"), rope,
                           (i.get("qk_nope_head_dim") or 0) + rope) if w}
     if i.get("hidden_size") and i.get("num_heads") and i["hidden_size"] % i["num_heads"] == 0:
         widths.add(i["hidden_size"] // i["num_heads"])
-    for h in sorted(heads):
-        for w in sorted(widths):
-            out.append((f"mla_as_mha@{h}x{w}", formulas.kv_bytes_per_token(L, h, w, b)))
+    return widths
+
+
+def _q_mla_bytes_per_token(i):
+    """MLA bytes per token from the figures a question states (the mla_vs_gqa drill): L (r + d_R) b.
+
+    The question names one query/key head width (``qk_head_dim``) and the cache's dtype, so its own slips
+    are the 16-bit/fp8 mix-up, named first where the question says fp8.
+    """
+    L, r, rope, b = i["layers"], i["latent_dim"], i["rope_dim"], i["dtype_bytes"]
+    expected = formulas.mla_bytes_per_token(L, r, rope, b)
+    slips = mla_slips(i, {i["qk_head_dim"]} if i.get("qk_head_dim") else set())
+    if b in (1, 2):     # bf16 for an fp8 cache (named first: the question says fp8), or fp8 for a bf16 one
+        fp8 = ("wrong_16bit_vs_fp8@mla", formulas.mla_bytes_per_token(L, r, rope, 3 - b))
+        if b == 1:
+            slips.insert(0, fp8)
+        else:
+            slips.append(fp8)
+    return expected, slips + unit_slips(expected)
+
+
+def _mla_config_slips(i):
+    """MLA's slips on a config read by a function that takes dtype_bytes: every width the config suggests, and
+    the element size not followed."""
+    L, r, rope, b = i["layers"], i["latent_dim"], i["rope_dim"], i["dtype_bytes"]
+    out = mla_slips(i, _config_widths(i))
     for other in (1, 2, 4):
         if other != b:
             out.append((f"ignored_dtype_bytes@{other}", formulas.mla_bytes_per_token(L, r, rope, other)))
