@@ -42,6 +42,7 @@ from kvlib.vllm.engine import default_utilization
 from kvlib.weights import stored_weights
 
 from . import slips
+from .guard import GuardedField
 from .slips import COMBINED, PREFIX_MIX_KEYS, base_key, diagnose
 
 __all__ = ["GRADED_TOPICS", "TOPICS", "MAX_REPEATS", "Problem", "Question", "Step", "DrillError", "answer_reads",
@@ -1378,63 +1379,21 @@ def student_problem(student_id: str, topic: str) -> Problem:
     return generate(topic, seed_for_student(f"{student_id}/{topic}"))
 
 
-# --- answers read from outside (ch09's graded drills: issue 35 §5) ---------------------------------------
-#: ``(topic, seed)`` of every problem whose answer code outside kvlib read (``answer_reads``).
-_ANSWER_READS: set = set()
-#: Packages whose reads are the course's own (drill mode, ``kvlib drill``, the checks' expected values).
-_OWN_PACKAGES = ("kvlib", "kvcoach", "kvdisplay", "autograder")
-_HELPER_MODULES = ("dataclasses", "copy", "pprint", "reprlib", "functools", "operator")
+# --- answers read from outside (ch09's graded drills): who may read Problem.answer is kvcoach.guard's policy ---
+Problem.answer = GuardedField(lambda p: (p.topic, p.seed))
+Problem.answer.__set_name__(Problem, "answer")
+#: ``(topic, seed)`` of every problem whose answer code outside the course's packages read (``answer_reads``).
+_ANSWER_READS = Problem.answer.reads
 
 
-def _read_from_outside() -> bool:
-    """Whether the code reading ``Problem.answer`` is the learner's (neither this module nor the course's).
-
-    Problem's own methods (``check``, the dataclass's ``__repr__`` and ``__eq__``) and the standard library's
-    helpers (``dataclasses.asdict``, ``copy``, ``pprint``) are skipped: what counts is who called them, so
-    ``p.check(x)`` from a notebook (its feedback shows the answer) and ``repr(p)`` count too.
-    """
-    frame = sys._getframe(2)
-    while frame is not None:
-        module = str(frame.f_globals.get("__name__", ""))
-        if module == __name__ and isinstance(frame.f_locals.get("self"), Problem):
-            frame = frame.f_back
-        elif module in _HELPER_MODULES:
-            frame = frame.f_back
-        else:
-            return module.split(".")[0] not in _OWN_PACKAGES
-    return False
-
-
-class _Answer:
-    """``Problem.answer``: the value, noting each read made from outside the course's packages.
+def answer_reads() -> frozenset:
+    """``(topic, seed)`` of each problem whose answer a notebook or script read (``p.answer``, the answer in
+    ``p.check``'s feedback, ``repr(p)``); the checks of ch09's graded drills refuse a value read that way.
 
     >>> p = generate("kv_per_token", seed=3)
     >>> _ANSWER_READS.discard((p.topic, p.seed)); (p.topic, p.seed) in answer_reads()
     False
     """
-
-    def __set_name__(self, owner, name):
-        self.name = name
-
-    def __get__(self, obj, owner=None):
-        if obj is None:
-            return self
-        value = obj.__dict__["answer"]
-        if _read_from_outside():
-            _ANSWER_READS.add((obj.topic, obj.seed))
-        return value
-
-    def __set__(self, obj, value):   # the frozen dataclass's __init__ sets it once, through object.__setattr__
-        obj.__dict__["answer"] = value
-
-
-Problem.answer = _Answer()
-Problem.answer.__set_name__(Problem, "answer")
-
-
-def answer_reads() -> frozenset:
-    """``(topic, seed)`` of each problem whose answer a notebook or script read (``p.answer``, the answer in
-    ``p.check``'s feedback, ``repr(p)``); the checks of ch09's graded drills refuse a value read that way."""
     return frozenset(_ANSWER_READS)
 
 
