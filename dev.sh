@@ -20,6 +20,7 @@ VENV="$ROOT/.venv"
 PY="$VENV/bin/python"
 STAMP="$VENV/.kv-course-setup"
 OVERRIDES="$VENV/share/jupyter/lab/settings/overrides.json"
+ALT_TEXT_EXTENSION="$VENV/share/jupyter/labextensions/kv-course-alt-text"   # kvdisplay/labextension, copied
 CHAPTER="ch00_orientation.ipynb"     # opened first (in chapters/, and in workspace/)
 WORKSPACE="$ROOT/workspace"          # git-ignored: the learner's copies of chapters/
 TEST_REQUIREMENTS="$ROOT/tests/requirements.txt"   # test-only extras (Binder does not install them)
@@ -63,6 +64,19 @@ write_overrides() {
     fi
 }
 
+install_alt_text_extension() {
+    # JupyterLab's reader of a plot's alt text (kvdisplay/labextension; kvdisplay/alt_text.py writes it). A
+    # plain `pip install .` (Binder) installs it as data files; an editable install does not, so copy it here,
+    # on every setup, so that an edit to it is what the next ./dev.sh open serves.
+    local want="$ROOT/kvdisplay/labextension"
+    [[ -d "$want" ]] || return 0        # a partial copy of the repository (tests/test_dev_sh.py's): nothing to serve
+    if ! diff -rq "$want" "$ALT_TEXT_EXTENSION" >/dev/null 2>&1; then
+        rm -rf "$ALT_TEXT_EXTENSION"
+        mkdir -p "$(dirname "$ALT_TEXT_EXTENSION")"
+        cp -r "$want" "$ALT_TEXT_EXTENSION"
+    fi
+}
+
 ensure_venv() {
     # A venv at $1 on Python >= 3.11; made afresh when missing or on an older Python.
     local dir="$1"
@@ -90,6 +104,7 @@ setup() {
         echo "$want" > "$STAMP"
     fi
     write_overrides
+    install_alt_text_extension
 }
 
 engine() {

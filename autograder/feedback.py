@@ -95,10 +95,12 @@ def math_to_mathml(html: str) -> str:
     return _MATH.sub(replace, html)
 
 
-def _svg_as_image(svg: str) -> str:
+def _svg_as_image(svg: str, alt: str | None = None) -> str:
+    """``svg`` as an ``<img>``, with the alt text its output's metadata gives (kvdisplay's key), if any."""
     import base64
+    import html as _html
     data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
-    return f'<img src="data:image/svg+xml;base64,{data}" alt="SVG output">'
+    return f'<img src="data:image/svg+xml;base64,{data}" alt="{_html.escape(alt or "SVG output")}">'
 
 
 class SanitizeActiveContent(NbGraderPreprocessor):
@@ -128,7 +130,8 @@ class SanitizeActiveContent(NbGraderPreprocessor):
                     html.append(clean_html(math_to_mathml(markdown2html(_text(data["text/markdown"])))))
                 svg = data.pop("image/svg+xml", None)
                 if svg is not None and not html:   # nbconvert would show the HTML, not both
-                    html.append(_svg_as_image(_text(svg)))
+                    alt = ((output.get("metadata") or {}).get("image/svg+xml") or {}).get("alt")
+                    html.append(_svg_as_image(_text(svg), alt if isinstance(alt, str) else None))
                 data.pop("text/markdown", None)
                 if html:
                     data["text/html"] = "".join(html)

@@ -25,9 +25,10 @@ The verdict does not trust the kernel:
    counts only if it fits its type exactly: no bool for an int, no float
    look-alike), compared with kvlib's expected value and judged by
    ``autograder.checks.core`` (kvlib's slip catalogue names the mistake,
-   across every failing case). A step that builds on an earlier one is judged
-   against the learner's own earlier answers. An exercise passes when every
-   case passes; it then earns its points.
+   across every failing case). A case of a step that builds on an earlier one
+   is right on kvlib's value or on the one the learner's own earlier answers
+   imply (the earlier step's records of the same cases). An exercise passes
+   when every case passes; it then earns its points.
 
 A runner that dies (``os._exit``, a segfault, the memory, CPU or wall-time
 limit, too much output) fails every exercise it had not reported, with the
@@ -261,8 +262,8 @@ def _judge_exercise(exercise, gid: str, points: float, cases, hidden_from: int, 
         except Exception as exc:  # noqa: BLE001 -- a record nobody foresaw is a failure, not a crash
             results, message = [], f"the result could not be judged ({type(exc).__name__})"
         parts.append((sum(v.ok for v in results), hi - lo, message))
-        judged += [(case, record, v, hidden, core._prior(prior, k, case))
-                   for k, (case, record, v) in enumerate(zip(cases[lo:hi], records[lo:hi], results))]
+        judged += [(case, record, v, hidden, v.built_on)
+                   for case, record, v in zip(cases[lo:hi], records[lo:hi], results)]
     passed = sum(p[0] for p in parts)
     failing = [p[2] for p in parts if p[2] is not None]
     if not failing:
@@ -286,7 +287,8 @@ def slip_summary(exercise, judged) -> list:
     """The catalogued slips behind an exercise's failing cases, as the grading JSON stores them.
 
     ``judged``: ``(case, record, core.Verdict, hidden, earlier)`` per case (``earlier``: the learner's
-    answer to the step it builds on). One entry per slip key that some
+    answer to the step it builds on that the case was judged on, ``core.Verdict.built_on``; kvlib's value
+    when ``core.NOT_BUILT_ON``). One entry per slip key that some
     failing case's answer reproduces (``core.Verdict.slips``, from ``kvlib.slips``), the keys that
     explain the most failing cases first::
 

@@ -13,6 +13,7 @@ Every helper's docstring names the chapters that use it (``Used in:``); a test h
 those back-links to the chapter sources.
 """
 
+from .alt_text import figure_alt
 from .arrays import KV_CACHE_AXES, kv_cache_array, numpy_dtype
 from .bars import bar_plot
 from .crossover import crossover_explorer, crossover_view, figure_img, roofline_plot, step_bytes_figure
@@ -36,7 +37,7 @@ from .vllm_lab import (ENGINE_GEOMETRIES, block_window_explorer, block_window_vi
 
 __all__ = [
     "KV_CACHE_AXES", "kv_cache_array", "numpy_dtype", "build_up", "ExplorerPreset", "kv_explorer",
-    "kv_explorer_view", "presets_from_models", "line_plot", "figure_text", "pool_explorer", "pool_explorer_view", "erratum", "footnote", "footnote_ref",
+    "kv_explorer_view", "presets_from_models", "line_plot", "figure_text", "figure_alt", "pool_explorer", "pool_explorer_view", "erratum", "footnote", "footnote_ref",
     "worked_problem", "config_fields_table", "md", "model_name", "show", "show_json", "table",
     "heads_held", "tp_explorer", "tp_explorer_view", "tp_kv_slices",
     "bar_plot", "MLA_LATENT_AXES", "MLA_ROPE_AXES", "mla_cache_arrays", "mla_explorer", "mla_explorer_view",
@@ -52,4 +53,4 @@ __all__ = [
     "serving_worked_problems",
 ]
 
-show_figure_text()   # a figure's text/plain output says its title and legend (tests/leaks.py reads it)
+show_figure_text()   # a figure's text/plain output says its title and legend (tests/leaks.py reads it), its PNG has alt text

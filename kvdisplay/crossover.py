@@ -21,6 +21,7 @@ from .text import model_name
 
 WEIGHT_COLOR = "#4c72b0"
 CACHE_COLOR = "#dd8452"
+CACHE_TEXT_COLOR = "#b35806"   # the cache's orange, dark enough for text on white (4.9:1; WCAG AA asks 4.5:1)
 SLIDER_WIDTH = "640px"
 LABEL_WIDTH = "170px"
 BATCHES = tuple(2**i for i in range(0, 10))      # 1 .. 512 sequences
@@ -70,9 +71,10 @@ def step_bytes_figure(rows, *, title: str = "", figsize=(8, 3.2), dpi: int = 100
 
 
 def figure_img(fig, *, dpi: int = 90) -> str:
-    """A matplotlib figure as an ``<img>`` tag (PNG inline), to fold a plot inside a worked answer.
+    """A matplotlib figure as an ``<img>`` tag (PNG inline), to fold a plot inside a worked answer; its alt
+    text is the figure described (``kvdisplay.alt_text.figure_alt``), as for a figure a cell displays.
 
-    >>> figure_img(step_bytes_figure([("B=1", 2, 1)])).startswith("<img alt='figure' src='data:image/png;base64,")
+    >>> figure_img(step_bytes_figure([("B=1", 2, 1)])).startswith("<img alt='Bar chart of bytes read per step")
     True
 
     Used in: ch06_crossover.
@@ -80,9 +82,12 @@ def figure_img(fig, *, dpi: int = 90) -> str:
     import base64
     import io
 
+    from .alt_text import figure_alt
+
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
-    return f"<img alt='figure' src='data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode('ascii')}'>"
+    alt = html.escape(figure_alt(fig) or "a figure", quote=True)
+    return f"<img alt='{alt}' src='data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode('ascii')}'>"
 
 
 def roofline_plot(gpu: str, points, *, figsize=(11, 4.6)):
@@ -167,8 +172,11 @@ def step_bytes_svg(weight_bytes: int, kv_bytes: int, *, width: int = 400, height
                     f"<text x='{x0 - 7}' y='{y(t) + 4:.1f}' text-anchor='end'>{t:g}</text>"
                     for t in (top * i / 4 for i in range(5)))
     cross = y(2 * w_gb)
-    return (f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
-            f"style='font-family:sans-serif;font-size:11px'>"
+    described = (f"Stacked bar of the bytes one decode step reads: {w_gb:,.2f} GB of weights under {k_gb:,.2f} GB of "
+                 f"cache; the dashed line, at twice the weights, is where the cache equals them"
+                 f"{' (the cache is above it)' if kv_bytes > weight_bytes else ''}.")
+    return (f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' role='img' "
+            f"aria-label='{html.escape(described, quote=True)}' style='font-family:sans-serif;font-size:11px'>"
             f"<line x1='{x0}' x2='{x0}' y1='10' y2='{y(0):.1f}' stroke='#555'/>{ticks}"
             f"<text x='12' y='{10 + plot_h / 2:.0f}' transform='rotate(-90 12 {10 + plot_h / 2:.0f})' "
             f"text-anchor='middle'>bytes read per step (GB, 10⁹ B)</text>"
@@ -181,7 +189,7 @@ def step_bytes_svg(weight_bytes: int, kv_bytes: int, *, width: int = 400, height
             f"<text x='{x0 + bar_w + 26}' y='{(y(0) + y(w_gb)) / 2 + 4:.1f}' fill='{WEIGHT_COLOR}'>"
             f"{w_gb:,.2f} GB weights</text>"
             f"<text x='{x0 + bar_w + 26}' y='{min(y(w_gb) - 4, (y(w_gb) + y(w_gb + k_gb)) / 2 + 4):.1f}' "
-            f"fill='{CACHE_COLOR}'>{k_gb:,.2f} GB cache</text>"
+            f"fill='{CACHE_TEXT_COLOR}'>{k_gb:,.2f} GB cache</text>"
             f"<text x='{x0 + 20 + bar_w / 2}' y='{height - 12}' text-anchor='middle'>one step</text></svg>")
 
 
@@ -222,7 +230,7 @@ def crossover_view(model: str, batch: int, context: int, *, gpu: str = "H100-SXM
     cross = kv.roofline.first_cache_context(step.weight_bytes, per_token, batch)
     gb = kv.format_gb_gib
     dtype = dict((b, n) for n, b in KV_DTYPES).get(kv_dtype_bytes, f"{kv_dtype_bytes}-byte")
-    color = CACHE_COLOR if step.regime == kv.roofline.CACHE_DOMINATED else WEIGHT_COLOR
+    color = CACHE_TEXT_COLOR if step.regime == kv.roofline.CACHE_DOMINATED else WEIGHT_COLOR
     wants = ("shrink the cache (fp8 KV, fewer KV heads, paging, prefix reuse)"
              if step.regime == kv.roofline.CACHE_DOMINATED else "quantise the weights")
     fits = deployment_note(kv.check_deployment(spec, gpu, tp=tp, batch_size=batch, seq_len=context,

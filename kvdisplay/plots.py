@@ -1,9 +1,10 @@
-"""Plots with labelled axes and units, and the words a plot shows, in its text output.
+"""Plots with labelled axes and units, and the words a plot shows, in its text output and its alt text.
 
 A notebook shows a matplotlib figure as a PNG; its title, legend and annotations are pixels no test can read.
 So importing kvdisplay in a kernel makes every figure's text/plain output (which a front end hides behind the
 image) say what the figure writes in words (``figure_text``): the leak test of tests/leaks.py reads it, so a
-legend that states a folded answer is caught like a table that does.
+legend that states a folded answer is caught like a table that does. The PNG output gets the figure described
+for a reader who cannot see it (``kvdisplay.alt_text.figure_alt``) as its alt text.
 
 Used in: ch01_kv_formula (weights against cache).
 """
@@ -94,18 +95,43 @@ def figure_text(fig) -> str:
 
 
 def show_figure_text(ipython=None) -> None:
-    """Make a figure's text/plain output ``figure_text(fig)`` in this IPython session (kvdisplay's import does)."""
+    """Make every figure this IPython session displays say what it shows, in words (kvdisplay's import does).
+
+    Its text/plain output becomes ``figure_text(fig)`` (the leak test reads it), and its PNG output carries
+    ``figure_alt(fig)`` as ``{"image/png": {"alt": ...}}`` in the output's metadata: the alternative text
+    JupyterLab (with kvdisplay/labextension), nbconvert's pages and the executed site put on the ``<img>``.
+    Figures a learner draws in the same kernel get both too.
+    """
     if ipython is None:
         from IPython import get_ipython
         ipython = get_ipython()
     if ipython is None:     # plain Python (doctests, kvlib's CLI): nothing displays figures
         return
     # The inline backend, once it starts, drops every formatter a Figure had (IPython's select_figure_formats),
-    # and it starts with the first figure: draw and close one first, so the text formatter registered after stays.
+    # and it starts with the first figure: draw and close one first, so the formatters registered after stay.
     import matplotlib.pyplot as plt
     from matplotlib.figure import Figure
 
+    from .alt_text import figure_alt
+
     plt.close(plt.figure())
 
-    ipython.display_formatter.formatters["text/plain"].for_type(
-        Figure, lambda fig, printer, cycle: printer.text(figure_text(fig)))
+    formatters = ipython.display_formatter.formatters
+    formatters["text/plain"].for_type(Figure, lambda fig, printer, cycle: printer.text(figure_text(fig)))
+    png = formatters["image/png"]
+    try:
+        draw_png = png.lookup_by_type(Figure)
+    except KeyError:        # a backend that shows no PNG (a GUI window): no image, no alt text to give
+        return
+    if getattr(draw_png, "with_alt_text", False):
+        return              # already wrapped (kvdisplay imported again after a reload)
+
+    def png_with_alt(fig):
+        data = draw_png(fig)
+        if data is None or isinstance(data, tuple):
+            return data
+        alt = figure_alt(fig)
+        return (data, {"alt": alt}) if alt else data
+
+    png_with_alt.with_alt_text = True
+    png.for_type(Figure, png_with_alt)

@@ -3,8 +3,9 @@
 A folded answer (``<details>…</details>``, as ``kvdisplay.worked_problem`` draws it) is pointless when one of
 its figures is in view, unfolded, in the same section. ``leaks(nb)`` reads an *executed* notebook the way a
 learner sees it (markdown cells, and every output as markdown, HTML or text: tables, errata, footnotes,
-explorer lines, a plot's title and legend, which ``kvdisplay`` puts in the figure's text/plain output) and
-returns every answer figure found outside a fold in its section.
+explorer lines, a plot's title and legend, which ``kvdisplay`` puts in the figure's text/plain output, and the
+plot's alt text, which it puts in the image's metadata) and returns every answer figure found outside a fold
+in its section.
 
 The rules, so a reader can predict what the test sees:
 
@@ -55,6 +56,7 @@ _NUMBER = re.compile(r"(?<![\w.])(?<![A-Za-z]-)"                        # not gl
                      r"(\d{1,3}(?:" + _SEP + r"\d{3})+|\d+)"              # the whole part
                      r"(?:(\.\d+)(?![\d.])|(?![\w]|\.\d|-[A-Za-z]))")   # a decimal part, or an unglued end
 MIMES = ("text/markdown", "text/html", "text/latex", "text/plain")
+IMAGES = ("image/png", "image/jpeg", "image/svg+xml")
 ROUND_INPUTS = {str(2**i) for i in range(4, 21)}
 
 
@@ -182,8 +184,17 @@ def _output_text(output, states=None) -> list[tuple[str, str]]:
     data = output.get("data", {})
     if states is not None and isinstance(data.get(WIDGET_VIEW), dict):
         return [("widget", _widget_text(states, data[WIDGET_VIEW].get("model_id", "")))]
-    return [(mime, "".join(data[mime]) if isinstance(data[mime], list) else data[mime])
-            for mime in MIMES if isinstance(data.get(mime), (str, list))]
+    texts = [(mime, "".join(data[mime]) if isinstance(data[mime], list) else data[mime])
+             for mime in MIMES if isinstance(data.get(mime), (str, list))]
+    return texts + [(f"{mime} alt", alt) for mime, alt in image_alts(output)]
+
+
+def image_alts(output) -> list[tuple[str, str]]:
+    """``[(image MIME type, its alt text)]`` of an output: what a screen reader reads for a plot
+    (kvdisplay puts it in the output's metadata, ``{"image/png": {"alt": ...}}``)."""
+    metadata = output.get("metadata") or {}
+    return [(mime, metadata[mime]["alt"]) for mime in IMAGES
+            if mime in output.get("data", {}) and isinstance((metadata.get(mime) or {}).get("alt"), str)]
 
 
 def pieces(nb) -> list[Piece]:
@@ -220,7 +231,7 @@ def leaks(nb) -> list[Leak]:
               for p in items]
     found, last_markdown = {}, ""
     for i, piece in enumerate(items):
-        if piece.where.endswith("text/plain"):
+        if piece.where.endswith(("text/plain", " alt")):
             continue
         _, inside, before = _split_folds(piece.text)
         if inside:
@@ -232,7 +243,7 @@ def leaks(nb) -> list[Leak]:
                 answer = {f for f in figures(fold) if f not in stated and not trivial(f)}
                 for j in range(first, end):
                     outside = _split_folds(items[j].text)[0]
-                    markup = not items[j].where.endswith(("text/plain", "stream", "error"))
+                    markup = not items[j].where.endswith(("text/plain", "stream", "error", " alt"))
                     for figure, written in figures(outside, markup).items():
                         if figure in answer:
                             found.setdefault((figure, words, items[j].cell), Leak(

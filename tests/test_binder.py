@@ -10,7 +10,8 @@ as on a fresh Binder image; pip keeps its configuration (/etc/pip.conf: local wh
 
 Then, with that environment's tools:
 
-* ``jupyter labextension list`` shows nbgrader's and the widgets' extensions enabled and OK;
+* ``jupyter labextension list`` shows nbgrader's, the widgets' and the course's alt-text reader
+  (kvdisplay/labextension, installed by ``pip install .`` as data files) enabled and OK;
 * postBuild's settings override (no news toast) is in place;
 * the ``python3`` kernel, kvlib and the autograder are the environment's own;
 * ``kvlib drill`` is registered by the install (the ``kvlib.commands`` entry point) and kvcoach installed;
@@ -163,7 +164,7 @@ def test_lab_extensions_enabled(binder_env):
     venv, env = binder_env["venv"], binder_env["env"]
     listing = _run([venv / "bin/jupyter", "labextension", "list"], env=env, cwd=binder_env["repo"])
     text = listing.stdout + listing.stderr
-    for extension in ("@jupyter/nbgrader", "@jupyter-widgets/jupyterlab-manager"):
+    for extension in ("@jupyter/nbgrader", "@jupyter-widgets/jupyterlab-manager", "kv-course-alt-text"):
         line = next((ln for ln in text.splitlines() if extension in ln), None)
         assert line and "enabled" in line and "OK" in line, f"{extension} not enabled and OK:\n{text}"
     overrides = venv / "share/jupyter/lab/settings/overrides.json"

@@ -217,7 +217,12 @@ def test_two_steps_judged_against_the_learners_first_step(skeleton):
 
     assert "factor 2" in fails(skeleton, "q1", half)
     check(skeleton, "q6", fit_with(half))           # consistent with the learner's step 1: no second charge
-    assert "expected" in fails(skeleton, "q6", fit_with(bpt))   # the right formula, not what step 1 said
+    check(skeleton, "q6", fit_with(bpt))            # the right step 1 recomputed, not reused: right as well
+    # wrong on either: charged, and the message gives both values it would take (Llama 3.1 8B, 70 GB at 8,192
+    # tokens: 65,536 B a token from the half step 1 -> 70e9 // (65,536 x 8,192) = 130; the right 131,072 -> 65)
+    one_more = fails(skeleton, "q6", lambda *a: fit_with(half)(*a) + 1)
+    assert ("returned 131; expected 130 sequences on what your bytes_per_token gives here (65,536 bytes), or 65 on "
+            "the right bytes_per_token") in one_more, one_more
     core._ANSWERS.clear()
     check(skeleton, "q6", fit_with(bpt))            # no step 1 on record: judged against kvlib
 

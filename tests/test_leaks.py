@@ -60,6 +60,17 @@ def test_a_plot_legend_leaks_through_the_figure_text():
     assert _leaked(nb) == [("1500", 2)]
 
 
+def test_a_plots_alt_text_leaks_like_its_legend():
+    # a screen reader reads the alt text kvdisplay puts in the image's metadata: an answer there is in view
+    alt = "Line plot of memory (GB) against batch (sequences). weights, flat at 1,500 GB."
+    nb = _nb(new_markdown_cell("## 3. Sequences"), _shown(QUESTION),
+             new_code_cell("", outputs=[new_output("display_data", data={"image/png": "iVBOR", "text/plain": "x"},
+                                                   metadata={"image/png": {"alt": alt}})]))
+    assert _leaked(nb) == [("1500", 2)]
+    nb.cells[2].outputs[0].metadata = {}
+    assert _leaked(nb) == []
+
+
 def test_an_explorer_line_leaks_through_its_saved_widget_state():
     states = {"box": {"model_name": "VBoxModel", "state": {"children": ["IPY_MODEL_html"]}},
               "html": {"model_name": "HTMLModel", "state": {"value": "<b>373</b> sequences fit"}}}

@@ -8,6 +8,7 @@ on the ``python3`` kernel of the interpreter running the tests.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -15,7 +16,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from leaks import leaks
+from described import describes, img_alts
+from leaks import IMAGES, leaks
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = sorted((REPO / "course" / "source").glob("ch*/ch*.ipynb"))
@@ -113,3 +115,41 @@ def test_no_answer_in_view_before_it_is_asked(path, executed_release):
     found = leaks(executed_release(path))
     assert found == [], f"{len(found)} answer figure(s) in view before their fold is opened:\n" + "\n".join(
         map(str, found))
+
+
+
+def _shown_images(nb):
+    """``[(where, alt text or None)]`` for every image the executed notebook shows: image outputs (a cell's own
+    and those an explorer's Output widgets saved) and ``<img>`` tags in HTML or Markdown outputs."""
+    found = []
+
+    def read(output, where):
+        data, metadata = output.get("data", {}), output.get("metadata") or {}
+        for mime in IMAGES:
+            if mime in data:
+                alt = (metadata.get(mime) or {}).get("alt")
+                found.append((f"{where} {mime}", alt if isinstance(alt, str) else None))
+        for mime in ("text/html", "text/markdown"):
+            found.extend((f"{where} <img> in {mime}", alt) for alt in img_alts("".join(data.get(mime, ""))))
+
+    for index, cell in enumerate(nb.cells):
+        for number, output in enumerate(cell.get("outputs", [])):
+            read(output, f"cell {index} output {number}")
+    states = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    for model_id, model in states.items():
+        for number, output in enumerate(model.get("state", {}).get("outputs", [])):
+            read(output, f"widget {model_id} output {number}")
+    return found
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=_ids(CHAPTERS))
+def test_every_plot_says_what_it_shows(path, executed_release):
+    """Every image of the executed release carries alt text that describes the figure (kvdisplay puts
+    ``figure_alt`` in each PNG's metadata, the key JupyterLab, the site and nbconvert read; a folded figure
+    writes it in its <img>): what is plotted against what, not a word like "plot", never nothing."""
+    shown = _shown_images(executed_release(path))
+    bare = [where for where, alt in shown if not describes(alt)]
+    assert bare == [], f"images without a description of what they show: {bare}"
+    source = "\n".join("".join(c.source) for c in nbformat.read(path, as_version=4).cells)
+    if re.search(r"kd\.(line_plot|bar_plot|roofline_plot|step_bytes_figure|figure_img)\(", source):
+        assert shown, "the chapter plots, the executed notebook shows no image"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from described import describes, img_alts
 from site_build import REPO, builder, built_site, chapter_ids
 
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
@@ -140,6 +141,17 @@ def test_maths_is_mathml_and_folds_are_closed(site, chapter):
     assert "<details open" not in main
 
 
+@pytest.mark.parametrize("chapter", chapter_ids())
+def test_every_image_says_what_it_shows(site, chapter):
+    """Each plot's alt text is the one kvdisplay wrote into its output's metadata (read by tools/site/conf.py for
+    myst-nb, by the build for an explorer's plots): what it plots against what, not "plot", never nothing."""
+    main = (site / f"{chapter}.html").read_text(encoding="utf-8").split("<main", 1)[1]
+    alts = img_alts(main)
+    assert [a for a in alts if not describes(a)] == []
+    if re.search(r"kd\.(line_plot|bar_plot|roofline_plot|step_bytes_figure)\(", _sources(REPO / "chapters" / f"{chapter}.ipynb")):
+        assert alts, "the chapter plots, its page shows no image"
+
+
 # -- the build's own steps, in process on made-up notebooks (no kernel, no Sphinx) -------------------
 
 def _widget_state():
@@ -152,14 +164,16 @@ def _widget_state():
             "h": model("HTMLModel", value="<b>131,072 B</b> per token"),
             "gone": model("HTMLModel", value="the hidden answer", layout="IPY_MODEL_lay"),
             "lay": model("LayoutModel", display="none"),
-            "o": model("OutputModel", outputs=[{"output_type": "display_data", "data": {"image/png": "iVBOR"}}])}
+            "o": model("OutputModel", outputs=[{"output_type": "display_data", "data": {"image/png": "iVBOR"},
+                                                 "metadata": {"image/png": {"alt": 'Line plot of "x" & y'}}}])}
 
 
 def test_an_explorer_becomes_its_first_view():
     build = builder()
     view = build._widget_html("box", _widget_state())
     assert "layers L = <b>32</b>" in view and "GPU = <b>H100</b>" in view
-    assert "<b>131,072 B</b> per token" in view and 'src="data:image/png;base64,iVBOR"' in view
+    assert "<b>131,072 B</b> per token" in view
+    assert '<img alt="Line plot of &quot;x&quot; &amp; y" src="data:image/png;base64,iVBOR">' in view
     assert "hidden answer" not in view
 
 

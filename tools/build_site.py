@@ -131,8 +131,10 @@ def _widget_html(model_id: str, models: dict, depth: int = 0) -> str:
 
 def _output_html(output: dict) -> str:
     data = output.get("data", {})
-    if "image/png" in data:
-        return f'<img alt="plot" src="data:image/png;base64,{"".join(data["image/png"]).strip()}">'
+    if "image/png" in data:   # its alt text where kvdisplay put it, the key nbconvert and conf.py read
+        alt = ((output.get("metadata") or {}).get("image/png") or {}).get("alt") or ""
+        return (f'<img alt="{html.escape(alt)}" '
+                f'src="data:image/png;base64,{"".join(data["image/png"]).strip()}">')
     if "text/html" in data:
         return "".join(data["text/html"])
     if "image/svg+xml" in data:

@@ -48,7 +48,9 @@ Adding a chapter ``chNN_slug``
    ``answer=`` declares the type (``INT`` by default; ``Float(rel_tol=...)``,
    ``Choice((...))``, ``BYTES``, ``Tuple((...))``); ``modules=`` the modules
    an answer may import beyond the standard library and kvlib; ``builds_on=``
-   an earlier step judged against the learner's own answer.
+   an earlier step: a case is right on kvlib's value or on the one the
+   learner's own earlier answer implies, so a slip costs its own step only
+   (``core``'s docstring; ``tests/test_fair_chains.py`` holds every chain to it).
 
    Cases: hidden cases only of the kinds the exercise text names, and every input variant they
    hold (a GPT-2 config, an explicit ``head_dim``, TP past the KV heads, dtype_bytes 1 and 4, a

@@ -15,8 +15,9 @@ ch07_q5_nodes                            nodes(users, gpus_per_node, tp, sequenc
 =======================================  ===============================================================
 
 Every exercise shares one list of plan cases (case k is the same plan in each), so q2-q4,
-which need one sequence's bytes per GPU, are judged against the learner's own answer to q1
-(``builds_on``): a slip in q1 is named there and costs only q1. q5 is given the two limits
+which need one sequence's bytes per GPU, build on q1 (``builds_on``): each is right on kvlib's
+value or on the one the learner's own q1 answer gives (reused or recomputed alike), so a slip
+in q1 is named there and costs only q1. q5 is given the two limits
 (kvlib's), so it grades the last step alone. Expected values come from kvlib: the TP rule
 ``kv_heads_per_gpu``, ``weight_bytes_per_gpu``, ``kv_pool_bytes`` (vLLM's budget rounded up) and
 ``kvlib.planner``'s step functions; the limits in q3 and q5 from ``plan_capacity``. Hidden cases

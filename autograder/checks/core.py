@@ -33,21 +33,40 @@ exercise's (case k, visible then hidden, of each; a case of its own names the ea
 ``context["earlier_case"]``), and its ``expected`` (and
 ``slip_inputs``) take ``earlier``: the number the learner's own earlier step
 gave on case k, or None when there is nothing to build on (then kvlib's own
-value). Step 2 is judged against the learner's step 1, so one slip is charged
-once, in its own step:
+value). A case of a later step is right when it matches *either* kvlib's own
+value or the value the learner's own earlier answer implies (their chain), so
+one slip is charged once, in its own step, whether the later step reuses the
+wrong earlier answer or recomputes it correctly by itself:
 
+* the earlier answers come from the earlier step's own check of the same
+  cases (``_ANSWERS``: visible, or hidden of the same seed); where it left
+  none (it raised on a visible case, so the test cell stopped before its
+  hidden check; it never ran; it ran another seed), the check works them out
+  quietly by calling the learner's earlier function (the one of that name
+  beside the later function, which is what the later step calls). The grader
+  outside (``autograder.verdict``) has the earlier step's records of every
+  case, visible and hidden, of the grading seed;
 * the earlier answer is an ``Earlier`` (``learner_answers``), kept whatever its
   type: a float, a numpy scalar or a bool still gives its number (0 included);
   an earlier step that raised, or returned no number, gives none;
-  ``NOT_BUILT_ON`` stands for a case with no earlier answer on record (the
-  earlier step was never checked);
+  ``NOT_BUILT_ON`` stands for a case with no earlier answer on record (no
+  earlier function to ask): kvlib's value only;
 * a case that cannot be built on (the earlier number leaves this step nothing
-  to compute, such as a division by a 0 from ``kv_heads // tp``; or the earlier
-  step gave no number and this one gives none either) is *excused*: neither
-  passed nor failed, its verdict says why. An exercise whose every case is
-  excused is not passed: nothing of it was judged;
+  to compute, such as a division by a 0 from ``kv_heads // tp``, or nothing to
+  count: a count of 0 on an earlier answer too large for anything to fit,
+  where kvlib's is not 0; or the earlier step gave no number and this one gives
+  none either) is *excused*, unless it gave kvlib's own value (then it passes):
+  neither passed nor failed, its verdict says why. An exercise whose every case
+  is excused, or whose cases left besides are only those a constant 0 answers,
+  is not passed: nothing of it was judged (so an earlier answer of 10**30 earns
+  no step built on it);
 * the right value in a wrong type that the earlier answer already had (a float
-  or a numpy scalar carried through) passes: the type was charged there.
+  or a numpy scalar carried through) passes: the type was charged there;
+* a failing case is diagnosed on the learner's chain first (a slip of this
+  step made on top of their own earlier answer), else on kvlib's value (a
+  slip made while recomputing it); a visible message gives both values it
+  would have accepted (``Verdict.built_on``: the earlier answer a verdict was
+  judged on).
 
 Value exercises (``value=True``): the learner binds a name to a number
 (``answer_pool = 451342``) and the test cell passes that number, not a
@@ -93,7 +112,7 @@ import io
 import math
 import os
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from kvcoach import slips
@@ -272,6 +291,7 @@ class Verdict:
     head: str = ""          # the case's line, before the diagnosis
     tail: str = ""          # after it (a hint, a note on the type)
     variants: tuple = ()    # the slip variants (kvlib.slips.matching_variants) that reproduce the answer
+    built_on: object = NOT_BUILT_ON     # the learner's earlier answer it was judged on (NOT_BUILT_ON: kvlib's value)
 
     @property
     def slip(self) -> str | None:
@@ -386,7 +406,9 @@ def judge(exercise: Exercise, case: dict, record: dict, *, hidden: bool = False,
     value; hidden verdicts name only the slip, in general words. The value is
     judged before the type. ``lead``: the slip to name first when it matches;
     ``allowed``: the only slips that may be named (``fitting_slips``: the
-    others are ruled out by other cases), in that order.
+    others are ruled out by other cases), in that order. A step built on an
+    earlier one is right on kvlib's value or on its ``earlier`` answer's
+    (``_accepted``); the verdict's ``built_on`` says which it was judged on.
     """
     if exercise.value:
         return _judge_value(exercise, case, record)
@@ -396,7 +418,7 @@ def judge(exercise: Exercise, case: dict, record: dict, *, hidden: bool = False,
         return Verdict(False, f"build this by hand: exercise {exercise.grade_id} must not call {names}.",
                        ("kvlib_called",), "kvlib")
     excused = _not_built(exercise, case, record, earlier)
-    if excused is not None:
+    if excused is not None and not _right_alone(exercise, case, record):
         return excused
     head = "on a hidden case: " if hidden else f"on case \"{case['label']}\":\n"
     hint = case.get("context", {}).get("hint")
@@ -413,21 +435,20 @@ def judge(exercise: Exercise, case: dict, record: dict, *, hidden: bool = False,
         value = answers.decode(record)
     except answers.RecordError:
         value = None
-    expected = exercise.expected_for(case, earlier)
+    accepted = _accepted(exercise, case, earlier)
     kind = exercise.answer
     type_ok = value is not None and kind.fits(value)
-    if type_ok and kind.equal(value, expected):
-        return Verdict(True, "correct.")
+    for basis, expected in accepted:
+        if type_ok and kind.equal(value, expected):
+            return Verdict(True, "correct.", built_on=basis)
     number = _number(record, value)
-    if not type_ok and _type_carried(exercise, record, number, expected, earlier):
-        # the right value in the wrong type that the earlier step's answer had: charged there, not again
-        return Verdict(True, f"right; its type ({record.get('type', '?')}) comes from your {exercise.builds_on} "
-                             "answer (see that check).", ("type_from_earlier",))
-    keys = found = ()
-    if exercise.quantity and number is not None:
-        found = slips.matching_variants(exercise.quantity, number, rel_tol=_rel_tol(exercise), unit=exercise.unit,
-                                        **slip_inputs_for(exercise, case, earlier))
-        keys = tuple(dict.fromkeys(slips.base_key(k) for k in found))
+    for basis, expected in accepted if not type_ok else ():
+        if _type_carried(exercise, record, number, expected, earlier):
+            # the right value in the wrong type that the earlier step's answer had: charged there, not again
+            return Verdict(True, f"right; its type ({record.get('type', '?')}) comes from your {exercise.builds_on} "
+                                 "answer (see that check).", ("type_from_earlier",), built_on=basis)
+    basis, expected, found = _diagnosed(exercise, case, number, accepted, lead, allowed)
+    keys = tuple(dict.fromkeys(slips.base_key(k) for k in found))
     named = keys if allowed is None else tuple(k for k in allowed if k in keys)
     type_note = "" if type_ok else kind.wrong_type(fn, record.get("type", "?"))
     if type(value) is str and type(expected) is bytes and value.strip().lower() == expected.hex():
@@ -444,7 +465,7 @@ def judge(exercise: Exercise, case: dict, record: dict, *, hidden: bool = False,
             type_note += f" ({problem(value)}.)"
         return Verdict(False, head + type_note + (" (The value itself is right.)" if right else ""),
                        ("wrong_type", "float_not_int") if right and type(number) is float else ("wrong_type",),
-                       "type")
+                       "type", built_on=basis)
     if hidden:
         if lead in named:
             named = (lead,) + tuple(k for k in named if k != lead)
@@ -452,15 +473,119 @@ def judge(exercise: Exercise, case: dict, record: dict, *, hidden: bool = False,
         text = " Or: ".join(texts) if texts else "the answer matches no known slip: recheck each part."
         note = f" {type_note}" if type_note else ""
         return Verdict(False, f"{fn} is wrong {head}{text}{note} {exercise.hidden_note}".rstrip(), keys, "value",
-                       variants=found)
+                       variants=found, built_on=basis)
     shown = kind.show(value) if type_ok else (f"{number:,}" if type(number) in (int, float)
                                               else repr(number) if number is not None else record.get("type", "?"))
-    line = f"{exercise.call_text(case)} returned {shown}; expected {kind.show(expected)} {exercise.unit}".rstrip()
-    diagnosis = _diagnosis(exercise, case, number, lead, allowed, earlier)
+    line = (f"{exercise.call_text(case)} returned {shown}; expected {kind.show(expected)} {exercise.unit}".rstrip()
+            + _other_accepted(exercise, accepted, basis, expected))
+    diagnosis = _diagnosis(exercise, case, number, lead, allowed, basis)
     # a case's hint helps only where no slip is named: a named slip's words are its advice
     tail = (f"\n{type_note}" if type_note else "") + (f"\nHint: {hint}" if hint and not named else "")
     return Verdict(False, head + line + ".\n" + diagnosis + tail, keys, "value", head + line + ".\n", tail,
-                   variants=found)
+                   variants=found, built_on=basis)
+
+
+def _accepted(exercise: Exercise, case: dict, earlier) -> list:
+    """``[(basis, expected)]``: the answers a case accepts, the learner's own chain first.
+
+    A step built on an earlier one is right on the value the learner's earlier answer implies (``basis``:
+    that answer) and on kvlib's own value (``basis`` ``NOT_BUILT_ON``, last): one slip is charged in its own
+    step whether this step reuses the earlier answer or recomputes it by itself. An earlier answer that is a
+    float is also taken one ulp either side (``math.nextafter``): a float such as 536870.912 (a size in KB)
+    is not exact in binary, so a count floored from it may land on either side of a whole number, as the
+    learner's ``pool // s`` and kvlib's ``floor(pool / s)`` do. One entry when there is no chain (no earlier
+    number, or one that leaves nothing to compute: ``_not_built``), or when both give the same value from the
+    same slip inputs.
+    """
+    own = exercise.expected_for(case)
+    number = _build_number(earlier)
+    if not exercise.builds_on or number is None:
+        return [(NOT_BUILT_ON, own)]
+    chains = [earlier]
+    if type(number) is float and math.isfinite(number):
+        chains += [_with_number(earlier, math.nextafter(number, direction)) for direction in (-math.inf, math.inf)]
+    out: list = []
+    for basis in chains:
+        try:
+            chain = exercise.expected_for(case, basis)
+        except (ArithmeticError, ValueError, TypeError):
+            continue
+        if chain is None or (type(chain) is float and not math.isfinite(chain)):
+            continue
+        if not out or all(chain != e for _, e in out):
+            out.append((basis, chain))
+    if not out or out[0][0] is not earlier:
+        return [(NOT_BUILT_ON, own)]
+    if len(out) == 1 and out[0][1] == own and slip_inputs_for(exercise, case, earlier) == slip_inputs_for(
+            exercise, case):
+        return out
+    return out + [(NOT_BUILT_ON, own)]
+
+
+def _with_number(earlier, number):
+    """``earlier`` (an ``Earlier`` or a plain number) with another number."""
+    return replace(earlier, number=number) if isinstance(earlier, Earlier) else number
+
+
+def _diagnosed(exercise: Exercise, case: dict, number, accepted, lead=None, allowed=None) -> tuple:
+    """``(basis, expected, slip variants)`` of a wrong answer: the value its message compares it with, and the
+    slip variants that reproduce it on any accepted value (a later step: on the learner's chain, a slip of this
+    step made on top of their own earlier answer, or on kvlib's, one made while recomputing the earlier step).
+
+    The basis is the first accepted value (the chain first) on which ``lead``, else one of ``allowed``, else
+    any slip reproduces the answer; the chain's when none does.
+    """
+    tried = []
+    for basis, expected in accepted if exercise.quantity and number is not None else ():
+        found = slips.matching_variants(exercise.quantity, number, rel_tol=_rel_tol(exercise), unit=exercise.unit,
+                                        **slip_inputs_for(exercise, case, basis))
+        tried.append((basis, expected, found))
+    every = tuple(dict.fromkeys(v for _, _, found in tried for v in found))
+    for wanted in ({lead} - {None}, set(allowed or ()), None):
+        for basis, expected, found in tried:
+            keys = {slips.base_key(k) for k in found}
+            if keys and (wanted is None or keys & wanted):
+                return basis, expected, every
+    return accepted[0] + (every,)
+
+
+def _other_accepted(exercise: Exercise, accepted, basis, expected) -> str:
+    """A visible message's words for the other value the case accepts: kvlib's beside the learner's chain, or
+    the chain beside kvlib's ('' when they agree)."""
+    if len(accepted) < 2:
+        return ""
+    (mine, chain), (_, own) = accepted[0], accepted[-1]
+    number = _build_number(mine)
+    step, unit = _earlier_step(exercise)
+    given = (f"{number:,} {unit}".rstrip() if type(number) in (int, float) else repr(number))
+    show = exercise.answer.show
+    if basis is NOT_BUILT_ON:
+        return "" if exercise.answer.equal(chain, expected) else \
+            f", or {show(chain)} on what your {step} gives here ({given})"
+    return "" if exercise.answer.equal(own, expected) else \
+        f" on what your {step} gives here ({given}), or {show(own)} on the right {step}"
+
+
+def _earlier_step(exercise: Exercise) -> tuple:
+    """(function name, unit) of the step ``exercise`` builds on (its grade id and no unit when the registry has
+    none)."""
+    try:
+        from . import exercise as registered
+        step = registered(exercise.builds_on)
+    except LookupError:
+        return exercise.builds_on, ""
+    return step.function_name, step.unit
+
+
+def _right_alone(exercise: Exercise, case: dict, record: dict) -> bool:
+    """The record holds kvlib's own value in the exact answer type (right without building on anything)."""
+    value = _decoded(record)
+    if value is None or not exercise.answer.fits(value):
+        return False
+    try:
+        return exercise.answer.equal(value, exercise.expected_for(case))
+    except (ArithmeticError, ValueError, TypeError):
+        return False
 
 
 def _not_built(exercise: Exercise, case: dict, record: dict, earlier) -> Verdict | None:
@@ -469,7 +594,8 @@ def _not_built(exercise: Exercise, case: dict, record: dict, earlier) -> Verdict
     Either the earlier number leaves this step nothing to compute (kvlib's function raises on it or gives
     no finite number: a division by the 0 of a missing ``max(1, ...)``), or the earlier step gave no
     number and this one gives none either (it raised, perhaps on the earlier step's answer). Its slip was
-    charged in its own step; a stub (NotImplementedError) is never excused.
+    charged in its own step; a stub (NotImplementedError) is never excused, and a case that gave kvlib's own
+    value passes instead (``judge``: ``_right_alone``).
     """
     if not exercise.builds_on or earlier is None or earlier is NOT_BUILT_ON \
             or record.get("error") == "NotImplementedError":
@@ -488,6 +614,12 @@ def _not_built(exercise: Exercise, case: dict, record: dict, earlier) -> Verdict
     if expected is None or (type(expected) is float and not math.isfinite(expected)):
         return Verdict(True, f"not judged: it builds on your {step} answer, which {prior.did()} on this case: "
                              "nothing to build on (see that check).", ("builds_on_wrong_step",), "excused")
+    if type(expected) is int and expected == 0 and exercise.expected_for(case) != 0:
+        # a count of 0 on the learner's answer (nothing fits one so large) shows none of this step's arithmetic:
+        # a constant 0 would pass it (an earlier answer of 10**30 must not earn the steps built on it)
+        return Verdict(True, f"not judged: it builds on your {step} answer, which {prior.did()} on this case: "
+                             "on that, nothing fits (a count of 0), so there is nothing to count (see that check).",
+                       ("builds_on_wrong_step",), "excused")
     return None
 
 
@@ -639,7 +771,7 @@ def fitting_slips(exercise: Exercise, cases, results, records, earlier=None, *, 
         if number is None:
             continue
         out = slips.ruled_out(exercise.quantity, number, rel_tol=_rel_tol(exercise), unit=exercise.unit,
-                              **slip_inputs_for(exercise, cases[k], _prior(earlier, k, cases[k])))
+                              **slip_inputs_for(exercise, cases[k], v.built_on))
         # a passing case rules a slip out when every way it was made elsewhere gives another number here
         shared = [key for key in shared if not ways[key] <= out]
     return tuple(shared)
@@ -672,11 +804,14 @@ def summary(exercise: Exercise, cases, results, *, hidden: bool = False, earlier
     instead of naming one. Hidden: the same, in general words.
     """
     failures = [(k, v) for k, v in enumerate(results) if not v.ok]
-    if results and all(v.kind == "excused" for v in results):
-        # nothing was judged: not a pass (the earlier step's slip is named in its own check)
+    excused = [v for v in results if v.kind == "excused"]
+    if excused and all(v.kind == "excused" or (v.ok and _zero(exercise, cases[k])) for k, v in enumerate(results)):
+        # nothing was judged, or only cases whose right answer is 0 (a constant 0 passes them): not a pass (the
+        # earlier step's slip is named in its own check)
         where = "hidden case" if hidden else "case"
-        return Summary(f"{results[0].message} The same holds on every {where}, so nothing of this step could be "
-                       f"judged: fix {exercise.builds_on} first, run its check, then this one.", (), (), "excused")
+        more = "" if len(excused) == len(results) else " that has something to count"
+        return Summary(f"{excused[0].message} The same holds on every {where}{more}, so nothing of this step could "
+                       f"be judged: fix {exercise.builds_on} first, run its check, then this one.", (), (), "excused")
     if not failures:
         return Summary(None)
     if exercise.value:
@@ -717,12 +852,21 @@ def summary(exercise: Exercise, cases, results, *, hidden: bool = False, earlier
             if len(value_failures) > 1:
                 message += f"\n(The same slip explains all {len(value_failures)} failing cases.)"
         elif exercise.quantity and first.slips:
-            message = _unexplained(exercise, cases, results, records, k, first, prior)
+            message = _unexplained(exercise, cases, results, records, k, first, first.built_on)
         else:       # the first failing case matches no slip at all: its verdict says so
             message = first.message + _edges_line(exercise, cases, results)
     more = len(failures) - 1
     tail = f"\n({more} more visible case{'s' if more > 1 else ''} fail{'' if more > 1 else 's'}.)" if more else ""
     return _summary(message + tail, named, fitting, first.kind)
+
+
+def _zero(exercise: Exercise, case: dict) -> bool:
+    """kvlib's answer to ``case`` is a count of 0 (an answer that is always 0 gets it right)."""
+    try:
+        expected = exercise.expected_for(case)
+    except (ArithmeticError, ValueError, TypeError):
+        return False
+    return type(expected) is int and expected == 0
 
 
 def edge_rules(exercise: Exercise, failing_cases) -> list:
@@ -791,7 +935,9 @@ def _decoded(record):
 # ---------------------------------------------------------------------------
 # The instant check
 # ---------------------------------------------------------------------------
-#: The learner's answers of the last check of each exercise (for the steps that build on it).
+#: What each exercise's last check left for the steps that build on it: ``(grade id, (hidden, seed))`` -> the
+#: learner's answers to those cases, ``(grade id, "function")`` -> the function it was given (one dict, so that
+#: clearing it forgets both).
 _ANSWERS: dict = {}
 
 
@@ -851,10 +997,11 @@ def _failure_message(exercise: Exercise, student_fn, hidden: bool, seed, where=N
     if not callable(student_fn):
         return f"✗ {exercise.grade_id}: {exercise.function_name} must be a function, got {type(student_fn).__name__}."
     student = current_student()
+    _ANSWERS[(exercise.grade_id, "function")] = student_fn
     cases = exercise.cases(hidden, seed, student)
     records = run_cases(exercise, student_fn, cases, quiet=hidden, where=None if hidden else where)
     key = (hidden, DEFAULT_HIDDEN_SEED if seed is None else seed)
-    earlier = _ANSWERS.get((exercise.builds_on, key)) if exercise.builds_on else None
+    earlier = _earlier_answers(exercise, student_fn, hidden, seed, student) if exercise.builds_on else None
     results = verdicts(exercise, cases, records, hidden=hidden, earlier=earlier)
     _ANSWERS[(exercise.grade_id, key)] = learner_answers(exercise, records)
     message = summarise(exercise, cases, results, hidden=hidden, earlier=earlier, records=records)
@@ -862,6 +1009,34 @@ def _failure_message(exercise: Exercise, student_fn, hidden: bool, seed, where=N
         print(passed_line(exercise, len(results), hidden))
         return None
     return f"✗ {exercise.grade_id}: " + message
+
+
+def _earlier_answers(exercise: Exercise, student_fn, hidden: bool, seed, student) -> list | None:
+    """The learner's answers to the step ``exercise`` builds on, for the cases this check judges (None: none).
+
+    Those the earlier step's own check recorded for the same cases (``_ANSWERS``). Where it left none (it
+    raised on a visible case, so its test cell stopped before the hidden check; it never ran; it ran another
+    seed) they are worked out here, quietly, from the learner's earlier function on the earlier step's cases:
+    the one last given to the earlier step's check (as the grader outside judges the function that step's
+    check called), else, when that check never ran, the one of that name beside ``student_fn`` (what the
+    later step calls).
+    """
+    key = (hidden, DEFAULT_HIDDEN_SEED if seed is None else seed)
+    found = _ANSWERS.get((exercise.builds_on, key))
+    if found is not None:
+        return found
+    try:
+        from . import exercise as registered
+        step = registered(exercise.builds_on)
+    except LookupError:
+        return None
+    fn = _ANSWERS.get((step.grade_id, "function"))
+    if fn is None:
+        names = getattr(student_fn, "__globals__", None)
+        fn = names.get(step.function_name) if isinstance(names, dict) else None
+    if not callable(fn) or step.value:
+        return None
+    return learner_answers(step, run_cases(step, fn, step.cases(hidden, seed, student), quiet=True))
 
 
 def _value_failure(exercise: Exercise, value, hidden: bool) -> str | None:

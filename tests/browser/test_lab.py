@@ -44,6 +44,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from described import describes
+
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
@@ -565,6 +567,26 @@ def test_worked_answers_stay_folded(chapter):
     assert page.locator(".jp-RenderedMarkdown details[open]").count() == 0, "an answer is open before the learner opens it"
     summary = folded.first.locator("summary")
     assert (summary.text_content() or "").strip() == "Show the answer"
+
+
+def test_a_plot_shows_its_alt_text(chapter):
+    """JupyterLab draws the chapter's first plot with the alt text its kernel wrote into the output (kvdisplay's
+    ``figure_alt``, which JupyterLab reads through kvdisplay/labextension): what a screen reader reads there."""
+    chapter.ensure_ran()
+    nb = nbformat.read(chapter.path, as_version=4)     # as the Run All test saved it, else saved now
+    if not any(cell.get("outputs") for cell in nb.cells):
+        nb = chapter.saved()
+    plots = [(i, (o.get("metadata", {}).get("image/png") or {}).get("alt"))
+             for i, cell in enumerate(nb.cells) for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
+    if not plots:
+        pytest.skip(f"{chapter.name} draws no plot")
+    index, alt = plots[0]
+    assert describes(alt), alt
+    cell = chapter.cells.nth(index)
+    cell.scroll_into_view_if_needed()
+    image = cell.locator(".jp-RenderedImage img").first
+    image.wait_for(state="attached")
+    assert image.get_attribute("alt") == alt
 
 
 def test_wrong_answer_names_the_slip(chapter):

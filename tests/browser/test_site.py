@@ -1,5 +1,6 @@
-"""The executed site in Chromium: every page from a local HTTP server, its plots drawn, a worked answer's
-fold that opens, the explorers' first view, maths laid out, and not one request that leaves localhost.
+"""The executed site in Chromium: every page from a local HTTP server, its plots drawn with their alt text, a
+worked answer's fold that opens, the explorers' first view, maths laid out, not one request that leaves
+localhost, and no serious or critical fault for axe-core (tests/browser/axe.py).
 
 The site is built once per session (tests/site_build.py; CI's ./dev.sh site when fresh) and served
 by a standard-library HTTP server on 127.0.0.1 in this process. Every request of every page is
@@ -18,7 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from described import describes
 from site_build import REPO, built_site, chapter_ids
+
+from .axe import serious_faults
 
 PLOTTERS = re.compile(r"kd\.(?:line_plot|bar_plot|roofline_plot|step_bytes_figure|figure_img)\(")
 
@@ -90,6 +94,8 @@ def test_page_shows_its_figures_and_a_fold_opens(site_page, site_url, chapter):
     assert all(drawn), f"{drawn.count(False)} of {len(drawn)} images not drawn"
     if PLOTTERS.search(source):
         assert len(drawn) >= 1, "the chapter plots, the page shows no image"
+    alts = images.evaluate_all("imgs => imgs.map(i => i.getAttribute('alt'))")
+    assert [a for a in alts if not describes(a)] == [], "images whose alt text does not say what they show"
 
     if "_explorer(" in source:
         static = page.locator(".kv-explorer-static").first
@@ -112,6 +118,25 @@ def test_page_shows_its_figures_and_a_fold_opens(site_page, site_url, chapter):
     outside = [u for u in requests if not u.startswith(site_url + "/")]
     assert outside == [], outside[:5]
     assert any(u.endswith(f"/{chapter}.html") for u in requests)
+
+
+@pytest.mark.parametrize("name", ["index", *chapter_ids()])
+def test_page_has_no_serious_accessibility_fault(site_page, site_url, name):
+    """axe-core on each page as it loads (folds closed): contrast, names, landmarks, headings, alt text... The
+    code blocks are left out here: their colours are the theme's one highlighting style on every page, checked
+    once below, and their token spans are two thirds of a page's elements (half of axe's time)."""
+    page, _ = site_page
+    _open(page, f"{site_url}/{name}.html")
+    faults = serious_faults(page, "{exclude: [['.highlight']]}")
+    assert faults == [], f"{len(faults)} serious or critical accessibility faults:\n" + "\n".join(faults[:20])
+
+
+def test_code_blocks_have_no_serious_accessibility_fault(site_page, site_url):
+    page, _ = site_page
+    _open(page, f"{site_url}/ch01_kv_formula.html")
+    assert page.locator(".highlight").count() >= 5
+    faults = serious_faults(page, "{include: [['.highlight']]}")
+    assert faults == [], f"{len(faults)} serious or critical accessibility faults:\n" + "\n".join(faults[:20])
 
 
 def test_links_to_notebooks_resolve(site_page, site_url):

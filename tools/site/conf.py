@@ -3,7 +3,10 @@
 myst-nb reads notebooks the build has already executed (``nb_execution_mode = "off"``). Nothing is
 fetched, at build time or when a page is read: the theme's assets are in the wheel, maths is MathML
 (the ``mathml`` renderer below, latex2mathml as in the feedback pages) instead of MathJax from a
-CDN, and widgets come as the static first view the build made of them.
+CDN, and widgets come as the static first view the build made of them. A plot's alt text is the one
+kvdisplay put in its output's metadata (``{"image/png": {"alt": ...}}``, the key nbconvert reads), which
+myst-nb 1.4 does not read (``NbElementRenderer.render_image`` takes only width and height from there):
+``_image_alt`` below adds it.
 """
 
 import os
@@ -62,5 +65,26 @@ def _visit_math_block(self, node):
     raise nodes.SkipNode
 
 
+def _image_alt() -> None:
+    """myst-nb's image renderer, then the output metadata's alt text on the image node (see the module doc)."""
+    from myst_nb.core.render import NbElementRenderer
+
+    render_image = NbElementRenderer.render_image
+    if getattr(render_image, "reads_alt", False):
+        return
+
+    def with_alt(self, data):
+        nodes = render_image(self, data)
+        alt = (data.output_metadata.get(data.mime_type) or {}).get("alt")
+        if isinstance(alt, str) and alt.strip():
+            for node in nodes:
+                node["alt"] = alt
+        return nodes
+
+    with_alt.reads_alt = True
+    NbElementRenderer.render_image = with_alt
+
+
 def setup(app):
     app.add_html_math_renderer("mathml", (_visit_math, None), (_visit_math_block, None))
+    _image_alt()
