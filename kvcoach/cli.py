@@ -17,6 +17,9 @@ assumption changes the figure, checked field by field (``kvcoach.drill_assumptio
 topics of ``GRADED_TOPICS``; with ``--topic``, that one), without showing answers, steps or
 where a number went wrong; those runs are never recorded (a graded question is the same every
 time, so answering it again would only inflate the practice history).
+
+kvlib's command line finds this command through the ``kvlib.commands`` entry point (pyproject.toml:
+``drill = "kvcoach.cli:add_parser"``), so kvlib imports nothing of the coach.
 """
 
 from __future__ import annotations
