@@ -718,13 +718,6 @@ def test_agent_prefill_catalogue():
         ("output_not_cached+partial_block_shared", 17)])
 
 
-def test_agent_requests_are_the_loop():
-    # step 1: system 0-3, observation 4-6, action 7-8; step 2 re-sends all that, observation 9-11, action 12-13
-    first, second = agent_requests(4, 3, 2, 2)
-    assert first.prompt == (0, 1, 2, 3, 4, 5, 6) and tuple(first.output) == (7, 8)
-    assert second.prompt == tuple(range(12)) and tuple(second.output) == (12, 13)
-
-
 def test_log_figure_catalogue():
     # the figure as printed is right; each wrong figure that differs is its slip
     assert_catalogue("log_figure", dict(printed=7191, wrong={"largest_rank": 7300, "weights_figure": 7191}), 7191,
