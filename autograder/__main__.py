@@ -58,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                      "notebook, no hidden tests) to DIR/<student>/<assignment>/")
     p.add_argument("--student", action="append", metavar="ID", help="grade (or regrade) only this student, "
                                                                     "keeping everyone else's grades (repeatable)")
+    p.add_argument("--lms", choices=("canvas",), help="also write <out>/<assignment>_canvas.csv, Canvas's "
+                                                      "gradebook import (needs --roster)")
+    p.add_argument("--roster", metavar="FILE", help="your Canvas gradebook export (Grades, Export): the ids "
+                                                    "Canvas imports by, matched to nbgrader's student ids")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     p = sub.add_parser("report", help="what the class got wrong: slips and scores per exercise of a graded class")
@@ -105,7 +109,7 @@ def main(argv=None) -> int:
         summary = grade_class(args.submitted, args.assignment, course=args.course, jobs=args.jobs,
                               db_url=args.db, csv_path=args.csv, out_dir=args.out, timeout=args.timeout,
                               force=args.force, feedback_dir=args.feedback, students=args.student,
-                              progress=True)
+                              progress=True, lms=args.lms, roster=args.roster)
         print(json.dumps(summary, indent=2) if args.json else format_summary(summary))
         if not summary["consistent"]:
             return EXIT_INCONSISTENT

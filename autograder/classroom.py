@@ -6,7 +6,11 @@ gradebook, ``<out>/results/<id>/<student>.json``, ``<out>/autograded/``),
 then a CSV and, on request, feedback HTML in nbgrader's feedback layout.
 Before anyone is graded, ``autograder.preflight`` checks that the sandboxed
 kernel sees the course's packages, and the gradebook's database is connected
-to (``autograder.database``). Students already graded with the same key (the
+to (``autograder.database``); a gradebook on a database server needs the class
+secret, so that every grader draws the same hidden cases. After grading,
+nbgrader's late policy is applied to the gradebook (``autograder.duedates``)
+and, with ``lms="canvas"``, a Canvas gradebook import file is written from the
+instructor's roster (``autograder.lms``). Students already graded with the same key (the
 file, the grader's code, the course source, the seed; ``grading_key``) are
 skipped, so a killed run loses only the students in flight; with no class
 secret, the random seed is kept in the output folder (0600) for the next run.
@@ -26,11 +30,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from . import duedates
 from .course import NbGrader, UsageError, inside_checkout, read_json, source_notebook, stage_course
 from .grade import Grader, _course_with, _quiet_stderr, assignment_cells
 from .intake import _sha256
 from .results import STATUSES, _failed_result, _num, _root_cause
-from .seed import describe_seed, fingerprint, grading_seed
+from .seed import SEED_ENV, SEED_FILE_ENV, class_secret_set, describe_seed, fingerprint, grading_seed
 
 _WORKER: Grader | None = None
 
@@ -215,7 +220,7 @@ class Progress:
 
 def grade_class(submitted_dir, assignment: str, *, course=None, jobs=None, db_url=None, csv_path=None,
                 out_dir=None, timeout=None, force=False, feedback_dir=None, students=None,
-                progress: bool = False, echo=print) -> dict:
+                progress: bool = False, echo=print, lms: str | None = None, roster=None) -> dict:
     """Grade ``submitted/<student>/<assignment>/`` for every student (or only ``students``, regraded
     whatever is stored, everyone else kept); see the module doc.
 
@@ -227,7 +232,7 @@ def grade_class(submitted_dir, assignment: str, *, course=None, jobs=None, db_ur
     see the course's packages.
     """
     from . import preflight, sandbox
-    from .database import gradebook_url, shown
+    from .database import exclusive, gradebook_url, shown
 
     course_dir = _course_with(assignment, course)
     submitted = Path(submitted_dir)
@@ -240,10 +245,17 @@ def grade_class(submitted_dir, assignment: str, *, course=None, jobs=None, db_ur
     unknown = [s for s in chosen if s not in everyone]
     if unknown:
         raise UsageError(f"--student {unknown[0]}: no {submitted / unknown[0] / assignment} folder")
+    canvas = _canvas_roster(lms, roster, assignment, everyone)
     points, ids = assignment_cells(course_dir, assignment)
-    preflight.check(read_json(source_notebook(course_dir, assignment)), assignment, level)
-    if db_url:
+    if db_url:        # the cheap checks first: the database, then the sandboxed kernel
         db_url = gradebook_url(db_url)
+    if db_url and not db_url.startswith("sqlite") and not class_secret_set():
+        # a gradebook on a server is shared: graders that each drew their own random seed would grade one
+        # class with different hidden cases
+        raise UsageError(f"--db {shown(db_url)}: a gradebook on a database server is shared by every grader, who "
+                         f"must all draw the same hidden cases: set the class secret ${SEED_ENV} (or "
+                         f"${SEED_FILE_ENV}) on every grader's machine (docs/instructors.md, \"Several graders\")")
+    preflight.check(read_json(source_notebook(course_dir, assignment)), assignment, level)
     course_id = _course_id(course_dir)
     out = Path(out_dir) if out_dir else default_out_dir(submitted, course_id)
     _private_dir(out, own=not out_dir and inside_checkout(submitted.resolve().parent))
@@ -260,8 +272,9 @@ def grade_class(submitted_dir, assignment: str, *, course=None, jobs=None, db_ur
     plan, skipped = [], []
     from nbgrader.api import Gradebook, MissingEntry
 
-    with _quiet_stderr(True), tempfile.TemporaryDirectory(prefix="kv-course-class-") as tmp:
-        # The class gradebook learns the assignment's cells the way nbgrader does it.
+    with _quiet_stderr(True), tempfile.TemporaryDirectory(prefix="kv-course-class-") as tmp, \
+            exclusive(db_url, f"kv-course gradebook set-up: {course_id}"):
+        # The class gradebook learns the assignment's cells the way nbgrader does it (one grader at a time).
         book = NbGrader(stage_course(course_dir, Path(tmp) / "course", [assignment]),
                         {"CourseDirectory.db_url": db_url})
         book.generate(assignment)
@@ -329,24 +342,88 @@ def grade_class(submitted_dir, assignment: str, *, course=None, jobs=None, db_ur
             if abs(book.score - result["score"]) > 1e-9 or abs(book.max_score - result["max_score"]) > 1e-9:
                 mismatched.append(result["student"])
 
-    _write_csv(csv_path, results, points)
+    with Gradebook(db_url, course_id) as gb:       # nbgrader's late policy, on everyone graded so far
+        late = duedates.apply(gb, course_dir, assignment, submitted, [r["student"] for r in results])
+    _write_csv(csv_path, results, points, late)
     report = _class_report(out, assignment, db_url, csv_path)
     feedback = None
     if feedback_dir:
         feedback = generate_feedback(course_dir, assignment, db_url, autograded_dir, Path(feedback_dir),
                                      [r["student"] for r in results], submitted=submitted)
+    lms_export = None
+    if canvas is not None:
+        lms_export = _write_canvas(out, assignment, db_url, course_id, canvas, results, late)
     summary = {"assignment": assignment, "students": len(results), "graded_now": len(fresh),
                "skipped": skipped, "not_graded": [s for s in everyone if s not in graded],
                "jobs": jobs if plan else 0, "duration_s": round(time.monotonic() - started, 1),
                "isolation": level, "seed": seed_info, "out": str(out),
                "gradebook": shown(db_url), "csv": str(csv_path), "results": str(results_dir),
-               "autograded": str(autograded_dir), "feedback": feedback, "report": report,
+               "autograded": str(autograded_dir), "feedback": feedback, "report": report, "lms": lms_export,
                "environment_error": environment,
                "consistent": not mismatched, "mismatched": mismatched,
                "counts": {s: sum(r["status"] == s for r in results) for s in STATUSES},
-               "rows": [{k: r.get(k) for k in ("student", "score", "max_score", "status", "reason", "isolation")}
-                        for r in results]}
+               "rows": [dict({k: r.get(k) for k in ("student", "max_score", "status", "reason", "isolation")},
+                             **_late_fields(r, late)) for r in results]}
     return summary
+
+
+def _late_fields(result: dict, late: dict) -> dict:
+    """What a row adds about lateness; its ``score`` is the tests' points minus the late penalty (nbgrader
+    export's ``score``), ``points`` the tests' points."""
+    info = late.get(result["student"]) or {"submitted_at": "", "late_seconds": 0.0, "late_penalty": 0.0}
+    return {"points": result["score"], "score": _num(max(0.0, float(result["score"]) - info["late_penalty"])),
+            "submitted_at": info["submitted_at"], "late_seconds": _num(info["late_seconds"]),
+            "late_penalty": _num(info["late_penalty"])}
+
+
+def _canvas_roster(lms, roster, assignment: str, everyone: list):
+    """(roster, {student: row}) for ``--lms canvas --roster FILE``, checked before anyone is graded; None without."""
+    from . import lms as L
+
+    if lms is None:
+        if roster:
+            raise UsageError("--roster goes with --lms canvas (the roster is your Canvas gradebook export)")
+        return None
+    if lms != "canvas":
+        raise UsageError(f"--lms {lms}: unknown (known: canvas)")
+    if not roster:
+        raise UsageError("--lms canvas needs --roster FILE: your Canvas gradebook export (Grades, Export), which "
+                         "holds the ids Canvas imports by")
+    table = L.read_roster(roster, assignment)
+    return table, table.match(everyone)
+
+
+def _write_canvas(out: Path, assignment: str, db_url: str, course_id: str, canvas, results: list,
+                  late: dict) -> dict:
+    """``<out>/<assignment>_canvas.csv`` (``autograder.lms``): the gradebook's score minus the late penalty per
+    graded submission; blank where a grade is still manual, the result is an error, or nothing was submitted."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from . import lms as L
+
+    roster, matched = canvas
+    scores, blank = {}, {}
+    with Gradebook(db_url, course_id) as gb:
+        max_score = gb.find_assignment(assignment).max_score
+        for result in results:
+            student = result["student"]
+            try:
+                submission = gb.find_submission(assignment, student)
+            except MissingEntry:
+                blank[student] = "not in the gradebook"
+                continue
+            if result["status"] == "error":
+                blank[student] = "not graded (error)"
+            elif submission.needs_manual_grade:
+                blank[student] = "needs a manual grade"
+            else:
+                penalty = (late.get(student) or {}).get("late_penalty", 0.0)
+                scores[student] = max(0.0, float(submission.score) - float(penalty))
+    path = L.canvas_path(out, assignment)
+    _write_atomic(path, L.as_csv(L.canvas_table(roster, assignment, max_score, scores, matched)))
+    unsubmitted = len(roster.rows) - len({id(row) for row in matched.values()})
+    return {"lms": "canvas", "file": str(path), "column": roster.column or assignment, "scores": len(scores),
+            "blank": blank, "not_submitted": unsubmitted}
 
 
 def report_paths(csv_path: Path, assignment: str) -> tuple[Path, Path]:
@@ -496,16 +573,21 @@ def _copy_plain(src: Path, dest: Path) -> bool:
     return True
 
 
-def _write_csv(path: Path, results: list, points: dict):
+def _write_csv(path: Path, results: list, points: dict, late: dict | None = None):
+    """A row per student: ``score`` is the tests' points minus ``late_penalty`` (nbgrader export's ``score``), a
+    column per test (its points), ``submitted_at`` (ISO 8601 UTC, from ``timestamp.txt``), ``late_seconds``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", newline="",
                    encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(["student", "assignment", "status", "score", "max_score", *points, "isolation", "reason"])
+        writer.writerow(["student", "assignment", "status", "score", "max_score", *points, "submitted_at",
+                         "late_seconds", "late_penalty", "isolation", "reason"])
         for r in results:
             by_id = {t["grade_id"]: t["points"] for t in r["tests"]}
-            writer.writerow([r["student"], r["assignment"], r["status"], r["score"], r["max_score"],
-                             *(by_id.get(gid, 0) for gid in points), r.get("isolation", ""), r["reason"]])
+            fields = _late_fields(r, late or {})
+            writer.writerow([r["student"], r["assignment"], r["status"], fields["score"], r["max_score"],
+                             *(by_id.get(gid, 0) for gid in points), fields["submitted_at"], fields["late_seconds"],
+                             fields["late_penalty"], r.get("isolation", ""), r["reason"]])
 
 
 def format_summary(summary: dict) -> str:
@@ -516,7 +598,9 @@ def format_summary(summary: dict) -> str:
              f"{summary['duration_s']} s"]
     for r in rows:
         score = f"{r['score']}/{r['max_score']}"
-        lines.append(f"  {r['student']:<{width}}  {score:>7}  {r['status']:<12}  {r['reason']}")
+        late = (f"late {Progress._clock(float(r['late_seconds']))}, penalty {r['late_penalty']}; "
+                if r.get("late_seconds") else "")
+        lines.append(f"  {r['student']:<{width}}  {score:>7}  {r['status']:<12}  {late}{r['reason']}")
     counts = ", ".join(f"{n} {s}" for s, n in summary["counts"].items())
     lines += [f"statuses: {counts}",
               f"isolation: {summary['isolation']} (every notebook's kernel and the outside checks ran in this "
@@ -540,6 +624,13 @@ def format_summary(summary: dict) -> str:
                      "names the students)")
     elif report.get("error"):
         lines.append(f"slip report not written: {report['error']}")
+    exported = summary.get("lms")
+    if exported:
+        blank = "; ".join(f"{s} ({why})" for s, why in exported["blank"].items())
+        lines.append(f"canvas: {exported['file']} (column {exported['column']!r}: {exported['scores']} score(s)"
+                     + (f"; left blank: {blank}" if blank else "")
+                     + (f"; {exported['not_submitted']} roster student(s) without a submission, left blank"
+                        if exported["not_submitted"] else "") + ")")
     if summary.get("not_graded"):
         lines.append(f"not graded yet: {', '.join(summary['not_graded'])}")
     if summary.get("environment_error"):

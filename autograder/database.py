@@ -12,6 +12,9 @@ psycopg2 (``tests/requirements.txt``).
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+
 from .course import UsageError
 
 _DEFAULT_DRIVER = {"postgresql": "postgresql+psycopg2", "postgres": "postgresql+psycopg2"}
@@ -65,3 +68,27 @@ def gradebook_url(url: str) -> str:
     finally:
         engine.dispose()
     return url
+
+
+@contextlib.contextmanager
+def exclusive(url: str, name: str):
+    """Hold the lock ``name`` on the gradebook's database server for the block (PostgreSQL's advisory lock,
+    released when the block ends or the connection drops): graders that share a gradebook and start together
+    set it up one at a time (nbgrader's ``generate_assignment`` into one database from two processes at once
+    can insert the same row twice). A sqlite gradebook, one grader's file, needs none."""
+    if not url.startswith("postgresql"):
+        yield
+        return
+    from sqlalchemy import create_engine, text
+
+    key = int(hashlib.sha256(name.encode()).hexdigest()[:15], 16)      # a bigint for pg_advisory_lock
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
+            try:
+                yield
+            finally:
+                connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
+    finally:
+        engine.dispose()

@@ -9,6 +9,11 @@
   made, ``autograder.feedback``). The folder is named ``feedback`` like nbgrader's template,
   which nbgrader (and its formgrader API) always selects, and comes first in the search path;
   the page's own name is set on the exporter class, so other HTML exports are left alone;
+* outputs of a bounded size in the autograded notebook, and so in its feedback page
+  (``LimitOutputSize``, in place of nbgrader's ``LimitOutput``, which counts lines only: one
+  ``print("x" * 30_000_000)`` is one line): at most ``max_cell_chars`` characters of text per cell,
+  ``max_data_chars`` per image or other data, ``max_notebook_chars`` in all; what is cut is replaced by a
+  line that says so;
 * the student being graded, seen by the kernel (``GradingStudentExecute``, in place of nbgrader's
   ``Execute`` in ``Autograde.autograde_preprocessors``): nbgrader knows whose submission it runs
   (``resources["nbgrader"]["student"]``), the kernel is started with it as
@@ -31,12 +36,14 @@ import logging
 import os
 import warnings
 
+import json
+
 from nbclient.util import run_sync
-from nbgrader.preprocessors import Execute, OverwriteCells
+from nbgrader.preprocessors import Execute, LimitOutput, OverwriteCells
 from nbgrader.utils import is_grade, is_solution
 
 from nbconvert.exporters import HTMLExporter
-from traitlets import default
+from traitlets import Integer, default
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 FEEDBACK_PAGE = "feedback_page.html.j2"
@@ -77,12 +84,107 @@ class GradingStudentExecute(Execute):
     start_new_kernel = run_sync(async_start_new_kernel)
 
 
+#: The line that stands where output was cut (``LimitOutputSize``).
+CUT_NOTE = "[output cut by the grader: {more:,} more characters; it keeps {kept}]"
+
+
+def _size(value) -> int:
+    return len(value) if isinstance(value, str) else len("".join(value)) if isinstance(value, list) \
+        else len(json.dumps(value))
+
+
+class LimitOutputSize(LimitOutput):
+    """nbgrader's ``LimitOutput`` (stream lines, traceback lines), and a bound on characters (the module doc).
+
+    Text (streams, ``text/*`` data, an error's message and traceback) counts against the cell's
+    ``max_cell_chars``; the text past it is cut and a ``CUT_NOTE`` line says how much. Other data (an
+    image, JSON) larger than ``max_data_chars`` is replaced by that line. Past ``max_notebook_chars`` for
+    the whole notebook, every further output is. Widget views and small images pass unchanged.
+    """
+
+    # A chapter run whole (solutions) writes at most about 5,000 characters of text in a cell, an 80 kB plot and
+    # 170 kB in all (chapters 01, 04, 07, 09): these bounds are far above what a chapter needs.
+    max_cell_chars = Integer(100_000, help="characters of text output kept per cell").tag(config=True)
+    max_data_chars = Integer(1_000_000, help="characters of one image or other non-text data").tag(config=True)
+    max_notebook_chars = Integer(5_000_000, help="characters of output kept in the whole notebook").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        self._left = self.max_notebook_chars
+        return super().preprocess(nb, resources)
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        cell, resources = super().preprocess_cell(cell, resources, cell_index)
+        if cell.cell_type == "code" and cell.get("outputs"):
+            self._left = bound_outputs(cell.outputs, self.max_cell_chars, self.max_data_chars,
+                                       getattr(self, "_left", self.max_notebook_chars))
+        return cell, resources
+
+
+def _cut_text(text: str, room: int, what: str) -> str:
+    kept = text[:room]
+    return kept + ("\n" if kept and not kept.endswith("\n") else "") + \
+        CUT_NOTE.format(more=len(text) - len(kept), kept=what) + "\n"
+
+
+def bound_outputs(outputs: list, max_cell_chars: int, max_data_chars: int, notebook_left: int) -> int:
+    """Cut one cell's ``outputs`` in place (``LimitOutputSize``); returns the characters the notebook has left."""
+    room = min(max_cell_chars, max(0, notebook_left))      # text this cell may still keep
+    kept = 0                                               # characters this cell keeps, text and data
+    what = f"the first {max_cell_chars:,} characters of a cell's output"
+
+    def text(value: str) -> str:
+        nonlocal room, kept
+        if len(value) > room:
+            value = _cut_text(value, room, what)
+            kept, room = kept + room, 0
+        else:
+            kept, room = kept + len(value), room - len(value)
+        return value
+
+    for output in outputs:
+        kind = output.get("output_type")
+        if kind == "stream":
+            output["text"] = text(_text_of(output.get("text", "")))
+        elif kind == "error":
+            output["evalue"] = text(_text_of(output.get("evalue", "")))
+            lines = [str(line) for line in output.get("traceback") or []]
+            if sum(len(line) for line in lines) > room:
+                lines = [text("\n".join(lines))]
+            else:
+                lines = [text(line) for line in lines]
+            output["traceback"] = lines
+        elif kind in ("display_data", "execute_result"):
+            data = output.get("data") or {}
+            notes = []
+            for mime in list(data):
+                size = _size(data[mime])
+                if mime == "text/plain":
+                    data[mime] = text(_text_of(data[mime]))
+                elif mime.startswith("text/") and size <= room:
+                    text(_text_of(data[mime]))
+                elif not mime.startswith("text/") and size <= min(max_data_chars, notebook_left - kept):
+                    kept += size
+                else:
+                    del data[mime]
+                    notes.append(CUT_NOTE.format(more=size, kept=what if mime.startswith("text/") else
+                                                 f"no {mime} output over {max_data_chars:,} characters"))
+            if notes:
+                data["text/plain"] = "\n".join(([_text_of(data["text/plain"])] if "text/plain" in data else []) + notes)
+    return notebook_left - kept
+
+
+def _text_of(value) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
 def autograde_preprocessors() -> list:
-    """nbgrader's ``Autograde.autograde_preprocessors`` with ``GradingStudentExecute`` for ``Execute``."""
+    """nbgrader's ``Autograde.autograde_preprocessors`` with ``GradingStudentExecute`` for ``Execute`` and
+    ``LimitOutputSize`` for ``LimitOutput``."""
     from nbgrader.converters.autograde import Autograde
 
     default = Autograde.class_traits()["autograde_preprocessors"].default()
-    return [GradingStudentExecute if pp is Execute else pp for pp in default]
+    swap = {Execute: GradingStudentExecute, LimitOutput: LimitOutputSize}
+    return [swap.get(pp, pp) for pp in default]
 
 
 class RestoreTestCells(OverwriteCells):

@@ -51,6 +51,12 @@ def grading_seed(out_dir: Path | None = None) -> tuple[int, dict]:
     return seed, {"source": "random (this run)", "value": seed}
 
 
+def class_secret_set() -> bool:
+    """True when a class secret names the seed (``$KV_COURSE_GRADING_SEED`` or ``$KV_COURSE_GRADING_SEED_FILE``):
+    every grader that sets the same one draws the same hidden cases."""
+    return bool(os.environ.get(SEED_ENV, "").strip() or os.environ.get(SEED_FILE_ENV, "").strip())
+
+
 def _stored_seed(path: Path) -> tuple[int, dict]:
     """The seed kept in ``path`` (0600), drawn and written atomically by the first run that needs it."""
     info = {"source": f"random (kept in {path})"}

@@ -240,12 +240,14 @@ def _no_constant(name: str):
 
 
 def _judge_exercise(exercise, gid: str, points: float, cases, hidden_from: int, records,
-                    earlier=None) -> tuple[ExerciseVerdict, list]:
+                    earlier=None, cell_failed: bool = False) -> tuple[ExerciseVerdict, list]:
     """(the verdict on one exercise, the learner's answers for the steps that build on it: visible, hidden).
 
     ``earlier``: that pair from the step this one builds on. Each part is aligned with its own kind of
     case, as the notebook's check keeps them: a step may have visible cases of its own (an edge) that
     the earlier step has not, so its hidden cases start later in its list than the earlier step's do.
+    ``cell_failed``: an answer cell before this test raised (a SyntaxError, a NameError at top level):
+    the learner wrote something, so a function it left undefined was attempted.
     """
     from .checks import core
     records = [_clean_record(records[k]) if k < len(records) else {
@@ -273,14 +275,22 @@ def _judge_exercise(exercise, gid: str, points: float, cases, hidden_from: int, 
     more = "" if len(failing) == 1 else "\n(Hidden cases fail too.)"
     return (ExerciseVerdict(gid, 0.0, points, False, f"✗ {gid}: {failing[0]}{more}", len(cases), passed,
                             slips=slip_summary(exercise, judged),
-                            attempted=not all(r.get("error") in NOT_ATTEMPTED for r in records),
+                            attempted=not all(_untouched(r, exercise.function_name, cell_failed)
+                                              for r in records),
                             failures=_failure_kinds(judged)),
             answers_given)
 
 
-#: A record with one of these errors means the learner had not written the function: the release's
-#: stub raising NotImplementedError, or no function of that name at all.
-NOT_ATTEMPTED = ("NotImplementedError", "NameError")
+def _untouched(record: dict, function_name: str, cell_failed: bool) -> bool:
+    """The case met the release's stub (NotImplementedError), or no function ``function_name`` while its answer
+    cells raised nothing (an empty cell). A NameError raised inside the learner's own function (``name
+    'per_token' is not defined``), or a function missing because its cell did not run (a SyntaxError), is an
+    attempt that failed: the slip report counts it as zero, not as not attempted."""
+    error = record.get("error")
+    if error == "NotImplementedError":
+        return True
+    return (error == "NameError" and not cell_failed
+            and record.get("error_message") == f"name {function_name!r} is not defined")
 
 
 def slip_summary(exercise, judged) -> list:
@@ -427,11 +437,13 @@ def grade(submission, assignment: str = "ch01_kv_formula", *, reference=None, co
     verdict.isolation = box.level
 
     # Read back: the first well-formed record of each step counts.
-    started, reported, done = -1, {}, False
+    started, reported, done, cell_errors = -1, {}, False, {}
     for obj in _parse_lines(result.stdout):
         t = obj.get("t")
         if t == "step" and type(obj.get("i")) is int:
             started = max(started, obj["i"])
+        elif t == "cell" and isinstance(obj.get("gid"), str) and isinstance(obj.get("errors"), list):
+            cell_errors.setdefault(obj["gid"], bool(obj["errors"]))
         elif t == "done":
             done = True
         elif t == "check" and type(obj.get("i")) is int and 0 <= obj["i"] < len(steps):
@@ -449,6 +461,12 @@ def grade(submission, assignment: str = "ch01_kv_formula", *, reference=None, co
             died += ": " + result.stderr.decode("utf-8", "replace").strip().splitlines()[-1][:200]
 
     answered: dict = {}   # grade id -> the learner's answers per case (for the steps built on it)
+    failed_before, failing = {}, False    # test grade id -> an answer cell since the previous test raised
+    for step in lay.steps:
+        if step[0] == "answer":
+            failing = failing or cell_errors.get(step[1], False)
+        else:
+            failed_before[step[1]], failing = failing, False
     for t in verdict.tests:
         if t.grade_id not in reported:
             t.feedback = f"✗ {t.grade_id}: {died}."
@@ -456,7 +474,8 @@ def grade(submission, assignment: str = "ch01_kv_formula", *, reference=None, co
         cases, hidden_from = cases_of[t.grade_id]
         ex = exercises[t.grade_id]
         judged, answered[t.grade_id] = _judge_exercise(ex, t.grade_id, t.max_points, cases, hidden_from,
-                                                       reported[t.grade_id], answered.get(ex.builds_on))
+                                                       reported[t.grade_id], answered.get(ex.builds_on),
+                                                       failed_before.get(t.grade_id, False))
         t.points, t.passed, t.feedback = judged.points, judged.passed, judged.feedback
         t.cases, t.cases_passed = judged.cases, judged.cases_passed
         t.slips, t.attempted, t.failures = judged.slips, judged.attempted, judged.failures

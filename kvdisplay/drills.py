@@ -11,7 +11,8 @@ Two things a chapter shows with the seeded problems of ``kvcoach.drills``:
 * **The graded drills**: every learner gets their own variant of each graded topic, drawn
   from their student id alone (``kvcoach.drills.student_problem``). ``use_student_id`` shows
   which id the questions are drawn for (a notebook's ``STUDENT_ID`` is claimed through
-  ``autograder.checks.claim_student``; in grading the submission's id wins);
+  ``autograder.checks.claim_student`` and comes before a hub login, which Binder's never is; in
+  grading the submission's id wins);
   ``my_questions`` and ``show_question`` show the questions without their answers, and
   ``my_question`` returns one question's public part (its text, units, tolerance and
   inputs) for a worked solution to compute from. Nothing here hands the notebook an
@@ -38,8 +39,9 @@ ANY_TOPIC = "any topic"
 RIGHT_COLOR = "#2e7d32"
 WRONG_COLOR = "#c0392b"
 NO_ID_MESSAGE = ("No student id yet: type a name between the quotes of `STUDENT_ID = \"\"` at the top of this "
-                 "section (any name, for self-study) and run that cell, then run this one again. On a course "
-                 "hub your login is used instead.")
+                 "section (in a class, the id you are graded by; any name, for self-study) and run that cell, then "
+                 "run this one again. On a course hub, an empty STUDENT_ID uses your login; on Binder it never "
+                 "does (Binder's user name is made up for the session).")
 TOPIC_TITLES = {
     "kv_per_token": "bytes per token from a config",
     "per_sequence": "bytes of one sequence",
@@ -467,11 +469,15 @@ def use_student_id(name: str = "") -> Markdown:
     """Claim ``name`` as this notebook's student id (if not empty) and say which id is in use.
 
     The id in use comes from ``autograder.checks.current_student()``: in grading the
-    submission's, on a hub the login, else ``KV_COURSE_STUDENT``, else the claimed name.
+    submission's, else the claimed name, else a hub login (never Binder's), else
+    ``KV_COURSE_STUDENT``. On a course hub, a claimed name other than the login is
+    shown with the login it sets aside (a class that collects through the hub grades
+    by the login).
 
     Used in: ch09_interview_drills.
     """
     from autograder import checks
+    from autograder.checks import core
 
     name = (name or "").strip()
     if name:
@@ -480,8 +486,13 @@ def use_student_id(name: str = "") -> Markdown:
     if used is None:
         return Markdown(f"**{NO_ID_MESSAGE.replace('run this one again', 'run the cells below')}**")
     if name and used != name:
-        return Markdown(f"Your questions are drawn for **{html.escape(used)}**, the id this session already has "
-                        f"(a hub login or the grader's), not for “{html.escape(name)}”.")
+        return Markdown(f"Your questions are drawn for **{html.escape(used)}**, the id the grader gives this "
+                        f"submission, not for “{html.escape(name)}”.")
+    hub = core.hub_user()
+    if hub and used != hub:
+        return Markdown(f"Your questions are drawn for **{html.escape(used)}**. You are signed in to this hub as "
+                        f"**{html.escape(hub)}**: if your class collects notebooks through the hub, you are graded "
+                        f"as {html.escape(hub)}, on {html.escape(hub)}'s questions; empty the quotes to use them.")
     return Markdown(f"Your questions are drawn for **{html.escape(used)}**. Keep this id: another id gives "
                     "other questions.")
 

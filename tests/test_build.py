@@ -268,3 +268,36 @@ def test_check_mode_names_the_stale_files(tmp_path, generated):
     assert run.returncode == 1, run.stdout + run.stderr
     assert stale in run.stderr and "chapters/ch99_orphan.ipynb" in run.stderr
     assert "chapters/ch01_kv_formula.ipynb" not in run.stderr
+
+
+# --- integrity mode: a class's release, for a private fork ---------------------------------------------------------
+ANSWERS_KEPT = ("**Answers.** Worked problems stay folded until you open them, because reading an answer first feels "
+                "like\nunderstanding and is not.")
+
+
+def test_integrity_release_has_no_solutions_and_no_pointer_to_them(tmp_path, generated):
+    out = tmp_path / "class-release"
+    assert build_course.main(["--integrity", "--out", str(out), "ch00_orientation", "ch01_kv_formula"]) == 0
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == \
+        ["chapters/ch00_orientation.ipynb", "chapters/ch01_kv_formula.ipynb"]
+    ch00 = _read((out / "chapters" / "ch00_orientation.ipynb").read_bytes())
+    text = "\n".join(c.source for c in ch00.cells)
+    assert "solutions" not in text.lower() and ANSWERS_KEPT in text
+    public = _read(generated["chapters/ch00_orientation.ipynb"])
+    assert "`solutions/` folder" in "\n".join(c.source for c in public.cells)       # the default build keeps it
+    changed = [i for i, (a, b) in enumerate(zip(ch00.cells, public.cells)) if a.source != b.source]
+    assert len(ch00.cells) == len(public.cells) and len(changed) == 1 and ANSWERS_KEPT in ch00.cells[changed[0]].source
+    # every other chapter is the public release, byte for byte
+    assert (out / "chapters" / "ch01_kv_formula.ipynb").read_bytes() == generated["chapters/ch01_kv_formula.ipynb"]
+    assert build_course.main(["--integrity", "--check", "--out", str(out), "ch00_orientation",
+                              "ch01_kv_formula"]) == 0
+
+
+def test_integrity_release_refuses_the_checkout_and_a_solutions_folder(tmp_path, capsys):
+    assert build_course.main(["--integrity"]) == 2
+    assert "give --out DIR" in capsys.readouterr().err
+    (tmp_path / "solutions").mkdir()
+    (tmp_path / "solutions" / "ch01_kv_formula.ipynb").write_text("{}")
+    assert build_course.main(["--integrity", "--out", str(tmp_path), "ch01_kv_formula"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds notebooks" in err

@@ -466,6 +466,79 @@ def test_reading_a_bundled_config_is_allowed():
     ch01.check_q1(reads_bundled)
 
 
+# --- kvlib under another name (tripwires' watch) -------------------------------
+def _formulas_loaded_as(name: str):
+    """kvlib/formulas.py loaded from its file as the module ``name`` (kvlib's own functions, not tripped)."""
+    import importlib.util
+    import os
+
+    spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(kvlib.__file__), "formulas.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return vars(module)
+
+
+def _formulas_rebuilt() -> dict:
+    """Every function of kvlib.formulas rebuilt from its code object, in a copy of its globals."""
+    import types
+
+    space = dict(vars(kvlib.formulas))
+    for name, fn in list(space.items()):
+        if isinstance(fn, types.FunctionType):
+            space[name] = types.FunctionType(fn.__code__, space, name, fn.__defaults__)
+    return space
+
+
+def _formulas_exec() -> dict:
+    space: dict = {}
+    exec(Path(kvlib.formulas.__file__).read_text(), space)     # kvlib's source under the file name "<string>"
+    return space
+
+
+@pytest.mark.parametrize("build", [lambda: _formulas_loaded_as("k"), _formulas_rebuilt, _formulas_exec],
+                         ids=["spec_from_file_location", "FunctionType", "exec"])
+def test_kvlib_under_another_name_or_rebuilt_still_trips(build):
+    space = build()
+
+    def via_copy(layers, kv_heads, head_dim, dtype_bytes, seq_len):
+        return space["kv_bytes_per_sequence"](space["kv_bytes_per_token"](layers, kv_heads, head_dim, dtype_bytes),
+                                              seq_len)
+    # the copy is right: without the watch it would pass every case (Llama 3.1 8B: 131,072 B/token)
+    assert via_copy(32, 8, 128, 2, 1) == 131_072
+    message = fails(ch01.check_q2, via_copy)
+    assert "must not call kvlib.kv_bytes_per_sequence, kvlib.kv_bytes_per_token" in message
+    assert "must not call kvlib" in fails(ch01.check_q2, via_copy, hidden=True)
+    assert_kvlib_restored()
+
+
+def test_the_watch_cannot_be_switched_off_from_the_answer():
+    import sys
+
+    space = _formulas_rebuilt()
+
+    def switched_off(layers, kv_heads, head_dim, dtype_bytes, seq_len):
+        try:
+            sys.settrace(None)
+        except RuntimeError:
+            pass
+        return space["kv_bytes_per_token"](layers, kv_heads, head_dim, dtype_bytes) * seq_len
+    message = fails(ch01.check_q2, switched_off)
+    assert "must not call kvlib.kv_bytes_per_token, sys.settrace (the check's watch on kvlib)" in message
+    assert sys.gettrace() is None or "kvlib" not in repr(sys.gettrace())
+
+
+def test_a_function_of_ones_own_with_kvlibs_name_is_not_kvlib():
+    """The watch knows kvlib's code by its file, or by name, bytecode and constants with the docstring: a learner's
+    own function that shares a kvlib function's name (and even its arithmetic) is their own."""
+    def kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes):
+        return 2 * layers * kv_heads * head_dim * dtype_bytes
+
+    def kv_bytes_for_sequence_(layers, kv_heads, head_dim, dtype_bytes, seq_len):
+        return kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes) * seq_len
+    ch01.check_q2(kv_bytes_for_sequence_)
+    ch01.check_q2(kv_bytes_for_sequence_, hidden=True)
+
+
 # --- hidden failures keep the hidden cases hidden -----------------------------
 def _numbers_in(case: dict, expected: int, answer) -> set:
     found = set()

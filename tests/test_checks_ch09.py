@@ -114,23 +114,43 @@ def test_student_problem_refuses_a_missing_id(bad):
 
 # --- the student id ---------------------------------------------------------------------------------
 def test_student_id_order(monkeypatch):
+    """The grader's id, the STUDENT_ID cell, the hub login, KV_COURSE_STUDENT, STUDENT_ID in the environment."""
     assert current_student() is None
     monkeypatch.setenv("STUDENT_ID", "e")
     assert current_student() == "e"
-    assert claim_student("d") == "d" == current_student()
-    monkeypatch.setenv("KV_COURSE_STUDENT", "c")
+    monkeypatch.setenv("KV_COURSE_STUDENT", "d")
+    assert current_student() == "d"
+    monkeypatch.setenv("JUPYTERHUB_USER", "c")
     assert current_student() == "c"
-    monkeypatch.setenv("JUPYTERHUB_USER", "b")
-    assert current_student() == "b"
+    assert claim_student("b") == "b" == current_student()          # the notebook's own cell before the login
     monkeypatch.setenv("KV_COURSE_GRADING_STUDENT", "a")
     assert current_student() == "a" and claim_student("someone-else") == "a"
     monkeypatch.delenv("KV_COURSE_GRADING_STUDENT")
+    assert current_student() == "someone-else"
+    assert claim_student("") == "c" and claim_student(None) == "c"    # withdrawn: back to the hub login
     monkeypatch.delenv("JUPYTERHUB_USER")
     monkeypatch.delenv("KV_COURSE_STUDENT")
-    assert current_student() == "someone-else"
-    assert claim_student("") == "e" and claim_student(None) == "e"    # withdrawn: back to STUDENT_ID
+    assert current_student() == "e"
     with pytest.raises(TypeError, match="STUDENT_ID must be text"):
         claim_student(42)
+
+
+def test_binders_generated_hub_user_is_never_the_learner(monkeypatch):
+    """On Binder (its environment as BinderHub sets it), JUPYTERHUB_USER is made up for the session: the STUDENT_ID
+    cell decides, and with none there is no id (ch09's questions are never drawn for Binder's user)."""
+    from ch09_drill_answers import BINDER_ENV, BINDER_USER
+
+    for name, value in BINDER_ENV.items():
+        monkeypatch.setenv(name, value)
+    assert current_student() is None and core.hub_user() is None
+    assert "STUDENT_ID" in fails(DRILL_IDS["pool"], 451_108)
+    assert claim_student("p1") == "p1"
+    assert my_question("pool").question == student_problem("p1", "pool").public().question
+    assert my_question("pool").question != student_problem(BINDER_USER, "pool").public().question
+    check(DRILL_IDS["pool"], hand_answer("pool", my_question("pool").params))   # p1's own answer, by hand
+    monkeypatch.delenv("BINDER_LAUNCH_HOST")                         # the same user on a real hub: the login
+    claim_student(None)
+    assert current_student() == BINDER_USER == core.hub_user()
 
 
 def test_blank_values_name_nobody(monkeypatch):

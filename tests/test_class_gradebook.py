@@ -72,6 +72,27 @@ def notebooks():
 EXPECTED = {"honest": FULL, "blank": 0, "no_kv_factor": FULL - 1}
 EXPORTED = {**EXPECTED, "active_output": FULL}
 
+# Due dates (the exported class): the course's late policy is nbgrader's LateSubmissionPlugin "zero", the due date
+# 2027-03-01 17:00 UTC is set in the gradebook with nbgrader's own command, honest submitted a second early and
+# active_output at 18:30, 5,400 s late (1 h 30 min): its penalty is its whole score, 11.
+DUE = "2027-03-01 17:00:00 UTC"
+SUBMITTED_AT = {"honest": ("2027-03-01 16:59:59.000000 UTC", "2027-03-01T16:59:59Z", 0),
+                "active_output": ("2027-03-01 18:30:00.000000 UTC", "2027-03-01T18:30:00Z", 5400)}
+FINAL = {**EXPORTED, "active_output": 0}        # the tests' points minus the late penalty
+# The instructor's Canvas gradebook export (the roster): Canvas's student columns, the assignment's column
+# "Title (id)", another assignment, read-only totals, the "Points Possible" row, the course's test student.
+# nbgrader's ids are found by SIS Login ID (honest; ACTIVE_OUTPUT in another case), SIS User ID (no_kv_factor)
+# or Canvas ID (blank).
+ROSTER = """Student,ID,SIS User ID,SIS Login ID,Section,ch01_kv_formula (4242),Homework 0 (4240),Current Score,Final Score
+    Points Possible,,,,,11.00,10.00,(read only),(read only)
+"Lovelace, Ada",101,S-0101,honest,KV 2027 A,,9.00,90.00,90.00
+"Hopper, Grace",102,no_kv_factor,grace.hopper,KV 2027 A,,8.00,80.00,80.00
+"Turing, Alan",blank,S-0103,alan.turing,KV 2027 B,,7.00,70.00,70.00
+"Babbage, Charles",104,S-0104,ACTIVE_OUTPUT,KV 2027 B,,10.00,100.00,100.00
+"Student, Test",105,,,KV 2027 A,,,,
+"""
+CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]   # Canvas's import, in its order
+
 
 def _args(submitted: Path, out: Path, *extra) -> list:
     return [sys.executable, "-m", "autograder", "grade-class", str(submitted), "--assignment", ASSIGNMENT,
@@ -81,6 +102,16 @@ def _args(submitted: Path, out: Path, *extra) -> list:
 def _run(args, **env):
     return run_in_group(args, timeout=600, label=" ".join(map(str, args[1:4])),
                         env=dict(os.environ, PYTHONPATH=str(REPO), **env))
+
+
+def _nbgrader(*args, cwd):
+    """A real nbgrader command, run as an instructor would from the course folder (nbgrader runs ``alembic`` by
+    name: the venv's bin/ goes first on PATH)."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    run = run_in_group([sys.executable, "-m", "nbgrader", *args], timeout=600, label=f"nbgrader {args[0]}", cwd=cwd,
+                       env=dict(os.environ, PYTHONPATH=str(REPO), PATH=path))
+    assert run.returncode == 0, (args, run.stderr[-2000:])
+    return run
 
 
 def _book(url: str) -> dict:
@@ -98,19 +129,46 @@ def _book(url: str) -> dict:
 # ---------------------------------------------------------------------------
 # PostgreSQL
 # ---------------------------------------------------------------------------
-def test_class_into_postgres(postgres_url, notebooks, tmp_path):  # noqa: F811
+SECRET = "spring-2027 kv-course, shared by every grader"
+
+
+def test_class_into_postgres(postgres_url, notebooks, tmp_path, monkeypatch):  # noqa: F811
+    """Two graders at once (two processes, each its own share of the class) into one new PostgreSQL gradebook, with
+    one class secret and one output folder (docs/instructors.md, "Several graders"): one seed, one gradebook; a
+    third run finds everyone graded. Without a class secret, a server's gradebook is refused before anything runs."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from autograder.__main__ import main
+
     url = P.new_database(postgres_url, "kv_class")
     submitted = _class(tmp_path, {**notebooks, "honest_2": notebooks["honest"]})
-    run = _run(_args(submitted, tmp_path / "out", "--db", url, "--jobs", "2", "--json"))
-    assert run.returncode == 0, run.stderr[-3000:]
-    summary = json.loads(run.stdout)
-    assert summary["gradebook"] == url and summary["consistent"] and summary["graded_now"] == 4
-    assert not (tmp_path / "out" / "gradebook.db").exists()   # the gradebook is the server's
+    out = tmp_path / "out"
+    monkeypatch.delenv("KV_COURSE_GRADING_SEED", raising=False)
+    monkeypatch.delenv("KV_COURSE_GRADING_SEED_FILE", raising=False)
+    assert main(["grade-class", str(submitted), "--assignment", ASSIGNMENT, "--course", str(REPO / "course"),
+                 "--db", url, "--out", str(out)]) == 2 and not out.exists()
+    # two graders start at once on the new, empty database: they set it up one at a time (database.exclusive)
+    shares = (["honest", "blank"], ["no_kv_factor", "honest_2"])
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda share: _run(_args(submitted, out, "--db", url, "--jobs", "1", "--json",
+                                                      *[a for s in share for a in ("--student", s)]),
+                                                KV_COURSE_GRADING_SEED=SECRET), shares))
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-3000:]
+    summaries = [json.loads(run.stdout) for run in runs]
+    assert [s["graded_now"] for s in summaries] == [2, 2] and all(s["consistent"] for s in summaries)
+    assert summaries[0]["seed"] == summaries[1]["seed"] == {"source": "$KV_COURSE_GRADING_SEED",
+                                                            "fingerprint": summaries[0]["seed"]["fingerprint"]}
+    keys = {json.loads(p.read_text())["key"]["seed"] for p in (out / "results" / ASSIGNMENT).glob("*.json")}
+    assert len(keys) == 1                                     # every result was graded with the one seed
+    assert not (out / "gradebook.db").exists() and not (out / "grading-seed").exists()   # the server's; the secret
     book = _book(url)
     assert {s: score for s, (score, _) in book.items()} == {**EXPECTED, "honest_2": FULL}
     assert book["no_kv_factor"][1] == {**{H.TEST[q]: H.POINTS[q] for q in H.Q}, H.TEST["q2"]: 0}
-    again = json.loads(_run(_args(submitted, tmp_path / "out", "--db", url, "--json")).stdout)
+    again = json.loads(_run(_args(submitted, out, "--db", url, "--json"), KV_COURSE_GRADING_SEED=SECRET).stdout)
     assert again["graded_now"] == 0 and sorted(again["skipped"]) == sorted(book)
+    with open(again["csv"], newline="") as f:
+        assert sorted(r["student"] for r in csv.DictReader(f)) == sorted(book)     # one CSV for the whole class
     # the slip report from the PostgreSQL gradebook: written by grade-class, and on request
     from autograder import report as R
     from nbgrader.api import Gradebook
@@ -125,6 +183,32 @@ def test_class_into_postgres(postgres_url, notebooks, tmp_path):  # noqa: F811
     q2 = next(e for e in R.class_report(tmp_path / "out", ASSIGNMENT, db_url=url).exercises
               if e.grade_id == H.TEST["q2"])
     assert (q2.counts["full"], q2.counts["zero"], q2.slips) == (3, 0, {})    # the gradebook's points count
+
+
+def test_graders_set_the_gradebook_up_one_at_a_time(postgres_url):  # noqa: F811
+    """``database.exclusive``: a second grader's set-up waits for the first one's (PostgreSQL's advisory lock); two
+    graders starting at once would otherwise both run nbgrader's generate_assignment into one database."""
+    import threading
+
+    from autograder.database import exclusive
+
+    url = P.new_database(postgres_url, "kv_lock")
+    events, first_in = [], threading.Event()
+
+    def grader(name, hold):
+        with exclusive(url, "kv-course gradebook set-up: kv-course"):
+            events.append(f"{name} in")
+            first_in.set()
+            time.sleep(hold)
+            events.append(f"{name} out")
+
+    first = threading.Thread(target=grader, args=("A", 1.0))
+    first.start()
+    first_in.wait(10)
+    second = threading.Thread(target=grader, args=("B", 0.0))
+    second.start()
+    first.join(20), second.join(20)
+    assert events == ["A in", "A out", "B in", "B out"]
 
 
 # ---------------------------------------------------------------------------
@@ -209,8 +293,9 @@ def test_killed_midway_sqlite(notebooks, tmp_path):
         assert len(gb.students) == 6 and len(gb.find_assignment(ASSIGNMENT).submissions) == 6
 
 
-def test_killed_midway_postgres(postgres_url, notebooks, tmp_path):  # noqa: F811
+def test_killed_midway_postgres(postgres_url, notebooks, tmp_path, monkeypatch):  # noqa: F811
     url = P.new_database(postgres_url, "kv_killed")
+    monkeypatch.setenv("KV_COURSE_GRADING_SEED", SECRET)          # a server's gradebook needs the class secret
     summary = _kill_midway_and_rerun(tmp_path, notebooks, ["--db", url])
     book = _book(url)
     assert len(book) == 6 and {s: score for s, (score, _) in book.items()} == \
@@ -220,28 +305,141 @@ def test_killed_midway_postgres(postgres_url, notebooks, tmp_path):  # noqa: F81
 # ---------------------------------------------------------------------------
 # Exports: the CSV and the feedback HTML
 # ---------------------------------------------------------------------------
+def _late_course(root: Path) -> Path:
+    """The course (config and chapter 01's source) with nbgrader's late policy set to "zero"."""
+    course = root / "course"
+    (course / "source").mkdir(parents=True)
+    shutil.copytree(REPO / "course" / "source" / ASSIGNMENT, course / "source" / ASSIGNMENT)
+    config = (REPO / "course" / "nbgrader_config.py").read_text()
+    (course / "nbgrader_config.py").write_text(config + '\nc.LateSubmissionPlugin.penalty_method = "zero"\n')
+    return course
+
+
 @pytest.fixture(scope="module")
 def exported(notebooks, tmp_path_factory):
     root = tmp_path_factory.mktemp("exports")
     active = H.dump(H.make_kit().notebook({"q2": ACTIVE_OUTPUT}))
     submitted = _class(root, {**notebooks, "active_output": active})
+    for student, (stamp, _, _) in SUBMITTED_AT.items():
+        (submitted / student / ASSIGNMENT / "timestamp.txt").write_text(stamp + "\n")
+    course, out = _late_course(root), root / "out"
+    out.mkdir()
+    book = f"sqlite:///{out / 'gradebook.db'}"
+    _nbgrader("db", "assignment", "add", ASSIGNMENT, f"--duedate={DUE}", f"--db={book}", cwd=course)
+    (root / "roster.csv").write_text(ROSTER)
     env_seed = "a class secret nobody in the class knows"
-    run = _run(_args(submitted, root / "out", "--jobs", "2", "--feedback", str(root / "feedback"), "--json"),
-               KV_COURSE_GRADING_SEED=env_seed)
+    args = _args(submitted, out, "--jobs", "2", "--feedback", str(root / "feedback"), "--json", "--lms", "canvas",
+                 "--roster", str(root / "roster.csv"))
+    args[args.index("--course") + 1] = str(course)
+    run = _run(args, KV_COURSE_GRADING_SEED=env_seed)
     assert run.returncode == 0, run.stderr[-3000:]
-    return {"root": root, "summary": json.loads(run.stdout), "secret": env_seed}
+    return {"root": root, "summary": json.loads(run.stdout), "secret": env_seed, "course": course, "book": book}
 
 
 def test_csv_has_a_row_per_student_and_a_column_per_exercise(exported):
     with open(exported["summary"]["csv"], newline="") as f:
         rows = list(csv.DictReader(f))
     assert [r["student"] for r in rows] == sorted(EXPORTED)
-    assert list(rows[0]) == ["student", "assignment", "status", "score", "max_score", *TESTS, "isolation", "reason"]
+    assert list(rows[0]) == ["student", "assignment", "status", "score", "max_score", *TESTS, "submitted_at",
+                             "late_seconds", "late_penalty", "isolation", "reason"]
     by = {r["student"]: r for r in rows}
-    assert {s: float(r["score"]) for s, r in by.items()} == EXPORTED
+    assert {s: float(r["score"]) for s, r in by.items()} == FINAL
     assert [float(by["no_kv_factor"][t]) for t in TESTS] == [3, 0, 1, 2, 2, 2]   # the contract's points, q2 lost
     assert [float(by["honest"][t]) for t in TESTS] == [3, 1, 1, 2, 2, 2]
+    assert [float(by["active_output"][t]) for t in TESTS] == [3, 1, 1, 2, 2, 2]  # all right, and late
     assert all(float(r["max_score"]) == FULL and r["isolation"] == exported["summary"]["isolation"] for r in rows)
+
+
+def test_a_late_submission_is_penalised_as_the_course_configures(exported):
+    """nbgrader's late policy on the grade-class path: the due date from the gradebook, the time from timestamp.txt,
+    the "zero" penalty of the course config, stored as nbgrader stores it; nbgrader's own export agrees."""
+    from nbgrader.api import Gradebook
+
+    with open(exported["summary"]["csv"], newline="") as f:
+        by = {r["student"]: r for r in csv.DictReader(f)}
+    for student, (_, iso, late) in SUBMITTED_AT.items():
+        assert (by[student]["submitted_at"], float(by[student]["late_seconds"])) == (iso, late), by[student]
+    assert (float(by["active_output"]["late_penalty"]), float(by["active_output"]["score"])) == (FULL, 0)
+    assert (float(by["honest"]["late_penalty"]), float(by["honest"]["score"])) == (0, FULL)
+    assert (by["blank"]["submitted_at"], float(by["blank"]["late_seconds"])) == ("", 0)    # handed in by hand
+    rows = {r["student"]: r for r in exported["summary"]["rows"]}
+    assert (rows["active_output"]["points"], rows["active_output"]["score"]) == (FULL, 0)
+    with Gradebook(exported["book"], "kv-course") as gb:
+        late = gb.find_submission(ASSIGNMENT, "active_output")
+        assert (late.score, late.late_submission_penalty, late.total_seconds_late) == (FULL, FULL, 5400)
+        assert gb.find_submission(ASSIGNMENT, "honest").late_submission_penalty == 0
+    export = exported["root"] / "nbgrader-export.csv"
+    _nbgrader("export", f"--db={exported['book']}", f"--to={export}", cwd=exported["course"])
+    with open(export, newline="") as f:
+        book = {r["student_id"]: r for r in csv.DictReader(f)}
+    assert {s: float(r["score"]) for s, r in book.items()} == FINAL
+    assert float(book["active_output"]["late_submission_penalty"]) == FULL
+    assert book["active_output"]["duedate"].startswith("2027-03-01 17:00:00")
+
+
+def _canvas_import(path: Path) -> dict:
+    """What Canvas's gradebook importer reads (app/models/gradebook_importer.rb): a header whose first cells hold
+    "Student" and "ID", the student columns ending at "Section", assignment columns "Title (id)"; a row whose first
+    cell holds "Points Possible"; then students. Returns {"columns", "points", "scores": {(ID, SIS User ID,
+    SIS Login ID): cell}}; fails where Canvas would refuse the file."""
+    import re
+
+    with open(path, newline="", encoding="utf-8") as f:
+        table = list(csv.reader(f))
+    header, points = table[0], table[1]
+    assert "Student" in header[0] and "ID" in header[1] and header[:5] == CANVAS_COLUMNS, header
+    assert "Section" in header[4] and len(set(map(len, table))) == 1
+    assert "Points Possible" in points[0] and points[1:5] == ["", "", "", ""]
+    titled = [re.fullmatch(r"(.+?)\s*\((\d+)\)", h) for h in header[5:]]
+    return {"columns": [(m.group(1), m.group(2)) if m else (h, None) for m, h in zip(titled, header[5:])],
+            "points": points[5:], "scores": {tuple(row[1:4]): row[5:] for row in table[2:]}}
+
+
+def test_the_canvas_file_is_canvas_gradebook_import(exported):
+    summary = exported["summary"]
+    path = Path(summary["csv"]).with_name(f"{ASSIGNMENT}_canvas.csv")
+    assert summary["lms"]["file"] == str(path) and path.stat().st_mode & 0o777 == 0o600
+    got = _canvas_import(path)
+    assert got["columns"] == [("ch01_kv_formula", "4242")] and got["points"] == ["11"]
+    assert got["scores"] == {("101", "S-0101", "honest"): ["11"],            # SIS Login ID
+                             ("102", "no_kv_factor", "grace.hopper"): ["10"],  # SIS User ID: q2's 1 lost
+                             ("blank", "S-0103", "alan.turing"): ["0"],       # Canvas ID
+                             ("104", "S-0104", "ACTIVE_OUTPUT"): ["0"],      # 11 points, 11 late penalty
+                             ("105", "", ""): [""]}                          # the test student: no submission
+    assert summary["lms"]["not_submitted"] == 1 and summary["lms"]["blank"] == {}
+
+
+def _grade_class_main(exported, *extra) -> tuple[int, str]:
+    from autograder.__main__ import main
+
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(["grade-class", str(exported["root"] / "submitted"), "--assignment", ASSIGNMENT, "--course",
+                     str(exported["course"]), "--out", str(exported["root"] / "out-refused"), *extra])
+    return code, err.getvalue()
+
+
+def test_a_bad_roster_is_one_line_before_anyone_is_graded(exported, tmp_path):
+    lines = ROSTER.splitlines()
+    no_login = tmp_path / "no_login.csv"
+    no_login.write_text("\n".join(line.replace("SIS Login ID", "Login") for line in lines) + "\n")
+    missing = tmp_path / "missing.csv"
+    missing.write_text("\n".join(line for line in lines if "Hopper" not in line) + "\n")
+    twice = tmp_path / "twice.csv"
+    twice.write_text(ROSTER + '"Other, Ada",106,S-0106,HONEST,KV 2027 B,,,,\n')
+    cases = [(["--lms", "canvas", "--roster", str(no_login)], "no 'SIS Login ID' column"),
+             (["--lms", "canvas", "--roster", str(missing)], "student no_kv_factor not in the roster"),
+             (["--lms", "canvas", "--roster", str(twice)], "student honest match more than one row"),
+             (["--lms", "canvas", "--roster", str(tmp_path / "nowhere.csv")], "no such file"),
+             (["--lms", "canvas"], "--lms canvas needs --roster FILE"),
+             (["--roster", str(missing)], "--roster goes with --lms canvas")]
+    for extra, says in cases:
+        code, err = _grade_class_main(exported, *extra)
+        assert code == 2 and err.count("\n") == 1 and says in err, (extra, err)
+    assert not (exported["root"] / "out-refused").exists()       # nothing graded, nothing written
 
 
 def test_the_seed_is_the_class_secret_and_is_not_written_down(exported):

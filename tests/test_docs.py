@@ -86,3 +86,31 @@ def test_the_drill_topics_are_all_listed():
         for dotted in re.findall(r"`(kvlib\.[a-z_.]+)`", formula):
             module, _, name = dotted.rpartition(".")
             assert hasattr(importlib.import_module(module), name), dotted
+
+
+def _course_points() -> dict:
+    """``{chapter: (tests, points)}`` of every graded chapter, from its source notebook's test cells."""
+    import json
+
+    from autograder.notebook import grade_points
+    out = {}
+    for path in sorted((REPO / "course" / "source").glob("*/*.ipynb")):
+        points = grade_points(json.loads(path.read_text(encoding="utf-8")))
+        if points:
+            out[path.stem] = (len(points), sum(points.values()))
+    return out
+
+
+def test_the_point_totals_the_docs_state_are_the_notebooks():
+    """docs/instructors.md's table lists every graded chapter with its tests and points; the hub guide and
+    BENCHMARKS.md state chapter 01's total (a measured "Scores out of N" too)."""
+    course = _course_points()
+    assert course["ch01_kv_formula"] == (6, 11)           # the contract (tests/hostile: 3 + 1 + 1 + 2 + 2 + 2)
+    text = (REPO / "docs" / "instructors.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(ch\d{2}_[a-z0-9_]+)` \| (\d+) \| (\d+) \|$", text, flags=re.M)
+    assert {name: (int(n), int(p)) for name, n, p in rows} == course and len(rows) == len(course)
+    ch01 = course["ch01_kv_formula"][1]
+    guide = (REPO / "course" / "jupyterhub" / "GUIDE.md").read_text(encoding="utf-8")
+    assert [int(n) for n in re.findall(r"and 0\s+of (\d+) for the three notebooks", guide)] == [ch01]
+    bench = (REPO / "BENCHMARKS.md").read_text(encoding="utf-8")
+    assert [int(n) for n in re.findall(r"Scores out of (\d+) by kind", bench)] == [ch01]

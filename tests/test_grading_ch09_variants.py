@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -291,3 +292,53 @@ def test_plain_nbgrader_autograde_grades_each_against_their_own(name, tmp_path):
     scores, grades = autograde({ADA: nbs["alan_as_ada"], ALAN: nbs["ada_own"]})
     assert scores == {ADA: SWAPPED, ALAN: SWAPPED}
     assert grades[ADA][D.Q1] == D.POINTS[D.Q1] and all(grades[ADA][g] == 0 for g in D.DRILL_IDS.values())
+
+
+# --- Binder: its generated hub user never changes the questions --------------------------------------------
+def _binder_kernel_run(nb: dict, tmp_path: Path) -> dict:
+    """The notebook's setup cell, STUDENT_ID cell, answer and test cells run in a real python3 kernel whose
+    environment is a Binder session's (``ch09_drill_answers.BINDER_ENV``); ``{grade_id: error text}`` of the
+    test cells that failed."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    keep = []
+    for index, cell in enumerate(nb["cells"]):
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        if cell["cell_type"] == "code" and (not keep or meta.get("solution") or meta.get("grade")
+                                            or text.lstrip().startswith("STUDENT_ID")):
+            keep.append(dict(cell, source=text, outputs=[], execution_count=None))
+    run = nbformat.from_dict(dict(nb, cells=keep))
+    env = {k: v for k, v in os.environ.items() if k not in ID_VARS}
+    NotebookClient(run, timeout=120, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute(env={**env, **D.BINDER_ENV})
+    failed = {}
+    for cell in run.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        if errors:
+            failed[gid] = errors[0].get("evalue", "")
+    return failed
+
+
+@pytest.mark.parametrize("name", SLOW_NAMES)
+def test_on_binder_the_questions_are_the_typed_ids_and_grade_as_such(name, tmp_path):
+    """A learner on Binder types STUDENT_ID = "p1" and works p1's questions (literal numbers by hand, from p1's
+    stated figures): every check passes in the Binder session, whose hub user is made up, and the downloaded
+    notebook grades to full marks as p1. With the quotes left empty, no question is drawn for Binder's user."""
+    source = SOURCES[name]
+    nb = D.submission(source, D.literal_answers("p1"))
+    for cell in nb["cells"]:
+        if cell.get("cell_type") == "code" and re.search(r"^STUDENT_ID\s*=", _text(cell), re.M):
+            cell["source"] = re.sub(r"^STUDENT_ID\s*=.*$", 'STUDENT_ID = "p1"', _text(cell), flags=re.M)
+    assert _binder_kernel_run(nb, tmp_path) == {}
+    v = V.grade(nb, D.ASSIGNMENT, reference=source, student="p1")
+    assert v.status == "graded" and v.score == D.FULL, v.as_dict()
+    empty = _binder_kernel_run(D.submission(source, D.literal_answers("p1")), tmp_path)
+    assert set(empty) == set(D.DRILL_IDS.values()), empty           # q1 (the formula) still passes
+    assert all("STUDENT_ID" in text and D.BINDER_USER not in text for text in empty.values()), empty
+
+
+def _text(cell) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]

@@ -291,3 +291,12 @@ def test_feedback_for_everyone_graded(hostile_class):
         assert "### BEGIN HIDDEN TESTS" not in html and not any(line in html for line in hidden_lines), student
     fooled = Path(summary["files"]["monkeypatch_checks"]).read_text(encoding="utf-8")
     assert "[grader] checked outside the notebook" in fooled
+    # bounded whatever a cell printed (30 MB in huge_print's answer cell, 8 MB in big_output's test cell): a cell
+    # keeps 100,000 characters of output (autograder.nbgrader_setup.LimitOutputSize) and says what was cut
+    sizes = {s: Path(path).stat().st_size for s, path in summary["files"].items()}
+    assert max(sizes.values()) <= sizes["honest"] + 250_000, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
+    for name in ("huge_print", "big_output"):
+        page = Path(summary["files"][name]).read_text(encoding="utf-8")
+        assert "[output cut by the grader:" in page, name
+        autograded = Path(json.loads(hostile_class["run"].stdout)["autograded"]) / name / ASSIGNMENT
+        assert (autograded / f"{ASSIGNMENT}.ipynb").stat().st_size < 1_000_000, name

@@ -464,7 +464,7 @@ def test_a_class_on_jupyterhub(scratch):
 
         # -- the instructor collects, grades into PostgreSQL, releases feedback ----------------------
         t0 = time.monotonic()
-        instruct("nbgrader", "collect", ASSIGNMENT)
+        instruct("nbgrader", "collect", "--update", ASSIGNMENT)   # GUIDE.md step 6: the latest submission
         times["instructor: collect"] = time.monotonic() - t0
         t0 = time.monotonic()
         run = instruct("python", "-m", "autograder", "grade-class", "submitted", "--assignment", ASSIGNMENT,

@@ -366,10 +366,30 @@ def test_another_id_draws_other_questions(no_id):
     assert [D.my_question(t).question for t in D.drills.GRADED_TOPICS] == ada     # the same id, the same draw
 
 
-def test_a_hub_login_wins_over_the_notebook(no_id, monkeypatch):
+def test_the_notebooks_id_comes_before_a_hub_login_which_is_named(no_id, monkeypatch):
     monkeypatch.setenv("JUPYTERHUB_USER", "hubuser")
     shown = D.use_student_id("ada").data
-    assert "**hubuser**" in shown and "ada" in shown and "not for" in shown
+    assert "drawn for **ada**" in shown and "signed in to this hub as **hubuser**" in shown
+    no_id.claim_student(None)
+    assert "drawn for **hubuser**" in D.use_student_id("").data and "signed in" not in D.use_student_id("").data
+
+
+def test_the_graders_id_wins_over_the_notebook(no_id, monkeypatch):
+    monkeypatch.setenv("KV_COURSE_GRADING_STUDENT", "graded")
+    shown = D.use_student_id("ada").data
+    assert "**graded**" in shown and "not for “ada”" in shown and "grader" in shown
+
+
+def test_on_binder_the_generated_user_is_never_used(no_id, monkeypatch):
+    from ch09_drill_answers import BINDER_ENV, BINDER_USER
+
+    for name, value in BINDER_ENV.items():
+        monkeypatch.setenv(name, value)
+    empty = D.use_student_id("").data
+    assert "No student id yet" in empty and "Binder" in empty and BINDER_USER not in empty
+    assert BINDER_USER not in D.my_questions().data
+    shown = D.use_student_id("p1").data
+    assert "drawn for **p1**" in shown and "signed in" not in shown and BINDER_USER not in shown
 
 
 def test_only_graded_topics_are_questions(no_id):

@@ -238,3 +238,21 @@ def test_corpus_contract():
     for name, data, max_score, status in rows:
         assert isinstance(data, bytes) and 0 <= max_score <= H.FULL and status in (None, "graded", "needs_manual", "error")
         assert H.BY_NAME[name].verdict_score <= max_score
+
+
+def test_an_answer_that_raises_is_attempted_a_stub_or_an_empty_cell_is_not():
+    """The slip report's "not attempted" (``attempted``): only the release's stub (NotImplementedError) or an
+    empty answer cell. q1's cell does not compile (a SyntaxError: the function never exists), q2's function
+    raises NameError on a name of its own, q3's cell is emptied, q4..q6 are the release's stubs."""
+    kit = H.make_kit()
+    nb = kit.notebook({"q1": _syntax_error_q1(), "q2": H._body("q2", "return per_token * seq_len"), "q3": "\n"},
+                      blank=("q4", "q5", "q6"))
+    v = grade(H.dump(nb))
+    assert v.status == "graded" and v.score == 0, v.as_dict()
+    attempted = {q: v.by_grade_id()[H.TEST[q]].attempted for q in H.Q}
+    assert attempted == {"q1": True, "q2": True, "q3": False, "q4": False, "q5": False, "q6": False}
+    assert "NameError" in v.by_grade_id()[H.TEST["q2"]].feedback
+
+
+def _syntax_error_q1() -> str:
+    return H._body("q1", "return 2 * config['num_hidden_layers'] *") + "\n"

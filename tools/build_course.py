@@ -4,6 +4,7 @@
     python tools/build_course.py            # write chapters/<id>.ipynb and solutions/<id>.ipynb
     python tools/build_course.py --check    # exit 1 naming every file that is stale or wrong
     python tools/build_course.py ch01_kv_formula --out /tmp/x   # one chapter, elsewhere
+    python tools/build_course.py --integrity --out ../class-release   # a class's release: no solutions
 
 For each ``course/source/<id>/<id>.ipynb``:
 
@@ -14,6 +15,12 @@ For each ``course/source/<id>/<id>.ipynb``:
 * ``solutions/<id>.ipynb`` is the source with the hidden tests and mark schemes
   removed (nbgrader's ``ClearHiddenTests``, ``ClearMarkScheme``) and outputs
   cleared; the solutions stay.
+
+``--integrity`` builds the release for a class run from a private fork
+(docs/instructors.md, "Integrity mode"): ``<out>/chapters/`` only, no
+``solutions/``, and no sentence pointing at it (``without_solutions_pointer``:
+chapter 00 says where the solutions are). It never writes into the checkout,
+whose ``chapters/`` and ``solutions/`` stay the public course's.
 
 Both are written the same way every time (nbformat's sorted JSON, no outputs,
 no execution counts, no timestamps), so the same sources give byte-identical
@@ -216,8 +223,38 @@ def _assert_no_leak(rel: str, nb, solutions_allowed: bool):
                 raise CourseError(f"{rel}: generated notebook still contains {marker!r}")
 
 
-def generate(course_dir: Path, assignments: list[str]) -> dict[str, bytes]:
-    """``{"chapters/<id>.ipynb": bytes, "solutions/<id>.ipynb": bytes}`` for ``assignments``."""
+#: What a sentence that points at the worked solutions names: the repository's folder of them.
+SOLUTIONS_FOLDER = "solutions/"
+
+
+def without_solutions_pointer(nb):
+    """The release without a word of where the solutions are (``--integrity``): in every Markdown cell, a paragraph
+    that names the ``solutions/`` folder ends before the sentence that does (the rest of that paragraph says when
+    to open them). Chapter 00's "Answers." paragraph keeps its first sentence, on folded worked problems."""
+    for cell in nb.cells:
+        if cell.cell_type != "markdown" or SOLUTIONS_FOLDER not in cell.source:
+            continue
+        kept = []
+        for paragraph in cell.source.split("\n\n"):
+            at = paragraph.find(SOLUTIONS_FOLDER)
+            if at >= 0:
+                start = max(paragraph.rfind(". ", 0, at), paragraph.rfind(".\n", 0, at)) + 1
+                paragraph = paragraph[:start].rstrip()
+            if paragraph:
+                kept.append(paragraph)
+        cell.source = "\n\n".join(kept)
+    return nb
+
+
+def _assert_no_pointer(rel: str, nb):
+    for cell in nb.cells:
+        if SOLUTIONS_FOLDER in cell.source:
+            raise CourseError(f"{rel}: the integrity release still names {SOLUTIONS_FOLDER!r}")
+
+
+def generate(course_dir: Path, assignments: list[str], integrity: bool = False) -> dict[str, bytes]:
+    """``{"chapters/<id>.ipynb": bytes, "solutions/<id>.ipynb": bytes}`` for ``assignments``; with ``integrity``,
+    the chapters only, without the solutions' pointer (``without_solutions_pointer``)."""
     files = {}
     with tempfile.TemporaryDirectory(prefix="kv-course-build-") as tmp:
         root = stage_course(course_dir, Path(tmp) / "course", assignments)
@@ -227,6 +264,11 @@ def generate(course_dir: Path, assignments: list[str]) -> dict[str, bytes]:
             release = read_notebook(grader.generate(assignment))
             rel = f"chapters/{assignment}.ipynb"
             _assert_no_leak(rel, release, solutions_allowed=False)
+            if integrity:
+                release = without_solutions_pointer(release)
+                _assert_no_pointer(rel, release)
+                files[rel] = render(release)
+                continue
             files[rel] = render(release)
             solution = solution_notebook(read_notebook(source_notebook(course_dir, assignment)))
             rel = f"solutions/{assignment}.ipynb"
@@ -235,7 +277,7 @@ def generate(course_dir: Path, assignments: list[str]) -> dict[str, bytes]:
     return files
 
 
-def compare(files: dict[str, bytes], out_dir: Path, complete: bool) -> list[str]:
+def compare(files: dict[str, bytes], out_dir: Path, complete: bool, dirs=GENERATED_DIRS) -> list[str]:
     """Lines naming each generated file that differs from what is in ``out_dir``."""
     out_dir = Path(out_dir)
     lines = []
@@ -247,14 +289,14 @@ def compare(files: dict[str, bytes], out_dir: Path, complete: bool) -> list[str]
             lines.append(f"{rel}: differs from what the source generates (run ./dev.sh build; "
                          "never edit it by hand)")
     if complete:
-        for rel in _stale(files, out_dir):
+        for rel in _stale(files, out_dir, dirs):
             lines.append(f"{rel}: has no source notebook (remove it, or run ./dev.sh build)")
     return lines
 
 
-def _stale(files: dict[str, bytes], out_dir: Path) -> list[str]:
+def _stale(files: dict[str, bytes], out_dir: Path, dirs=GENERATED_DIRS) -> list[str]:
     stale = []
-    for folder in GENERATED_DIRS:
+    for folder in dirs:
         for path in sorted((Path(out_dir) / folder).glob("*.ipynb")):
             rel = f"{folder}/{path.name}"
             if ASSIGNMENT_RE.match(path.stem) and rel not in files:
@@ -262,7 +304,7 @@ def _stale(files: dict[str, bytes], out_dir: Path) -> list[str]:
     return stale
 
 
-def write(files: dict[str, bytes], out_dir: Path, complete: bool) -> list[str]:
+def write(files: dict[str, bytes], out_dir: Path, complete: bool, dirs=GENERATED_DIRS) -> list[str]:
     """Write what changed (and drop stale generated notebooks); returns the lines to print."""
     out_dir = Path(out_dir)
     lines = []
@@ -275,7 +317,7 @@ def write(files: dict[str, bytes], out_dir: Path, complete: bool) -> list[str]:
         path.write_bytes(data)
         lines.append(f"{rel}: written")
     if complete:
-        for rel in _stale(files, out_dir):
+        for rel in _stale(files, out_dir, dirs):
             (out_dir / rel).unlink()
             lines.append(f"{rel}: removed (no source)")
     return lines
@@ -287,10 +329,20 @@ def main(argv=None) -> int:
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 naming each file that is stale or wrong")
     parser.add_argument("--course", help="course directory (default: course/ in this checkout)")
-    parser.add_argument("--out", default=str(REPO_ROOT),
+    parser.add_argument("--out", default=None,
                         help="where chapters/ and solutions/ live (default: the checkout)")
+    parser.add_argument("--integrity", action="store_true",
+                        help="a class's release, for a private fork: chapters/ only, no solutions/ and no pointer "
+                             "to them (needs --out, outside this checkout's chapters/)")
     args = parser.parse_args(argv)
     try:
+        out = Path(args.out) if args.out else REPO_ROOT
+        if args.integrity and out.resolve() == REPO_ROOT:
+            raise CourseError("--integrity writes a class's release: give --out DIR (this checkout's chapters/ and "
+                              "solutions/ are the public course's)")
+        if args.integrity and not args.check and list((out / "solutions").glob("*.ipynb")):
+            raise CourseError(f"--integrity: {out / 'solutions'} holds notebooks; a class's release has none "
+                              "(remove that folder first)")
         course_dir = find_course_dir(args.course)
         assignments = args.assignments or list_assignments(course_dir)
         if not assignments:
@@ -307,19 +359,20 @@ def main(argv=None) -> int:
         print("\n".join(problems), file=sys.stderr)
         return 1
     try:
-        files = generate(course_dir, assignments)
+        files = generate(course_dir, assignments, integrity=args.integrity)
     except CourseError as exc:
         print("\n".join(problems + [str(exc)]), file=sys.stderr)
         return 1
     complete = not args.assignments
+    dirs = ("chapters",) if args.integrity else GENERATED_DIRS
     if args.check:
-        lines = problems + compare(files, Path(args.out), complete)
+        lines = problems + compare(files, out, complete, dirs)
         if lines:
             print("\n".join(lines), file=sys.stderr)
             return 1
         print(f"build_course: {len(files)} generated notebooks up to date")
         return 0
-    print("\n".join(write(files, Path(args.out), complete)))
+    print("\n".join(write(files, out, complete, dirs)))
     return 0
 
 

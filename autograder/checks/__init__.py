@@ -133,8 +133,8 @@ def exercise(grade_id: str):
 
 
 def current_student():
-    """The learner's id: the grader's, a hub login, ``KV_COURSE_STUDENT``, the claimed one, ``STUDENT_ID``
-    (``core.current_student``)."""
+    """The learner's id: the grader's, the claimed one, a hub login (never Binder's), ``KV_COURSE_STUDENT``,
+    ``STUDENT_ID`` (``core.current_student``)."""
     from . import core
     return core.current_student()
 

@@ -81,12 +81,15 @@ The student id (``current_student``), first found wins:
 1. ``KV_COURSE_GRADING_STUDENT``: set only by the grader (the submission's
    student: ``submitted/<id>/``, ``--student``, or nbgrader's own student via
    the course preprocessor ``autograder.nbgrader_setup.GradingStudentExecute``);
-2. ``JUPYTERHUB_USER`` (a hub login);
-3. ``KV_COURSE_STUDENT``;
-4. the id the notebook claimed with ``claim_student(name)`` (its ``STUDENT_ID`` cell);
+2. the id the notebook claimed with ``claim_student(name)`` (its ``STUDENT_ID`` cell);
+3. ``JUPYTERHUB_USER`` (a hub login), except on Binder (``BINDER_LAUNCH_HOST``
+   set): Binder's hub user is made up for the session, never a learner's id;
+4. ``KV_COURSE_STUDENT`` (set by the tools that run a chapter headless);
 5. ``STUDENT_ID`` in the environment.
 
-So in grading, an id the notebook claims never replaces the submission's.
+So in grading, an id the notebook claims never replaces the submission's, and
+on Binder a learner's questions are those of the id they typed, the one their
+class grades them by.
 
 Guards, and their limits:
 
@@ -322,10 +325,11 @@ def run_cases(exercise, student_fn, cases, *, quiet: bool = False, where: list |
             try:
                 args = exercise.call_args(case)
                 if quiet:
-                    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+                    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), tripwires.watching():
                         result = student_fn(*args)
                 else:
-                    result = student_fn(*args)
+                    with tripwires.watching():
+                        result = student_fn(*args)
                 record = answers.encode(result)
             except Exception as exc:  # noqa: BLE001 -- the learner's error becomes the verdict
                 record = _describe_error(exc)
@@ -638,8 +642,8 @@ def _type_carried(exercise: Exercise, record: dict, number, expected, earlier) -
 
 
 NO_STUDENT = ("there is no student id, so there is no question of yours to check against: set STUDENT_ID = "
-              "\"<your name>\" in the cell near the top of the notebook and run it (on a hub, your login is "
-              "used).")
+              "\"<your id>\" in the cell near the top of the notebook and run it (the id your class grades you "
+              "by; on a course hub an empty STUDENT_ID uses your login, on Binder it never does).")
 
 
 def tolerance_text(exercise: Exercise) -> str:
@@ -942,28 +946,41 @@ _ANSWERS: dict = {}
 
 
 GRADING_STUDENT_ENV = "KV_COURSE_GRADING_STUDENT"   # set by the grader only (the submission's student)
-STUDENT_ENVS = (GRADING_STUDENT_ENV, "JUPYTERHUB_USER", "KV_COURSE_STUDENT")   # before a claimed id
-STUDENT_ID_ENV = "STUDENT_ID"                                                  # after it
+HUB_USER_ENV = "JUPYTERHUB_USER"                     # a hub login: after a claimed id
+BINDER_ENV = "BINDER_LAUNCH_HOST"                    # set by Binder, whose hub user is never a learner's id
+STUDENT_ENVS = ("KV_COURSE_STUDENT",)                # after the hub login
+STUDENT_ID_ENV = "STUDENT_ID"                        # last
 
 _claimed: str | None = None
 
 
+def _env(name: str) -> str:
+    return os.environ.get(name, "").strip()
+
+
+def hub_user() -> str | None:
+    """The hub login that names the learner: ``JUPYTERHUB_USER``, unless the hub is Binder's."""
+    if _env(BINDER_ENV):
+        return None
+    return _env(HUB_USER_ENV) or None
+
+
 def current_student() -> str | None:
     """The learner's id, or None when nothing names one (the order is in the module doc)."""
-    for var in STUDENT_ENVS:
-        found = os.environ.get(var, "").strip()
-        if found:
-            return found
-    if _claimed:
-        return _claimed
-    return os.environ.get(STUDENT_ID_ENV, "").strip() or None
+    found = _env(GRADING_STUDENT_ENV) or _claimed or hub_user()
+    if found:
+        return found
+    for var in (*STUDENT_ENVS, STUDENT_ID_ENV):
+        if _env(var):
+            return _env(var)
+    return None
 
 
 def claim_student(name) -> str | None:
     """Record the id the learner states in the notebook (``STUDENT_ID = "ada"``); returns ``current_student()``.
 
-    A claim comes after the grader's id, a hub login and ``KV_COURSE_STUDENT``
-    (so in grading it changes nothing); ``None`` or ``""`` withdraws it.
+    A claim comes after the grader's id only (so in grading it changes nothing) and before a hub login
+    (Binder's generated one is never used); ``None`` or ``""`` withdraws it.
     """
     global _claimed
     if name is not None and not isinstance(name, str):

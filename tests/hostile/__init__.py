@@ -547,6 +547,47 @@ while True:
 '''
 
 
+# kvlib's own code under another name (tripwires' watch): q2..q5 answered through a copy of kvlib.formulas,
+# right on every case if it were not kvlib; q1 and q6 left as released.
+KVLIB_LOADED_AGAIN = """
+import importlib.util as _util, os as _os, kvlib as _kvlib
+_spec = _util.spec_from_file_location("k", _os.path.join(_os.path.dirname(_kvlib.__file__), "formulas.py"))
+_k = _util.module_from_spec(_spec)
+_spec.loader.exec_module(_k)                    # kvlib's formulas, loaded again as the module "k"
+_f = {}
+exec(open(_k.__file__).read(), _f)              # and its source exec'd into a dict
+"""
+
+KVLIB_REBUILT = """
+import types as _types, kvlib.formulas as _formulas
+_f = dict(vars(_formulas))
+for _name, _fn in list(_f.items()):             # every function rebuilt from kvlib's code objects
+    if isinstance(_fn, _types.FunctionType):
+        _f[_name] = _types.FunctionType(_fn.__code__, _f, _name, _fn.__defaults__, _fn.__closure__)
+        _f[_name].__kwdefaults__ = _fn.__kwdefaults__
+_k = _types.SimpleNamespace(**{n: v for n, v in _f.items() if callable(v)})
+"""
+
+#: q2..q5 through the copies (``_k`` a module, ``_f`` a dict of the same functions).
+THROUGH_COPIES = {
+    "q2": "return _k.kv_bytes_per_sequence(_k.kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes), seq_len)",
+    "q3": "return _k.kv_bytes_total(_k.kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes), seq_len, "
+          "batch_size)",
+    "q4": "return _f['max_concurrency'](budget_bytes, _f['kv_bytes_per_sequence'](_f['kv_bytes_per_token']("
+          "layers, kv_heads, head_dim, dtype_bytes), seq_len))",
+    "q5": "pool = _f['kv_pool_bytes'](gpu['cuda_total_gib'] * 2**30, utilization, _f['weight_bytes'](num_params, "
+          "weight_dtype_bytes), other_bytes)\nreturn max(0, _f['max_concurrency'](pool, bytes_per_token * seq_len))",
+}
+
+
+def _through_copies(prelude: str) -> Callable[[Kit], dict]:
+    def build(kit: Kit) -> dict:
+        answers = {q: _body(q, body) for q, body in THROUGH_COPIES.items()}
+        answers["q2"] = prelude + "\n" + answers["q2"]
+        return kit.notebook(answers, blank=("q1", "q6"))
+    return build
+
+
 #: How numpy_scalar wraps each right answer: numpy.int64, or a tuple of them for q6's pair.
 _NUMPY = {**{q: "_np.int64" for q in Q}, "q6": "(lambda pair: tuple(_np.int64(x) for x in pair))"}
 
@@ -584,6 +625,8 @@ CASES: list = [
               "        print('x' * (8 << 20))\n"
               "        _printed.append(1)\n"
               "    return _real_q1(*a, **k)"), FULL, FULL, kind="resource"),
+    Case("huge_print", "print('x' * 30_000_000) at the end of q1's answer cell: 30 MB of output, then honest "
+         "answers", _with("q1", "print('x' * 30_000_000)"), FULL, FULL, kind="resource"),
     Case("file_bomb", "q2's function writes 200 MB to a file, then answers",
          _replace(q2="with open('hostile.bin', 'wb') as f:\n"
                      "    for _ in range(200):\n"
@@ -649,6 +692,11 @@ CASES: list = [
                                                         "spec.num_kv_layers, spec.num_heads - spec.num_kv_heads, spec.head_dim, "
                                                         "dtype_bytes))"),
          }), 0, 0),
+    Case("kvlib_loaded_again", "q2..q5 computed by kvlib.formulas loaded again from its file as the module "
+         "'k' (importlib's spec_from_file_location) and exec'd from its source; q1 and q6 blank",
+         _through_copies(KVLIB_LOADED_AGAIN), 0, 0),
+    Case("kvlib_rebuilt", "q2..q5 computed by kvlib.formulas' functions rebuilt from their code objects "
+         "(types.FunctionType); q1 and q6 blank", _through_copies(KVLIB_REBUILT), 0, 0),
     # Writing to every fd also breaks the kernel's own ZeroMQ connection: nbgrader may lose the
     # kernel (needs_manual) or grade the rest; either way 0.
     Case("forged_output", "writes forged runner records (float, bool and string values) to every fd; "
