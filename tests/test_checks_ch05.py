@@ -391,3 +391,16 @@ def test_q4_whole_block_edge_separates_the_sides():
         assert passed == [True, False, False], wrong.__name__
         s = core.summary(ex, edge, core.verdicts(ex, edge, records), records=records)
         assert s.slips[:1] == (slip,), (wrong.__name__, s.message)
+
+
+def test_the_coachs_catalogue_trips_like_kvlib():
+    """The slip catalogue recomputes every answer (kvcoach.slips.expected_value): a graded function that asks it
+    is refused as one that calls kvlib, by the tripwire and by the watch for its code under another name."""
+    from kvcoach import slips
+
+    def via_catalogue(kv_bytes_per_token, num_params, layers, num_heads, head_dim, tokens, link_bytes_per_s,
+                      peak_flop_per_s, mfu, fetch_overhead_s):
+        return slips.expected_value("fetch_choice", **locals())
+    message = fails("ch05_q5_fetch_or_recompute", via_catalogue)
+    assert "must not call kvcoach.slips.engine.expected_value" in message, message
+    assert slips.expected_value("fetch_choice", **ch05.Q5_VISIBLE[0]["kwargs"]) in ch05.CHOICES     # restored
