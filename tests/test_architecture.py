@@ -128,7 +128,8 @@ def test_the_reference_library_does_not_name_the_course():
 def test_the_layers_are_the_installed_course_packages():
     from autograder.packages import COURSE_PACKAGES
     lowest = list(COURSE_PACKAGES[:len(NEVER_IMPORTS)])
-    assert list(NEVER_IMPORTS) == lowest, f"the layers {list(NEVER_IMPORTS)} are not the lowest course packages {lowest}"
+    assert list(NEVER_IMPORTS) == lowest, f"the layers {list(NEVER_IMPORTS)} are not the lowest course packages " \
+                                          f"{lowest}"
     assert set(COURSE_PACKAGES) <= set(COURSE)
 
 
