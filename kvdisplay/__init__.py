@@ -33,7 +33,8 @@ from .reuse import fetch_recompute_explorer, fetch_recompute_view, prefix_sharin
 from .text import config_fields_table, md, model_name, show, show_json, table
 from .tp import heads_held, tp_explorer, tp_explorer_view, tp_kv_slices
 from .vllm_lab import (ENGINE_GEOMETRIES, block_window_explorer, block_window_view, engine_geometry, engine_lab,
-                       engine_lab_view, log_presets, log_source_words)
+                       engine_lab_view, log_presets, log_source_words, pool_sizing_table, release_span,
+                       stats_lines_table, stats_source_words)
 
 __all__ = [
     "KV_CACHE_AXES", "kv_cache_array", "numpy_dtype", "build_up", "ExplorerPreset", "kv_explorer",
@@ -46,7 +47,8 @@ __all__ = [
     "notation_table", "terminal",
     "fetch_recompute_explorer", "fetch_recompute_view", "prefix_sharing_explorer", "prefix_sharing_view",
     "ENGINE_GEOMETRIES", "block_window_explorer", "block_window_view", "engine_geometry", "engine_lab",
-    "engine_lab_view", "log_presets", "log_source_words",
+    "engine_lab_view", "log_presets", "log_source_words", "pool_sizing_table", "release_span", "stats_lines_table",
+    "stats_source_words",
     "DrillSession", "drill_mode", "drill_view", "my_question", "my_questions", "show_question", "use_student_id",
     "interview_sheet", "interview_sheet_view",
     "clock_text", "drill_stats", "history_figure", "history_view",

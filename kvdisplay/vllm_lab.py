@@ -1,9 +1,11 @@
-"""The vLLM lab's views: a printed GiB figure against a logged block count, and the engine cell.
+"""The vLLM lab's views: a printed GiB figure against a logged block count, the engine cell, how a start's pool
+was sized, and a running engine's stats lines.
 
 Plain functions return HTML (tests and benchmarks call them without widgets); the widget
 functions only wire controls to them. Every figure comes from kvlib: the block range from
 ``kvlib.vllm.mismatch``, the CPU engine's figures from ``kvlib.vllm.cpu``, the engine
-start itself from ``kvlib.vllm.cpu_engine.run_engine`` (never without an explicit opt-in).
+start itself from ``kvlib.vllm.cpu_engine.run_engine`` (never without an explicit opt-in),
+the sizing rule from ``kvlib.vllm.parse_log``, the stats lines from ``kvlib.vllm.stats_lines``.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from .explorer import LABEL_WIDTH, SLIDER_WIDTH
 
 __all__ = ["LogPreset", "log_presets", "block_window_view", "block_window_explorer", "ENGINE_GEOMETRIES",
            "engine_geometry", "engine_lab_view", "engine_lab", "KV_LINE_WORDS", "log_source_words",
-           "classify_at_settings"]
+           "classify_at_settings", "pool_sizing_table", "stats_source_words", "release_span", "stats_lines_table"]
 
 _NO_ENGINE = os.devnull + "/no-engine"     # a path no Python is at: run_engine returns the committed log
 KV_LINE_WORDS = ("KV cache", "blocks:", "Maximum concurrency", "kv cache group sizes", "for KV Cache")
@@ -387,6 +389,16 @@ def _replace_message(run: EngineRun, message: str) -> EngineRun:
     return replace(run, message=message)
 
 
+def _thread_words(url: str) -> str:
+    """'vLLM issue #10517', 'a gateway-api-inference-extension pull request (#550)' from a GitHub thread's URL."""
+    parts = url.rstrip("/").split("/")
+    if len(parts) < 4:
+        return "a public thread"
+    repo, kind, number = parts[-3], parts[-2], parts[-1]
+    kind = "issue" if kind == "issues" else "pull request"
+    return f"vLLM {kind} #{number}" if repo == "vllm" else f"a {repo} {kind} (#{number})"
+
+
 def log_source_words(name: str) -> str:
     """Where bundled log ``name`` was posted, in words: "vLLM issue #10517", "a gateway-api-inference-extension
     pull request (#550)", from the log's sidecar (``kvlib/data/vllm_logs/NN.json``).
@@ -395,10 +407,75 @@ def log_source_words(name: str) -> str:
     """
     from importlib import resources
     sidecar = json.loads((resources.files("kvlib") / "data" / "vllm_logs" / f"{name}.json").read_text())
-    url = sidecar.get("url", "")
-    parts = url.rstrip("/").split("/")
-    if len(parts) < 4:
-        return "a public thread"
-    repo, kind, number = parts[-3], parts[-2], parts[-1]
-    kind = "issue" if kind == "issues" else "pull request"
-    return f"vLLM {kind} #{number}" if repo == "vllm" else f"a {repo} {kind} (#{number})"
+    return _thread_words(sidecar.get("url", ""))
+
+
+def stats_source_words(name: str) -> str:
+    """Where bundled stats lines ``name`` were posted, in words ('vLLM issue #43295'), and when.
+
+    >>> stats_source_words("vllm-43295")
+    'vLLM issue #43295, 2026-05-19'
+
+    Used in: ch08_vllm_lab.
+    """
+    source = kv.vllm.bundled.bundled_stats_logs()[name]
+    return f"{_thread_words(source['url'])}, {source['posted']}"
+
+
+def release_span(releases) -> str:
+    """Releases read that share a stats line's source line, as a span: ('0.20.2', ..., '0.23.0') -> '0.20–0.23'.
+
+    >>> release_span(("0.20.2", "0.21.0", "0.22.1", "0.23.0")), release_span(("0.9.2",)), release_span(())
+    ('0.20–0.23', '0.9.2', 'V0 (its metrics.py)')
+
+    Used in: ch08_vllm_lab.
+    """
+    if not releases:
+        return "V0 (its metrics.py)"
+    if len(releases) == 1:
+        return releases[0]
+    first, last = (".".join(r.split(".")[:2]) for r in (releases[0], releases[-1]))
+    return f"{first}–{last}"
+
+
+def pool_sizing_table(starts, note: str = ""):
+    """One row per ``(label, EngineStart)``: the version and engine printed, how the pool was sized and the
+    line that says so (``EngineStart.pool_sizing``), the estimate a measured start printed, the figure the
+    pool was counted from, and the count.
+
+    Used in: ch08_vllm_lab.
+    """
+    from .text import table
+    rows = []
+    for label, start in starts:
+        count = (f"{start.gpu_kv_cache_tokens:,} tokens" if start.gpu_kv_cache_tokens is not None
+                 else f"{start.num_gpu_blocks:,} blocks" if start.num_gpu_blocks is not None else "—")
+        rows.append([label, start.vllm_version or "not printed", (start.engine or "?").upper(),
+                     f"**{start.pool_sizing or 'cannot tell'}**", start.pool_sizing_evidence or "—",
+                     start.estimated_kv_cache_text or "—", start.available_kv_cache_text or "—", count])
+    return table(["start", "version", "engine", "pool", "because", "estimate printed (GiB)",
+                  "pool printed (GiB)", "count printed"], rows, note=note)
+
+
+def stats_lines_table(names, note: str = ""):
+    """Every stats line of the bundled excerpts ``names``, parsed by ``kvlib.vllm.stats_lines``: where it was
+    posted, the releases its source line dates it to, running, waiting, the pool in use, the prefix-cache hit rate.
+
+    Used in: ch08_vllm_lab.
+    """
+    from kvlib.vllm.bundled import read_bundled_stats_log
+    from .text import table
+
+    def pct(x):
+        return "—" if x is None else f"{x:.1f}%"
+
+    rows = []
+    for name in names:
+        for line in kv.vllm.stats_lines(read_bundled_stats_log(name)):
+            rows.append([stats_source_words(name), release_span(line.releases), line.running, line.waiting,
+                         "—" if line.swapped is None else line.swapped, f"{line.prompt_tokens_per_s:,.1f}",
+                         f"{line.generation_tokens_per_s:,.1f}", f"{line.kv_cache_device} {pct(line.kv_cache_usage_percent)}",
+                         pct(line.prefix_cache_hit_rate_percent)])
+    return table(["posted in", "vLLM (by the line's source tag)", "running", "waiting", "swapped (V0)",
+                  "prompt tokens/s", "generated tokens/s", "KV cache usage", "prefix-cache hit rate"],
+                 rows, note=note)

@@ -42,8 +42,32 @@ def test_no_room_is_said():
 def test_widget_builds_and_redraws():
     box = kd.pool_explorer(["llama-3.1-8b", "gpt-oss-20b"])
     before = box.view.value
-    box.children[4].value = 256          # block size
+    box.children[5].value = 256          # block size
     assert box.view.value != before and "blocks of 256 tokens" in box.view.value
+
+
+def test_the_release_sets_its_defaults_and_the_slider_reaches_1():
+    # vLLM 0.34's defaults (config/cache.py): utilization 1.0 with the extensible KV cache, 64-token blocks
+    box = kd.pool_explorer(["llama-3.1-8b"])
+    release, util, block = box.children[2], box.children[3], box.children[5]
+    assert (util.max, util.value, block.value) == (1.0, 0.92, 16)
+    release.value = "0.34.0"
+    assert (util.value, block.value) == (1.0, 64)
+    assert "vLLM 0.34, pool measured after warmup" in box.view.value and "blocks of 64 tokens" in box.view.value
+    release.value = "0.32.0"
+    assert (util.value, block.value) == (0.92, 16) and "vLLM 0.32, pool estimated" in box.view.value
+
+
+def test_the_measured_pool_in_64_token_blocks():
+    # a 64-token block of Llama 3.1 8B: 64 x 32 layers x 4,096 B = 8,388,608 B; the pool is what
+    # kv.vllm.forecast_pool measures for 0.34 (its margin kept free), cut into whole blocks
+    import kvlib as kv
+    f = kv.vllm.forecast_pool("llama-3.1-8b", kv.get_gpu("H100-SXM").cuda_memory_bytes, version="0.34.0",
+                              gpu_name="H100-SXM", max_model_len=8192)
+    blocks = f.available_bytes // 8_388_608
+    view = kd.pool_explorer_view("llama-3.1-8b", utilization=1.0, block_size=64, version="0.34.0")
+    assert f"blocks of 64 tokens: <b>{blocks:,}</b> of 8,388,608 B" in view
+    assert f"<b>{64 * blocks:,}</b> token slots" in view and "safety margin" in view and "× 1.00" in view
 
 
 def test_view_is_fast_enough_to_print():

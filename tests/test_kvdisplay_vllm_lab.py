@@ -14,6 +14,7 @@ import os
 import pytest
 
 import kvdisplay as kd
+import kvlib as kv
 from kvdisplay import vllm_lab
 from kvlib.vllm import cpu_engine
 
@@ -146,3 +147,32 @@ def test_engine_cell_explains_gemma2_groups_and_mla_latent():
     mla = kd.engine_lab("tiny DeepSeek (MLA)", 1, 1000, _whole_blocks).data
     assert "512 + 64 = 576" in mla and "442,368 B" in mla and "2,427 blocks" in mla
     assert "recheck bytes per block" not in mla
+
+
+def test_the_pool_sizing_table_names_the_rule_and_its_line():
+    # a measured 0.34 start (the warmup line's 58.98 GiB is the pool, 61.72 GiB the estimate beside it) and log 12
+    # (V0): the rows read by eye from the lines
+    measured = kv.vllm.parse_log(
+        "INFO 12-01 09:00:21 [gpu_worker.py:795] Available KV cache memory: 61.72 GiB\n"
+        "INFO 12-01 09:00:48 [extensible_kv_cache.py:693] Memory after warmup: 61.31 GiB free, 1.0 GiB committed "
+        "to the KV cache, 1.9 GiB kept for transient activations (1.9 GiB allocated at peak, 0.0 GiB of torch "
+        "reservation growth); 7549 KV cache blocks (58.98 GiB) fit within the requested 79.18 GiB. Torch may "
+        "reserve up to 19.12 GiB.\n"
+        "INFO 12-01 09:00:48 [kv_cache_utils.py:1168] GPU KV cache size: 483,136 tokens, Maximum concurrency for "
+        "8,192 tokens per request: 58.98x")[0]
+    v0 = kv.vllm.parse_log(kv.vllm.read_bundled_log("12"))[0]
+    text = kd.pool_sizing_table([("built", measured), ("12.log", v0)]).data.splitlines()
+    assert text[2].startswith("| built | not printed | V1 | **measured** | 'Memory after warmup'")
+    assert text[2].endswith("| 61.72 | 58.98 | 483,136 tokens |")
+    assert text[3] == "| 12.log | not printed | V0 | **estimate** | V0 engine | — | 56.18 | 7,191 blocks |"
+
+
+def test_the_stats_lines_table_reads_each_line():
+    # kvlib/data/vllm_stats/vllm-37307.log, first line by eye: 10 running, 90 waiting, 23998.2 and 18.1 tokens/s,
+    # GPU KV cache usage 19.3%, hit rate 0.0%, tag loggers.py:259 (0.16.0 to 0.19.1 log from that line)
+    rows = kd.stats_lines_table(["vllm-37307"]).data.splitlines()[2:]
+    assert len(rows) == 3
+    assert rows[0] == ("| vLLM pull request #37307, 2026-03-17 | 0.16–0.19 | 10 | 90 | — | 23,998.2 | 18.1 | "
+                       "GPU 19.3% | 0.0% |")
+    v0 = kd.stats_lines_table(["vllm-6206"]).data.splitlines()[2]
+    assert v0 == "| vLLM issue #6206, 2024-07-08 | V0 (its metrics.py) | 4 | 0 | 0 | 6,501.4 | 69.1 | GPU 15.6% | — |"

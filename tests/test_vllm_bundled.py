@@ -83,3 +83,19 @@ def test_the_shipped_logs_and_cpu_starts_are_ascii():
     assert len(files) > 10
     for path in files:
         assert path.read_bytes().isascii(), path
+
+
+def test_the_bundled_stats_lines_and_their_sources():
+    # kvlib/data/vllm_stats, read by eye: 1 V0 line (#6206), 2 + 3 + 3 + 3 V1 lines; each line's '[loggers.py:N]'
+    # tag is the one sources.json records; vllm-43295's first line: 18 running, 43 waiting, 95.9% of the pool
+    from kvlib.vllm.bundled import bundled_stats_logs, read_bundled_stats_log
+    sources = bundled_stats_logs()
+    counts = {name: len(kvlib.vllm.stats_lines(read_bundled_stats_log(name))) for name in sources}
+    assert counts == {"vllm-6206": 1, "vllm-18115": 2, "vllm-37307": 3, "vllm-43295": 3, "spyre-1030": 3}
+    for name, source in sources.items():
+        for s in kvlib.vllm.stats_lines(read_bundled_stats_log(name)):
+            assert (s.source, s.engine) == (source["source_tag"], source["engine"])
+    first = kvlib.vllm.stats_lines(read_bundled_stats_log("vllm-43295"))[0]
+    assert (first.running, first.waiting, first.kv_cache_usage_percent) == (18, 43, 95.9)
+    with pytest.raises(kvlib.vllm.VllmLogError, match=r"^no bundled stats lines 'x'"):
+        read_bundled_stats_log("x")

@@ -120,3 +120,24 @@ def test_a_log_of_a_release_past_the_newest_read_warns_in_one_line(tmp_path, cap
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["kvlib: warning: vLLM 0.35.0 is newer than 0.34.0, the newest release whose source kvlib's rules "
                    "were read from: its figures follow 0.34.0's rules, unchecked"]
+
+
+def test_a_measured_0_34_start_says_how_its_pool_was_sized(tmp_path, capsys):
+    # the lines of vllm 0.34's extensible_kv_cache.py and kv_cache_utils.py, filled in by hand: 7,549 blocks of
+    # 64 tokens x 131,072 B = 8 MiB each are 58.98 GiB and 483,136 tokens (Llama 3.1 8B)
+    log = tmp_path / "server.log"
+    log.write_text("Initializing a V1 LLM engine (v0.34.0) with config: model='meta-llama/Llama-3.1-8B', "
+                   "dtype=torch.bfloat16, max_seq_len=8192, tensor_parallel_size=1, kv_cache_dtype=auto\n"
+                   "Available KV cache memory: 61.72 GiB\n"
+                   "Memory after warmup: 61.31 GiB free, 1.0 GiB committed to the KV cache, 1.9 GiB kept for "
+                   "transient activations (1.9 GiB allocated at peak, 0.0 GiB of torch reservation growth); 7549 KV "
+                   "cache blocks (58.98 GiB) fit within the requested 79.18 GiB. Torch may reserve up to 19.12 GiB.\n"
+                   "GPU KV cache size: 483,136 tokens, Maximum concurrency for 8,192 tokens per request: 58.98x\n"
+                   "Extended KV cache to 7549 blocks (58.98 GiB).\n")
+    code, out, _ = run(capsys, "vllm-log", str(log), "--model", "llama-3.1-8b")
+    assert code == 0
+    assert "pool sized by            measured ('Memory after warmup'" in out and "beside it: 61.72 GiB" in out
+    assert "block size               64 (default)" in out and "AGREES" in out
+    code, out, _ = run(capsys, "vllm-log", str(log), "--json")
+    r = json.loads(out)
+    assert (r["pool_sizing"], r["estimated_kv_cache_gib"], r["available_kv_cache_gib"]) == ("measured", 61.72, 58.98)

@@ -566,3 +566,132 @@ def test_the_bundled_cpu_start_of_the_mla_model():
     assert start.available_kv_cache_source == "VLLM_CPU_KVCACHE_SPACE line (CPU backend)"
     assert (start.gpu_kv_cache_tokens, start.gpu_kv_cache_tokens_source) == (303375, "CPU KV cache size line")
     assert (start.max_concurrency, start.max_model_len, start.combined_capacity_line) == (303.38, 1000, True)
+
+
+# --- 0.34's measured pool: the lines of vllm/v1/worker/extensible_kv_cache.py, filled in by hand -----------------
+# measure_kv_cache_blocks' format: "Memory after warmup: %s GiB free, %s GiB committed to the KV cache, %s GiB kept
+# for transient activations (%s GiB allocated at peak, %s GiB of torch reservation growth); %d KV cache blocks (%s
+# GiB) fit within the requested %s GiB. Torch may reserve up to %s GiB."; extend_kv_cache's: "Extended KV cache to
+# %d blocks (%.2f GiB)."
+WARMUP = ("Memory after warmup: {free} GiB free, 1.0 GiB committed to the KV cache, 1.9 GiB kept for transient "
+          "activations (1.9 GiB allocated at peak, 0.0 GiB of torch reservation growth); {n} KV cache blocks "
+          "({gib} GiB) fit within the requested 79.18 GiB. Torch may reserve up to 19.12 GiB.")
+MEASURED_START = (
+    "(EngineCore pid=9) INFO 12-01 09:00:01 [core.py:153] Initializing a V1 LLM engine (v0.34.0) with config: "
+    "model='m', dtype=torch.bfloat16, max_seq_len=8192, tensor_parallel_size=1, kv_cache_dtype=auto\n"
+    f"(EngineCore pid=9) {HEADER}Available KV cache memory: 61.72 GiB\n"
+    f"(EngineCore pid=9) {HEADER}" + WARMUP.format(free="61.31", n=7549, gib="58.98") + "\n"
+    f"(EngineCore pid=9) {HEADER}GPU KV cache size: 483,136 tokens, Maximum concurrency for 8,192 tokens per "
+    "request: 58.98x\n"
+    f"(EngineCore pid=9) {HEADER}Extended KV cache to 7549 blocks (58.98 GiB).")
+
+
+def test_a_measured_start_reports_the_figure_its_blocks_were_counted_from():
+    start = _one(MEASURED_START)
+    assert (start.pool_sizing, start.vllm_version, start.engine) == ("measured", "0.34.0", "v1")
+    # the estimate that sized the reservation is kept apart; the pool is the warmup line's 58.98 GiB, 7,549 blocks
+    assert (start.estimated_kv_cache_text, start.available_kv_cache_text) == ("61.72", "58.98")
+    assert start.available_kv_cache_source == "'Memory after warmup' line (measured after warmup, 0.34)"
+    assert (start.measured_kv_cache_blocks, start.requested_memory_gib) == (7549, 79.18)
+    assert (start.gpu_kv_cache_tokens, start.max_concurrency, start.max_model_len) == (483_136, 58.98, 8192)
+
+
+def test_a_measured_start_is_predicted_at_0_34s_64_token_blocks():
+    # Llama 3.1 8B: 2 x 32 layers x 8 heads x 128 x 2 B = 131,072 B a token, 8,388,608 B a 64-token block;
+    # 58.98 GiB -> [ceil(58.975 x 2^30), ceil(58.985 x 2^30) - 1] // 8 MiB = [7,548, 7,550]; 7,549 x 64 = 483,136
+    p = kvlib.vllm.predict_from_log(_one(MEASURED_START), kvlib.load_model("llama-3.1-8b"))
+    assert (p.block_size, p.block_size_source, p.blocks_min, p.blocks_max) == (64, "default", 7548, 7550)
+    assert p.agrees and p.tokens_min <= 483_136 <= p.tokens_max
+
+
+def test_the_ranks_of_a_measured_start_keep_the_smallest_pool():
+    lines = [f"(Worker_TP{r} pid={r}) {HEADER}Available KV cache memory: 30.0 GiB\n"
+             f"(Worker_TP{r} pid={r}) {HEADER}" + WARMUP.format(free="30.0", n=n, gib=g) for r, n, g in
+             ((0, 3000, "23.44"), (1, 2990, "23.36"))]
+    start = _one("\n".join(lines))
+    assert (start.available_kv_cache_text, start.measured_kv_cache_blocks) == ("23.36", 2990)
+    assert start.estimated_kv_cache_text == "30.0"
+
+
+@pytest.mark.parametrize("log,sizing,why", [
+    (MEASURED_START, "measured", "'Memory after warmup' / 'Extended KV cache to' lines (0.34's extensible KV cache)"),
+    # extensible_kv_cache.py prints the extension even where an excerpt left out the warmup line
+    (f"{HEADER}Extended KV cache to 100 blocks (0.78 GiB).", "measured",
+     "'Memory after warmup' / 'Extended KV cache to' lines (0.34's extensible KV cache)"),
+    # v1/executor/abstract.py disable_extensible_kv_cache
+    (f"{HEADER}Disabling the extensible KV cache: it is only supported on CUDA and ROCm. The KV cache will be sized "
+     "from profiling estimates instead of measured memory.\nGPU KV cache size: 100 tokens", "estimate",
+     "extensible KV cache off: it is only supported on CUDA and ROCm"),
+    (f"{HEADER}reserved 5.00 GiB memory for KV Cache as specified by kv_cache_memory_bytes\nGPU KV cache size: "
+     "100 tokens", "estimate", "--kv-cache-memory (kv_cache_memory_bytes) set"),
+    (f"{HEADER}# GPU blocks: 7191, # CPU blocks: 512", "estimate", "V0 engine"),
+    (f"{HEADER}vLLM API server version 0.33.0\n{HEADER}Available KV cache memory: 1.00 GiB", "estimate",
+     "vLLM 0.33.0 predates the measured pool (0.34)"),
+    (f"{HEADER}Available KV cache memory: 1.00 GiB\n{HEADER}GPU KV cache size: 100 tokens", "estimate",
+     "a capacity line with no 'Memory after warmup' line before it"),
+    (f"{HEADER}Available KV cache memory: 1.00 GiB", None, None),      # no version, no capacity: either rule
+])
+def test_which_rule_sized_the_pool(log, sizing, why):
+    start = _one(log)
+    assert (start.pool_sizing, start.pool_sizing_evidence) == (sizing, why)
+
+
+# --- the periodic stats line: each format built from its release's format string, values read back by eye --------
+V0_FORMAT = ("Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f tokens/s, Running: %d reqs, "
+             "Swapped: %d reqs, Pending: %d reqs, GPU KV cache usage: %.1f%%, CPU KV cache usage: %.1f%%.")   # 0.7.3
+V1_0_8 = ("Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f tokens/s, Running: %d reqs, "
+          "Waiting: %d reqs, GPU KV cache usage: %.1f%%, Prefix cache hit rate: %.1f%%")      # v1 loggers.py 0.8.0
+V1_0_34 = ", ".join(["Avg prompt throughput: %.1f tokens/s", "Avg generation throughput: %.1f tokens/s",
+                     "Running: %d reqs", "Waiting: %d reqs", "Deferred: %d reqs", "Preemptions: %d",
+                     "%s KV cache usage: %.1f%%", "Prefix cache hit rate: %.1f%%",
+                     "External prefix cache hit rate: %.1f%%"])                            # loggers.py 0.34.0 log()
+
+
+def test_the_v0_stats_line():
+    s = kvlib.vllm.parse_stats_line("INFO 07-08 07:17:34 metrics.py:334] " + V0_FORMAT % (6501.4, 69.1, 4, 1, 7,
+                                                                                         15.6, 0.5))
+    assert (s.engine, s.running, s.swapped, s.waiting) == ("v0", 4, 1, 7)
+    assert (s.kv_cache_device, s.kv_cache_usage_percent, s.cpu_kv_cache_usage_percent) == ("GPU", 15.6, 0.5)
+    assert (s.prompt_tokens_per_s, s.generation_tokens_per_s) == (6501.4, 69.1)
+    assert (s.prefix_cache_hit_rate_percent, s.source, s.releases, s.engine_index) == (None, "metrics.py:334", (),
+                                                                                         None)
+
+
+def test_the_first_v1_stats_line_and_the_engine_index():
+    s = kvlib.vllm.parse_stats_line(f"{HEADER}" + V1_0_8 % (0.0, 239.2, 8, 3, 91.2, 12.5))
+    assert (s.engine, s.running, s.waiting, s.kv_cache_usage_percent, s.prefix_cache_hit_rate_percent) == \
+        ("v1", 8, 3, 91.2, 12.5)
+    s = kvlib.vllm.parse_stats_line("INFO 07-28 06:40:59 [loggers.py:118] Engine 002: "
+                                    + V1_0_8 % (0.0, 239.2, 8, 3, 91.2, 12.5))
+    assert (s.engine_index, s.source, s.releases) == (2, "loggers.py:118", ("0.9.2",))
+
+
+def test_the_0_34_stats_line_with_every_optional_part():
+    s = kvlib.vllm.parse_stats_line("(APIServer pid=1) INFO 12-01 09:10:00 [loggers.py:335] Engine 000: " + V1_0_34 % (
+        12068.8, 734.9, 18, 33, 2, 5, "XPU", 87.7, 41.2, 3.5))
+    assert (s.running, s.waiting, s.deferred, s.preemptions) == (18, 33, 2, 5)
+    assert (s.kv_cache_device, s.kv_cache_usage_percent) == ("XPU", 87.7)
+    assert (s.prefix_cache_hit_rate_percent, s.external_prefix_cache_hit_rate_percent) == (41.2, 3.5)
+    assert s.releases == ("0.32.0", "0.33.0", "0.34.0")
+
+
+def test_from_0_31_the_hit_rate_can_be_absent():
+    line = ", ".join(["Avg prompt throughput: 0.0 tokens/s", "Avg generation throughput: 1.0 tokens/s",
+                      "Running: 1 reqs", "Waiting: 0 reqs", "GPU KV cache usage: 3.0%"])
+    s = kvlib.vllm.parse_stats_line(line)
+    assert (s.prefix_cache_hit_rate_percent, s.kv_cache_usage_percent) == (None, 3.0)
+
+
+def test_lines_that_are_not_stats_lines():
+    assert kvlib.vllm.parse_stats_line("Available KV cache memory: 1.00 GiB") is None
+    assert kvlib.vllm.parse_stats_line("Avg prompt throughput: 1.0 tokens/s") is None     # cut short
+    assert kvlib.vllm.stats_lines("Running: 1 reqs\n" + V1_0_8 % (1, 2, 3, 4, 5, 6)) != []
+    with pytest.raises(ValueError, match=r"^parse_stats_line takes one line as a str, not bytes$"):
+        kvlib.vllm.parse_stats_line(b"x")
+
+
+def test_the_stats_source_lines_are_the_releases_log_calls():
+    # each release read appears once, in release order, and the lines only grow (code is added above log())
+    releases = [r for rs in kvlib.vllm.log.STATS_SOURCE_LINES.values() for r in rs]
+    assert len(releases) == len(set(releases)) and "0.34.0" in releases
+    assert list(kvlib.vllm.log.STATS_SOURCE_LINES) == sorted(kvlib.vllm.log.STATS_SOURCE_LINES)

@@ -39,6 +39,9 @@ from kvlib import GiB  # noqa: E402
 from kvlib.vllm import EngineStart, VllmLogError  # noqa: E402
 
 LLAMA = load_model("llama-3.1-8b")
+# a V1 start that prints no version: vLLM's default block through 0.33 is assumed, and said (0.34's is 64,
+# config/cache.py DEFAULT_BLOCK_SIZE)
+BLOCK_NOTE = ("version not printed: 16-token blocks assumed (vLLM's default through 0.33; 0.34 takes 64)")
 # 10.00 GiB: lo = ceil(9.995 x 2^30) = ceil(10,732,049,530.88) = 10,732,049,531
 #            hi = ceil(10.005 x 2^30) - 1 = ceil(10,742,786,949.12) - 1 = 10,742,786,949
 # Llama 3.1 8B, 2 MiB per block: N in [5,117, 5,122]; tokens N x 16 in [81,872, 81,952]
@@ -90,6 +93,7 @@ def test_log_14_nothing_to_compare_and_the_mla_note():
 def test_what_a_bare_v1_log_leaves_open():
     p = predict_from_log(_start("Available KV cache memory: 10.00 GiB\nGPU KV cache size: 81,904 tokens\n"), LLAMA)
     assert p.notes == (
+        BLOCK_NOTE,
         "version not printed: the token figure may follow the pre-0.20 or the 0.20+ formula; both allowed "
         "(pass version / --vllm-version)",
         "max_model_len not printed: no 0.20+ token or concurrency prediction")
@@ -113,7 +117,7 @@ def test_concurrency_range_and_a_mismatch():
     # concurrency in [5,117 / 512, 5,122 / 512] = [9.994, 10.004] -> printed [9.99, 10.00]
     ok = predict_from_log(_start("Available KV cache memory: 10.00 GiB\n" + COMBINED.format(tokens="81,904",
                                                                                            conc="10.00")), LLAMA)
-    assert (ok.concurrency_min, ok.concurrency_max, ok.agrees, ok.notes) == (9.99, 10.0, True, ())
+    assert (ok.concurrency_min, ok.concurrency_max, ok.agrees, ok.notes) == (9.99, 10.0, True, (BLOCK_NOTE,))
     bad = predict_from_log(_start("Available KV cache memory: 10.00 GiB\n" + COMBINED.format(tokens="81,904",
                                                                                             conc="12.00")), LLAMA)
     cause = ("the count fits but the printed concurrency 12.00x lies outside the predicted 9.99x to 10.00x: a "
@@ -511,8 +515,8 @@ def test_log_16_without_a_figure_implies_a_pool():
                         "count implies a pool of 20.80 GB (19.37 GiB) to 20.80 GB (19.37 GiB) per rank")
     assert (p.implied_available_bytes_min, p.implied_available_bytes_max) == (20_795_359_232, 20_797_456_383)
     assert (p.model, p.engine, p.agrees, p.blocks_min) == ("meta-llama/Llama-3.1-8B", "v1", None, None)
-    assert p.notes == ("version not printed: the token figure may follow the pre-0.20 or the 0.20+ formula; both "
-                       "allowed (pass version / --vllm-version)",)
+    assert p.notes == (BLOCK_NOTE, "version not printed: the token figure may follow the pre-0.20 or the 0.20+ "
+                                   "formula; both allowed (pass version / --vllm-version)")
 
 
 def test_a_log_with_neither_figure_nor_count():

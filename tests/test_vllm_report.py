@@ -35,6 +35,7 @@ PLAIN = {
     "available_kv_cache_bytes": 10 * 2**30,       # 10.00 x 2^30 = 10,737,418,240
     "available_kv_cache_source": "Available KV cache memory",
     "available_kv_cache_by_rank": [{"process": "0", "gib": 10.0}, {"process": None, "gib": 10.01}],
+    "pool_sizing": None, "pool_sizing_evidence": None, "estimated_kv_cache_gib": None,     # START leaves them unset
     "gpu_kv_cache_tokens": 81_920, "gpu_kv_cache_tokens_source": "GPU KV cache size line", "num_gpu_blocks": None,
     "num_gpu_blocks_computed": None, "num_cpu_blocks": 2048, "max_model_len": 4096,
     "max_model_len_source": "concurrency line", "max_concurrency": 20.0,
@@ -146,3 +147,14 @@ def test_derived_blocks_from_the_prediction():
     assert (plain["derived_num_gpu_blocks"], plain["derived_note"]) == \
         (5120, "gpu_kv_cache_tokens / block_size (one KV-cache group assumed)")
     assert report(START, PREDICTION, block_size=32)["derived_num_gpu_blocks"] == 2560
+
+
+def test_a_measured_start_says_so_and_takes_the_releases_block():
+    # a 0.34 start sized after warmup: the estimate printed beside the pool, and 0.34's default block of 64 tokens
+    # (config/cache.py DEFAULT_BLOCK_SIZE): 483,136 tokens / 64 = 7,549 blocks derived
+    start = replace(START, vllm_version="0.34.0", pool_sizing="measured", pool_sizing_evidence="the warmup line",
+                    estimated_kv_cache_text="61.72", gpu_kv_cache_tokens=483_136, available_kv_cache_text="58.98")
+    r = report(start)
+    assert (r["pool_sizing"], r["pool_sizing_evidence"], r["estimated_kv_cache_gib"]) == \
+        ("measured", "the warmup line", 61.72)
+    assert (r["block_size"], r["block_size_source"], r["derived_num_gpu_blocks"]) == (64, "default", 7549)

@@ -41,6 +41,10 @@ def _rows(r: dict) -> list:
                                            + (f", smallest of {ranks} ranks" if ranks > 1 else "")))
     else:
         rows.append(("available KV cache", "not printed"))
+    if r["pool_sizing"] is not None:
+        rows.append(("pool sized by", f"{r['pool_sizing']} ({r['pool_sizing_evidence']})"
+                     + (f"; the estimate printed beside it: {r['estimated_kv_cache_gib']} GiB"
+                        if r["estimated_kv_cache_gib"] is not None else "")))
     rows.append(("KV-cache blocks (CPU backend)" if cpu else "GPU blocks", _n(r["num_gpu_blocks"])
                  + (f" (derived {r['derived_num_gpu_blocks']:,})" if r["derived_num_gpu_blocks"] is not None else "")))
     if r["num_cpu_blocks"] is not None:

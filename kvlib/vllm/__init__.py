@@ -3,7 +3,9 @@
 One sub-package, one module per job:
 
 - ``log``: ``parse_log(text)`` -> one ``EngineStart`` per engine start, every
-  figure as printed (a table of (pattern, handler) pairs, one per line format);
+  figure as printed (a table of (pattern, handler) pairs, one per line format), and
+  whether the pool was estimated or measured (0.34); ``parse_stats_line`` the periodic
+  stats line of a running engine (running, waiting, KV usage, prefix-cache hit rate);
 - ``engine``: what depends on the engine and release, from each release's source (``BOUNDARIES``, the
   release table; ``release_rules``, ``default_utilization``, ``default_block_size``, ``budget_rounds_up``,
   ``parse_version``, ``DEFAULT_BLOCK_SIZE``); a release newer than ``NEWEST_CHECKED_RELEASE`` gets its
@@ -27,7 +29,9 @@ One sub-package, one module per job:
 - ``admission``: ``planned_bytes_per_sequence(spec, context)`` -> what vLLM reserves for one
   request (its worst-case blocks x the bytes of a block), the divisor of "Maximum concurrency";
 - ``report``: ``report(start, prediction)`` -> the dict ``kvlib vllm-log --json`` prints;
-- ``bundled``: the course's real logs (``bundled_logs()``, ``read_bundled_log(name)``).
+- ``bundled``: the course's real logs (``bundled_logs()``, ``read_bundled_log(name)``);
+- ``built``: a 0.34 start's lines *built* from the forecast in 0.34's log formats, for reading
+  the format where no real 0.34 log was found -- never evidence for a prediction.
 
 These model vLLM's GPU workers. A reader for another backend (the CPU
 engine's log lines, its own pool rule) goes in its own module beside these,
@@ -59,15 +63,17 @@ from .engine import (
 )
 from .layout import KV_CACHE_DTYPES, bytes_per_block, kv_cache_groups, kv_element_bytes, layer_page_bytes, \
     pp_layer_split
-from .log import EngineStart, gib_window, parse_log
+from .log import EngineStart, StatsLine, gib_window, parse_log, parse_stats_line, stats_lines
 from . import window  # the worst-case vs held sliding-window rules (ch04_pool_paging)
+from . import built   # a 0.34 start built from the forecast, in 0.34's formats (ch08_vllm_lab)
 from .engine import ReleaseRules, batch_defaults, release_rules
 from .pool import Forecast, PoolForecast, PoolPart, forecast_pool, predict_pool
 from .predict import LogPrediction, predict_from_log
 from .report import report
 
 __all__ = [
-    "VllmLogError", "EngineStart", "parse_log", "parse_version", "gib_window",
+    "VllmLogError", "EngineStart", "parse_log", "parse_version", "gib_window", "StatsLine", "parse_stats_line",
+    "stats_lines",
     "LogPrediction", "predict_from_log", "PoolForecast", "predict_pool", "Forecast", "PoolPart", "forecast_pool",
     "ReleaseRules", "release_rules", "batch_defaults",
     "DEFAULT_BLOCK_SIZE", "default_block_size", "NEWEST_CHECKED_RELEASE", "UncheckedReleaseWarning",

@@ -1,7 +1,8 @@
 """The real vLLM startup logs shipped with kvlib (``kvlib/data/vllm_logs``, see its PROVENANCE.md), and reading a log file.
 
 Also five vLLM CPU-engine starts of tiny models (``kvlib/data/vllm_cpu``): ``bundled_cpu_starts()``,
-``bundled_cpu_start(name)`` -> (config path, log text).
+``bundled_cpu_start(name)`` -> (config path, log text). And real periodic stats lines of running engines
+(``kvlib/data/vllm_stats``): ``bundled_stats_logs()``, ``read_bundled_stats_log(name)``.
 
 Taught in ch08_vllm_lab.
 """
@@ -13,7 +14,8 @@ from pathlib import Path
 
 from .engine import VllmLogError
 
-__all__ = ["bundled_logs", "read_bundled_log", "read_log_file", "bundled_cpu_starts", "bundled_cpu_start"]
+__all__ = ["bundled_logs", "read_bundled_log", "read_log_file", "bundled_cpu_starts", "bundled_cpu_start",
+           "bundled_stats_logs", "read_bundled_stats_log"]
 
 
 def _logs_dir():
@@ -57,3 +59,22 @@ def read_log_file(path) -> str:
     except OSError as exc:
         raise VllmLogError(f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None
     return raw.decode("utf-8", errors="replace")
+
+
+def _stats_dir():
+    return resources.files("kvlib") / "data" / "vllm_stats"
+
+
+def bundled_stats_logs() -> dict:
+    """The real periodic stats lines shipped with kvlib (``kvlib/data/vllm_stats``, see its PROVENANCE.md):
+    ``{name: {"thread", "url", "posted", "source_tag", "engine"}}``."""
+    import json
+    return json.loads((_stats_dir() / "sources.json").read_text(encoding="utf-8"))
+
+
+def read_bundled_stats_log(name: str) -> str:
+    """The text of a bundled stats-line excerpt ('vllm-43295')."""
+    stem = str(name).removesuffix(".log")
+    if stem not in bundled_stats_logs():
+        raise VllmLogError(f"no bundled stats lines {name!r} (have: {', '.join(bundled_stats_logs())})")
+    return (_stats_dir() / f"{stem}.log").read_text(encoding="utf-8")

@@ -1,7 +1,7 @@
 """Read a vLLM startup log: what each engine start printed about its KV cache.
 
 ``parse_log(text)`` returns one frozen ``EngineStart`` per engine start found
-in the text, for any vLLM from 0.2 to 0.33, V0 or V1 engine. Every figure is
+in the text, for any vLLM from 0.2 to 0.34, V0 or V1 engine. Every figure is
 kept *as the log prints it* (``None`` where it prints none); nothing is
 computed here except the integer byte count a printed GiB figure stands for.
 
@@ -35,6 +35,23 @@ Lines understood (the message part; any prefix is stripped first)::
     Updating mamba_ssm_cache_dtype to 'float32' for NemotronH model
     The model's max seq len (29000) is larger than the maximum number of tokens that can be
         stored in KV cache (23648).                  (the second number is the token capacity)
+    Memory after warmup: 5.1 GiB free, 0.01 GiB committed to the KV cache, 2.6 GiB kept for transient
+        activations (2.6 GiB allocated at peak, 0.0 GiB of torch reservation growth); 3970 KV cache blocks
+        (62.03 GiB) fit within the requested 79.18 GiB. Torch may reserve up to 8.77 GiB.   (0.34, measured)
+    Extended KV cache to 3970 blocks (62.03 GiB).    (0.34's extensible KV cache, after warmup)
+    Disabling the extensible KV cache: <reason>. The KV cache will be sized from profiling estimates ...
+
+**How the pool was sized** (``pool_sizing``). Through 0.33 vLLM sized it from an estimate: a profiling
+run before the cache exists, then ``ceil(total x utilization)`` less what the run took ('estimate').
+0.34 on CUDA and ROCm measures it instead ('measured': ``vllm/v1/worker/extensible_kv_cache.py``):
+it reserves the address range, warms up and captures CUDA graphs, then sizes the pool from the memory
+still free, and prints the 'Memory after warmup' and 'Extended KV cache to' lines. Those lines come
+before the capacity line ("GPU KV cache size ...", ``kv_cache_planning.py``
+``finalize_extensible_kv_cache``); a start whose capacity came with neither was sized by estimate (V0,
+the CPU build, ``--kv-cache-memory``, an extensible cache disabled for a KV connector or an override,
+or an excerpt that left the lines out). In a measured start the "Available KV cache memory" line is
+the profiling estimate that sized the reservation (``estimated_kv_cache_text``), and the available
+figure this reader reports is the measured one the blocks were counted from.
 
 Prefixes stripped: ANSI colour codes, docker-compose ``name-1  | ``, a pasted
 ``>> `` marker, and process tags such as ``(VllmWorker rank=1 pid=7)``,
@@ -81,7 +98,8 @@ from fractions import Fraction
 from ..units import GiB
 from .engine import V0, V1, VllmLogError, parse_version
 
-__all__ = ["VllmLogError", "EngineStart", "parse_log", "parse_version", "gib_window", "rank_number"]
+__all__ = ["VllmLogError", "EngineStart", "parse_log", "parse_version", "gib_window", "rank_number", "StatsLine",
+           "parse_stats_line", "stats_lines", "STATS_SOURCE_LINES"]
 
 
 # --- numbers -----------------------------------------------------------------
@@ -180,6 +198,15 @@ _BACKEND = re.compile(r"(?:^|\] )Using (\w{1,60}) backend\.?$")
 _BATCHED = re.compile(r"max_num_batched_tokens=(\d{1,12})(?!\d)")
 # State hybrids (Mamba2, Gated DeltaNet): platforms/interface.py _align_hybrid_block_size, models/config.py,
 # platforms/cpu.py check_and_update_config.
+# 0.34's extensible KV cache (vllm/v1/worker/extensible_kv_cache.py measure_kv_cache_blocks, extend_kv_cache;
+# v1/executor/abstract.py disable_extensible_kv_cache).
+_WARMUP = re.compile(r"Memory after warmup: " + _FLT + r" ?GiB free, " + _FLT + r" ?GiB committed to the KV cache, "
+                     + _FLT + r" ?GiB kept for transient activations \(" + _FLT + r" ?GiB allocated at peak, " + _FLT
+                     + r" ?GiB of torch reservation growth\); " + _INT + r" KV cache blocks \(" + _FLT
+                     + r" ?GiB\) fit within the requested " + _FLT + r" ?GiB")
+_EXTENDED = re.compile(r"Extended KV cache to " + _INT + r" blocks \(" + _FLT + r" ?GiB\)")
+_EXTENSIBLE_OFF = re.compile(r"(?:Disabling the extensible KV cache: (.{1,300}?)\. The KV cache will be sized"
+                             r"|Extensible KV cache (off): )")
 _MAMBA_PADDING = re.compile(r"Padding mamba page size by (\d{1,6}\.\d{1,4})%")
 _MAMBA_MODE = re.compile(r"Mamba cache mode is set to '(\w{1,20})'")
 _SSM_DTYPE = re.compile(r"(?:Reset SSM cache type to (float32)\b|Updating mamba_ssm_cache_dtype to '(\w{1,20})'"
@@ -199,7 +226,7 @@ _CONFIG_FIELDS = {
 }
 # A line holding none of these words and no '=' can match no pattern above: skipped unread (speed only).
 _KEYWORDS = ("blocks", "tokens", "GiB", "GB", "MB", "MiB", "engine", "version", "profiling", "KV", "block size",
-             "max seq len", "backend", "kv cache group", "amba")
+             "max seq len", "backend", "kv cache group", "amba", "xtensible")
 
 
 # --- the result ------------------------------------------------------------------
@@ -258,6 +285,11 @@ class EngineStart:
     mamba_ssm_cache_dtype: str | None = None        # the SSM state dtype the engine said it chose
     mamba_padding_text: str | None = None           # 'Padding mamba page size by X%', as printed
     enable_prefix_caching: bool | None = None       # the engine-config line's enable_prefix_caching
+    pool_sizing: str | None = None                  # 'measured' (0.34's extensible cache) | 'estimate' | None
+    pool_sizing_evidence: str | None = None         # the line(s) that say which
+    estimated_kv_cache_text: str | None = None      # measured starts: the 'Available KV cache memory' estimate
+    measured_kv_cache_blocks: int | None = None     # measured starts: 'N KV cache blocks (X GiB) fit ...'
+    requested_memory_gib: float | None = None       # measured starts: '... fit within the requested R GiB'
 
     @property
     def available_kv_cache_gib(self) -> float | None:
@@ -310,6 +342,13 @@ class _Builder:
         self.mamba_mode = None
         self.ssm_dtype = None
         self.mamba_padding = None
+        self.capacity_before_warmup = False   # a capacity figure arrived before any 'Memory after warmup' line
+        self.extensible_off = None             # why 0.34's extensible KV cache was off, as printed
+
+    def capacity(self):
+        """A block or token capacity was printed: before a 'Memory after warmup' line, the pool was estimated."""
+        if not self.per_rank.get("warmup"):
+            self.capacity_before_warmup = True
 
     def sized(self) -> bool:
         return self.blocks is not None or bool(self.tokens) or self.capacity_error is not None
@@ -387,6 +426,9 @@ class _Builder:
                 mml, mml_source = self.mml[source], source
                 break
         ranks = {rank for values in self.per_rank.values() for rank in values}
+        sizing, sizing_why = self._pool_sizing(engine)
+        estimated = self._min_rank("estimated")
+        warmup = self._min_rank("warmup")
         return EngineStart(
             index=self.index, first_line=self.first_line, last_line=self.last_line,
             engine=engine, engine_evidence=evidence,
@@ -423,7 +465,30 @@ class _Builder:
             max_num_batched_tokens=self.batched, mamba_cache_mode=self.mamba_mode,
             mamba_ssm_cache_dtype=self.ssm_dtype, mamba_padding_text=self.mamba_padding,
             enable_prefix_caching=self.config.get("enable_prefix_caching"),
+            pool_sizing=sizing, pool_sizing_evidence=sizing_why,
+            estimated_kv_cache_text=estimated[0] if estimated else None,
+            measured_kv_cache_blocks=int(warmup[1]) if warmup else None,
+            requested_memory_gib=float(warmup[2]) if warmup else None,
         )
+
+    def _pool_sizing(self, engine):
+        """('measured' | 'estimate' | None, why) -- see the module docstring."""
+        if self.per_rank.get("warmup") or self.per_rank.get("extended"):
+            return "measured", "'Memory after warmup' / 'Extended KV cache to' lines (0.34's extensible KV cache)"
+        if self.extensible_off:
+            return "estimate", f"extensible KV cache off: {self.extensible_off}"
+        if any(v[1] == "kv_cache_memory_bytes line" for v in self.per_rank.get("available", {}).values()):
+            return "estimate", "--kv-cache-memory (kv_cache_memory_bytes) set"
+        if engine == V0:
+            return "estimate", "V0 engine"
+        version = parse_version(self.version)
+        if version is not None and version < (0, 34, 0):
+            return "estimate", f"vLLM {self.version} predates the measured pool (0.34)"
+        if self.device == "cpu":
+            return "estimate", "the CPU build (no extensible KV cache off CUDA and ROCm)"
+        if self.capacity_before_warmup:
+            return "estimate", "a capacity line with no 'Memory after warmup' line before it"
+        return None, None
 
 
 def _config_fields(text: str) -> dict:
@@ -519,6 +584,7 @@ def _on_blocks(p: _Parser, m, rank):
         return False
     cur = p.cur
     b = p.start(cur is not None and (cur.blocks is not None or bool(cur.tokens)))
+    b.capacity()
     if m.re is _V0_BLOCKS:
         b.blocks, b.cpu_blocks = _int(m.group(2)), _int(m.group(3))
         b.vote(V0, f"'# {m.group(1)} blocks: N, # CPU blocks: M'")
@@ -532,6 +598,7 @@ def _on_tokens(p: _Parser, m, rank):
     new = cur is not None and (cur.blocks is not None or cur.capacity_error is not None
                                or len(cur.tokens) >= cur.world_size())
     b = p.start(new)
+    b.capacity()
     b.tokens.append(_int(m.group(2)))
     b.device = m.group(1).lower()
     b.vote(V1, f"'{m.group(1)} KV cache size: N tokens'")
@@ -548,6 +615,7 @@ def _on_concurrency(p: _Parser, m, rank):
 def _on_capacity_error(p: _Parser, m, rank):
     cur = p.cur
     b = p.start(cur is not None and cur.capacity_error is not None)
+    b.capacity()
     b.capacity_error = _int(m.group(2))
     b.mml["max seq len error"] = _int(m.group(1))
     b.vote(V0, "max-seq-len-larger-than-KV-cache error")
@@ -661,6 +729,28 @@ def _on_mamba_padding(p: _Parser, m, rank):
     b.mamba_padding = m.group(1)
 
 
+def _on_warmup(p: _Parser, m, rank):
+    """0.34's measured pool: the figure the blocks were counted from replaces the profiling estimate."""
+    b = p.presize("warmup", rank)
+    b.put("warmup", rank, (m.group(7), _int(m.group(6)), m.group(8)))    # (X GiB, N blocks, requested GiB)
+    previous = b.per_rank.get("available", {}).get(rank)
+    if previous is not None and not b.rank_has("estimated", rank):
+        b.put("estimated", rank, previous)
+    b.put("available", rank, (m.group(7), "'Memory after warmup' line (measured after warmup, 0.34)"))
+    b.vote(V1, "'Memory after warmup' line (0.34 extensible KV cache)")
+
+
+def _on_extended(p: _Parser, m, rank):
+    b = p.start(False)
+    b.put("extended", rank, (m.group(2), _int(m.group(1))))
+    b.vote(V1, "'Extended KV cache to' line (0.34 extensible KV cache)")
+
+
+def _on_extensible_off(p: _Parser, m, rank):
+    b = p.start(p.cur is not None and p.cur.sized())
+    b.extensible_off = b.extensible_off or (m.group(1) or "no IMEX channel for a KV connector")
+
+
 def _on_cudagraph(p: _Parser, m, rank):
     b = p.presize("cudagraph", rank)
     b.put("cudagraph", rank, (m.group(1), "GiB"))
@@ -690,6 +780,9 @@ _LINE_TABLE = (
     ((_MAMBA_MODE,), _on_mamba_mode),
     ((_SSM_DTYPE,), _on_ssm_dtype),
     ((_MAMBA_PADDING,), _on_mamba_padding),
+    ((_WARMUP,), _on_warmup),
+    ((_EXTENDED,), _on_extended),
+    ((_EXTENSIBLE_OFF,), _on_extensible_off),
 )
 
 
@@ -752,3 +845,116 @@ def rank_number(tag: str) -> int | None:
     """
     m = _RANK_NUMBER.search(tag or "")
     return int(m.group(1)) if m else None
+
+
+# --- the periodic stats line ---------------------------------------------------------------------------------
+# What a running engine prints every few seconds (VLLM_LOG_STATS_INTERVAL, 10 s by default), per release read:
+#
+#   V0 (vllm/engine/metrics.py LoggingStatLogger, through 0.10):
+#     Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f tokens/s, Running: %d reqs,
+#     Swapped: %d reqs, Pending: %d reqs, GPU KV cache usage: %.1f%%, CPU KV cache usage: %.1f%%.
+#     (and, with prefix caching, a line of its own: "Prefix cache hit rate: GPU: %.2f%%, CPU: %.2f%%")
+#   V1 (vllm/v1/metrics/loggers.py LoggingStatLogger.log):
+#     0.8.0-0.8.2   Avg prompt throughput: ..., Avg generation throughput: ..., Running: %d reqs, Waiting: %d reqs,
+#                   GPU KV cache usage: %.1f%%, Prefix cache hit rate: %.1f%%
+#     0.8.3-0.11.0  the same after "Engine %03d: " (the data-parallel engine's index)
+#     0.11.2-0.29   parts joined by ", ": "Preemptions: %d" after Waiting when there were any; then
+#                   External prefix cache and MM cache hit rates when not empty; 0.20 adds "Deferred: %d reqs"
+#     0.30-0.34     "%s KV cache usage" names the device (GPU, CPU, XPU); from 0.31 the prefix-cache hit rate is
+#                   printed only once there were lookups; 0.32 adds "KV fetch: ..." for a KV connector
+# "Waiting" from 0.20 counts the deferred requests too. V1's hit rate is over the last 1,000 requests' lookups
+# (v1/metrics/stats.py CachingMetrics), the KV cache usage the share of the pool's blocks in use at that moment.
+_STATS_PROMPT = re.compile(r"Avg prompt throughput: " + _FLT + r" tokens/s")
+_STATS_FIELDS = {
+    "generation_tokens_per_s": re.compile(r"Avg generation throughput: " + _FLT + r" tokens/s"),
+    "running": re.compile(r"\bRunning: " + _INT + r" reqs"),
+    "waiting": re.compile(r"\b(?:Waiting|Pending): " + _INT + r" reqs"),
+    "swapped": re.compile(r"\bSwapped: " + _INT + r" reqs"),
+    "preemptions": re.compile(r"\bPreemptions: " + _INT),
+    "deferred": re.compile(r"\bDeferred: " + _INT + r" reqs"),
+    "kv_cache_usage_percent": re.compile(r"\b([A-Z]{3}) KV cache usage: " + _FLT + r"%"),
+    "cpu_kv_cache_usage_percent": re.compile(r", CPU KV cache usage: " + _FLT + r"%"),
+    "prefix_cache_hit_rate_percent": re.compile(r"(?<!External )\bPrefix cache hit rate: " + _FLT + r"%"),
+    "external_prefix_cache_hit_rate_percent": re.compile(r"External prefix cache hit rate: " + _FLT + r"%"),
+}
+_STATS_ENGINE = re.compile(r"Engine (\d{3,4}): Avg prompt")
+_STATS_SOURCE = re.compile(r"\b(loggers|metrics)\.py:(\d{1,5})\]")
+# The line of vllm/v1/metrics/loggers.py each release read logs its stats line from: a log's '[loggers.py:N]'
+# tag then names the releases that can have printed it (among those read; releases between them may share N).
+STATS_SOURCE_LINES = {111: ("0.8.5",), 116: ("0.9.0",), 118: ("0.9.2",), 123: ("0.10.1.1", "0.10.2"),
+                      127: ("0.11.0",), 236: ("0.11.2", "0.12.0"), 248: ("0.13.0",), 257: ("0.14.1", "0.15.1"),
+                      259: ("0.16.0", "0.17.1", "0.18.1", "0.19.1"), 271: ("0.20.2", "0.21.0", "0.22.1", "0.23.0"),
+                      273: ("0.24.0", "0.25.0", "0.25.1"), 310: ("0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0"),
+                      315: ("0.30.0",), 320: ("0.31.0",), 335: ("0.32.0", "0.33.0", "0.34.0")}
+
+
+@dataclass(frozen=True)
+class StatsLine:
+    """One periodic stats line of a running engine, every figure as printed (``None`` = not printed)."""
+
+    engine: str                         # 'v0' (metrics.py) or 'v1' (loggers.py)
+    engine_index: int | None            # 'Engine 000: ' (V1 from 0.8.3)
+    prompt_tokens_per_s: float
+    generation_tokens_per_s: float
+    running: int
+    waiting: int                        # V1 'Waiting', V0 'Pending'
+    swapped: int | None                 # V0 only
+    preemptions: int | None             # V1 from 0.11.2, when there were any in the interval
+    deferred: int | None                # V1 from 0.20
+    kv_cache_device: str                # 'GPU', 'CPU', 'XPU'
+    kv_cache_usage_percent: float       # share of the pool's blocks in use now
+    cpu_kv_cache_usage_percent: float | None      # V0's swap space
+    prefix_cache_hit_rate_percent: float | None
+    external_prefix_cache_hit_rate_percent: float | None
+    source: str | None                  # 'loggers.py:335' as the line's tag prints it
+    releases: tuple                     # releases read whose source logs from that line (V1), else ()
+
+
+def parse_stats_line(line: str) -> StatsLine | None:
+    """The figures of one periodic stats line ("Avg prompt throughput: ...") of any release, or None.
+
+    >>> s = parse_stats_line("(APIServer pid=1) INFO 05-19 10:13:11 [loggers.py:271] Engine 000: Avg prompt "
+    ...     "throughput: 0.0 tokens/s, Avg generation throughput: 1055.3 tokens/s, Running: 18 reqs, Waiting: 43 "
+    ...     "reqs, GPU KV cache usage: 95.9%, Prefix cache hit rate: 0.0%")
+    >>> s.running, s.waiting, s.kv_cache_usage_percent, s.prefix_cache_hit_rate_percent, s.releases[0]
+    (18, 43, 95.9, 0.0, '0.20.2')
+    """
+    if not isinstance(line, str):
+        raise VllmLogError(f"parse_stats_line takes one line as a str, not {type(line).__name__}")
+    text = strip_ansi(line)
+    prompt = _STATS_PROMPT.search(text)
+    if prompt is None:
+        return None
+    found = {name: pattern.search(text) for name, pattern in _STATS_FIELDS.items()}
+    if found["running"] is None or found["waiting"] is None or found["kv_cache_usage_percent"] is None:
+        return None
+    number = {name: (None if m is None else m.group(m.lastindex)) for name, m in found.items()}
+    engine_m, source_m = _STATS_ENGINE.search(text), _STATS_SOURCE.search(text)
+    v0 = found["swapped"] is not None or (source_m is not None and source_m.group(1) == "metrics")
+    source = f"{source_m.group(1)}.py:{source_m.group(2)}" if source_m else None
+    releases = STATS_SOURCE_LINES.get(int(source_m.group(2)), ()) if source_m and source_m.group(1) == "loggers" \
+        else ()
+
+    def f(name):
+        return None if number[name] is None else float(number[name])
+
+    def i(name):
+        return None if number[name] is None else _int(number[name])
+
+    return StatsLine(
+        engine=V0 if v0 else V1, engine_index=int(engine_m.group(1)) if engine_m else None,
+        prompt_tokens_per_s=float(prompt.group(1)), generation_tokens_per_s=f("generation_tokens_per_s") or 0.0,
+        running=i("running"), waiting=i("waiting"), swapped=i("swapped"), preemptions=i("preemptions"),
+        deferred=i("deferred"), kv_cache_device=found["kv_cache_usage_percent"].group(1),
+        kv_cache_usage_percent=f("kv_cache_usage_percent"),
+        cpu_kv_cache_usage_percent=f("cpu_kv_cache_usage_percent"),
+        prefix_cache_hit_rate_percent=f("prefix_cache_hit_rate_percent"),
+        external_prefix_cache_hit_rate_percent=f("external_prefix_cache_hit_rate_percent"),
+        source=source, releases=releases)
+
+
+def stats_lines(text: str) -> list[StatsLine]:
+    """Every periodic stats line in a log, in order."""
+    if not isinstance(text, str):
+        raise VllmLogError(f"stats_lines takes the log as a str, not {type(text).__name__}")
+    return [s for s in map(parse_stats_line, text.splitlines()) if s is not None]

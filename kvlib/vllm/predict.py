@@ -26,7 +26,8 @@ from fractions import Fraction
 from ..formulas import kv_heads_per_gpu
 from ..spec import CHUNKED, NO_KV, SLIDING, ModelSpec
 from ..units import format_gb_gib
-from .engine import DEFAULT_BLOCK_SIZE, V0, V0_SWAP_SPACE_BYTES, V1, VllmLogError, as_version, group_rule
+from .engine import DEFAULT_BLOCK_SIZE, V0, V0_SWAP_SPACE_BYTES, V1, VllmLogError, as_version, \
+    default_block_size, group_rule
 from .hybrid import GPU, log_mamba_cache_mode, log_ssm_dtype_bytes, needs_plan, page_plan
 from .layout import MLA_PACKED_BYTES, kv_element_bytes, layer_page_bytes, plan_layouts, pp_layer_split, stage_layouts
 from .log import EngineStart, gib_window, rank_number
@@ -86,22 +87,27 @@ class LogPrediction:
 
 def _resolve(start: EngineStart, spec: ModelSpec, block_size, kv_cache_dtype, tp, pp, version):
     notes = []
+    v = as_version(version) if version is not None else start.version_tuple
     if block_size is not None:
         bs, bs_source = block_size, "cli"
     elif start.block_size is not None:
         bs, bs_source = start.block_size, "log"
+    elif v is not None:
+        bs, bs_source = default_block_size(v), "default"     # 16 through 0.33, 64 from 0.34 (config/cache.py)
     else:
         bs, bs_source = DEFAULT_BLOCK_SIZE, "default"
-        if spec.is_mla:
-            notes.append("block size not printed: 16 assumed; MLA backends may force 64 (FlashMLA), "
-                         "128 (CUTLASS MLA) or 32 (FlashInfer MLA)")
+        if start.engine != V0:      # V0 is gone before 0.34: 16 is its default in every release
+            notes.append("version not printed: 16-token blocks assumed (vLLM's default through 0.33; 0.34 "
+                         "takes 64)")
+    if bs_source == "default" and spec.is_mla:
+        notes.append(f"block size not printed: {bs} assumed; MLA backends may force 64 (FlashMLA), "
+                     "128 (CUTLASS MLA) or 32 (FlashInfer MLA)")
     kv = kv_cache_dtype if kv_cache_dtype is not None else (start.kv_cache_dtype or "auto")
     tp_used = tp if tp is not None else (start.tensor_parallel_size or 1)
     pp_used = pp if pp is not None else (start.pipeline_parallel_size or 1)
     if tp is None and start.tensor_parallel_size is None and start.num_ranks_reporting > 1:
         notes.append(f"{start.num_ranks_reporting} processes printed figures but the log shows no "
                      f"tensor_parallel_size; TP=1 assumed (pass tp / --tp)")
-    v = as_version(version) if version is not None else start.version_tuple
     return bs, bs_source, kv, tp_used, pp_used, v, notes
 
 

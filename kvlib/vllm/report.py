@@ -6,7 +6,7 @@ Formatting it for people is the CLI's job (``kvlib.cli``). Taught in ch08_vllm_l
 from __future__ import annotations
 
 from .cpu import log_block_size
-from .engine import DEFAULT_BLOCK_SIZE
+from .engine import DEFAULT_BLOCK_SIZE, default_block_size
 from .log import EngineStart
 from .predict import LogPrediction
 
@@ -20,6 +20,8 @@ def _block_size(start: EngineStart, override: int | None):
         return start.block_size, "log"
     if start.device == "cpu":
         return log_block_size(start), "log" if start.kv_cache_group_block_sizes else "cpu backend"
+    if start.version_tuple is not None:       # the release's default: 16 through 0.33, 64 from 0.34
+        return default_block_size(start.version_tuple), "default"
     return DEFAULT_BLOCK_SIZE, "default"
 
 
@@ -74,6 +76,10 @@ def report(start: EngineStart, prediction: LogPrediction | None = None, *, block
         "available_kv_cache_source": start.available_kv_cache_source,
         "available_kv_cache_by_rank": [{"process": rank or None, "gib": float(text)}
                                        for rank, text in start.available_kv_cache_by_rank],
+        "pool_sizing": start.pool_sizing,
+        "pool_sizing_evidence": start.pool_sizing_evidence,
+        "estimated_kv_cache_gib": (None if start.estimated_kv_cache_text is None
+                                   else float(start.estimated_kv_cache_text)),
         "gpu_kv_cache_tokens": start.gpu_kv_cache_tokens,
         "gpu_kv_cache_tokens_source": start.gpu_kv_cache_tokens_source,
         "num_gpu_blocks": start.num_gpu_blocks,
