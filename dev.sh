@@ -5,7 +5,7 @@
 #   ./dev.sh open     JupyterLab on workspace/ch00_orientation.ipynb (your copy of chapters/)
 #                     [--port P (8888)] [--no-browser] [--token T] [--ip IP (127.0.0.1)] [--root DIR]
 #   ./dev.sh test     every test: kvlib, doctests, build drift, notebooks, grading, browser [pytest args]
-#   ./dev.sh quick    the edit loop (two workers; under a minute on 2 idle cores): kvlib, kvdisplay, checks,
+#   ./dev.sh quick    the edit loop (two workers; under a minute on 2 idle cores): kvlib, kvcoach, kvdisplay, checks,
 #                     build drift, doctests [pytest args]; the same as ./dev.sh test --quick
 #   ./dev.sh build    regenerate chapters/ and solutions/ from course/source/ [--check]
 #   ./dev.sh site     site/: the student chapters executed headless, as web pages (Sphinx + myst-nb, offline;
@@ -220,7 +220,7 @@ cmd_quick() {
     cd "$ROOT"
     local skip
     mapfile -t skip < <(heavy_args)
-    exec "$PY" -m pytest tests kvlib kvdisplay autograder/checks "${skip[@]}" -m "not slow and not kernel" \
+    exec "$PY" -m pytest tests kvlib kvcoach kvdisplay autograder/checks "${skip[@]}" -m "not slow and not kernel" \
         "${WORKERS[@]}" "$@"
 }
 
@@ -237,7 +237,7 @@ cmd_test() {
     for arg in "$@"; do
         [[ "$arg" == -* ]] || [[ ! -e "${arg%%::*}" ]] || has_path=1
     done
-    [[ $has_path -eq 1 ]] || paths=(tests kvlib kvdisplay autograder)
+    [[ $has_path -eq 1 ]] || paths=(tests kvlib kvcoach kvdisplay autograder)
     exec "$PY" -m pytest "${paths[@]}" "$@"
 }
 

@@ -2,7 +2,7 @@
 
 * ``autograder.checks`` -- each chapter's exercises as data (``chNN.py``) and one
   generic check; a notebook's test cell calls ``check("chNN_qN_name", fn)`` and a
-  failing check raises AssertionError naming the slip (via ``kvlib.slips``).
+  failing check raises AssertionError naming the slip (via ``kvcoach.slips``).
 * ``python -m autograder grade SUBMISSION.ipynb --assignment chNN_slug [--json]``
   -- grade one notebook with nbgrader in a throwaway course outside the checkout.
 * ``python -m autograder grade-class SUBMITTED_DIR --assignment chNN_slug`` --

@@ -1,11 +1,11 @@
 """The course's own top-level packages: installed with the project, visible in every sandbox.
 
-``COURSE_PACKAGES`` is the one list. pyproject.toml installs exactly these
-(``[tool.setuptools.packages.find] include``; ``binder/postBuild`` installs the
-project, so Binder follows), the sandboxed kernel and the verdict's runner see
-them read-only, and the verdict's prelude keeps a setup cell's imports of them.
-A notebook-side package (display helpers) is added here, in pyproject's
-``include``, and nowhere else (``tests/test_exercises.py`` checks the two agree).
+``COURSE_PACKAGES`` is the one list, kept in ``kvcoach.guard`` (the lowest layer that needs it: the
+coach counts reads of a drill's answer from these packages as the course's own). pyproject.toml
+installs exactly these (``[tool.setuptools.packages.find] include``; ``binder/postBuild`` installs
+the project, so Binder follows), the sandboxed kernel and the verdict's runner see them read-only,
+and the verdict's prelude keeps a setup cell's imports of them. A new package is added there, in
+pyproject's ``include``, and nowhere else (``tests/test_exercises.py`` checks the two agree).
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from __future__ import annotations
 import os
 from importlib import util
 
-COURSE_PACKAGES = ("kvlib", "kvdisplay", "autograder")
+from kvcoach.guard import COURSE_PACKAGES
+
+__all__ = ["COURSE_PACKAGES", "package_dir", "package_dirs"]
 
 
 def package_dir(name: str) -> str:

@@ -62,7 +62,7 @@ class SlipRow:
 
     @property
     def words(self) -> str:
-        from kvlib import slips
+        from kvcoach import slips
         return slips.general(self.key)
 
 

@@ -341,7 +341,7 @@ def slip_summary(exercise, judged) -> list:
     call) are left out. ``example``: the first such case, visible before hidden; a hidden one gives only
     the answer, and a value exercise (the learner's own problem) no case.
     """
-    from kvlib import slips as catalogue
+    from kvcoach import slips as catalogue
 
     from .checks import answers
 

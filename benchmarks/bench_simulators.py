@@ -13,7 +13,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import md_table, median, time_call  # noqa: E402  (benchmarks/common.py)
 
-from kvlib import alloc_sim, drills, offload, planner, prefix_cache, roofline  # noqa: E402
+from kvcoach import drills  # noqa: E402
+from kvlib import alloc_sim, offload, planner, prefix_cache, roofline  # noqa: E402
 
 
 def cases():

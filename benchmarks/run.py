@@ -264,7 +264,7 @@ def bench_tests(args) -> str:
     import xml.etree.ElementTree as ET
     with tempfile.TemporaryDirectory(prefix="kv-bench-tests-") as tmp:
         report = Path(tmp) / "junit.xml"
-        paths = args.test_paths or ["tests", "kvlib", "kvdisplay", "autograder"]
+        paths = args.test_paths or ["tests", "kvlib", "kvcoach", "kvdisplay", "autograder"]
         log = Path(tmp) / "pytest.log"
         t0 = time.perf_counter()
         with log.open("w") as out:   # a file, not a pipe: the browser tests' Jupyter server logs a lot

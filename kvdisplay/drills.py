@@ -1,15 +1,15 @@
 """Drill mode and the learner's own graded questions.
 
-Two things a chapter shows with the seeded problems of ``kvlib.drills``:
+Two things a chapter shows with the seeded problems of ``kvcoach.drills``:
 
 * **Drill mode**, for practice: ``DrillSession`` is a plain state object (``new_question``,
   ``answer(text) -> Attempt``, ``score``) with an injectable clock, so tests drive it
   without widgets or real time; ``drill_view(session)`` returns its view as HTML, and
   ``drill_mode()`` wires ipywidgets (a topic menu, "new question", an answer box, "check")
   to the two. The feedback is ``Problem.check``'s, which names the slip a wrong answer
-  matches (``kvlib.slips``).
+  matches (``kvcoach.slips``).
 * **The graded drills**: every learner gets their own variant of each graded topic, drawn
-  from their student id alone (``kvlib.drills.student_problem``). ``use_student_id`` shows
+  from their student id alone (``kvcoach.drills.student_problem``). ``use_student_id`` shows
   which id the questions are drawn for (a notebook's ``STUDENT_ID`` is claimed through
   ``autograder.checks.claim_student`` and comes before a hub login, which Binder's never is; in
   grading the submission's id wins);
@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 
 from IPython.display import HTML, Markdown, display
 
-import kvlib.drills as drills
-from kvlib import drill_assumptions, drill_history, drill_steps
+import kvcoach.drills as drills
+from kvcoach import drill_assumptions, drill_history, drill_steps
 
 ANY_TOPIC = "any topic"
 RIGHT_COLOR = "#2e7d32"
@@ -78,8 +78,8 @@ class Attempt:
     feedback: str
     seconds: float
     scored: bool          # False for a retry, or for input that is not a number (nothing counted)
-    steps: tuple = ()     # after a miss: the worked steps and where the number went wrong (kvlib.drill_steps)
-    fields: tuple = ()    # a structured answer: one kvlib.drill_assumptions.FieldVerdict per field
+    steps: tuple = ()     # after a miss: the worked steps and where the number went wrong (kvcoach.drill_steps)
+    fields: tuple = ()    # a structured answer: one kvcoach.drill_assumptions.FieldVerdict per field
     slip: str | None = None
 
 
@@ -87,16 +87,16 @@ class Attempt:
 class DrillSession:
     """Drill mode without widgets: ask, check, keep the time and the score.
 
-    ``topics`` limits the draw (default: every topic of ``kvlib.drills.TOPICS``); ``seed``
+    ``topics`` limits the draw (default: every topic of ``kvcoach.drills.TOPICS``); ``seed``
     makes the sequence of questions repeatable; ``clock`` returns seconds (default
     ``time.monotonic``; a test passes its own). Only the first answer to a question is
     scored, as in an interview; later tries still get feedback. A miss comes with the
     worked steps for the question's numbers and where the number went wrong.
 
-    ``history`` (a ``kvlib.drill_history.History``; None: nothing kept) records each scored
+    ``history`` (a ``kvcoach.drill_history.History``; None: nothing kept) records each scored
     answer, dated by ``wall``; ``review_question()`` draws the topic its review rule picks.
     ``assumptions=True`` asks a structured answer (``tokens=... memory=cuda``) where an
-    assumption changes the figure, checked field by field (``kvlib.drill_assumptions``).
+    assumption changes the figure, checked field by field (``kvcoach.drill_assumptions``).
 
     >>> ticks = iter([0.0, 42.0])
     >>> s = DrillSession(seed=1, clock=lambda: next(ticks))
@@ -153,7 +153,7 @@ class DrillSession:
         return 0.0 if self.asked_at is None else self.clock() - self.asked_at
 
     def target(self) -> int:
-        """The clock's target for the current question (``kvlib.drill_history.target_seconds``; 0 before one)."""
+        """The clock's target for the current question (``kvcoach.drill_history.target_seconds``; 0 before one)."""
         return drill_history.target_seconds(self.problem) if self.problem is not None else 0
 
     def structured(self) -> bool:
@@ -325,7 +325,7 @@ def drill_mode(topics=None, *, seed: int | None = None, clock=time.monotonic, hi
     "check", a clock and the view.
 
     A thin wrapper: every button calls the ``DrillSession`` and redraws ``drill_view``. ``history``:
-    True keeps the learner's history (``kvlib.drill_history``, shared with ``kvlib drill``; an unreadable
+    True keeps the learner's history (``kvcoach.drill_history``, shared with ``kvlib drill``; an unreadable
     file is named in the view and left alone), False none, or a ``History``/path. ``tick``: seconds
     between clock redraws while a question waits (None: only on each click). Returns the ``VBox``;
     ``box.session`` is the session, ``box.view`` the HTML widget and ``box.clock`` the clock.
@@ -440,7 +440,7 @@ def history_figure(history):
 
 
 def drill_stats(path=None) -> None:
-    """Show the learner's drill history (``kvlib.drill_history``): the table, then the plot over sessions.
+    """Show the learner's drill history (``kvcoach.drill_history``): the table, then the plot over sessions.
 
     Reads the file again each time it runs, so after a kernel restart it shows what drill mode and
     ``kvlib drill`` recorded before. An unreadable file is named in one line (and left alone).

@@ -1,6 +1,6 @@
 """Worked problems built from a drill: the question, its assumptions, and ``Problem.steps()`` folded.
 
-Chapter 09 works one question of each serving family (``kvlib.drills``' topics beyond the cache
+Chapter 09 works one question of each serving family (``kvcoach.drills``' topics beyond the cache
 size) from kvlib's own chain of steps, so what the fold shows is what ``kvlib drill`` shows after a
 miss: every step's formula in the notation table's letters, this question's numbers substituted,
 the step's value; the last step is the answer, in bold with its unit, then one sanity line.
@@ -23,7 +23,7 @@ import re
 
 from IPython.display import Markdown, display
 
-import kvlib.drills as drills
+import kvcoach.drills as drills
 import kvlib.serving as serving
 from kvlib import notation
 
@@ -209,7 +209,7 @@ def _sanity(p, steps) -> str:
 def drill_worked_problem(number: int, problem, assumptions: str | None = None) -> Markdown:
     """A worked problem from a drill problem: its question, assumptions, and its steps folded.
 
-    ``problem`` is a ``kvlib.drills.Problem`` of a serving family (``SERVING_TOPICS``); each step of
+    ``problem`` is a ``kvcoach.drills.Problem`` of a serving family (``SERVING_TOPICS``); each step of
     ``problem.steps()`` is one labelled substitution, the last step's value the bold result, and a
     sanity line computed with ``kvlib.serving``. ``assumptions`` replaces the family's.
 

@@ -66,6 +66,7 @@ __all__ = [
     "compare",
     "partial_block_waste",
     "expected_partial_block_waste",
+    "allocator_waste",
 ]
 
 MAX_RESERVATION, ORACLE, PAGED = "max_reservation", "oracle", "paged"
@@ -601,3 +602,30 @@ def expected_partial_block_waste(num_seqs: int, block_size: int):
     _int("block_size", block_size)
     total = num_seqs * sum(-r % block_size for r in range(block_size))
     return formulas.exact_div(total, block_size)
+
+
+# --- waste at admission, in closed form (ch04's exercise 5) ---------------------------------
+def allocator_waste(requests, policy, block_size, max_seq_len, *, held_extra=1, last_block=None,
+                    count_reservation=True):
+    """Slots allocated that hold no token at the step every request is admitted (ch04's exercise 5).
+
+    The closed form of what ``simulate`` shows at that step. Each request is (prompt, output);
+    at admission it holds ``prompt + 1`` tokens. Policies as ``simulate``'s: 'max_reservation'
+    reserves max_seq_len, 'oracle' prompt + output, 'paged' ceil(held / block_size) blocks. Each
+    keyword changes one rule, so a wrong answer can be recomputed: ``held_extra`` the tokens held
+    beyond the prompt, ``last_block="whole"`` a whole empty last block where the length is a
+    multiple of the block size, ``count_reservation=False`` slots reserved for later tokens left
+    out of the waste.
+
+    >>> allocator_waste([(10, 6), (10, 6)], "max_reservation", 4, 20), allocator_waste([(10, 6)], "paged", 4, 20)
+    (18, 1)
+    """
+    total = 0
+    for prompt, output in requests:
+        held = prompt + held_extra
+        if policy == "paged":
+            total += (block_size - held % block_size) if last_block == "whole" else -held % block_size
+        else:
+            size = max_seq_len if policy == "max_reservation" else prompt + output
+            total += size - held if count_reservation else size - (prompt + output)
+    return total

@@ -21,11 +21,8 @@ from importlib import resources
 from pathlib import Path
 
 from .dtypes import dtype_bytes
+from .errors import ConfigError  # noqa: F401 -- raised here; kvlib.config.ConfigError stays importable
 from .spec import CHUNKED, FULL, GATED_DELTANET, MAMBA2, NO_KV, SLIDING, ModelSpec
-
-
-class ConfigError(ValueError):
-    """A config cannot be read or interpreted; the message names the field or file."""
 
 
 ALIASES = {

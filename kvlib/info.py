@@ -19,6 +19,7 @@ from __future__ import annotations
 from . import formulas
 from .config import load_model
 from .dtypes import dtype_bytes
+from .errors import InfoError
 from .gpus import get_gpu
 from .spec import ATTENTION_KINDS, STATE_KINDS, ParamsError, SpecError
 from .units import GiB
@@ -26,10 +27,6 @@ from .units import GiB
 __all__ = ["InfoError", "info_report", "vllm_pool_report", "planned_report", "COMPARED_RELEASE"]
 
 COMPARED_RELEASE = "0.32.0"   # the release the course teaches: the newest rules are set beside it
-
-
-class InfoError(ValueError):
-    """The arguments of an info report do not go together; the message names the option."""
 
 
 def _more_than_one_geometry(spec) -> bool:

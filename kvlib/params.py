@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .spec import ATTENTION_KINDS, FULL, GATED_DELTANET, MAMBA2, ParamsError
+from .errors import ParamsError
+from .layer_kinds import ATTENTION_KINDS, FULL, GATED_DELTANET, MAMBA2
 
 # Families whose attention normalizes each query and key head (an RMSNorm weight of head_dim for q and for k,
 # shared by the heads): transformers' Qwen3Attention, Gemma3Attention, Qwen3NextAttention and Gemma4Attention

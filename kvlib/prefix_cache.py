@@ -49,6 +49,7 @@ __all__ = [
     "ChainedHashCache",
     "RadixCache",
     "Request",
+    "agent_requests",
     "WORKLOADS",
     "make_workload",
     "CacheReport",
@@ -412,6 +413,26 @@ def _agent(rng, vocab, steps=20, system_tokens=1000, observation_tokens=(200, 60
     for _ in range(steps):
         history += _tokens(rng, rng.randint(*observation_tokens), vocab)
         action = _tokens(rng, rng.randint(*action_tokens), vocab)
+        out.append(Request(history, action))
+        history += action
+    return out
+
+
+def agent_requests(system_tokens, observation_tokens, action_tokens, steps):
+    """The agent loop of ch05's exercise: each step appends an observation, then generates an action.
+
+    Token ids are distinct integers, so nothing matches by accident; step k's prompt is the
+    system prompt and every earlier observation and action, plus its own observation (``_agent``
+    draws the same loop with random ids and lengths). Taught in ch05_prefix_reuse (Exercise 4).
+
+    >>> [len(r.prompt) for r in agent_requests(100, 40, 10, 3)]   # 100 + k x 40 + (k - 1) x 10
+    [140, 190, 240]
+    """
+    history, out, nxt = tuple(range(system_tokens)), [], system_tokens
+    for _ in range(steps):
+        history += tuple(range(nxt, nxt + observation_tokens))
+        action = tuple(range(nxt + observation_tokens, nxt + observation_tokens + action_tokens))
+        nxt += observation_tokens + action_tokens
         out.append(Request(history, action))
         history += action
     return out

@@ -6,8 +6,8 @@ the decodes, static against continuous batching, a prefix cache's prefill
 saving, speculative decoding (its memory and its speed-up), weight-only
 quantization at batch 1, tensor parallelism's all-reduce traffic and the
 cost of a million tokens. Plain arithmetic on numbers, like
-``kvlib.formulas``; the drills (``kvlib.drills``) and ch09_interview_drills
-call them, and the slip catalogue (``kvlib.slips``) recomputes their slips.
+``kvlib.formulas``; the drills (``kvcoach.drills``) and ch09_interview_drills
+call them, and the slip catalogue (``kvcoach.slips``) recomputes their slips.
 
 Letters (``kvlib.notation``): P parameters (active ones for a mixture of
 experts), T_p prompt tokens, F peak FLOP/s (dense), eta MFU (achieved / peak

@@ -42,6 +42,7 @@ import re
 
 from .config import ConfigError, load_model
 from .dtypes import dtype_bytes
+from .errors import SGLangError  # noqa: F401 -- raised here; kvlib.sglang.SGLangError stays importable
 from .gpus import GPU, get_gpu
 from .spec import ATTENTION_KINDS, CHUNKED, FULL, SLIDING, ModelSpec, SpecError
 from .units import GB
@@ -82,10 +83,6 @@ PAGE_SIZE_BY_BACKEND = {
 # Gemma 2 and 3 are turned off ("Disable hybrid SWA memory ... not yet supported",
 # arg_groups/model_overrides/gemma2_gemma3.py); every other windowed model keeps every layer of every token.
 HYBRID_SWA_MODEL_TYPES = frozenset({"gpt_oss", "llama4", "llama4_text", "gemma4", "gemma4_text"})
-
-
-class SGLangError(ValueError):
-    """A figure SGLang's rules cannot give for these inputs; the message names the input at fault."""
 
 
 # --- inputs --------------------------------------------------------------------------------------------

@@ -33,25 +33,14 @@ from dataclasses import dataclass, field
 from . import formulas
 from .dtypes import dtype_bytes as _dtype_bytes
 from .dtypes import served_dtype_bytes
-
-# What one layer keeps: a KV cache (the attention kinds), a constant state per sequence (the state kinds), or nothing.
-FULL, SLIDING, CHUNKED, NO_KV = "full", "sliding", "chunked", "none"
-MAMBA2, GATED_DELTANET = "mamba2", "gated_deltanet"
-LAYER_KINDS = (FULL, SLIDING, CHUNKED, NO_KV, MAMBA2, GATED_DELTANET)
-ATTENTION_KINDS = (FULL, SLIDING, CHUNKED)
-STATE_KINDS = (MAMBA2, GATED_DELTANET)
+from .errors import ParamsError, SpecError  # noqa: F401 -- raised here; kvlib.spec.ParamsError stays importable
+# What one layer keeps (kvlib.layer_kinds), re-exported: kvlib.spec.FULL and the others stay importable.
+from .layer_kinds import ATTENTION_KINDS, CHUNKED, FULL, GATED_DELTANET, LAYER_KINDS  # noqa: F401
+from .layer_kinds import MAMBA2, NO_KV, SLIDING, STATE_KINDS  # noqa: F401
 
 # The indexer of DeepSeek-V3.2 / GLM-5 keeps each key in fp8 with one fp32 scale per this many values
 # (vllm/models/deepseek_v32/attention.py: quant_block_size = 128; head_dim + head_dim // 128 * 4 bytes, uint8).
 INDEXER_QUANT_BLOCK = 128
-
-
-class SpecError(ValueError):
-    """A spec field is out of range; the message names the field."""
-
-
-class ParamsError(SpecError):
-    """The parameter count needs a field the config did not give; the message names it."""
 
 
 _MAMBA2_FIELDS = ("mamba_num_heads", "mamba_head_dim", "mamba_intermediate_size", "mamba_n_groups",

@@ -75,7 +75,7 @@ def typed(value) -> str:
 
 def literal_answers(student: str) -> dict:
     """``{topic: source text}``: the student's own answers as typed numbers (figures from their question)."""
-    from kvlib.drills import student_problem
+    from kvcoach.drills import student_problem
 
     return {t: typed(hand_answer(t, student_problem(student, t).public().params)) for t in TOPICS}
 

@@ -37,7 +37,7 @@ def _learner(values):
 
 def _variant_table(ex, case):
     from autograder.checks import core
-    from kvlib import slips
+    from kvcoach import slips
     inputs = core.slip_inputs_for(ex, case)
     return slips.variants(ex.quantity, unit=ex.unit, **inputs)
 
@@ -61,7 +61,7 @@ def _as_answer(ex, value, expected):
 
 def slipped_learners(ex, cases):
     """``{variant key: answers per case}``: a learner making that one slip (the right answer where it does not apply)."""
-    from kvlib import slips
+    from kvcoach import slips
     tables = [_variant_table(ex, case) for case in cases]
     keys = list(dict.fromkeys(k for _, table in tables for k, _ in table))
     out = {}
@@ -81,7 +81,7 @@ def offered_slips_contradicting_a_case(exercises, hidden_seed=None) -> list:
     For each numeric exercise, each catalogued slip variant is made by a learner (the slipped value on each
     case, the right one where the slip gives it); the check's summary is read back (``core.summary``:
     the slips its message names) and each named slip is recomputed on every case from
-    ``kvlib.slips.variants``: on a failing visible case one of its ways must give the learner's value, on a
+    ``kvcoach.slips.variants``: on a failing visible case one of its ways must give the learner's value, on a
     passing case one of those ways must give the right value (or not arise there). The lead is held to the
     passing cases too: no fallback names a slip they contradict (issue 38 §1). ``hidden_seed``: also the
     hidden cases of that seed, judged as hidden (there a lead may explain some failing cases only, when no one
@@ -102,7 +102,7 @@ def partial_learners(ex, cases, learners=None) -> dict:
     changes the answer) and right on every other, of the slips that change two cases or more: on the others
     the slip is ruled out, so no check may name it (the fallback that once named a slip fitting only the
     failing cases named it)."""
-    from kvlib import slips
+    from kvcoach import slips
     learners = slipped_learners(ex, cases) if learners is None else learners
     out = {}
     for key, answers in learners.items():
@@ -114,7 +114,7 @@ def partial_learners(ex, cases, learners=None) -> dict:
 
 
 def _contradicted(ex, cases, hidden) -> list:
-    from kvlib import slips
+    from kvcoach import slips
     bad = []
     learners = slipped_learners(ex, cases)
     made = [(key, answers) for key, answers in learners.items()]
@@ -160,7 +160,7 @@ GENERIC_ON_EVERY_CASE = ("off_by_one@more", "off_by_one@less", "seconds_for_ms",
 def generic_slips_unnamed(exercises) -> list:
     """Each generic slip, made on every visible case of each numeric exercise, that the check fails to name.
 
-    The slipped answers come from the expected value alone (``kvlib.slips.generic_slips``); the check must
+    The slipped answers come from the expected value alone (``kvcoach.slips.generic_slips``); the check must
     name a slip that reproduces them (the generic one, or the exercise's own slip with the same values).
     Returns (grade id, slip, message) for each one unnamed, and checks that each exercise met at least one.
     """

@@ -137,11 +137,11 @@ def pytest_terminal_summary(terminalreporter):
 
 @pytest.fixture(autouse=True)
 def _no_drill_answer_reads():
-    """Each test starts with no drill answer read (``kvlib.drills.answer_reads``): a test that reads a
+    """Each test starts with no drill answer read (``kvcoach.drills.answer_reads``): a test that reads a
     student problem's ``.answer`` to compare must not make a later test's check refuse that student's value."""
     import sys
 
-    drills = sys.modules.get("kvlib.drills")
+    drills = sys.modules.get("kvcoach.drills")
     if drills is not None and hasattr(drills, "_ANSWER_READS"):
         drills._ANSWER_READS.clear()
     yield

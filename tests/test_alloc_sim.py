@@ -15,6 +15,7 @@ from kvlib.alloc_sim import (
     SimError,
     Snapshot,
     Workload,
+    allocator_waste,
     compare,
     expected_partial_block_waste,
     fixed,
@@ -450,3 +451,22 @@ def test_a_stale_event_does_not_hold_up_the_others_of_its_step():
     r = simulate(w, policy="paged", capacity_tokens=12, block_size=2)
     assert (r.window_steps, r.token_slot_steps, r.internal_slot_steps) == (3, 26, 4)
     assert (r.external_slot_steps, r.free_slot_steps, r.preemptions, r.makespan_steps) == (2, 4, 1, 3)
+
+
+def test_allocator_waste_is_the_simulators_first_step_in_closed_form():
+    """ch04's exercise 5: (prompt, output) = (11, 6), (5, 3), (16, 2), max_seq_len 20, blocks of 4. At admission
+    they hold 12, 6 and 17 tokens (35). Reserving max_seq_len wastes (20 - 12) + (20 - 6) + (20 - 17) = 25;
+    the oracle (prompt + output) (17 - 12) + (8 - 6) + (18 - 17) = 8; paging the empty tail of each last block,
+    0 + 2 + 3 = 5. The simulator's first step splits the pool the same way (reservation + internal)."""
+    pairs = [(11, 6), (5, 3), (16, 2)]
+    by_hand = {"max_reservation": 25, "oracle": 8, "paged": 5}
+    for policy, waste in by_hand.items():
+        assert allocator_waste(pairs, policy, 4, 20) == waste, policy
+        first = simulate(trace_workload(pairs, max_seq_len=20), policy=policy, capacity_tokens=400, block_size=4,
+                         trace=True).snapshots[0]
+        assert (first.running, first.tokens, first.reservation + first.internal) == (3, 35, waste), policy
+    # the keywords each change one rule: the first token not held yet, a whole empty block at a block boundary
+    # (12 and 16 + 1 = 17: only 12 is a multiple of 4, 4 slots), reservations left out of the waste
+    assert allocator_waste(pairs, "paged", 4, 20, held_extra=0) == 1 + 3 + 0
+    assert allocator_waste(pairs, "paged", 4, 20, last_block="whole") == 4 + 2 + 3
+    assert allocator_waste(pairs, "max_reservation", 4, 20, count_reservation=False) == 3 + 12 + 2

@@ -14,6 +14,7 @@ Then, with that environment's tools:
   (kvdisplay/labextension, installed by ``pip install .`` as data files) enabled and OK;
 * postBuild's settings override (no news toast) is in place;
 * the ``python3`` kernel, kvlib and the autograder are the environment's own;
+* ``kvlib drill`` is registered by the install (the ``kvlib.commands`` entry point) and kvcoach installed;
 * chapters/ch01 (the student release) runs with ``jupyter nbconvert --execute``, failing
   only in its exercise test cells, each of which fails;
 * solutions/ch01 runs with no error at all;
@@ -185,6 +186,17 @@ def test_kernel_and_packages_are_the_environments(binder_env):
     assert Path(probe[0]) == venv, probe
     assert all(Path(p).is_relative_to(site) for p in probe[1:]), probe
 
+
+
+def test_kvlib_drill_is_registered(binder_env):
+    """postBuild's install registers ``kvlib drill`` (the ``kvlib.commands`` entry point of pyproject.toml: kvlib
+    imports nothing of the coach) and installs kvcoach beside kvlib."""
+    venv, env = binder_env["venv"], binder_env["env"]
+    helped = _run([venv / "bin/kvlib", "drill", "--help"], env=env, cwd=binder_env["tmp"]).stdout
+    assert helped.startswith("usage: kvlib drill") and "--student ID" in helped, helped
+    where = _run([venv / "bin/python", "-c", "import kvcoach.cli; print(kvcoach.cli.__file__)"], env=env,
+                 cwd=binder_env["tmp"]).stdout.strip()
+    assert Path(where).is_relative_to(venv / "lib"), where
 
 def _execute(binder_env, folder: str, allow_errors: bool):
     repo, venv, env = binder_env["repo"], binder_env["venv"], binder_env["env"]

@@ -183,7 +183,7 @@ def test_pinned_answers_are_a_real_mutation():
 @pytest.mark.parametrize("topic", ["crossover", "step_time"])
 def test_drill_batches_are_never_the_layer_count(topic):
     # L = B = 32 made a forgotten batch read as forgotten layers (ch09 Exercises 5 and 6)
-    from kvlib.drills import student_problem
+    from kvcoach.drills import student_problem
     problems = [student_problem(f"learner-{k}", topic) for k in range(400)]
     assert all(p.inputs["batch_size"] != p.inputs["layers"] for p in problems)
     assert any(p.inputs["layers"] == 32 for p in problems)     # the case that used to collide is drawn

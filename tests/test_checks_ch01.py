@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import kvcoach.slips
 import kvlib
 from autograder.checks import ch01, core
 
@@ -102,7 +103,7 @@ def test_grade_ids_and_points():
         "ch01_q6_kv_head_sharing": 2,
     }
     for gid, ex in ch01.EXERCISES.items():
-        assert ex.grade_id == gid and ex.quantity in kvlib.slips.QUANTITIES
+        assert ex.grade_id == gid and ex.quantity in kvcoach.slips.QUANTITIES
 
 
 def test_visible_q1_covers_the_config_traps():

@@ -13,6 +13,7 @@ import math
 
 import pytest
 
+import kvcoach.slips
 import kvlib
 from autograder.checks import ch02, check, core
 from chapter_checks import fails, source_points
@@ -61,7 +62,7 @@ def test_grade_ids_and_points():
     assert source_points("ch02_gqa_tp") == {"ch02_q1_kv_heads_and_group": 2, "ch02_q2_kv_bytes_per_token_per_gpu": 2,
                                 "ch02_q3_sequences_per_gpu": 3, "ch02_q4_diagnose_colleague": 2}
     for ex in ch02.EXERCISES.values():
-        assert ex.quantity is None or ex.quantity in kvlib.slips.QUANTITIES
+        assert ex.quantity is None or ex.quantity in kvcoach.slips.QUANTITIES
 
 
 def test_cases_are_json_and_seeded():
@@ -192,7 +193,7 @@ def test_visible_slip_is_named(grade_id, fn, key, phrases):
 @pytest.mark.parametrize("grade_id,fn,key,phrases", SLIPS, ids=[s[2] + "-" + s[0][:7] for s in SLIPS])
 def test_hidden_slip_is_named_in_general_words(grade_id, fn, key, phrases):
     message = fails(grade_id, fn, hidden=True)
-    assert kvlib.slips.general(key) in message, message
+    assert kvcoach.slips.general(key) in message, message
 
 
 def test_splitting_past_k_is_named():

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
+import kvcoach.slips
 import kvlib as kv
+import kvlib.alloc_sim
 from autograder.checks import ch04, core
 from autograder.checks import exercise as find_exercise
 
@@ -125,7 +127,7 @@ def test_simulator_and_hand_allocator_agree_on_hidden_lists():
     for seed in SEEDS:
         for case in ex.cases(True, seed):
             assert ex.expected_for(case) == allocator_waste(**case["kwargs"])
-            assert ex.expected_for(case) == kv.slips.allocator_waste(**case["kwargs"])
+            assert ex.expected_for(case) == kv.alloc_sim.allocator_waste(**case["kwargs"])
 
 
 def test_the_cpu_engine_run_matches_its_fixture():
@@ -203,7 +205,7 @@ def test_reservation_ignored_is_named():
 @pytest.mark.parametrize("grade_id,fn,key,phrase", SLIP_CASES[:8], ids=[c[2] for c in SLIP_CASES[:8]])
 def test_hidden_slip_in_general_words_reveals_no_inputs(grade_id, fn, key, phrase):
     message = fails(grade_id, fn, hidden=True, seed=3)
-    assert kv.slips.general(key) in message, message
+    assert kvcoach.slips.general(key) in message, message
     for case in find_exercise(grade_id).cases(True, 3):
         for value in case["kwargs"].values():
             if isinstance(value, int) and value > 1000:

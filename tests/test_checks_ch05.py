@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+import kvcoach.slips
 import kvlib as kv
 import kvlib.prefix_cache as pc
 from autograder.checks import ch05, check, core
@@ -193,7 +194,7 @@ def test_visible_slip_is_named(grade_id, fn, key, phrases):
 @pytest.mark.parametrize("grade_id,fn,key,phrases", SLIPS, ids=[f"{s[0][:7]}-{s[2]}" for s in SLIPS])
 def test_hidden_slip_is_named_in_general_words(grade_id, fn, key, phrases):
     message = fails(grade_id, fn, hidden=True)
-    assert kv.slips.general(key) in message, message
+    assert kvcoach.slips.general(key) in message, message
 
 
 # q3 and q5 answer with bytes and a choice: each visible case is built to catch one slip, and its hint names it.
@@ -253,7 +254,7 @@ def test_each_slip_fails_the_case_built_for_it(grade_id, fn, phrase):
     message = fails(grade_id, fn)
     assert phrase in message, message
     if grade_id == "ch05_q5_fetch_or_recompute":
-        # Q5's slips are recomputed (kvlib.slips fetch_choice): the slip's words, and no case's hint under them
+        # Q5's slips are recomputed (kvcoach.slips fetch_choice): the slip's words, and no case's hint under them
         assert "wrong choice: " in message and "Hint:" not in message, message
     else:
         assert "Hint:" in message
@@ -344,7 +345,7 @@ def _q5_summary(fn):
         fetch_or_recompute(bpt * 8, p, layers, h, d, t, link, peak, mfu, over)),
 ])
 def test_q5_slips_are_named_and_their_hint_follows_the_slip(slip, fn):
-    """Issue 38 §3-4: Question 5's slips are recomputed (kvlib.slips fetch_choice) and named on every case they
+    """Issue 38 §3-4: Question 5's slips are recomputed (kvcoach.slips fetch_choice) and named on every case they
     fail; no case's hint (written for another slip) appears under the named one."""
     s = _q5_summary(fn)
     assert s.slips[0] == slip and "Hint:" not in s.message, s.message
@@ -390,3 +391,16 @@ def test_q4_whole_block_edge_separates_the_sides():
         assert passed == [True, False, False], wrong.__name__
         s = core.summary(ex, edge, core.verdicts(ex, edge, records), records=records)
         assert s.slips[:1] == (slip,), (wrong.__name__, s.message)
+
+
+def test_the_coachs_catalogue_trips_like_kvlib():
+    """The slip catalogue recomputes every answer (kvcoach.slips.expected_value): a graded function that asks it
+    is refused as one that calls kvlib, by the tripwire and by the watch for its code under another name."""
+    from kvcoach import slips
+
+    def via_catalogue(kv_bytes_per_token, num_params, layers, num_heads, head_dim, tokens, link_bytes_per_s,
+                      peak_flop_per_s, mfu, fetch_overhead_s):
+        return slips.expected_value("fetch_choice", **locals())
+    message = fails("ch05_q5_fetch_or_recompute", via_catalogue)
+    assert "must not call kvcoach.slips.engine.expected_value" in message, message
+    assert slips.expected_value("fetch_choice", **ch05.Q5_VISIBLE[0]["kwargs"]) in ch05.CHOICES     # restored

@@ -221,7 +221,7 @@ def test_visible_slip_is_named(grade_id, fn, key, phrases):
 def test_hidden_slip_is_named_in_general_words(grade_id, fn, key, phrases, capsys):
     # the hidden message names the slip (in general words) and none of the case's numbers
     hidden = fails(grade_id, fn, hidden=True)
-    from kvlib import slips
+    from kvcoach import slips
     assert slips.general(key) in hidden, hidden
     for case in EX[grade_id].cases(hidden=True):
         for name, value in case["kwargs"].items():
@@ -526,7 +526,7 @@ EDGE_SLIPS = [
 
 @pytest.mark.parametrize("grade_id, fn, key, phrase, size", EDGE_SLIPS, ids=[e[2] for e in EDGE_SLIPS])
 def test_the_other_side_of_an_edge_is_named(grade_id, fn, key, phrase, size):
-    from kvlib import slips
+    from kvcoach import slips
     message = fails(grade_id, fn)
     assert phrase in message and size in message, message
     edge_labels = {label for e in ch07.EDGES[grade_id] for label in e["visible"]}

@@ -256,7 +256,7 @@ def test_generic_slips_are_named():
 
 # --- topic slips (issue 38 §3) ------------------------------------------------------------------------
 def test_gib_figure_converted_to_gb_is_named():
-    from kvlib import slips
+    from kvcoach import slips
     # 30.42 GiB printed, returned as GB: 30.42 x 2^30 / 10^9 = 32.663 (by hand)
     d = slips.diagnose("log_figure", 30.42 * 2**30 / 10**9, unit="GiB", printed=30.42, wrong={})
     assert d.slip.key == "gb_for_gib", d.message
@@ -266,7 +266,7 @@ def test_tokens_converted_to_blocks_is_named():
     ex = ch08.EXERCISES["ch08_q2_kv_count"]
     token_cases = [c for c in ex.cases() if "tokens_as_blocks" in ex.slip_inputs(c)["wrong"]]
     assert token_cases, "a visible log that prints tokens"
-    from kvlib import slips
+    from kvcoach import slips
     case = token_cases[0]
     blocks = ex.slip_inputs(case)["wrong"]["tokens_as_blocks"]
     assert blocks * 16 <= ex.expected_for(case) < (blocks + 1) * 16       # tokens // 16 (vLLM's default block)
@@ -308,7 +308,7 @@ CONVERSIONS = [
 
 @pytest.mark.parametrize("grade_id, fn, key, phrase", CONVERSIONS, ids=[c[1].__name__ for c in CONVERSIONS])
 def test_a_converted_figure_is_named_visible_and_hidden(grade_id, fn, key, phrase):
-    from kvlib import slips
+    from kvcoach import slips
     message = fails(grade_id, fn)
     assert phrase in message and "The same slip explains all" in message, message
     assert "Or" not in message.split("\n")[2]          # no second slip offered beside it

@@ -24,7 +24,7 @@ import pytest
 from autograder.checks import ch09, check, claim_student, core, current_student, my_question
 from ch09_drill_answers import DRILL_IDS, FLOAT_TOPICS, Q1, TOPICS, hand_answer, typed
 from chapter_checks import fails
-from kvlib.drills import GRADED_TOPICS, TOPICS as ALL_TOPICS, DrillError, Question, generate, student_problem
+from kvcoach.drills import GRADED_TOPICS, TOPICS as ALL_TOPICS, DrillError, Question, generate, student_problem
 
 ADA, ALAN = "ada", "alan"
 ID_VARS = ("KV_COURSE_GRADING_STUDENT", "JUPYTERHUB_USER", "KV_COURSE_STUDENT", "STUDENT_ID")
@@ -40,7 +40,7 @@ def no_student(monkeypatch):
     claim_student(None)
 
 
-# --- kvlib.drills: the learner's own problem ------------------------------------------------------
+# --- kvcoach.drills: the learner's own problem ------------------------------------------------------
 def test_graded_topics_are_the_contract():
     assert GRADED_TOPICS == TOPICS
     assert set(GRADED_TOPICS) <= set(ALL_TOPICS)
@@ -56,7 +56,7 @@ def test_same_id_same_problem_seeded_from_the_id_alone(topic):
 
 
 def test_same_problem_in_another_process():
-    code = ("from kvlib.drills import student_problem as s; "
+    code = ("from kvcoach.drills import student_problem as s; "
             "print(repr([s('ada', t).answer for t in ('pool', 'step_time', 'plan_step')]))")
     runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={"PYTHONHASHSEED": h, "PATH": ""}).stdout for h in ("1", "2")}
@@ -337,7 +337,7 @@ def test_generic_slips_are_named():
 
 # --- topic slips of the drills (issue 38 §3), with figures by hand ------------------------------------
 def test_drill_topic_slips_are_named():
-    from kvlib import slips
+    from kvcoach import slips
     # pool: 80e9 B x 0.9 - 16e9 - 2e9 = 54e9 B / 131,072 B = 411,987 tokens; without u: 62e9 / 131,072 = 473,022
     pool = dict(gpu_bytes=80 * 10**9, utilization=0.9, weight_bytes=16 * 10**9, other_bytes=2 * 10**9,
                 bytes_per_token=131_072)
@@ -363,14 +363,14 @@ def test_drill_topic_slips_are_named():
 def _refusal(topic):
     message = fails(DRILL_IDS[topic], student_problem(ADA, topic).answer)
     assert message == (f"✗ {DRILL_IDS[topic]}: answer_{topic} is the answer read from kvlib's drill object "
-                       "(kvlib.drills.Problem.answer), not worked out: a graded answer must be your own arithmetic "
+                       "(kvcoach.drills.Problem.answer), not worked out: a graded answer must be your own arithmetic "
                        "on the figures your question states."), message
     return message
 
 
 @pytest.mark.parametrize("topic", TOPICS)
 def test_the_drill_objects_answer_is_refused(topic):
-    from kvlib import drills
+    from kvcoach import drills
 
     claim_student(ADA)
     mine = hand_answer(topic, student_problem(ADA, topic).public().params)
@@ -382,7 +382,7 @@ def test_the_drill_objects_answer_is_refused(topic):
 
 
 def test_what_counts_as_reading_the_answer():
-    from kvlib import drills
+    from kvcoach import drills
 
     claim_student(ADA)
     p = student_problem(ADA, "pool")
@@ -405,7 +405,7 @@ def test_practice_reads_other_problems_and_the_course_reads_none():
     import io
 
     from kvdisplay.drills import DrillSession
-    from kvlib import drills
+    from kvcoach import drills
 
     claim_student(ADA)
     for seed in range(3):                                      # practice: other problems' answers
@@ -451,7 +451,7 @@ SLIPPED = {
 }
 LEARNERS = [ADA, ALAN, "grace", *(f"learner-{k}" for k in range(40))]
 #: a slip that may be named second: where H / t = K, splitting the query heads gives exactly the number of all
-#: the KV heads on one GPU, so the feedback names both (kvlib.drills._SEPARATE's twins)
+#: the KV heads on one GPU, so the feedback names both (kvcoach.drills._SEPARATE's twins)
 LEADS = {"query_heads": {"query_heads", "total_not_per_gpu"}}
 
 
@@ -478,7 +478,7 @@ def test_the_draws_that_used_to_hide_a_slip_are_drawn_again():
     """A draw that led with another slip before issue 38's fix is drawn again: a step time whose cache is small
     beside the weights (Qwen2.5 7B, a batch of 16 at 1,024 tokens: a forgotten batch within 0.5% of forgotten
     layers, and named after it)."""
-    from kvlib.drills import _apart
+    from kvcoach.drills import _apart
     # Qwen2.5 7B, 28 layers, 4 KV heads of 128, bf16 weights 15.23 GB, batch 16 x 1,024 tokens, 3.35 TB/s:
     # KV 57,344 B per token x 16,384 = 939,524,096 B beside 15.23e9 B of weights; without the batch 58,720,256 B;
     # without the layers 33,554,432 B: 4.7222 ms against 4.7120 ms, 0.22% apart (inside 0.5%)

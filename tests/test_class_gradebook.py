@@ -517,7 +517,7 @@ def _hidden_numbers(shown_to_all: str = "") -> set:
     ``shown_to_all``: what the chapter itself prints for every learner (the blank release's feedback, whose
     checks fail on visible cases only), such as a model's parameter count in section 9."""
     from autograder.checks import ch01, core
-    from kvlib import slips
+    from kvcoach import slips
 
     release = json.dumps(H.default_release()) + json.dumps(H.load_source())
     visible = set()   # what a visible failure may show: the case, its answer, the answers of known slips

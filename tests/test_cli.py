@@ -124,3 +124,33 @@ def test_bad_config_file_exit_2(tmp_path):
     bad.write_text('{"num_hidden_layers": "32", "num_attention_heads": 8, "hidden_size": 512}')
     code, _, err = run("info", str(bad))
     assert code == 2 and "num_hidden_layers" in err and len(err.strip().splitlines()) == 1
+
+
+# --- commands other packages add: the kvlib.commands entry-point group ---------------------------------------
+def _commands(monkeypatch, *entries):
+    """kvlib's command line as it would be with only ``entries`` (name, target) in the kvlib.commands group."""
+    import importlib.metadata as metadata
+
+    from kvlib import cli
+    found = [metadata.EntryPoint(name, target, cli.COMMANDS) for name, target in entries]
+    monkeypatch.setattr(metadata, "entry_points", lambda group: found if group == cli.COMMANDS else [])
+
+
+def test_kvlib_drill_is_the_coachs_entry_point(monkeypatch, capsys):
+    # installed, the group names kvcoach's command (pyproject.toml): kvlib itself imports nothing of the coach
+    from importlib.metadata import entry_points
+    assert [(e.name, e.value) for e in entry_points(group="kvlib.commands")] == [("drill", "kvcoach.cli:add_parser")]
+    _commands(monkeypatch)
+    assert main(["drill", "--help"]) == 2
+    assert capsys.readouterr().err.startswith("kvlib: argument command: invalid choice: 'drill'")
+
+
+def test_a_command_that_does_not_load_is_left_out_in_one_line(monkeypatch, capsys):
+    _commands(monkeypatch, ("broken", "kv_course_no_such_module:add_parser"), ("drill", "kvcoach.cli:add_parser"))
+    assert main(["gpus", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert err == ("kvlib: warning: command 'broken' (kv_course_no_such_module:add_parser) did not load: No module "
+                   "named 'kv_course_no_such_module'\n")
+    assert json.loads(out)[0]["name"]
+    assert main(["drill", "--count", "0"]) == 2          # the others still register (drill refuses a count of 0)
+    assert "kvlib drill: argument --count" in capsys.readouterr().err

@@ -16,9 +16,9 @@ import sys
 import pytest
 
 from kvlib.cli import main
-from kvlib.cli.drill import ask
-from kvlib import drill_history as H
-from kvlib.drills import generate, problem_set, student_problem
+from kvcoach.cli import ask
+from kvcoach import drill_history as H
+from kvcoach.drills import generate, problem_set, student_problem
 
 
 class Terminal(io.StringIO):

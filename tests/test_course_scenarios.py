@@ -6,7 +6,7 @@ Three sources of scenarios:
   model is held to vLLM's tensor-parallel rules (``tp_refusal``) and to the model's context; one that
   names a GPU (by name, by the bandwidth it states, or by the memory it states) to the weights and the
   batch's cache fitting that GPU's pool;
-* drill draws, 2,000 per topic that states a deployment (kvlib.drills);
+* drill draws, 2,000 per topic that states a deployment (kvcoach.drills);
 * the worked scenarios: ch06, ch07 and ch09 assert ``check_deployment(...).fits`` in the very cells
   that compute them, so the executed-notebook tests fail on an infeasible one; the two the source
   documents get wrong (32 x 32,768 and 128 x 4,096 tokens of Llama 3.1 8B on one H100) are asserted
@@ -19,7 +19,7 @@ import importlib
 import pytest
 
 import kvlib as kv
-from kvlib.drills import generate
+from kvcoach.drills import generate
 from kvlib.feasibility import check_deployment, tp_refusal
 
 CHAPTERS = ("ch01", "ch02", "ch03", "ch04", "ch05", "ch06", "ch07", "ch08", "ch09")

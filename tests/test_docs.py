@@ -72,11 +72,11 @@ def test_readme_is_read_in_a_minute():
 
 
 def test_the_drill_topics_are_all_listed():
-    """docs/kvlib.md's topic table names every kvlib.drills topic, once, marks exactly the graded ones, and
+    """docs/kvlib.md's topic table names every kvcoach.drills topic, once, marks exactly the graded ones, and
     names each one's formula by a kvlib function that exists."""
     import importlib
 
-    from kvlib.drills import GRADED_TOPICS, TOPICS
+    from kvcoach.drills import GRADED_TOPICS, TOPICS
     text = (REPO / "docs" / "kvlib.md").read_text(encoding="utf-8")
     rows = re.findall(r"^\| `([a-z0-9_]+)`( \(\*\*graded\*\*\))? \| [^|]+ \| ([^|]+) \|$", text, flags=re.M)
     assert sorted(name for name, _, _ in rows) == sorted(TOPICS)

@@ -1,5 +1,5 @@
-"""kvlib.drill_history (the file, the stats, the review rule with a fake clock), kvlib.drill_assumptions
-(structured answers field by field) and kvlib.drill_steps (the lines shown after a miss).
+"""kvcoach.drill_history (the file, the stats, the review rule with a fake clock), kvcoach.drill_assumptions
+(structured answers field by field) and kvcoach.drill_steps (the lines shown after a miss).
 
 Expected values are hand arithmetic: medians and shares of the attempts written here, the review
 intervals of the rule as its docstring states them (1, 2, 4, 8, 16 days), and the slipped figures
@@ -15,10 +15,10 @@ import stat
 
 import pytest
 
-from kvlib import drill_assumptions as A
-from kvlib import drill_history as H
-from kvlib import drill_steps as S
-from kvlib.drills import generate
+from kvcoach import drill_assumptions as A
+from kvcoach import drill_history as H
+from kvcoach import drill_steps as S
+from kvcoach.drills import generate
 
 DAY = 86_400.0
 

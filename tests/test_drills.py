@@ -1,4 +1,4 @@
-"""kvlib.drills: answers recomputed here, named slips, determinism, and ``kvlib drill``."""
+"""kvcoach.drills: answers recomputed here, named slips, determinism, and ``kvlib drill``."""
 
 import hashlib
 import io
@@ -11,7 +11,7 @@ from types import MappingProxyType
 
 import pytest
 
-from kvlib.drills import (
+from kvcoach.drills import (
     TOPICS,
     DrillError,
     Problem,
@@ -22,7 +22,7 @@ from kvlib.drills import (
     seed_for_student,
     student_problem,
 )
-from kvlib.slips import diagnose
+from kvcoach.slips import diagnose
 
 SEEDS = range(25)
 
@@ -214,7 +214,7 @@ def test_same_seed_same_problem():
 
 def test_same_seed_same_problem_in_another_process():
     # no hash(): a different PYTHONHASHSEED must not change the questions
-    code = "from kvlib.drills import problem_set; print([p.question for p in problem_set(11, 11)])"
+    code = "from kvcoach.drills import problem_set; print([p.question for p in problem_set(11, 11)])"
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env=dict(os.environ, PYTHONHASHSEED=h)).stdout for h in ("0", "1", "12345")}
     assert len(outs) == 1

@@ -1,4 +1,4 @@
-"""kvlib.drills' serving families (issue 35 §1) and the variety of a long problem set (§6).
+"""kvcoach.drills' serving families (issue 35 §1) and the variety of a long problem set (§6).
 
 Every answer is recomputed here from what the question states, with the formula written out; one
 characteristic wrong answer per family is computed here and must be named as its slip; every draw's
@@ -15,10 +15,10 @@ import pytest
 
 import kvlib as kv
 from kvlib import serving
-from kvlib.drills import (GRADED_TOPICS, MAX_REPEATS, TOPICS, generate, problem_set, student_problem,
+from kvcoach.drills import (GRADED_TOPICS, MAX_REPEATS, TOPICS, generate, problem_set, student_problem,
                           variety_key)
 from kvlib.feasibility import check_deployment
-from kvlib.slips import diagnose
+from kvcoach.slips import diagnose
 
 SERVING_TOPICS = ("ttft", "ridge_batch", "decode_rate", "chunked_prefill", "batching", "prefix_hit", "spec_decode",
                   "quant_speedup", "allreduce", "cost")
@@ -191,7 +191,7 @@ def test_a_single_topic_set_varies_too():
 
 
 #: Graded draws changed on purpose since issue 35: issue 38 (session 3) draws again a step time where a forgotten
-#: batch read as forgotten layers (within 0.5%: a small cache beside the weights; kvlib.drills._SEPARATE).
+#: batch read as forgotten layers (within 0.5%: a small cache beside the weights; kvcoach.drills._SEPARATE).
 REDRAWN = {("student-001", "step_time"), ("student-006", "step_time"), ("student-008", "step_time")}
 
 

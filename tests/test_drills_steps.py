@@ -1,4 +1,4 @@
-"""kvlib.drills' worked steps: Problem.steps(), slip_step(), matching_step().
+"""kvcoach.drills' worked steps: Problem.steps(), slip_step(), matching_step().
 
 Every topic's chain ends on the problem's answer; a few chains are checked step by step against
 arithmetic written out here; a slip's recomputed value is placed at the step it enters.
@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from kvlib.drills import TOPICS, Problem, Step, generate
-from kvlib.slips import variants
+from kvcoach.drills import TOPICS, Problem, Step, generate
+from kvcoach.slips import variants
 
 SEEDS = range(12)
 
@@ -93,7 +93,7 @@ def test_slip_step_of_units_combined_and_unknown_slips():
 
 def test_every_catalogued_slip_of_a_topic_has_its_step():
     # each slip the catalogue recomputes for a drill is placed somewhere in that drill's chain
-    from kvlib.slips import base_key
+    from kvcoach.slips import base_key
     for topic in TOPICS:
         for seed in range(6):       # every template of the topic
             p = generate(topic, seed)
@@ -158,7 +158,7 @@ def test_ch09s_serving_worked_problems():
     import re
 
     from kvdisplay.serving_problems import HEADINGS, SERVING_SEEDS, drill_worked_problem, serving_worked_problem_views
-    from kvlib.drills import GRADED_TOPICS, _fmt
+    from kvcoach.drills import GRADED_TOPICS, _fmt
 
     serving = [t for t in TOPICS if t not in GRADED_TOPICS and t not in
                ("per_sequence", "block_waste", "fp8")]            # the cache-size practice topics

@@ -3,7 +3,7 @@
 A step that builds on an earlier one (``Exercise.builds_on``) is right when it matches kvlib's value or the
 value the learner's own earlier answers imply. For every such chain of every chapter's checks (found in
 ``autograder/checks/chNN.py``, never listed here), the learner makes one slip in the earlier step (each
-catalogued slip of its ``quantity``, from ``kvlib.slips`` through its ``slip_inputs``, and two that no
+catalogued slip of its ``quantity``, from ``kvcoach.slips`` through its ``slip_inputs``, and two that no
 catalogue names: a wrong constant factor and a fixed number), and each later step either reuses that answer
 (the source's solution, calling the learner's earlier function by its name) or recomputes it by itself (the
 same solution with the right earlier function of its own). Then:
@@ -299,7 +299,7 @@ def test_ch07_q1_without_its_factor_2_by_hand():
     def right_q1(layers, kv_heads, head_dim, dtype_bytes, context, tp):
         return 2 * layers * max(1, kv_heads // tp) * head_dim * dtype_bytes * context
 
-    from kvlib import slips
+    from kvcoach import slips
     for q1, returned in ((q1_half, 274), (right_q1, 137)):
         message = _passes(q2, q2_no_cap(q1))
         assert f"returned {returned}; expected" in message and "utilization cap (0.92) is missing" in message, message

@@ -92,7 +92,7 @@ def test_outside_check_grades_each_against_their_own(name):
 
 def test_outside_check_names_the_slip_and_hides_the_answer():
     source = SOURCES["fixture"]
-    p = dict(__import__("kvlib.drills", fromlist=["x"]).student_problem(ADA, "kv_per_token").public().params)
+    p = dict(__import__("kvcoach.drills", fromlist=["x"]).student_problem(ADA, "kv_per_token").public().params)
     right = 2 * p["layers"] * p["kv_heads"] * p["head_dim"] * p["dtype_bytes"]
     nb = D.submission(source, dict(D.literal_answers(ADA), kv_per_token=str(right // 2)))
     v = V.grade(nb, D.ASSIGNMENT, reference=source, student=ADA)
@@ -104,7 +104,7 @@ def test_outside_check_names_the_slip_and_hides_the_answer():
 def test_outside_check_holds_the_tolerance_edge():
     """ch09.EDGES on the grader's side (a value exercise has no hidden cases: the verdict is the hidden check):
     Exercises 5 and 6 typed 0.49% off pass, 0.51% off fail, either way; one unit off an exact count fails."""
-    from kvlib.drills import student_problem
+    from kvcoach.drills import student_problem
 
     source = SOURCES["fixture"]
 

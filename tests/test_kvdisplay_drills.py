@@ -15,7 +15,7 @@ import pytest
 import kvdisplay
 from kvdisplay import drills as D
 from kvdisplay import interview as I
-from kvlib.drills import DrillError
+from kvcoach.drills import DrillError
 
 
 class FakeClock:
@@ -222,7 +222,7 @@ def test_a_structured_answer_is_checked_field_by_field():
 
 
 def test_scored_answers_are_recorded_and_review_asks_the_missed_topic(tmp_path):
-    from kvlib import drill_history as H
+    from kvcoach import drill_history as H
     history = H.load(tmp_path / "drills.json")
     clock = FakeClock()
     s = D.DrillSession(seed=7, clock=clock, history=history, wall=lambda: 5000.0)
@@ -240,7 +240,7 @@ def test_scored_answers_are_recorded_and_review_asks_the_missed_topic(tmp_path):
 
 def test_drill_mode_history_file_and_a_corrupt_one(tmp_path, monkeypatch):
     pytest.importorskip("ipywidgets")
-    from kvlib import drill_history as H
+    from kvcoach import drill_history as H
     path = tmp_path / "drills.json"
     box = D.drill_mode(("kv_per_token",), seed=3, clock=FakeClock(), history=path, tick=None)
     (_, new, review, state), (answer, check, _), view = (box.children[0].children, box.children[1].children,
@@ -264,7 +264,7 @@ def test_drill_mode_history_file_and_a_corrupt_one(tmp_path, monkeypatch):
 
 
 def test_history_table_and_plot_over_sessions(tmp_path):
-    from kvlib import drill_history as H
+    from kvcoach import drill_history as H
     from kvdisplay.plots import figure_text
     path = tmp_path / "drills.json"
     assert "No drills recorded yet" in D.history_view(H.load(path)) and D.history_figure(H.load(path)) is None

@@ -2,7 +2,7 @@
 "003_138a..."): learners cannot open them. Library comments and tests may.
 
 Checked: every chapter source and generated notebook (all cells, code comments included), the
-README and docs/*.md, every kvlib CLI --help text, and the feedback the checks print (kvlib.slips' wording).
+README and docs/*.md, every kvlib CLI --help text, and the feedback the checks print (kvcoach.slips' wording).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def test_docs_name_no_source_file(doc):
 
 
 def test_slip_wording_names_no_source_file():
-    from kvlib import slips
+    from kvcoach import slips
     texts = [*slips.SLIPS.values(), *slips.GENERAL.values()]
     assert not [t for t in texts if LABEL.search(t)]
 

@@ -536,3 +536,11 @@ def test_run_cache_recomputes_the_last_block_of_a_repeated_prompt():
     assert r.hit_blocks == (0, 1) and r.prefill_tokens_with_cache == 32 + 16
     # with one token more the whole 32 are served
     assert run_cache([again, Request(again.prompt + (99,))], block_size=16).hit_blocks == (0, 2)
+
+
+def test_agent_requests_are_the_loop():
+    from kvlib.prefix_cache import agent_requests
+    # step 1: system 0-3, observation 4-6, action 7-8; step 2 re-sends all that, observation 9-11, action 12-13
+    first, second = agent_requests(4, 3, 2, 2)
+    assert first.prompt == (0, 1, 2, 3, 4, 5, 6) and tuple(first.output) == (7, 8)
+    assert second.prompt == tuple(range(12)) and tuple(second.output) == (12, 13)

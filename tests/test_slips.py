@@ -2,8 +2,10 @@
 
 import pytest
 
-from kvlib.slips import (GENERAL, QUANTITIES, SLIPS, Slip, agent_requests, allocator_waste, base_key, diagnose,
-                         expected_value, general, matching, message, ratio_text, ruled_out)
+from kvcoach.slips import (GENERAL, QUANTITIES, SLIPS, Slip, base_key, diagnose, expected_value, general, matching,
+                           message, ratio_text, ruled_out)
+from kvlib.alloc_sim import allocator_waste
+from kvlib.prefix_cache import agent_requests
 
 LLAMA8B = dict(layers=32, kv_heads=8, head_dim=128, dtype_bytes=2, num_heads=32, hidden_size=4096)
 GEMMA = dict(layers=42, kv_heads=8, head_dim=256, dtype_bytes=2, num_heads=16, hidden_size=3584)
@@ -240,11 +242,11 @@ def test_max_concurrency_catalogue():
 
 def test_mla_bytes_per_token_catalogue():
     # L = 2, latent 8, rope 4, b = 2: L (r + rope) b = 2 x 12 x 2 = 48 B (no factor 2).
-    # x2 -> 96; no rope: 2 x 8 x 2 = 32, and with the factor 2 as well 64; bits: 2 x 12 x 16 = 384;
-    # one layer: 24; as MHA with H = 4 heads of 6: 2 x 2 x 4 x 6 x 2 = 192
+    # x2 -> 96; no rope: 2 x 8 x 2 = 32, and with the factor 2 as well 64 (both slips at once); bits:
+    # 2 x 12 x 16 = 384; one layer: 24; as MHA with H = 4 heads of 6: 2 x 2 x 4 x 6 x 2 = 192
     mla = dict(layers=2, latent_dim=8, rope_dim=4, dtype_bytes=2)
-    base = [("extra_factor_2", 96), ("missing_rope", 32), ("missing_rope", 64), ("bits_not_bytes", 384),
-            ("missing_layers", 24)]
+    base = [("extra_factor_2", 96), ("missing_rope", 32), ("missing_rope+extra_factor_2", 64),
+            ("bits_not_bytes", 384), ("missing_layers", 24)]
     assert_catalogue("mla_bytes_per_token", mla, 48, base + units(48))
     assert_catalogue("mla_bytes_per_token", dict(mla, num_heads=4, qk_head_dim=6), 48,
                      base + [("mla_as_mha", 192)] + units(48))
@@ -252,6 +254,22 @@ def test_mla_bytes_per_token_catalogue():
     assert_catalogue("mla_bytes_per_token", dict(mla, num_heads=4), 48, base + units(48))
     assert_catalogue("mla_bytes_per_token", dict(mla, qk_head_dim=6), 48, base + units(48))
 
+
+
+def test_the_doubled_figure_without_the_rope_key_has_one_name_in_the_drill_and_in_ch03():
+    """One MLA slip list for the drill's question and ch03's config: DeepSeek-V3 (61 layers, latent 512, RoPE
+    key 64, bf16) without the RoPE key and with the factor 2 is 2 x 61 x 512 x 2 = 124,928 B, named as both
+    slips at once in either quantity."""
+    v3 = dict(layers=61, latent_dim=512, rope_dim=64, dtype_bytes=2, num_heads=128)
+    for quantity, extra in (("mla_bytes_per_token", dict(qk_head_dim=192)),
+                            ("mla_config_bytes_per_token", dict(qk_nope_head_dim=128, kv_heads=128))):
+        d = diagnose(quantity, 124_928, unit="bytes", **v3, **extra)
+        assert d.slip.key == "missing_rope+extra_factor_2", quantity
+        assert d.message == ("1.78x too large: two slips at once: the 64-wide decoupled RoPE key is missing: MLA "
+                             "caches latent (512) + rope (64) per layer. And that is twice the right figure: an MLA "
+                             "layer caches one latent per token and rebuilds every head's key and value from it, so "
+                             "nothing is stored twice."), quantity
+        assert diagnose(quantity, 61 * 512 * 2, unit="bytes", **v3, **extra).slip.key == "missing_rope"
 
 def test_kv_bytes_per_token_per_gpu_catalogue():
     # MLA, tp 4: the latent stays whole, 48 B on every rank; split by tp it would be 12
@@ -700,13 +718,6 @@ def test_agent_prefill_catalogue():
         ("output_not_cached+partial_block_shared", 17)])
 
 
-def test_agent_requests_are_the_loop():
-    # step 1: system 0-3, observation 4-6, action 7-8; step 2 re-sends all that, observation 9-11, action 12-13
-    first, second = agent_requests(4, 3, 2, 2)
-    assert first.prompt == (0, 1, 2, 3, 4, 5, 6) and tuple(first.output) == (7, 8)
-    assert second.prompt == tuple(range(12)) and tuple(second.output) == (12, 13)
-
-
 def test_log_figure_catalogue():
     # the figure as printed is right; each wrong figure that differs is its slip
     assert_catalogue("log_figure", dict(printed=7191, wrong={"largest_rank": 7300, "weights_figure": 7191}), 7191,
@@ -1008,7 +1019,7 @@ def test_the_alternatives_check_has_teeth(monkeypatch):
     missing factor 2, though the fp8 case (GPT-2 large, 1-byte cache) passed."""
     from chapter_checks import offered_slips_contradicting_a_case
     from autograder.checks import ch07
-    from kvlib import slips as slips_module
+    from kvcoach import slips as slips_module
     monkeypatch.setattr(slips_module, "ruled_out", lambda *a, **k: set())
     bad = offered_slips_contradicting_a_case(ch07.EXERCISES)
     assert bad and all(gid.startswith("ch07_") for gid, *_ in bad)
@@ -1067,7 +1078,7 @@ def test_a_right_answer_rules_a_slip_out_only_where_the_slip_changes_it():
 # --- issue 38 §2: floor for ceil, ceil for floor, round for either (from the unrounded figure) -----------
 def test_rounding_slips_from_the_unrounded_figure():
     from fractions import Fraction
-    from kvlib.slips import rounding_slips
+    from kvcoach.slips import rounding_slips
     # 10/3 = 3.33: a ceiling of 4, its floor and its rounding 3; a floor of 3, its ceiling 4 (by hand)
     assert rounding_slips(4, Fraction(10, 3)) == [("floor_for_ceil", 3), ("round_for_ceil", 3)]
     assert rounding_slips(3, Fraction(10, 3)) == [("ceil_for_floor", 4)]            # round(3.33) is right
@@ -1079,7 +1090,7 @@ def test_rounding_slips_from_the_unrounded_figure():
 def test_a_new_quantity_gets_the_rounding_slips_from_its_unrounded_figure(monkeypatch):
     """A quantity that returns (expected, slips, unrounded) and has no rounding slip of its own gets them:
     ceil(1000 / 64) = 16 blocks (by hand); the floor 15 is "1 block too small", never "6.2% too small"."""
-    from kvlib import slips as slips_module
+    from kvcoach import slips as slips_module
 
     def blocks(i):
         return -(-i["tokens"] // i["block_size"]), [], i["tokens"] / i["block_size"]
@@ -1106,7 +1117,7 @@ def test_rounding_slips_of_the_chapters_quantities():
 
 def test_edge_slips_by_hand():
     """The slips of the edges ch07 decides (issue 38 §6), each recomputed by hand."""
-    from kvlib.slips import QUANTITIES
+    from kvcoach.slips import QUANTITIES
     # a budget of 1,001 B x 0.5 = 500.5 B, rounded up to 501; less 100 B of weights and 1 B: 400 B = 4 sequences
     # of 100 B exactly. Rounded down (500) it holds 399 B: 3 sequences
     pool = dict(gpu_bytes=1001, utilization=0.5, weight_bytes=100, other_bytes=1, tp=1, kv_heads=1,
@@ -1148,7 +1159,7 @@ def test_the_contradiction_check_holds_the_lead_to_the_passing_cases(monkeypatch
 
 
 def test_split_query_heads_names_the_per_gpu_counts():
-    from kvlib import slips
+    from kvcoach import slips
     # Qwen2.5-7B-like: 28 query heads, 4 KV heads at TP 2 -> 14 query heads per GPU against 2 KV heads per GPU
     text = slips.message("query_heads@split", layers=28, num_heads=28, kv_heads=4, head_dim=128, dtype_bytes=2, tp=2)
     assert "28 / 2 = 14 per GPU" in text and "max(1, 4 / 2) = 2 per GPU" in text, text
@@ -1158,3 +1169,31 @@ def test_split_query_heads_names_the_per_gpu_counts():
     # the plain slip keeps its whole-model words
     assert "num_attention_heads = 28" in slips.message("query_heads", layers=28, num_heads=28, kv_heads=4,
                                                        head_dim=128, dtype_bytes=2)
+
+
+# --- the catalogue's layout: one engine, one module per topic, each key declared once ----------------------
+def test_every_topic_joins_the_catalogue_once_and_a_key_declared_twice_is_refused():
+    import types
+
+    from kvcoach import slips as catalogue
+    from kvcoach.slips import engine
+    declared = [key for topic in catalogue.TOPICS for key in getattr(topic, "SLIP_WORDS", {})]
+    assert len(declared) == len(set(declared)) == len(SLIPS)
+    quantities = [q for topic in catalogue.TOPICS for q in getattr(topic, "QUANTITIES", {})]
+    assert sorted(quantities) == sorted(QUANTITIES)
+    # a second home for ch01's query-head slip, or for bytes per token: refused, naming the module and the key
+    for clash in ({"SLIP_WORDS": {"query_heads": ("twice", "twice")}}, {"QUANTITIES": {"kv_bytes_per_token": len}}):
+        topic = types.ModuleType("kvcoach.slips.clash")
+        vars(topic).update(clash)
+        with pytest.raises(ValueError, match=r"^kvcoach\.slips\.clash: '(query_heads|kv_bytes_per_token)' is "
+                                             r"declared twice in the slip catalogue$"):
+            engine.register(topic)
+    assert SLIPS["query_heads"].startswith("you multiplied by the query heads")
+
+
+def test_each_slip_has_its_words_and_its_general_words():
+    from kvcoach import slips as catalogue
+    for topic in catalogue.TOPICS:
+        for key, (words, general_words) in getattr(topic, "SLIP_WORDS", {}).items():
+            assert words.endswith(".") and general_words.endswith("."), (topic.__name__, key)
+            assert "{" not in general_words, (topic.__name__, key)    # general words name no figure of a case

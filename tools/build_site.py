@@ -51,11 +51,11 @@ INDEX_TITLE = "kv-course: the arithmetic of the LLM KV cache"
 
 
 def inputs_hash() -> str:
-    """Everything that changes the site: the release, this build, its config and pins, kvlib/kvdisplay."""
+    """Everything that changes the site: the release, this build, its config and pins, kvlib/kvcoach/kvdisplay."""
     digest = hashlib.sha256()
     files = [*sorted(CHAPTERS.glob("ch*.ipynb")), Path(__file__), *sorted(CONF_DIR.glob("*")),
-             REPO / "README.md",
-             *sorted((REPO / "kvlib").rglob("*.py")), *sorted((REPO / "kvdisplay").rglob("*.py"))]
+             REPO / "README.md", *(path for package in ("kvlib", "kvcoach", "kvdisplay")
+                                   for path in sorted((REPO / package).rglob("*.py")))]
     for path in files:
         if path.is_file():
             digest.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes())

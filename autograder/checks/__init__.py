@@ -41,7 +41,7 @@ Adding a chapter ``chNN_slug``
                     visible_cases=(geometry_case("llama-3.3-70b", 2, "Llama 3.3 70B, TP 4", tp=4),),
                     hidden_cases=geometry_hidden(lambda rng, case: case["kwargs"].update(tp=rng.choice([2, 4, 8]))),
                     expected=lambda case: ...,            # from kvlib
-                    quantity="kv_bytes_per_token_per_gpu",  # kvlib.slips names the wrong answers
+                    quantity="kv_bytes_per_token_per_gpu",  # kvcoach.slips names the wrong answers
                     slip_inputs=geometry_slip_inputs),
        )
 
@@ -73,7 +73,7 @@ Adding a chapter ``chNN_slug``
    use the table's letter, or add a row (``tests/test_notation.py`` fails otherwise).
 
 Value exercises (``Exercise(value=True, ...)``: the learner's answer is a
-number bound to a name, judged against their own ``kvlib.drills.student_problem``)
+number bound to a name, judged against their own ``kvcoach.drills.student_problem``)
 take the student id from ``current_student()``; ``claim_student(name)`` records
 the id a notebook states (see ``core``).
 
@@ -146,7 +146,7 @@ def claim_student(name):
 
 
 def my_question(topic: str):
-    """The learner's own ``kvlib.drills.Question`` on ``topic`` (``core.my_question``)."""
+    """The learner's own ``kvcoach.drills.Question`` on ``topic`` (``core.my_question``)."""
     from . import core
     return core.my_question(topic)
 

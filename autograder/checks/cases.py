@@ -207,7 +207,7 @@ def node_budget_bytes(model: str, gpu: str, num_gpus: int, reserve_bytes: int) -
 # ---------------------------------------------------------------------------
 def drill_cases(topic: str):
     """A visible-case builder ``f(student=None)``: one case, the learner's own problem on ``topic``
-    (``kvlib.drills.student_problem``); its context holds the id (None: no id known). The label is the same
+    (``kvcoach.drills.student_problem``); its context holds the id (None: no id known). The label is the same
     for every learner (``your <topic> question``: a checks module's ``EDGES`` names it); the feedback names the id."""
     def build(student=None) -> tuple:
         return ({"label": f"your {topic} question", "kwargs": {}, "context": {"student": student, "topic": topic}},)
@@ -215,8 +215,8 @@ def drill_cases(topic: str):
 
 
 def drill_problem(case: dict):
-    """The ``kvlib.drills.Problem`` of a drill case (its student's problem on its topic)."""
-    from kvlib.drills import student_problem
+    """The ``kvcoach.drills.Problem`` of a drill case (its student's problem on its topic)."""
+    from kvcoach.drills import student_problem
     return student_problem(case["context"]["student"], case["context"]["topic"])
 
 
@@ -226,7 +226,7 @@ def drill_answer(case: dict):
 
 
 def drill_slip_inputs(case: dict) -> dict:
-    """The keywords ``kvlib.slips`` needs to name a slip in a drill case's problem."""
+    """The keywords ``kvcoach.slips`` needs to name a slip in a drill case's problem."""
     return dict(drill_problem(case).inputs)
 
 

@@ -101,7 +101,7 @@ def _text_fields(config: dict) -> dict:
 
 
 def config_slip_inputs(case: dict) -> dict:
-    """What kvlib.slips needs to recompute a config case's slips (MLA or ordinary attention)."""
+    """What kvcoach.slips needs to recompute a config case's slips (MLA or ordinary attention)."""
     config = case["kwargs"]["config"]
     spec = kv.parse_config(config)
     inputs = dict(layers=spec.num_kv_layers, kv_heads=spec.num_kv_heads, head_dim=spec.head_dim,

@@ -18,7 +18,7 @@ ch05_q5_fetch_or_recompute         fetch_or_recompute(kv_bytes_per_token, num_pa
 
 Expected values come from kvlib: q1/q2 from ``kvlib.prefix_cache.prefix_sharing_savings``, q3 from
 ``kvlib.prefix_cache.block_hashes`` (the key of the last full block; ``NONE_HASH`` when there is
-none), q4 from ``kvlib.prefix_cache.run_cache`` on the agent loop of ``kvlib.slips.agent_requests``,
+none), q4 from ``kvlib.prefix_cache.run_cache`` on the agent loop of ``kvlib.prefix_cache.agent_requests``,
 q5 from ``kvlib.offload.fetch_or_recompute(...).winner``. In q3 the learner may call
 ``kvlib.prefix_cache.hash_block`` (allowed by ``tripwires.ALLOWED_FUNCTIONS``); ``block_hashes``,
 the whole chain, trips. q3 and q5 have no numeric slips: each visible case carries the hint
@@ -32,7 +32,7 @@ import random
 import kvlib as kv
 import kvlib.offload  # noqa: F401 -- loaded here so the tripwires cover it
 import kvlib.prefix_cache as pc
-from kvlib.slips import agent_requests    # the agent loop q4 is judged on
+from kvlib.prefix_cache import agent_requests    # the agent loop q4 is judged on
 
 from .answers import BYTES, Choice
 from .core import Exercise, exercises, with_sides

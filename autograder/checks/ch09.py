@@ -19,12 +19,12 @@ ch09_q9_plan_step                      answer_plan_step = <nodes>
 =====================================  ==============================================================
 
 q2-q9 are value exercises (``Exercise(value=True)``): each learner answers their
-own problem, ``kvlib.drills.student_problem(student, topic)`` with the topics of
-``kvlib.drills.GRADED_TOPICS`` in this order, the student being
+own problem, ``kvcoach.drills.student_problem(student, topic)`` with the topics of
+``kvcoach.drills.GRADED_TOPICS`` in this order, the student being
 ``current_student()`` in the kernel and the submission's student in the grader.
 A number is right when it equals kvlib's answer (ints: bytes, tokens,
 sequences, nodes) or lies within the problem's tolerance (crossover and step
-time: 0.5%); a wrong one is named by ``kvlib.slips`` (the same catalogue as
+time: 0.5%); a wrong one is named by ``kvcoach.slips`` (the same catalogue as
 ``Problem.check``). The graded answer is the learner's own arithmetic: a value
 equal to the answer of their own problem after code of theirs read it from the
 drill object (``student_problem(me, topic).answer``, the answer ``check`` shows,
@@ -37,7 +37,7 @@ bundled models' geometry; its hidden cases vary the model, dtype_bytes
 from __future__ import annotations
 
 import kvlib as kv
-from kvlib.drills import GRADED_TOPICS, generate
+from kvcoach.drills import GRADED_TOPICS, generate
 
 from .answers import Number
 from .cases import (
@@ -70,7 +70,7 @@ def _q1_expected(case: dict) -> int:
 
 
 def _q1_slip_inputs(case: dict) -> dict:
-    """kvlib.slips' keywords for kv_bytes_total (it names the batch ``batch_size``)."""
+    """kvcoach.slips' keywords for kv_bytes_total (it names the batch ``batch_size``)."""
     inputs = {k: v for k, v in case["kwargs"].items() if k != "batch"}
     inputs["batch_size"] = case["kwargs"]["batch"]
     inputs.update({k: case["context"][k] for k in ("num_heads", "hidden_size") if k in case["context"]})

@@ -118,7 +118,7 @@ import random
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from kvlib import slips
+from kvcoach import slips
 
 from . import answers, tripwires
 from .answers import INT
@@ -994,7 +994,7 @@ def my_question(topic: str):
 
     Raises ``LookupError`` with the STUDENT_ID message when no id is known.
     """
-    from kvlib.drills import student_problem
+    from kvcoach.drills import student_problem
 
     student = current_student()
     if student is None:

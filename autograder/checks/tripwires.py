@@ -7,7 +7,8 @@ object is swapped, not the module attribute, so ``from kvlib import
 kv_bytes_per_token`` done earlier is caught too; a call that the learner
 catches is still recorded (``calls``) and fails. Everything is restored in a
 ``finally``. Reading a bundled config, byte units, dtype sizes and the GPU
-table stay allowed.
+table stay allowed. The coach's functions (``kvcoach``: its slip catalogue
+recomputes every exercise's answer) are tripped and watched like kvlib's.
 
 Value exercises (ch09's graded drills) bind a number in the answer cell, with
 no function for the tripwires to run. Their guard is ``drill_reads``: kvlib's
@@ -53,7 +54,13 @@ import sys
 import threading
 import types
 
+import kvcoach
 import kvlib
+
+#: The packages whose code a graded function must not call: kvlib, and the coach beside it (its slip catalogue
+#: recomputes the answers; it was part of kvlib until it moved out, and is tripped and watched the same way).
+TRIPPED_PACKAGES = (kvlib, kvcoach)
+_TRIPPED_NAMES = tuple(package.__name__ for package in TRIPPED_PACKAGES)
 
 # kvlib modules and functions a learner may use inside a graded function:
 # reading a bundled config, byte units, dtype sizes, the GPU table.
@@ -101,7 +108,7 @@ def _kvlib_functions():
         found.append((name, fn))
 
     for module_name, module in sorted(sys.modules.items()):
-        if module is None or not (module_name == "kvlib" or module_name.startswith("kvlib.")):
+        if module is None or module_name.split(".")[0] not in _TRIPPED_NAMES:
             continue
         if module_name in ALLOWED_MODULES:
             continue
@@ -171,7 +178,8 @@ class _Watch:
 
     def __init__(self):
         self.armed = False
-        self.root = os.path.dirname(os.path.realpath(kvlib.__file__)) + os.sep
+        self.roots = {os.path.dirname(os.path.realpath(package.__file__)) + os.sep: package.__name__
+                      for package in TRIPPED_PACKAGES}
         self.public: dict = {}          # (module, qualname) -> the name a tripwire reports
         self.copies: dict = {}          # _code_key -> that name, for kvlib's documented functions
         self.copy_names: set = set()    # their co_name (a cheap first test)
@@ -199,9 +207,10 @@ class _Watch:
         if filename not in self.modules:
             path = os.path.realpath(filename) if filename[:1] not in ("<", "") else filename
             module = None
-            if path.startswith(self.root) and path.endswith(".py"):
-                parts = path[len(self.root):-3].split(os.sep)
-                module = ".".join(["kvlib", *parts[:-1]] + ([] if parts[-1] == "__init__" else [parts[-1]]))
+            for root, package in self.roots.items():
+                if path.startswith(root) and path.endswith(".py"):
+                    parts = path[len(root):-3].split(os.sep)
+                    module = ".".join([package, *parts[:-1]] + ([] if parts[-1] == "__init__" else [parts[-1]]))
             self.modules[filename] = module
         return self.modules[filename]
 
@@ -306,14 +315,14 @@ def reset() -> None:
 
 
 #: The name a refused value exercise reports (``kvlib_calls`` of its record).
-DRILL_ANSWER = "kvlib.drills.Problem.answer"
+DRILL_ANSWER = "kvcoach.drills.Problem.answer"
 
 
 def drill_reads(topic: str, student: str | None) -> list:
     """``[DRILL_ANSWER]`` when code outside the course's packages read the answer of ``student``'s own
-    problem on ``topic`` (``kvlib.drills.answer_reads``), else ``[]``. Nothing is imported: a kernel that never
-    loaded ``kvlib.drills`` read nothing from it."""
-    drills = sys.modules.get("kvlib.drills")
+    problem on ``topic`` (``kvcoach.drills.answer_reads``), else ``[]``. Nothing is imported: a kernel that never
+    loaded ``kvcoach.drills`` read nothing from it."""
+    drills = sys.modules.get("kvcoach.drills")
     if drills is None or not student or not hasattr(drills, "answer_reads"):
         return []
     try:

@@ -1,9 +1,12 @@
 """The kvlib command line: ``kvlib info|models|gpus|vllm-log|plan|drill``.
 
-The CLI owns its subcommands: ``info``, ``models`` and ``gpus`` here, the
-others in ``kvlib.cli.plan``, ``kvlib.cli.vllm_log`` and ``kvlib.cli.drill``.
-Domain modules (``kvlib.info``, ``kvlib.planner``, ``kvlib.vllm``,
-``kvlib.drills``) return plain data; the CLI formats it.
+The CLI owns its subcommands: ``info``, ``models`` and ``gpus`` here, ``plan``
+and ``vllm-log`` in ``kvlib.cli.plan`` and ``kvlib.cli.vllm_log``. Domain
+modules (``kvlib.info``, ``kvlib.planner``, ``kvlib.vllm``) return plain data;
+the CLI formats it. Other installed packages add commands through the
+``kvlib.commands`` entry-point group: each entry is a function that registers
+its subparser (``kvlib drill`` is the course coach's, ``kvcoach.cli:add_parser``),
+so kvlib imports none of them by name.
 
 Tables for people (units named: GB = 10^9, GiB = 2^30), ``--json`` for
 machines. A user error exits 2 with one line on stderr; never a traceback.
@@ -24,7 +27,7 @@ from ..gpus import GPUS
 from ..info import InfoError, info_report
 from ..spec import ParamsError
 from ..units import GB, format_bytes, format_gb_gib
-from . import drill, plan, vllm_log
+from . import plan, vllm_log
 from .common import Parser as _Parser, UsageError, print_table as _print_table
 
 __all__ = ["main", "build_parser", "UsageError", "info_report"]
@@ -243,9 +246,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_gpus)
 
-    for module in (vllm_log, plan, drill):
+    for module in (vllm_log, plan):
         module.add_parser(sub)
+    from importlib.metadata import entry_points     # here: it imports email and socket, which kvlib.cli must not
+    for entry in sorted(entry_points(group=COMMANDS), key=lambda e: e.name):
+        _add_command(sub, entry)
     return parser
+
+
+#: The entry-point group through which installed packages add ``kvlib`` subcommands (pyproject.toml's
+#: ``[project.entry-points."kvlib.commands"]``): ``name = "module:function"``, the function taking argparse's
+#: subparsers and registering the command called ``name``.
+COMMANDS = "kvlib.commands"
+
+
+def _add_command(subparsers, entry) -> None:
+    """Register one ``kvlib.commands`` entry; one that does not load is left out with one line on stderr."""
+    try:
+        add_parser = entry.load()
+    except Exception as exc:  # noqa: BLE001 -- a broken plugin must not take kvlib info down with it
+        print(f"kvlib: warning: command {entry.name!r} ({entry.value}) did not load: {exc}", file=sys.stderr)
+        return
+    add_parser(subparsers)
 
 
 def _report_warnings(caught) -> None:

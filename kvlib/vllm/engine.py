@@ -19,6 +19,7 @@ import re
 import warnings
 from dataclasses import dataclass
 
+from ..errors import VllmLogError  # noqa: F401 -- raised here; kvlib.vllm.engine.VllmLogError stays importable
 from ..units import GiB
 
 __all__ = ["V0", "V1", "VllmLogError", "DEFAULT_BLOCK_SIZE", "V0_SWAP_SPACE_BYTES", "NEWEST_CHECKED_RELEASE",
@@ -31,10 +32,6 @@ DEFAULT_BLOCK_SIZE = 16  # CacheConfig's default block through 0.33 (64 from 0.3
 V0_SWAP_SPACE_BYTES = 4 * GiB  # V0's default swap_space: CPU blocks = 4 GiB // bytes per block
 NEWEST_CHECKED_RELEASE = "0.34.0"
 _NEWEST = (0, 34, 0)
-
-
-class VllmLogError(ValueError):
-    """A vLLM log (or a figure taken from one) cannot be used; the message says why."""
 
 
 class UncheckedReleaseWarning(UserWarning):

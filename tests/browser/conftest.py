@@ -150,7 +150,7 @@ def lab_server(tmp_path_factory):
     """JupyterLab from ``./dev.sh open ... --root DIR`` on a free port, DIR a scratch copy of chapters/.
 
     Yields {'url', 'root', 'log', 'pid', 'data_home'}: the server (and its kernels) run with XDG_DATA_HOME
-    in the scratch folder, so drill mode's history (kvlib.drill_history) never touches the user's own."""
+    in the scratch folder, so drill mode's history (kvcoach.drill_history) never touches the user's own."""
     missing = missing_parts()
     if missing:
         pytest.fail(_reason(missing))         # only reached with REQUIRE_BROWSER=1

@@ -2,21 +2,24 @@
 
 ``kvlib drill [--topic T] [--count N] [--seed S]`` asks seeded practice questions; after a wrong
 answer it prints the worked steps for that question's numbers and where the learner's number
-comes from (``kvlib.drill_steps``). At a terminal the prompt shows the clock's target for the
-question (``kvlib.drill_history.target_seconds``) and the time taken after each answer
+comes from (``kvcoach.drill_steps``). At a terminal the prompt shows the clock's target for the
+question (``kvcoach.drill_history.target_seconds``) and the time taken after each answer
 (``--timings`` shows them for piped answers too).
 
-History (``kvlib.drill_history``, ``$XDG_DATA_HOME/kv-course/drills.json``): answers typed at a
+History (``kvcoach.drill_history``, ``$XDG_DATA_HOME/kv-course/drills.json``): answers typed at a
 terminal are recorded (``--no-history`` does not record); piped answers (a transcript, a notebook's
 demonstration, a test) are a replay and never recorded. ``--stats`` prints the per-topic table;
 ``--review`` asks ``--count`` questions of the topics the review rule picks (missed ones first).
 ``--assumptions`` asks a structured answer (``tokens=... utilization=... memory=cuda``) where an
-assumption changes the figure, checked field by field (``kvlib.drill_assumptions``).
+assumption changes the figure, checked field by field (``kvcoach.drill_assumptions``).
 
-``--student ID`` asks that learner's own graded drills (``kvlib.drills.student_problem``, the
+``--student ID`` asks that learner's own graded drills (``kvcoach.drills.student_problem``, the
 topics of ``GRADED_TOPICS``; with ``--topic``, that one), without showing answers, steps or
 where a number went wrong; those runs are never recorded (a graded question is the same every
 time, so answering it again would only inflate the practice history).
+
+kvlib's command line finds this command through the ``kvlib.commands`` entry point (pyproject.toml:
+``drill = "kvcoach.cli:add_parser"``), so kvlib imports nothing of the coach.
 """
 
 from __future__ import annotations
@@ -26,10 +29,11 @@ import random
 import sys
 import time
 
-from .. import drill_assumptions, drill_history, drill_steps
-from ..argtypes import positive_int as _positive_int
-from ..drills import GRADED_TOPICS, TOPICS, problem_set, generate, student_problem
-from .common import UsageError
+from kvlib.argtypes import positive_int as _positive_int
+from kvlib.cli.common import UsageError
+
+from . import drill_assumptions, drill_history, drill_steps
+from .drills import GRADED_TOPICS, TOPICS, problem_set, generate, student_problem
 
 __all__ = ["ask", "add_parser"]
 

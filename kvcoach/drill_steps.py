@@ -6,7 +6,7 @@ number comes from: the step a named slip enters (``Problem.slip_step``), or the 
 equals when the learner stopped short (``Problem.matching_step``). Neither is shown for a graded
 question (``kvlib drill --student``), which reveals nothing.
 
->>> from kvlib.drills import generate
+>>> from kvcoach.drills import generate
 >>> p = generate("kv_per_token", 1)        # Qwen3-0.6B: 28 layers, 8 KV heads of 128, 16 query heads, bf16
 >>> print(worked_lines(p)[-1])
   2. bytes per token, all layers: 2 · L · K · D · b = 2 · 28 · 8 · 128 · 2 = 114,688 bytes
@@ -18,7 +18,7 @@ question (``kvlib drill --student``), which reveals nothing.
 >>> where_lines(pool, "116,038,196,295")
 ['your 116,038,196,295 is step 2 (bytes left for the KV pool): the question asks for step 3 (tokens the pool holds).']
 
-Used by kvlib.cli.drill and kvdisplay.drills; taught in ch09_interview_drills.
+Used by kvcoach.cli and kvdisplay.drills; taught in ch09_interview_drills.
 """
 
 from __future__ import annotations

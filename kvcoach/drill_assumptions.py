@@ -16,7 +16,7 @@ is ``Problem.check``'s (the slip named); a wrong assumption says what the questi
 whether the figure follows from the assumption the learner stated (kvlib recomputes it with that
 assumption: a consistent answer on a wrong premise, or a slip on top of it).
 
->>> from kvlib.drills import generate
+>>> from kvcoach.drills import generate
 >>> p = generate("pool", 1)
 >>> fields(p)
 ('tokens', 'utilization', 'memory')

@@ -8,7 +8,7 @@ raises ``HistoryError``, one line naming the path, and is never overwritten: the
 moves it away or fixes it.
 
 Each scored answer is one attempt: ``{"session", "topic", "correct", "seconds", "slip", "at",
-"target"}`` (``at`` in seconds since the epoch, ``slip`` a ``kvlib.slips`` key or null, ``target``
+"target"}`` (``at`` in seconds since the epoch, ``slip`` a ``kvcoach.slips`` key or null, ``target``
 the clock's target in seconds). A session is one ``kvlib drill`` run or one drill-mode widget:
 ``{"id", "started", "source"}``. Nothing of a question's answer is stored.
 
@@ -87,7 +87,7 @@ def _exists(path: Path) -> bool:
 def target_seconds(problem) -> int:
     """The clock's target for one question: ``READ_SECONDS + STEP_SECONDS x steps`` of its worked chain.
 
-    ``problem`` has ``steps()`` (``kvlib.drills.Problem``); without it, one step is assumed.
+    ``problem`` has ``steps()`` (``kvcoach.drills.Problem``); without it, one step is assumed.
 
     >>> class OneStep:
     ...     def steps(self): return ("2 L K D b",)

@@ -3,7 +3,7 @@
 ``generate(topic, seed)`` returns a frozen Problem over the bundled models
 and GPUs: the question, its parameters, kvlib's exact answer, a tolerance,
 and ``check(answer) -> (correct, feedback)``, which names the slip when a
-wrong answer equals a known mistake recomputed (``kvlib.slips.diagnose``,
+wrong answer equals a known mistake recomputed (``kvcoach.slips.diagnose``,
 the catalogue the autograder uses). The same seed gives the same problem on
 every machine: only ``random.Random(seed)`` draws, over sorted lists.
 
@@ -28,20 +28,22 @@ import time
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from .config import course_models, load_model
-from .feasibility import check_deployment, tp_refusal
-from .offload import prefill_linear_flops
-from .gpus import GPUS
-from . import formulas
-from . import serving as formulas_serving
-from .assumptions import DEFAULT_OVERHEAD_BYTES
-from .roofline import crossover_context
+from kvlib import formulas
+from kvlib import serving as formulas_serving
+from kvlib.assumptions import DEFAULT_OVERHEAD_BYTES
+from kvlib.config import course_models, load_model
+from kvlib.feasibility import check_deployment, tp_refusal
+from kvlib.gpus import GPUS
+from kvlib.offload import prefill_linear_flops
+from kvlib.roofline import crossover_context
+from kvlib.spec import FULL
+from kvlib.units import GB, GiB, parse_bytes
+from kvlib.vllm.engine import default_utilization
+from kvlib.weights import stored_weights
+
 from . import slips
+from .guard import GuardedField
 from .slips import COMBINED, PREFIX_MIX_KEYS, base_key, diagnose
-from .spec import FULL
-from .units import GB, GiB, parse_bytes
-from .vllm.engine import default_utilization
-from .weights import stored_weights
 
 __all__ = ["GRADED_TOPICS", "TOPICS", "MAX_REPEATS", "Problem", "Question", "Step", "DrillError", "answer_reads",
            "generate", "problem_set", "seed_for_student", "student_problem", "variety_key"]
@@ -99,7 +101,7 @@ class Problem:
     answer: object              # kvlib's value, in ``units``
     units: str
     tolerance: float            # relative; 0 means exact
-    quantity: str               # the kvlib.slips quantity that checks it
+    quantity: str               # the kvcoach.slips quantity that checks it
     params: MappingProxyType = field(hash=False)   # what the question states
     inputs: MappingProxyType = field(hash=False, repr=False)  # diagnose's keywords
     template: str = ""          # the question's wording within its topic ("decode_rate/user"); "" = the topic
@@ -365,8 +367,8 @@ def _problem(topic, seed, question, quantity, inputs, units, tolerance=0.0, temp
 def _keeps_apart(quantity, inputs, key, units, tolerance=0.0, twins=()) -> bool:
     """Whether the feedback on slip ``key``'s number leads with ``key`` (or one of its ``twins``).
 
-    Every variant of ``key`` (``kvlib.slips.variants``) is judged as a learner's answer, as the check judges it
-    (``kvlib.slips.matching`` within the problem's tolerance): the first slip named must be ``key`` or a twin,
+    Every variant of ``key`` (``kvcoach.slips.variants``) is judged as a learner's answer, as the check judges it
+    (``kvcoach.slips.matching`` within the problem's tolerance): the first slip named must be ``key`` or a twin,
     a slip that gives the same number on every draw (bf16 for fp8 and an extra factor 2). True where the slip
     gives the right answer (it cannot be made on this draw). Issue 38: a forgotten batch of 32 beside 32 layers
     read as "missing layers"; the graded topics draw again instead (``_SEPARATE``), so only the draws where the
@@ -1377,63 +1379,21 @@ def student_problem(student_id: str, topic: str) -> Problem:
     return generate(topic, seed_for_student(f"{student_id}/{topic}"))
 
 
-# --- answers read from outside (ch09's graded drills: issue 35 §5) ---------------------------------------
-#: ``(topic, seed)`` of every problem whose answer code outside kvlib read (``answer_reads``).
-_ANSWER_READS: set = set()
-#: Packages whose reads are the course's own (drill mode, ``kvlib drill``, the checks' expected values).
-_OWN_PACKAGES = ("kvlib", "kvdisplay", "autograder")
-_HELPER_MODULES = ("dataclasses", "copy", "pprint", "reprlib", "functools", "operator")
+# --- answers read from outside (ch09's graded drills): who may read Problem.answer is kvcoach.guard's policy ---
+Problem.answer = GuardedField(lambda p: (p.topic, p.seed))
+Problem.answer.__set_name__(Problem, "answer")
+#: ``(topic, seed)`` of every problem whose answer code outside the course's packages read (``answer_reads``).
+_ANSWER_READS = Problem.answer.reads
 
 
-def _read_from_outside() -> bool:
-    """Whether the code reading ``Problem.answer`` is the learner's (neither this module nor the course's).
-
-    Problem's own methods (``check``, the dataclass's ``__repr__`` and ``__eq__``) and the standard library's
-    helpers (``dataclasses.asdict``, ``copy``, ``pprint``) are skipped: what counts is who called them, so
-    ``p.check(x)`` from a notebook (its feedback shows the answer) and ``repr(p)`` count too.
-    """
-    frame = sys._getframe(2)
-    while frame is not None:
-        module = str(frame.f_globals.get("__name__", ""))
-        if module == __name__ and isinstance(frame.f_locals.get("self"), Problem):
-            frame = frame.f_back
-        elif module in _HELPER_MODULES:
-            frame = frame.f_back
-        else:
-            return module.split(".")[0] not in _OWN_PACKAGES
-    return False
-
-
-class _Answer:
-    """``Problem.answer``: the value, noting each read made from outside the course's packages.
+def answer_reads() -> frozenset:
+    """``(topic, seed)`` of each problem whose answer a notebook or script read (``p.answer``, the answer in
+    ``p.check``'s feedback, ``repr(p)``); the checks of ch09's graded drills refuse a value read that way.
 
     >>> p = generate("kv_per_token", seed=3)
     >>> _ANSWER_READS.discard((p.topic, p.seed)); (p.topic, p.seed) in answer_reads()
     False
     """
-
-    def __set_name__(self, owner, name):
-        self.name = name
-
-    def __get__(self, obj, owner=None):
-        if obj is None:
-            return self
-        value = obj.__dict__["answer"]
-        if _read_from_outside():
-            _ANSWER_READS.add((obj.topic, obj.seed))
-        return value
-
-    def __set__(self, obj, value):   # the frozen dataclass's __init__ sets it once, through object.__setattr__
-        obj.__dict__["answer"] = value
-
-
-Problem.answer = _Answer()
-Problem.answer.__set_name__(Problem, "answer")
-
-
-def answer_reads() -> frozenset:
-    """``(topic, seed)`` of each problem whose answer a notebook or script read (``p.answer``, the answer in
-    ``p.check``'s feedback, ``repr(p)``); the checks of ch09's graded drills refuse a value read that way."""
     return frozenset(_ANSWER_READS)
 
 
