@@ -167,6 +167,26 @@ class Result:
 # ---------------------------------------------------------------------------
 # What the machine offers
 # ---------------------------------------------------------------------------
+def _threads_of_uid(uid: int) -> int:
+    """Processes and threads whose real uid is ``uid`` (what RLIMIT_NPROC counts), from /proc; 0 where unreadable."""
+    count = 0
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return 0
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+            if int(fields["Uid"].split()[0]) == uid:
+                count += int(fields["Threads"].strip())
+        except (OSError, KeyError, ValueError, IndexError):
+            continue
+    return count
+
+
 def _which(name: str) -> str | None:
     for d in ("/usr/bin", "/bin", "/usr/sbin", "/sbin"):
         p = os.path.join(d, name)
@@ -458,12 +478,19 @@ class Sandbox:
         return kept
 
     # -- command lines -----------------------------------------------------
-    def _rlimit_args(self) -> list[str]:
+    def _rlimit_args(self, shared_uid: bool = False) -> list[str]:
         lim = self.limits
         cpu = max(1, int(lim.cpu_s))
         return [_which("prlimit"), f"--cpu={cpu}:{cpu + 1}", f"--as={lim.memory_bytes}",
-                f"--fsize={lim.file_bytes}", f"--nproc={lim.nproc}", f"--nofile={lim.nofile}",
+                f"--fsize={lim.file_bytes}", f"--nproc={self._nproc(shared_uid)}", f"--nofile={lim.nofile}",
                 "--core=0", "--"]
+
+    def _nproc(self, shared_uid: bool) -> int:
+        """RLIMIT_NPROC for the job. It counts every process and thread of the job's real uid, machine-wide: a job
+        that shares the grader's own uid (level rlimits run unprivileged: no uid of its own, no user namespace)
+        gets ``nproc`` more than that uid already runs, or the grader's other jobs, its own threads and the
+        user's other programs would leave the kernel none (ZeroMQ's threads failed to start at 64)."""
+        return self.limits.nproc + (_threads_of_uid(os.getuid()) if shared_uid else 0)
 
     @staticmethod
     def _drop_args(uid: int | None) -> list[str]:
@@ -547,12 +574,14 @@ class Sandbox:
 
     def _rlimits_argv(self, argv, uid) -> list[str]:
         if _which("prlimit"):
-            return self._rlimit_args() + (self._drop_args(uid) if uid is not None else []) + list(argv)
+            return self._rlimit_args(shared_uid=uid is None) + (self._drop_args(uid) if uid is not None else []) \
+                + list(argv)
         return list(argv)
 
     def _preexec(self):
         """Child-side limits when prlimit is missing (rlimits level, non-root only)."""
         lim = self.limits
+        nproc = self._nproc(shared_uid=True)
 
         def apply():
             import resource
@@ -560,7 +589,7 @@ class Sandbox:
             for res, value in ((resource.RLIMIT_CPU, (cpu, cpu + 1)),
                                (resource.RLIMIT_AS, (lim.memory_bytes,) * 2),
                                (resource.RLIMIT_FSIZE, (lim.file_bytes,) * 2),
-                               (resource.RLIMIT_NPROC, (lim.nproc,) * 2),
+                               (resource.RLIMIT_NPROC, (nproc,) * 2),
                                (resource.RLIMIT_NOFILE, (lim.nofile,) * 2),
                                (resource.RLIMIT_CORE, (0, 0))):
                 with contextlib.suppress(ValueError, OSError):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -41,3 +42,26 @@ def grading_env(drop=(), **env) -> dict:
         environ.pop(var, None)
     environ.update(env)
     return environ
+
+
+def grant_traversal(paths) -> list:
+    """o+x (traversal only, never o+r) on every ancestor of ``paths`` lacking it; [(dir, old mode)] to undo with
+    ``restore_modes``.
+
+    A test that runs the venv's Python as another user (the hub's accounts, the sandbox levels as a user) needs
+    the checkout and the interpreter the venv points to reachable; either may sit under a home that is 0700
+    (e.g. a pyenv under /root)."""
+    changed = []
+    for path in paths:
+        for parent in [*reversed(Path(path).parents), Path(path)]:
+            mode = parent.stat().st_mode
+            if stat.S_ISDIR(mode) and not mode & stat.S_IXOTH and parent not in [p for p, _ in changed]:
+                os.chmod(parent, stat.S_IMODE(mode) | stat.S_IXOTH)
+                changed.append((parent, stat.S_IMODE(mode)))
+    return changed
+
+
+def restore_modes(changed: list) -> None:
+    """Give back the modes ``grant_traversal`` changed, innermost first."""
+    for path, mode in reversed(changed):
+        os.chmod(path, mode)

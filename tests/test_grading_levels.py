@@ -13,9 +13,9 @@ The preflight itself: a kernel that cannot start stops it in one line (a kernels
 start), and at ``rlimits`` as root the job uid owns the kernel's connection-file copy and socket
 folder, which is what let every kernel start (nothing is bound at that level).
 
-Root only (to become another user); the user's half needs an interpreter that user may start (not
-one under root's own home), and skips in one line without it, unless REQUIRE_ISOLATION=1 (CI),
-which fails instead. The eight runs go four at a time: about 40 s on 2 cores.
+Root only (to become another user). The user's half needs an interpreter that user may start: the
+checkout and the interpreter get traversal (o+x) for the test's duration, as the hub test does; where it
+still cannot start, that half skips in one line, unless REQUIRE_ISOLATION=1 (CI), which fails instead. The eight runs go four at a time: about 40 s on 2 cores.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from procs import grading_env, run_in_group
+from procs import REPO, grading_env, grant_traversal, restore_modes, run_in_group
 
 import hostile as H
 from autograder import sandbox as S
@@ -88,6 +88,9 @@ def runs():
     if not ROOT:
         pytest.skip("needs root to grade as another user too")
     base = Path(tempfile.mkdtemp(prefix="kv-levels-"))      # pytest's tmp_path is private to root
+    # the user runs the venv's Python and imports the checkout, which may sit under a 0700 home (a pyenv
+    # under /root): traversal only (o+x, never o+r) for the test's duration, as the hub test does
+    traversal = grant_traversal([Path(sys.executable).parent, Path(sys.executable).resolve().parent, REPO])
     try:
         for parent in base.parents:
             if not os.stat(parent).st_mode & 0o001:
@@ -118,6 +121,7 @@ def runs():
             done = dict(pool.map(grade, [(who, level) for who in homes for level in LEVELS]))
         yield {"offered": offered, "runs": done, "unusable": unusable}
     finally:
+        restore_modes(traversal)
         shutil.rmtree(base, ignore_errors=True)
 
 

@@ -75,6 +75,7 @@ import pytest
 
 import hostile as H
 import pg_server as P
+from procs import grant_traversal, restore_modes
 
 pytestmark = pytest.mark.slow
 
@@ -116,21 +117,6 @@ def missing() -> str | None:
 # ---------------------------------------------------------------------------
 # Pieces: paths other users can reach, accounts, commands as a user, HTTP
 # ---------------------------------------------------------------------------
-def _grant_traversal(paths) -> list:
-    """o+x (traversal only, never o+r) on every ancestor of ``paths`` lacking it; [(dir, old mode)] to undo.
-
-    The spawned users run the venv's Python and import the checkout's packages; the checkout (or the
-    interpreter the venv points to) may sit under a home that is 0700 (e.g. a pyenv under /root)."""
-    changed = []
-    for path in paths:
-        for parent in [*reversed(Path(path).parents), Path(path)]:
-            mode = parent.stat().st_mode
-            if stat.S_ISDIR(mode) and not mode & stat.S_IXOTH and parent not in [p for p, _ in changed]:
-                os.chmod(parent, stat.S_IMODE(mode) | stat.S_IXOTH)
-                changed.append((parent, stat.S_IMODE(mode)))
-    return changed
-
-
 def _free_ports(n: int) -> list:
     socks = []
     try:
@@ -348,7 +334,7 @@ def test_a_class_on_jupyterhub(scratch):
         for n in (1, 2, 3):
             students.append(Account(f"kvh{tag}s{n}", homes))
             accounts.append(students[-1])
-        traversal = _grant_traversal([VENV_BIN.parent, Path(sys.executable).resolve().parent, REPO])
+        traversal = grant_traversal([VENV_BIN.parent, Path(sys.executable).resolve().parent, REPO])
         probe = students[0].run([VENV_BIN / "python", "-c", "import jupyterhub, nbgrader, kvlib, autograder"])
         assert probe.returncode == 0, f"a student cannot run the venv's Python: {probe.stderr[-1500:]}"
 
@@ -504,8 +490,7 @@ def test_a_class_on_jupyterhub(scratch):
             times["hub stop"] = hub.stop()
         for account in accounts:
             account.remove()
-        for path, mode in reversed(traversal):
-            os.chmod(path, mode)
+        restore_modes(traversal)
         if pg is not None:
             pg.stop()
         times["teardown"] = time.monotonic() - t0
