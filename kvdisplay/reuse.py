@@ -78,7 +78,7 @@ def fetch_recompute_view(model: str, link_bytes_per_s, mfu: float, *, gpu: str =
     ``kv.offload.break_even_context(..., roofline=True)``.
 
     >>> view = fetch_recompute_view("llama-3.1-8b", 50e9, 0.6)
-    >>> "fetch wins from <b>1</b> token" in view, "no prefill is shorter than <b>4.48 ms</b>" in view
+    >>> "fetch wins from <b>1</b> token" in view, "no prefill of an idle engine is shorter than <b>4.48 ms</b>" in view
     (True, True)
 
     Used in: ch05_prefix_reuse (through fetch_recompute_explorer).
@@ -108,9 +108,10 @@ def fetch_recompute_view(model: str, link_bytes_per_s, mfu: float, *, gpu: str =
     return (f"<div style='{_STYLE}'>{model_name(spec)} on one {device.name} "
             f"({device.bf16_flop_per_s / 1e12:,.0f} TFLOP/s dense bf16) at {mfu:.0%} MFU; link "
             f"{link_bytes_per_s / kv.GB:,.0f} GB/s; fixed cost per fetch {fetch_overhead_s * 1e3:g} ms<br>"
-            f"no prefill is shorter than <b>{first.weight_read_s * 1e3:,.2f} ms</b>, the time to read its "
-            f"{kv.format_gb_gib(first.weight_bytes)} of weights once at {device.bandwidth_bytes_per_s / 1e12:g} TB/s "
-            f"(the roofline of chapter 06)<br>"
+            f"no prefill of an idle engine is shorter than <b>{first.weight_read_s * 1e3:,.2f} ms</b>, the time to "
+            f"read its {kv.format_gb_gib(first.weight_bytes)} of weights once at "
+            f"{device.bandwidth_bytes_per_s / 1e12:g} TB/s (the roofline of chapter 06); in a busy engine's step, "
+            f"whose weights are read for the other requests anyway, a recompute costs its FLOPs alone<br>"
             f"break-even: {verdict}"
             f"<table style='border-collapse:collapse;margin-top:4px'><tr>{head}</tr>{body}</table></div>")
 
