@@ -56,7 +56,7 @@ from .config import load_model
 from .gpus import GPU, get_gpu
 from .spec import ATTENTION_KINDS, MAMBA2, STATE_KINDS, ModelSpec, SpecError
 from .units import GB, GiB, format_gb_gib
-from .vllm.engine import as_version
+from .vllm.engine import NEWEST_CHECKED_RELEASE, as_version
 
 __all__ = ["Feasibility", "check_deployment", "default_max_num_seqs", "tp_refusal"]
 
@@ -203,8 +203,8 @@ def check_deployment(model, gpu, *, tp: int = 1, pp: int = 1, batch_size: int = 
                        f"{format_gb_gib(kv_gpu)} per GPU but the pool left after weights and overhead is "
                        f"{format_gb_gib(pool)}")
     if batch_size > max_seqs:
-        reasons.append(f"a batch of {batch_size:,} is over vLLM's default max_num_seqs of {max_seqs:,} on "
-                       f"{card.name}")
+        reasons.append(f"a batch of {batch_size:,} is over vLLM {version or NEWEST_CHECKED_RELEASE}'s default "
+                       f"max_num_seqs of {max_seqs:,} on {card.name}")
     return Feasibility(model=spec.name, gpu=card.name, tp=tp, pp=pp, batch_size=batch_size, seq_len=seq_len,
                        gpu_memory_bytes=memory, utilization=utilization, other_bytes=other_bytes,
                        weight_bytes_per_gpu=w_gpu, weight_room_bytes=room, pool_bytes=pool,

@@ -93,6 +93,14 @@ def test_batch_at_default_max_num_seqs(gpu, limit):
     assert _reasons(check_deployment("qwen3-0.6b", gpu, batch_size=limit + 1, seq_len=16), "max_num_seqs")
 
 
+def test_the_max_num_seqs_reason_names_its_release():
+    # 1,025 > 1,024 on an H100 (get_batch_defaults: 70 GiB and not an A100); 257 > 256 under V0's 0.7.3
+    assert _reasons(check_deployment("qwen3-0.6b", "H100-SXM", batch_size=1025, seq_len=16), "max_num_seqs") == [
+        "a batch of 1,025 is over vLLM 0.34.0's default max_num_seqs of 1,024 on H100-SXM"]
+    assert _reasons(check_deployment("qwen3-0.6b", "H100-SXM", batch_size=257, seq_len=16, version="0.7.3"),
+                    "max_num_seqs") == ["a batch of 257 is over vLLM 0.7.3's default max_num_seqs of 256 on H100-SXM"]
+
+
 def test_max_num_seqs_by_release():
     assert default_max_num_seqs("H100-SXM", "0.7.3") == 256     # V0's default
     assert default_max_num_seqs("L40S", "0.8.2") == 1024        # V1 before the revert
