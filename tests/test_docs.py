@@ -3,12 +3,15 @@
 Every `./dev.sh X`, `kvlib X` and `python -m autograder X` quoted in code (a code span or a
 fenced block) of README.md or docs/*.md is a command of dev.sh's dispatcher or a subcommand of
 the two CLIs' own argparse parsers; every docs/ file the README points to exists, and every doc
-is pointed to from the README. In process, well under a second.
+is pointed to from the README; docs/kvlib.md names every function of SGLang's rules and of vLLM's
+hybrid pages. In process, well under a second.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import inspect
 import re
 from pathlib import Path
 
@@ -114,3 +117,15 @@ def test_the_point_totals_the_docs_state_are_the_notebooks():
     assert [int(n) for n in re.findall(r"and 0\s+of (\d+) for the three notebooks", guide)] == [ch01]
     bench = (REPO / "BENCHMARKS.md").read_text(encoding="utf-8")
     assert [int(n) for n in re.findall(r"Scores out of (\d+) by kind", bench)] == [ch01]
+
+
+@pytest.mark.parametrize("module", ["kvlib.sglang", "kvlib.sglang_log", "kvlib.vllm.hybrid"])
+def test_kvlib_md_names_every_engine_rule(module):
+    """docs/kvlib.md names every public function of SGLang's rules and vLLM's hybrid pages, in code."""
+    mod = importlib.import_module(module)
+    code = _code((REPO / "docs" / "kvlib.md").read_text(encoding="utf-8"))
+    functions = [n for n in mod.__all__ if inspect.isfunction(getattr(mod, n))]
+    assert functions, f"{module} exports no function"
+    # `name(` on its own, or `module.name(`: kv.vllm.parse_log does not document kvlib.sglang_log.parse_log
+    missing = [n for n in functions if not re.search(rf"(?:(?<![\w.])|{re.escape(module)}\.){n}\(", code)]
+    assert missing == [], f"docs/kvlib.md does not name {module}'s {missing}"
