@@ -47,6 +47,7 @@ __all__ = [
     "max_concurrency",
     "block_waste_tokens",
     "crossover_tokens",
+    "state_crossover_tokens",
     "decode_step_seconds",
     "weight_bytes",
     "weight_bytes_per_gpu",
@@ -271,6 +272,33 @@ def crossover_tokens(weight_bytes, bytes_per_token):
     122528
     """
     return weight_bytes / bytes_per_token
+
+
+def state_crossover_tokens(state_bytes, bytes_per_token, dense_bytes_per_token) -> int:
+    """Context from which a hybrid's sequence holds no more than a dense model's [tokens].
+
+    Formula: ``ceil(state_bytes / (dense_bytes_per_token - bytes_per_token))``. A hybrid keeps a constant
+    ``state_bytes`` [B] per sequence plus ``bytes_per_token`` [B] of KV in its attention layers; the dense model
+    keeps ``dense_bytes_per_token`` [B] and no state, so it holds at least as much from this context on.
+    Taught in ch10_state_and_sparsity. Qwen3-Next-80B-A3B (36 Gated DeltaNet layers of 1,097,728 B, 12
+    attention layers of 2 x 2 x 256 x 2 = 2,048 B a token) against its all-attention twin (48 such layers):
+    39,518,208 / (98,304 - 24,576) = 536, the state of one layer over one attention layer's bytes per token:
+
+    >>> state_crossover_tokens(state_bytes=39_518_208, bytes_per_token=24_576, dense_bytes_per_token=98_304)
+    536
+    >>> state_crossover_tokens(0, 10, 20), state_crossover_tokens(7, 10, 20)
+    (0, 1)
+
+    Raises ValueError when the dense model keeps no more per token than the hybrid (no crossover).
+    """
+    for name, value in (("state_bytes", state_bytes), ("bytes_per_token", bytes_per_token),
+                        ("dense_bytes_per_token", dense_bytes_per_token)):
+        if type(value) is not int or value < 0:
+            raise ValueError(f"{name} must be a non-negative int (bytes), got {value!r}")
+    if dense_bytes_per_token <= bytes_per_token:
+        raise ValueError(f"dense_bytes_per_token ({dense_bytes_per_token}) must exceed bytes_per_token "
+                         f"({bytes_per_token}): the hybrid never holds less")
+    return -(-state_bytes // (dense_bytes_per_token - bytes_per_token))
 
 
 def decode_step_seconds(weight_bytes, bytes_per_token, context, batch, bandwidth_bytes_per_s):

@@ -93,6 +93,22 @@ def test_block_waste_seed000():
     assert kv.block_waste_tokens(num_seqs=3, block_size=2) == 1.5
 
 
+def test_state_crossover_by_hand():
+    # Qwen3-Next-80B-A3B: a Gated DeltaNet layer holds conv 3 x 8,192 x 2 B = 49,152 and recurrent
+    # 32 x 128 x 128 x 2 B = 1,048,576, 1,097,728 B; an attention layer 2 x 2 KV heads x 256 x 2 B = 2,048 B a
+    # token. 36 + 12 layers; the all-attention twin has 48 x 2,048 = 98,304 B a token.
+    s, b_h, b_d = 36 * (3 * 8192 * 2 + 32 * 128 * 128 * 2), 12 * 2048, 48 * 2048
+    assert s == 39_518_208 and kv.state_crossover_tokens(s, b_h, b_d) == 536 == 1_097_728 // 2048
+    # against Llama 3.3 70B (2 x 80 x 8 x 128 x 2 = 327,680 B a token): 39,518,208 / 303,104 = 130.4 -> 131
+    assert kv.state_crossover_tokens(s, b_h, 327_680) == 131
+    # at T*, the hybrid holds no more; one token earlier it holds more
+    assert s + b_h * 536 <= b_d * 536 and s + b_h * 535 > b_d * 535
+    with pytest.raises(ValueError, match="dense_bytes_per_token"):
+        kv.state_crossover_tokens(s, b_h, b_h)
+    with pytest.raises(ValueError, match="state_bytes"):
+        kv.state_crossover_tokens(1.5, b_h, b_d)
+
+
 def test_crossover_seed003_example4():
     # seed 003: 16.06e9 / 131,072 -> the seed prints 122,543; the exact quotient is 122,528.3
     # (16.06e9 / 131072 = 122528.07...); 141.2e9 / 327,680 = 430,908 (seed agrees).
