@@ -20,7 +20,7 @@ from . import notebook as _nb
 #: The fixed chapter ids (folder = notebook stem = nbgrader assignment id).
 CHAPTER_IDS = ("ch00_orientation", "ch01_kv_formula", "ch02_gqa_tp", "ch03_mla", "ch04_pool_paging",
                "ch05_prefix_reuse", "ch06_crossover", "ch07_capacity_plan", "ch08_vllm_lab",
-               "ch09_interview_drills")
+               "ch09_interview_drills", "ch10_state_and_sparsity")
 GRADE_ID_RE = re.compile(r"^(ch\d{2})_q(\d+)_[a-z0-9_]+$")
 
 

@@ -30,6 +30,7 @@ from .planner import planner_explorer, planner_view
 from .problems import erratum, footnote, footnote_ref, worked_problem
 from .serving_problems import serving_worked_problems
 from .reuse import fetch_recompute_explorer, fetch_recompute_view, prefix_sharing_explorer, prefix_sharing_view
+from .state import all_attention_bytes_per_token, sequence_memory_view, state_arrays, state_explorer
 from .text import config_fields_table, md, model_name, show, show_json, table
 from .tp import heads_held, tp_explorer, tp_explorer_view, tp_kv_slices
 from .vllm_lab import (ENGINE_GEOMETRIES, block_window_explorer, block_window_view, engine_geometry, engine_lab,
@@ -53,6 +54,7 @@ __all__ = [
     "interview_sheet", "interview_sheet_view",
     "clock_text", "drill_stats", "history_figure", "history_view",
     "serving_worked_problems",
+    "all_attention_bytes_per_token", "sequence_memory_view", "state_arrays", "state_explorer",
 ]
 
 show_figure_text()   # a figure's text/plain output says its title and legend (tests/leaks.py reads it), its PNG has alt text

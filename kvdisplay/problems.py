@@ -42,7 +42,7 @@ def worked_problem(number: int, question: str, assumptions: str, formula: str, s
 
     Raises ValueError when a substitution has no meaning or the result is empty.
 
-    Used in: ch01_kv_formula (Questions 1-5), ch02_gqa_tp, ch03_mla (Questions 1-4), ch04_pool_paging (Questions 1-4), ch06_crossover (Questions 1-3, 5), ch07_capacity_plan, ch00_orientation (Question 1), ch05_prefix_reuse (Questions 1-4), ch08_vllm_lab (Questions 1-3), ch09_interview_drills (Questions 1-7).
+    Used in: ch01_kv_formula (Questions 1-5), ch02_gqa_tp, ch03_mla (Questions 1-4), ch04_pool_paging (Questions 1-4), ch06_crossover (Questions 1-3, 5), ch07_capacity_plan, ch00_orientation (Question 1), ch05_prefix_reuse (Questions 1-4), ch08_vllm_lab (Questions 1-3), ch09_interview_drills (Questions 1-7), ch10_state_and_sparsity.
     """
     lines = []
     for entry in substitutions:

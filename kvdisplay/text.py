@@ -20,7 +20,7 @@ def md(text: str) -> Markdown:
     >>> md("**131,072 B** per token").data
     '**131,072 B** per token'
 
-    Used in: ch01_kv_formula, ch02_gqa_tp, ch03_mla, ch04_pool_paging, ch06_crossover, ch00_orientation, ch05_prefix_reuse, ch08_vllm_lab, ch09_interview_drills.
+    Used in: ch01_kv_formula, ch02_gqa_tp, ch03_mla, ch04_pool_paging, ch06_crossover, ch00_orientation, ch05_prefix_reuse, ch08_vllm_lab, ch09_interview_drills, ch10_state_and_sparsity.
     """
     return Markdown(text)
 
@@ -28,7 +28,7 @@ def md(text: str) -> Markdown:
 def show(*objects) -> None:
     """Display several objects from one cell, in order (``display`` under a name that says so).
 
-    Used in: ch02_gqa_tp, ch03_mla, ch04_pool_paging, ch05_prefix_reuse, ch08_vllm_lab.
+    Used in: ch02_gqa_tp, ch03_mla, ch04_pool_paging, ch05_prefix_reuse, ch08_vllm_lab, ch10_state_and_sparsity.
     """
     display(*objects)
 
@@ -49,7 +49,7 @@ def table(headers, rows, note: str = "") -> Markdown:
     ``note`` goes under the table as its own paragraph. Raises ValueError when a row
     has a different number of cells than the header.
 
-    Used in: ch01_kv_formula, ch02_gqa_tp, ch03_mla, ch04_pool_paging, ch06_crossover, ch07_capacity_plan, ch05_prefix_reuse, ch08_vllm_lab, ch09_interview_drills.
+    Used in: ch01_kv_formula, ch02_gqa_tp, ch03_mla, ch04_pool_paging, ch06_crossover, ch07_capacity_plan, ch05_prefix_reuse, ch08_vllm_lab, ch09_interview_drills, ch10_state_and_sparsity.
     """
     headers = list(headers)
     lines = ["| " + " | ".join(_cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
@@ -115,6 +115,6 @@ def model_name(spec) -> str:
     >>> model_name(kvlib.load_model("llama-3.1-8b"))
     'Llama-3.1-8B'
 
-    Used in: ch01_kv_formula, ch02_gqa_tp, ch03_mla, ch04_pool_paging, ch06_crossover, ch07_capacity_plan, ch05_prefix_reuse, ch08_vllm_lab, ch09_interview_drills.
+    Used in: ch01_kv_formula, ch02_gqa_tp, ch03_mla, ch04_pool_paging, ch06_crossover, ch07_capacity_plan, ch05_prefix_reuse, ch08_vllm_lab, ch09_interview_drills, ch10_state_and_sparsity.
     """
     return spec.name.split("/", 1)[-1]

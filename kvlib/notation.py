@@ -207,6 +207,15 @@ SYMBOLS: tuple[Symbol, ...] = (
     Symbol("C_h", "price_per_gpu_hour", "what one GPU costs per hour", "dollars", chapter="ch09_interview_drills"),
     Symbol("W_r", "weight_bytes_read", "weight bytes one decode step reads: W less the embedding rows no token "
            "of the batch looks up, W - (V - B) d b", "B", chapter="ch06_crossover"),
+    Symbol("L_s", "num_state_layers", "layers that keep a constant state per sequence (Mamba2, Gated DeltaNet)",
+           "count", ("layer_types", "hybrid_override_pattern", "full_attention_interval"),
+           chapter="ch10_state_and_sparsity"),
+    Symbol("S_st", "state_bytes_per_sequence", "bytes of state one sequence keeps in every state layer, at any "
+           "context", "B", kvlib_keywords=("state_bytes",), chapter="ch10_state_and_sparsity"),
+    Symbol("b_dense", "dense_bytes_per_token", "bytes per token of the model a hybrid is compared with, which keeps "
+           "no state", "B", kvlib_keywords=("dense_bytes_per_token",), chapter="ch10_state_and_sparsity"),
+    Symbol("L_idx", "num_indexer_layers", "layers that build a sparse-attention indexer key per token (DSA)",
+           "count", chapter="ch10_state_and_sparsity"),
 )
 
 def by_letter(letter: str) -> Symbol:
