@@ -224,6 +224,7 @@ ENGINE_GEOMETRIES = {
     "tiny MQA": lambda: dict(_bundled_config("llama_gqa"), num_key_value_heads=1),
     "tiny Gemma-2 (sliding-window hybrid)": lambda: _bundled_config("gemma2_hybrid"),
     "tiny DeepSeek (MLA)": lambda: _bundled_config("deepseek_mla"),
+    "tiny Qwen3-Next (Gated DeltaNet hybrid)": lambda: _bundled_config("qwen3_next_gdn"),
     "Llama 3.1 8B's KV shape at small width": lambda: _small_width("llama-3.1-8b"),
     "Qwen3 0.6B's KV shape at small width": lambda: _small_width("qwen3-0.6b"),
 }
@@ -344,7 +345,7 @@ def engine_lab(geometry: str, kv_space_gib: int, max_model_len: int, my_tokens=N
     machine in the course's CI). The start is killed with its process group at ``timeout_s``.
     Never raises on a failed start: the message says what happened.
 
-    Used in: ch08_vllm_lab.
+    Used in: ch08_vllm_lab, ch10_state_and_sparsity.
     """
     config = engine_geometry(geometry)
     if not start_engine:
