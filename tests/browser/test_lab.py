@@ -193,6 +193,17 @@ PLANS = {
                      "* dtype_bytes * block_size); return (n, n)",
         slip="allows a range of blocks",
     ),
+    "ch10_state_and_sparsity": Plan(
+        slider="context T (tokens)",
+        number=r"the hybrid, in all\s*([\d.,]+ GB)",
+        answer_id="ch10_q1_answer",
+        # The state counted per token: multiplied by the context with the KV.
+        wrong_answer="def hybrid_sequence_bytes_per_gpu(attention_layers, state_layers, kv_heads, head_dim, "
+                     "dtype_bytes, state_bytes_per_layer, context, tp): return (state_layers * "
+                     "state_bytes_per_layer // tp + 2 * attention_layers * max(1, kv_heads // tp) * head_dim * "
+                     "dtype_bytes) * context",
+        slip="once per sequence, whatever its length",
+    ),
     "ch09_interview_drills": Plan(
         slider="context T (tokens)",
         number=r"one sequence of [\d,]+ tokens:\s*([\d.,]+ GB)",
