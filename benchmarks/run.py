@@ -214,6 +214,11 @@ def _ch09_args(rng, gpus):
                 kv_dtype_bytes=rng.choice([1, 2]))
 
 
+def _ch10_args(rng, gpus):
+    return dict(model=rng.choice(["qwen3-next-80b-a3b", "nemotron-h-56b", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"]),
+                context=rng.choice([512, 4096, 32768, 262144, 1048576]), tp=rng.choice([1, 2, 4, 8]))
+
+
 # chapter -> (kvdisplay view a slider move calls, random arguments for it)
 EXPLORER_VIEWS = {
     "ch01_kv_formula": ("kv_explorer_view", _ch01_args),
@@ -225,6 +230,7 @@ EXPLORER_VIEWS = {
     "ch07_capacity_plan": ("planner_view", _ch07_args),
     "ch08_vllm_lab": ("block_window_view", _ch08_args),
     "ch09_interview_drills": ("interview_sheet_view", _ch09_args),
+    "ch10_state_and_sparsity": ("sequence_memory_view", _ch10_args),
 }
 
 
