@@ -20,6 +20,14 @@ def fails(grade_id: str, fn, **kwargs) -> str:
     return str(info.value)
 
 
+def passes_every_seed(grade_id: str, fn, seeds) -> None:
+    """``check(grade_id, fn)`` on the visible cases and on the hidden cases of every seed in ``seeds``: all pass
+    (``check`` raises on the first case that fails)."""
+    check(grade_id, fn)
+    for seed in seeds:
+        check(grade_id, fn, hidden=True, seed=seed)
+
+
 def source_points(chapter: str) -> dict:
     """``{grade_id: points}`` of the chapter's test cells, read from its source notebook."""
     return notebook.grade_points(notebook.read(REPO / "course" / "source" / chapter / f"{chapter}.ipynb"))
