@@ -201,10 +201,10 @@ cmd_open() {
 
 # Heavy tests (tests/heavy_tests.txt: kernels, sandboxes, servers, browsers, the engine): the quick tier
 # leaves them out, with the tests marked slow or kernel elsewhere, and spreads the rest over two
-# pytest-xdist workers. ./dev.sh test (CI) runs everything in one process, one test after another: on 2
-# cores a second worker slows the browser tests enough to miss their waits. With more cores,
-# ./dev.sh test -n 2 --dist loadfile keeps the serial heavy tests as one unit on one worker
-# (tests/conftest.py).
+# pytest-xdist workers. ./dev.sh test with no arguments (CI) runs the rest on two workers and then the
+# serial heavy tests alone (cmd_test): on 2 cores a second worker slows the browser tests enough to miss
+# their waits. With arguments it is one pytest run; ./dev.sh test -n 2 --dist loadfile keeps the serial
+# heavy tests as one unit on one worker (tests/conftest.py).
 WORKERS=(-n 2)
 
 heavy_args() {
@@ -238,7 +238,25 @@ cmd_test() {
         [[ "$arg" == -* ]] || [[ ! -e "${arg%%::*}" ]] || has_path=1
     done
     [[ $has_path -eq 1 ]] || paths=(tests kvlib kvcoach kvdisplay autograder)
-    exec "$PY" -m pytest "${paths[@]}" "$@"
+    [[ $# -eq 0 ]] || exec "$PY" -m pytest "${paths[@]}" "$@"
+    # The whole suite, as CI runs it, in two parts: everything but the serial heavy tests on two workers
+    # (the in-process files and the notebook kernels, which have generous timeouts), then the serial ones
+    # (sandboxes, servers, browsers, the engine) one after another in a process of their own, so their
+    # timed waits never share the cores with a second worker. The exit status fails if either part did.
+    local serial=() path
+    while read -r kind path; do
+        [[ "$kind" == serial ]] && serial+=("$path")
+    done < "$ROOT/tests/heavy_tests.txt"
+    local skip=() rest=0 heavy=0
+    for path in "${serial[@]}"; do
+        if [[ "$path" == *::* ]]; then skip+=("--deselect=$path"); else skip+=("--ignore=$path"); fi
+    done
+    echo "dev.sh test: part 1 of 2, all but the serial heavy tests, on two workers" >&2
+    "$PY" -m pytest "${paths[@]}" "${skip[@]}" "${WORKERS[@]}" --dist loadfile || rest=$?
+    echo "dev.sh test: part 2 of 2, the serial heavy tests (tests/heavy_tests.txt), one after another" >&2
+    "$PY" -m pytest "${serial[@]}" || heavy=$?
+    echo "dev.sh test: part 1 exit $rest, part 2 exit $heavy" >&2
+    [[ $rest -eq 0 && $heavy -eq 0 ]]
 }
 
 cmd_build() {
