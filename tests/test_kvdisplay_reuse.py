@@ -61,3 +61,17 @@ def test_fetch_view_floors_a_short_recompute_at_the_weights_read():
     weights_ms = (8_030_261_248 * 2 - (128_256 - 128) * 4096 * 2) / 3.35e12 * 1e3
     view = kd.fetch_recompute_view("llama-3.1-8b", 50e9, 0.6, contexts=(128,))
     assert f"{weights_ms:,.2f} (weights' read)" in view and "4.48" in f"{weights_ms:.2f}"
+
+
+def test_gpu_dropdowns_offer_single_gpus_not_the_nvl72_domain():
+    pytest.importorskip("ipywidgets")
+    from ipywidgets import Dropdown
+
+    def gpu_options(box):
+        found = [w for w in box.children if isinstance(w, Dropdown) and w.description == "GPU"]
+        assert len(found) == 1
+        return found[0].options
+
+    for box in (kd.fetch_recompute_explorer(["llama-3.1-8b"]), kd.crossover_explorer(["llama-3.1-8b"])):
+        options = gpu_options(box)
+        assert "GB200-NVL72" not in options and {"H100-SXM", "B300", "GB200"} <= set(options)
