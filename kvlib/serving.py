@@ -29,6 +29,7 @@ from fractions import Fraction
 from . import formulas
 from .config import load_model
 from .gpus import get_gpu
+from .offload import _attention_dims as _attention_head_dims
 from .offload import attention_pairs, prefill_attention_flops, prefill_linear_flops, prefill_params_per_token
 from .prefix_cache import prefix_sharing_savings
 
@@ -418,13 +419,6 @@ def ttft_seconds(model, prompt_tokens: int, *, gpu="H100-SXM", mfu=0.5, queue_se
         total += max(flops / (mfu * peak), weights / bw)
         start = end
     return queue_seconds + total
-
-
-def _attention_head_dims(spec):
-    if spec.is_mla:
-        qk = (spec.qk_nope_head_dim or 0) + spec.qk_rope_head_dim
-        return qk, spec.v_head_dim or qk
-    return spec.head_dim, spec.head_dim
 
 
 def _attention_layers(spec) -> int:
