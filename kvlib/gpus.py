@@ -85,7 +85,7 @@ _T = 10**12
 GPUS = {
     "H100-SXM": GPU("H100-SXM", 80 * GB, _gib(79.18), int(3.35 * TB), 989 * _T, 1979 * _T,
                     "NVIDIA H100 datasheet (SXM5 80GB: 3.35 TB/s, 989 TFLOP/s bf16 dense, NVLink 900 GB/s); "
-                    "CUDA total 79.18 GiB as in seed 000 and vLLM logs (79.19 GiB in log 12)",
+                    "CUDA total 79.18 GiB as vLLM startup logs report it (79.19 GiB in one of them)",
                     interconnect_bytes_per_s=900 * GB),
     "H100-PCIe": GPU("H100-PCIe", 80 * GB, _gib(79.18), int(2.0 * TB), 756 * _T, 1513 * _T,
                      "NVIDIA H100 datasheet (PCIe 80GB: 2.0 TB/s, 756 TFLOP/s bf16, NVLink bridge 600 GB/s); "
