@@ -35,7 +35,7 @@ from kvlib.config import course_models, load_model
 from kvlib.feasibility import check_deployment, tp_refusal
 from kvlib.gpus import GPUS
 from kvlib.offload import prefill_linear_flops
-from kvlib.roofline import crossover_context
+from kvlib.roofline import crossover_context, expected_experts_touched, weight_bytes_read
 from kvlib.spec import FULL
 from kvlib.units import GB, GiB, parse_bytes
 from kvlib.vllm.engine import default_utilization
@@ -435,7 +435,7 @@ def _concurrency(rng, seed):
 
 
 def _pool(rng, seed):
-    gpus = [g for g in GPUS.values() if g.memory_bytes >= 40 * GB]
+    gpus = [GPUS[n] for n in GPUS if n in _GPU_NAMES and GPUS[n].memory_bytes >= 40 * GB]
     while True:
         gpu = rng.choice(gpus)
         models = [m for m in _gqa_models() if _bf16_weights(m) < 0.6 * gpu.cuda_memory_bytes]
@@ -538,17 +538,21 @@ def _step_time(rng, seed):
     batches = (1, 8, 16, 32, 64)
     while True:   # weights and the batch's cache must fit the GPU's pool
         spec = _spec(rng.choice(_gqa_models()))
-        gpu = rng.choice([g for g in GPUS.values() if g.memory_bytes >= 40 * GB])
-        weights = _round_gb(spec.weight_bytes(2))
+        gpu = rng.choice([GPUS[n] for n in GPUS if n in _GPU_NAMES and GPUS[n].memory_bytes >= 40 * GB])
+        held = _round_gb(spec.weight_bytes(2))
         batch, context = _not_the_layers(batches, rng.choice(batches), spec), rng.choice(_CONTEXTS)
+        # a mixture of experts reads only the experts its batch touches: the step's weights are those bytes
+        weights = _round_gb(_moe_read(spec, batch)) if spec.num_experts else held
         bw = gpu.bandwidth_bytes_per_s
         inputs = dict(_geometry(spec), weight_bytes=weights, seq_len=context, batch_size=batch,
                       bandwidth_bytes_per_s=bw)
         # a small cache beside the weights puts a forgotten batch within 0.5% of forgotten layers: draw again
-        if _runs(spec, gpu, batch_size=batch, seq_len=context, weight_bytes=weights) and \
+        if _runs(spec, gpu, batch_size=batch, seq_len=context, weight_bytes=held) and \
                 _apart("step_time", "decode_step_ms", inputs, "ms", 0.005):
             break
-    q = (f"{_config_text(spec)}; bf16 weights {_gb_text(weights)}. On one {gpu.name} ({bw / 1e12:g} TB/s, "
+    read = (f"; {_moe_text(spec, batch)}: {_gb_text(weights)} of its bf16 weights ({_gb_text(held)}) per step"
+            if spec.num_experts else f"; bf16 weights {_gb_text(weights)}")
+    q = (f"{_config_text(spec)}{read}. On one {gpu.name} ({bw / 1e12:g} TB/s, "
          f"10^12 bytes/s), a batch of {batch} sequence(s) of {context:,} tokens decodes. How long is one step at the "
          f"bandwidth limit, in milliseconds? (to 0.5%)")
     return _problem("step_time", seed, q, "decode_step_ms", inputs, "ms", tolerance=0.005, model=spec.name,
@@ -604,8 +608,25 @@ def _served_weights(model_id) -> tuple:
     return stored.bytes_per_rank, f"weights as shipped ({stored.scheme})"
 
 
+def _moe_read(spec, tokens, dtype_bytes=2) -> int:
+    """Weight bytes one step of ``tokens`` tokens reads (kvlib.roofline.weight_bytes_read, the whole input table
+    counted as the drills' weights do): for a mixture of experts only the experts its tokens touch."""
+    return weight_bytes_read(spec, tokens, dtype_bytes=dtype_bytes, embedding_rows=False)
+
+
+def _moe_text(spec, tokens) -> str:
+    """How many experts a step of ``tokens`` tokens reads, in words (uniform routing)."""
+    e, k = spec.num_experts, spec.num_experts_per_tok
+    return (f"a mixture of experts ({e} routed experts per MoE layer, {k} per token): {tokens} token(s) routed "
+            f"uniformly touch E (1 - (1 - k/E)^B) = {expected_experts_touched(e, k, tokens):.2f} of them per layer, "
+            f"and a step reads only those")
+
+
 _TPS = (1, 2, 4, 8)
-_GPU_NAMES = tuple(sorted(GPUS))
+# the cards the drill families were written and checked for; a newer row (B300, GB200, an NVLink domain) joins
+# only once every family handles it
+_GPU_NAMES = ("A10", "A100-40GB", "A100-80GB", "A10G", "B200", "H100-PCIe", "H100-SXM", "H200", "L4", "L40S",
+              "MI300X", "RTX-3090", "RTX-4090", "T4")
 
 
 def _gpu(rng):
@@ -679,8 +700,10 @@ def _ridge_batch(rng, seed):
             continue
         b = {"bf16": 2, "fp8": 1, "int4": 0.5}[kind]
         f = gpu.fp8_flop_per_s if kind == "fp8" else gpu.bf16_flop_per_s
-        batch = formulas_serving.ridge_batch(f, gpu.bandwidth_bytes_per_s, b)
         spec = _spec(rng.choice(_all_models()))
+        # a mixture of experts: its experts turn compute-bound only once the batch covers them
+        experts = (spec.num_experts, spec.num_experts_per_tok) if spec.num_experts else ()
+        batch = formulas_serving.ridge_batch(f, gpu.bandwidth_bytes_per_s, b, *experts)
         tp = rng.choice(_TPS)
         weights = formulas.weight_bytes(spec.num_params(), b)
         if tp_refusal(spec, tp) is None and _runs(spec, gpu, tp=tp, batch_size=batch, seq_len=1024,
@@ -689,26 +712,41 @@ def _ridge_batch(rng, seed):
     compute = {"bf16": "bf16 weights and bf16 compute", "fp8": "fp8 weights and fp8 compute",
                "int4": "int4 weights (0.5 byte each) dequantized to bf16 compute"}[kind]
     inputs = {"peak_flop_per_s": f, "bandwidth_bytes_per_s": gpu.bandwidth_bytes_per_s, "dtype_bytes": b}
+    moe = ""
+    if experts:
+        inputs.update(num_experts=experts[0], top_k=experts[1])
+        moe = (f" {spec.name} is a mixture of experts ({experts[0]} routed experts per MoE layer, {experts[1]} per "
+               f"token): count its routed experts alone (the dense parts turn compute-bound first); a batch of B "
+               f"tokens routed uniformly reads E (1 - (1 - k/E)^B) of them per layer, and each token does 2 FLOPs per "
+               f"parameter of its own {experts[1]} experts.")
     q = (f"{spec.name} on {_tp_text(gpu, tp)}: {compute}; peak {f / 1e12:g} TFLOP/s dense, "
          f"{gpu.bandwidth_bytes_per_s / 1e12:g} TB/s (10^12 bytes/s). Counting only the weight reads and the "
          f"linear layers' 2 FLOPs per parameter per sequence (short contexts: KV reads left out), from which "
-         f"batch on does a decode step reach the GPU's ridge point and turn compute-bound?")
+         f"batch on does a decode step reach the GPU's ridge point and turn compute-bound?{moe}")
     return _problem("ridge_batch", seed, q, "ridge_batch", inputs, "sequences",
                     deployments=(dict(tp=tp, batch_size=batch, seq_len=1024, weight_bytes=weights),), model=spec.name, gpu=gpu.name,
                     template=f"ridge_batch/{kind}")
 
 
 def _decode_rate(rng, seed):
-    spec, gpu, tp, batch, context, dep = _deployment(rng, batches=(1, 8, 16, 32, 64, 128))
+    # a mixture of experts in bf16: the bytes a step reads are exact by parameter (its experts touched)
+    spec, gpu, tp, batch, context, dep = _deployment(
+        rng, batches=(1, 8, 16, 32, 64, 128),
+        weights=lambda s: s.weight_bytes(2) if s.num_experts else _served_weights(s.name)[0])
     per = rng.choice(("user", "gpu"))
     w, words = _served_weights(spec.name)
+    if spec.num_experts:
+        w = spec.weight_bytes(2)
+        words = f"bf16 weights, {w:,} bytes in all; {_moe_text(spec, batch)}, {_moe_read(spec, batch):,} bytes"
+        w = _moe_read(spec, batch)
     s_g = spec.kv_bytes_per_sequence(context, tp=tp)
     bw = gpu.bandwidth_bytes_per_s
     inputs = {"weight_bytes": w, "kv_bytes_per_sequence_per_gpu": s_g, "batch_size": batch, "seq_len": context,
               "bandwidth_bytes_per_s": bw, "tp": tp, "per": per}
     ask = ("how many tokens per second does one user get" if per == "user" else
            "how many tokens per second does each GPU produce (the batch's tokens over the GPUs)")
-    q = (f"{spec.name} ({words}: {w:,} bytes in all) on {_tp_text(gpu, tp)}, {bw / 1e12:g} TB/s each. "
+    q = (f"{spec.name} ({words}{'' if spec.num_experts else f': {w:,} bytes in all'}) on {_tp_text(gpu, tp)}, "
+         f"{bw / 1e12:g} TB/s each. "
          f"{batch} sequence(s) of {context:,} tokens decode together; one sequence's KV cache is {s_g:,} bytes on "
          f"each GPU. At the bandwidth limit (each GPU reads its share of the weights and its part of every cache "
          f"once per step), {ask}? (to 0.5%)")
@@ -819,11 +857,25 @@ def _spec_decode(rng, seed):
     w_t = _served_weights(spec.name)[0]
     alpha, gamma = rng.choice((0.6, 0.7, 0.8, 0.9)), rng.choice((2, 3, 4, 5, 6))
     inputs = {"acceptance": alpha, "draft_tokens": gamma, "draft_weight_bytes": w_d, "weight_bytes": w_t}
-    q = (f"{spec.name} (bf16 weights {w_t:,} bytes) on {_tp_text(gpu, tp)} decodes one sequence with "
+    cost = "a draft step costs W_draft / W_target of a target step"
+    if spec.num_experts:
+        # a mixture of experts: one token's step reads its top-k experts, a verify of gamma + 1 tokens the experts
+        # they touch, so the verify costs W_verify / W_one target steps and a draft step W_draft / W_one
+        one, verify = _moe_read(spec, 1), _moe_read(spec, gamma + 1)
+        inputs.update(weight_bytes=one, verify_weight_bytes=verify, total_weight_bytes=w_t)
+        w_t = one
+        cost = (f"{spec.name} is {_moe_text(spec, 1)}: a plain step reads {one:,} bytes, while the verify of "
+                f"{gamma + 1} tokens reads the experts they touch, {verify:,} bytes on average "
+                f"({expected_experts_touched(spec.num_experts, spec.num_experts_per_tok, gamma + 1):.2f} experts per "
+                f"layer); a draft step costs W_draft / W_one of a plain target step and the verify W_verify / W_one")
+        head = f"{spec.name} (bf16 weights {inputs['total_weight_bytes']:,} bytes in all)"
+    else:
+        head = f"{spec.name} (bf16 weights {w_t:,} bytes)"
+    q = (f"{head} on {_tp_text(gpu, tp)} decodes one sequence with "
          f"{draft.name} as its draft (bf16 weights {w_d:,} bytes). Each step drafts {gamma} tokens, each accepted "
          f"with probability {alpha:g} until the first rejection, and the target verifies them in one step that "
-         f"adds a token of its own. At batch 1 a step's cost is its weight read, so a draft step costs "
-         f"W_draft / W_target of a target step. What is the expected speed-up over plain decoding? (to 0.5%)")
+         f"adds a token of its own. At batch 1 a step's cost is its weight read, so {cost}. What is the expected "
+         f"speed-up over plain decoding? (to 0.5%)")
     return _problem("spec_decode", seed, q, "spec_speedup", inputs, "times", tolerance=0.005,
                     deployments=(dep,), model=spec.name,
                     gpu=gpu.name, template="spec_decode/speedup", draft=draft.name)
@@ -844,9 +896,17 @@ def _quant_speedup(rng, seed):
     w = spec.weight_bytes(2)
     kv = spec.kv_bytes_per_sequence(context)
     inputs = {"weight_bytes": w, "quant_weight_bytes": quant, "kv_bytes": kv, "bits_per_weight": bits}
+    weights = (f"Its bf16 weights are {w:,} bytes; quantized weight-only to {bits:g} bits per parameter (scales "
+               f"included) they are {quant:,} bytes.")
+    if spec.num_experts:
+        # one token reads its top-k experts only: the step's weight bytes, bf16 and quantized
+        inputs.update(weight_bytes=_moe_read(spec, 1), quant_weight_bytes=_moe_read(spec, 1, bits / 8),
+                      total_weight_bytes=w, total_quant_weight_bytes=quant)
+        weights = (f"Its bf16 weights are {w:,} bytes ({quant:,} quantized weight-only to {bits:g} bits per "
+                   f"parameter, scales included), but it is {_moe_text(spec, 1)}: a step reads "
+                   f"{inputs['weight_bytes']:,} bytes of them in bf16, {inputs['quant_weight_bytes']:,} quantized.")
     q = (f"{spec.name} on {_tp_text(gpu, tp)} decodes one sequence of {context:,} tokens (its KV cache: {kv:,} "
-         f"bytes, kept in bf16). Its bf16 weights are {w:,} bytes; quantized weight-only to {bits:g} bits per "
-         f"parameter (scales included) they are {quant:,} bytes. At batch 1 a step is bandwidth-bound: how many "
+         f"bytes, kept in bf16). {weights} At batch 1 a step is bandwidth-bound: how many "
          f"times faster is a decode step with the quantized weights? (to 0.5%)")
     return _problem("quant_speedup", seed, q, "quant_speedup", inputs, "times", tolerance=0.005,
                     deployments=(dep, dict(dep, weight_bytes=quant)), model=spec.name,
@@ -1108,6 +1168,17 @@ def _chain_ttft(i):
 
 def _chain_ridge_batch(i):
     f, bw, b = i["peak_flop_per_s"], i["bandwidth_bytes_per_s"], i["dtype_bytes"]
+    if i.get("num_experts"):
+        e, k = i["num_experts"], i["top_k"]
+        batch = formulas_serving.ridge_batch(f, bw, b, e, k)
+        touched = expected_experts_touched(e, k, batch)
+        return (Step("the GPU's ridge point", "I* = F / BW", f"{_n(f)} / {_n(bw)}", f / bw, "FLOP/B"),
+                Step("the batch if every expert is read", "I* · b · N_e / (2 k_e)",
+                     f"{_n(f / bw)} · {_n(b)} · {e} / (2 · {k})", f / bw * b * e / (2 * k), "sequences"),
+                Step("experts touched at that batch", "N_B = N_e (1 − (1 − k_e / N_e)^B)",
+                     f"{e} (1 − (1 − {k} / {e})^{batch})", touched, "experts"),
+                Step("first batch whose experts reach the ridge", "smallest B with 2 k_e B / (N_B · b) ≥ I*",
+                     f"2 · {k} · {batch} / ({_n(touched)} · {_n(b)})", batch, "sequences"))
     return (Step("the GPU's ridge point", "I* = F / BW", f"{_n(f)} / {_n(bw)}", f / bw, "FLOP/B"),
             Step("intensity one sequence adds", "2 / b", f"2 / {_n(b)}", 2 / b, "FLOP/B"),
             Step("first batch at the ridge", "ceil(I* · b / 2)", f"ceil({_n(f / bw)} · {_n(b)} / 2)",
@@ -1208,14 +1279,23 @@ def _chain_spec_speedup(i):
     a, g, w_d, w_t = i["acceptance"], i["draft_tokens"], i["draft_weight_bytes"], i["weight_bytes"]
     c = w_d / w_t
     e = formulas_serving.speculative_expected_tokens(a, g)
-    return (Step("a draft step's cost, in target steps", "c_d = W_d / W", f"{_n(w_d)} / {_n(w_t)}", c,
-                 "ratio"),
-            Step("tokens per verification", "(1 − alpha^(gamma + 1)) / (1 − alpha)",
-                 f"(1 − {_pct(a)}^{g + 1}) / (1 − {_pct(a)})", e, "tokens"),
+    steps = [Step("a draft step's cost, in target steps", "c_d = W_d / W", f"{_n(w_d)} / {_n(w_t)}", c, "ratio"),
+             Step("tokens per verification", "(1 − alpha^(gamma + 1)) / (1 − alpha)",
+                  f"(1 − {_pct(a)}^{g + 1}) / (1 − {_pct(a)})", e, "tokens")]
+    if "verify_weight_bytes" not in i:
+        return tuple(steps) + (
             Step("cost of one verification, in target steps", "gamma · c_d + 1", f"{g} · {_n(c)} + 1", g * c + 1,
                  "steps"),
             Step("speed-up", "E / (gamma · c_d + 1)", f"{_n(e)} / {_n(g * c + 1)}",
                  formulas_serving.speculative_speedup(a, g, c), "times"))
+    v = i["verify_weight_bytes"] / w_t
+    return tuple(steps) + (
+        Step("the verify's cost, in target steps (the experts gamma + 1 tokens touch)", "c_v = W_v / W",
+             f"{_n(i['verify_weight_bytes'])} / {_n(w_t)}", v, "steps"),
+        Step("cost of one verification, in target steps", "gamma · c_d + c_v", f"{g} · {_n(c)} + {_n(v)}",
+             g * c + v, "steps"),
+        Step("speed-up", "E / (gamma · c_d + c_v)", f"{_n(e)} / {_n(g * c + v)}",
+             formulas_serving.speculative_speedup(a, g, c, v), "times"))
 
 
 def _chain_quant_speedup(i):

@@ -28,7 +28,7 @@ from .plots import figure_text, line_plot, show_figure_text
 from .pool import pool_explorer, pool_explorer_view
 from .planner import planner_explorer, planner_view
 from .problems import erratum, footnote, footnote_ref, worked_problem
-from .serving_problems import serving_worked_problems
+from .serving_problems import serving_problem, serving_worked_problems
 from .reuse import fetch_recompute_explorer, fetch_recompute_view, prefix_sharing_explorer, prefix_sharing_view
 from .text import config_fields_table, md, model_name, show, show_json, table
 from .tp import heads_held, tp_explorer, tp_explorer_view, tp_kv_slices
@@ -52,6 +52,7 @@ __all__ = [
     "DrillSession", "drill_mode", "drill_view", "my_question", "my_questions", "show_question", "use_student_id",
     "interview_sheet", "interview_sheet_view",
     "clock_text", "drill_stats", "history_figure", "history_view",
+    "serving_problem",
     "serving_worked_problems",
 ]
 

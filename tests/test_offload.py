@@ -98,16 +98,17 @@ def test_break_even_is_the_first_length_where_fetch_wins(overhead, link):
 
 
 def test_break_even_with_a_fixed_fetch_cost():
-    # fetch 5 ms + T x 131,072 / 50e9 s against recompute (2 x P x T + 2 x 32 x 4096 x T (T + 1)) / (0.6 x 989e12):
-    # per token 2.62 us against 27.1 us, so T ~ 0.005 / 24.4e-6 ~ 205 (the attention term moves it a token)
-    p = LLAMA_8B.num_params()
+    # fetch 5 ms + T x 131,072 / 50e9 s against recompute (2 x P_m x T + 2 x 32 x 4096 x T (T + 1)) / (0.6 x 989e12),
+    # P_m = 8,030,261,248 - 128,256 x 4,096 = 7,504,924,672 (the embedding lookup does no matmul):
+    # per token 2.62 us against 25.3 us, so T ~ 0.005 / 22.67e-6 ~ 220.5 (the attention term moves it a token)
+    p = 8_030_261_248 - 128_256 * 4096
 
     def gap(t):
         return (2 * p * t + 2 * 32 * 4096 * t * (t + 1)) / (0.6 * 989e12) - (0.005 + t * 131072 / 50e9)
 
     expected = next(t for t in range(1, 10_000) if gap(t) >= 0)
     assert break_even_context(LLAMA_8B, fetch_overhead_s=0.005) == expected
-    assert 195 < expected < 215
+    assert expected == 220
 
 
 def test_tensor_parallel_splits_both_sides():
@@ -168,10 +169,16 @@ def test_mla_head_dims_when_the_config_leaves_some_out():
     assert prefill_flops(mla, 3)[1] == 384
 
 
-def test_linear_flops_default_to_the_active_parameters():
-    # Llama 3.1 8B: 8,030,261,248 parameters (the model card's 8.03B, embedding and LM head both counted)
+def test_linear_flops_default_to_the_active_parameters_less_the_lookup():
+    # Llama 3.1 8B: 8,030,261,248 parameters (the model card's 8.03B) less the untied input table 128,256 x 4,096
+    # = 525,336,576 (a lookup, no matmul): 7,504,924,672; the LM head stays
     linear, _ = prefill_flops("llama-3.1-8b", 10)
-    assert linear == 2 * 8_030_261_248 * 10
+    assert linear == 2 * 7_504_924_672 * 10
+    # a tied table is the LM head too: Qwen2.5-3B keeps every parameter
+    tied = load_model("qwen2.5-3b")
+    assert tied.tie_word_embeddings and prefill_flops(tied, 10)[0] == 2 * tied.num_params() * 10
+    # a mixture of experts: its active parameters less the table (Mixtral: 12,879,925,248 - 32,000 x 4,096)
+    assert prefill_flops("mixtral-8x7b", 10)[0] == 2 * (12_879_925_248 - 32_000 * 4096) * 10
 
 
 # --- every field of the comparison ---------------------------------------------------------------------------------
@@ -305,8 +312,8 @@ def test_short_prefix_recompute_is_floored_by_the_weight_read():
     r = fetch_or_recompute(LLAMA_8B, 128, roofline=True)
     assert r.weight_bytes == weights
     assert abs(r.weight_read_s - weights / 3.35e12) < 1e-15            # 4.48 ms
-    flops = 2 * 8_030_261_248 * 128 + 2 * 32 * 32 * 256 * 128 * 129 // 2
-    assert abs(r.compute_s - flops / (0.6 * 989e12)) < 1e-12           # 3.47 ms
+    flops = 2 * 7_504_924_672 * 128 + 2 * 32 * 32 * 256 * 128 * 129 // 2
+    assert abs(r.compute_s - flops / (0.6 * 989e12)) < 1e-12           # 3.25 ms
     assert r.recompute_s == r.weight_read_s > r.compute_s
     plain = fetch_or_recompute(LLAMA_8B, 128)                           # the default keeps the compute side alone
     assert plain.recompute_s == plain.compute_s == r.compute_s and not plain.roofline
@@ -315,9 +322,10 @@ def test_short_prefix_recompute_is_floored_by_the_weight_read():
 
 
 def test_break_even_with_the_floor():
-    # 5 ms per fetch: the crossing at 204 tokens lies past the floor's end (about 0.6 x 295 = 177 tokens)
-    assert break_even_context(LLAMA_8B, fetch_overhead_s=0.005, roofline=True) == 204
-    # 2 GB/s: fetch wins under the floor (65.5 us a token, below 4.48 ms up to 68 tokens), loses, then wins from 87,083
+    # 5 ms per fetch: the crossing at 220 tokens lies past the floor's end (about 0.6 x 295 = 177 tokens)
+    assert break_even_context(LLAMA_8B, fetch_overhead_s=0.005, roofline=True) == 220
+    # 2 GB/s: fetch wins under the floor (65.5 us a token, below 4.48 ms up to 68 tokens), loses, then wins from 91,091
+    # ((65.536e-6 x 593.4e12 - 2 x 7,504,924,672) / 262,144 - 1 = 91,090.3)
     assert fetch_or_recompute(LLAMA_8B, 60, link_bytes_per_s=2e9, roofline=True).winner == "fetch"
     assert fetch_or_recompute(LLAMA_8B, 1000, link_bytes_per_s=2e9, roofline=True).winner == "recompute"
-    assert break_even_context(LLAMA_8B, link_bytes_per_s=2e9, roofline=True) == 87_083
+    assert break_even_context(LLAMA_8B, link_bytes_per_s=2e9, roofline=True) == 91_091

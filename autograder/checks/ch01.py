@@ -292,7 +292,7 @@ Q5_VISIBLE = (
 def gpu_hidden(seed: int, count: int = 8) -> tuple:
     """``count`` q5 cases: bundled models on kvlib's GPUs; one whose weights leave no room, the rest fit one or more."""
     rng = random.Random(seed)
-    models, gpus = non_mla_models(), list(kv.GPUS)
+    models, gpus = non_mla_models(), list(kv.gpus.single_gpus())
     cases = []
     while len(cases) < count:
         model, gpu = rng.choice(models), rng.choice(gpus)
