@@ -69,6 +69,8 @@ def ask(problems, *, stdin=None, stdout=None, reveal: bool = True, timings: bool
         say("", f"Question {n}/{len(problems)} [{p.topic}]", p.question)
         if structured:
             say(f"answer as key=value: {drill_assumptions.prompt(p)}")
+        else:
+            say(p.units_line())
         units = "key=value" if structured else p.units
         print(f"answer ({units}; target {target} s)> " if timed else f"answer ({units})> ", end="", file=stdout,
               flush=True)
@@ -84,15 +86,15 @@ def ask(problems, *, stdin=None, stdout=None, reveal: bool = True, timings: bool
         asked += 1
         if structured:
             verdict = drill_assumptions.check(p, text, reveal=reveal)
-            ok, key = verdict.correct, verdict.slip
+            ok, named = verdict.correct, ((verdict.slip,) if verdict.slip else ())
             figure = verdict.fields[0].stated or ""
             say(verdict.text())
         else:
-            ok, feedback = p.check(text, reveal=reveal)
-            key, figure = p.slip_key(text), text
-            say(feedback)
+            judged = p.verdict(text, reveal=reveal)
+            ok, named, figure = judged.correct, judged.slips, text
+            say(judged.feedback)
         correct += ok
-        if key:
+        for key in named:                     # every slip the feedback named: the summary, --stats, the history
             slips[key] = slips.get(key, 0) + 1
         if reveal and not (structured and verdict.figure_ok()) and not ok:
             say(*drill_steps.worked_lines(p), *drill_steps.where_lines(p, figure))
@@ -100,7 +102,7 @@ def ask(problems, *, stdin=None, stdout=None, reveal: bool = True, timings: bool
             over = "" if seconds <= target else f", {seconds - target:.0f} s over"
             say(f"(answered in {seconds:.1f} s; target {target} s{over})")
         if history is not None and session is not None:
-            history.record(session, p.topic, ok, seconds, key, now=wall(), target=target)
+            history.record(session, p.topic, ok, seconds, slips=named, now=wall(), target=target)
     say(f"\nscore {correct}/{asked}" + (f" ({len(problems) - asked} not answered)" if asked < len(problems) else ""))
     if slips:
         say("slips: " + ", ".join(f"{k} x{v}" for k, v in sorted(slips.items())))

@@ -7,9 +7,10 @@ the same folder, then ``os.replace``) with mode 0600. A file that cannot be read
 raises ``HistoryError``, one line naming the path, and is never overwritten: the learner
 moves it away or fixes it.
 
-Each scored answer is one attempt: ``{"session", "topic", "correct", "seconds", "slip", "at",
-"target"}`` (``at`` in seconds since the epoch, ``slip`` a ``kvcoach.slips`` key or null, ``target``
-the clock's target in seconds). A session is one ``kvlib drill`` run or one drill-mode widget:
+Each scored answer is one attempt: ``{"session", "topic", "correct", "seconds", "slips", "slip", "at",
+"target"}`` (``at`` in seconds since the epoch, ``slips`` the list of ``kvcoach.slips`` keys the
+feedback named, empty when none, ``slip`` the first of them or null (files written before ``slips``
+have only ``slip``), ``target`` the clock's target in seconds). A session is one ``kvlib drill`` run or one drill-mode widget:
 ``{"id", "started", "source"}``. Nothing of a question's answer is stored.
 
 >>> h = History()
@@ -113,6 +114,13 @@ class TopicStats:
         return self.correct / self.attempts if self.attempts else 0.0
 
 
+def _slips_of(attempt) -> list:
+    """The slip keys one attempt recorded: its ``slips`` list, or its ``slip`` in a file written before it."""
+    if isinstance(attempt.get("slips"), list):
+        return [k for k in attempt["slips"] if isinstance(k, str)]
+    return [attempt["slip"]] if attempt.get("slip") else []
+
+
 def _median(values) -> float:
     return float(statistics.median(values)) if values else 0.0
 
@@ -126,8 +134,8 @@ def _rows(attempts) -> dict:
         rows = by_topic[topic]
         slips: dict = {}
         for a in rows:
-            if a.get("slip"):
-                slips[a["slip"]] = slips.get(a["slip"], 0) + 1
+            for key in _slips_of(a):
+                slips[key] = slips.get(key, 0) + 1
         out[topic] = TopicStats(topic, len(rows), sum(bool(a["correct"]) for a in rows),
                                 _median([a["seconds"] for a in rows]), dict(sorted(slips.items())))
     return out
@@ -149,12 +157,14 @@ class History:
         return session["id"]
 
     def record(self, session: str, topic: str, correct: bool, seconds: float, slip: str | None = None,
-               now: float | None = None, target: int | None = None) -> None:
+               now: float | None = None, target: int | None = None, slips=None) -> None:
         """Add one scored answer (``target``: the clock's target for it) and save.
 
-        The file is read again first, so the attempts another drill saved meanwhile stay."""
+        ``slips``: every slip key the feedback named (``slip`` alone: that one). The file is read again
+        first, so the attempts another drill saved meanwhile stay."""
+        named = list(dict.fromkeys(slips if slips is not None else ([slip] if slip else [])))
         attempt = {"session": session, "topic": topic, "correct": bool(correct), "seconds": round(float(seconds), 2),
-                   "slip": slip, "at": time.time() if now is None else now,
+                   "slips": named, "slip": named[0] if named else None, "at": time.time() if now is None else now,
                    "target": READ_SECONDS + STEP_SECONDS if target is None else int(target)}
         if self.path is not None and _exists(self.path):
             self.data = _read(self.path)

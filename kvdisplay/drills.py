@@ -81,6 +81,8 @@ class Attempt:
     steps: tuple = ()     # after a miss: the worked steps and where the number went wrong (kvcoach.drill_steps)
     fields: tuple = ()    # a structured answer: one kvcoach.drill_assumptions.FieldVerdict per field
     slip: str | None = None
+    slips: tuple = ()     # every slip key the feedback named (recorded in the history)
+    seed: int | None = None   # the problem it answered (a new question clears the view of the last one)
 
 
 @dataclass
@@ -173,18 +175,18 @@ class DrillSession:
         seconds = self.elapsed()
         p = self.problem
         if not text:
-            return Attempt(p.topic, text, False, "type a number first (units optional).", seconds, False)
+            return Attempt(p.topic, text, False, "type a number first (units optional).", seconds, False, seed=p.seed)
         verdicts, figure = (), text
         if self.structured():
             verdict = drill_assumptions.check(p, text)
             verdicts, figure = verdict.fields, verdict.fields[0].stated or ""
-            correct, slip = verdict.correct, verdict.slip
+            correct, named = verdict.correct, ((verdict.slip,) if verdict.slip else ())
             feedback = "every field right." if correct else "not quite: see each field."
             is_number = bool(figure) and verdict.fields[0].message.startswith(("correct", "not quite"))
         else:
-            correct, feedback = p.check(text)
-            slip = p.slip_key(text)
-            is_number = feedback.startswith(("correct", "not quite"))
+            judged = p.verdict(text)
+            correct, feedback, named = judged.correct, judged.feedback, judged.slips
+            is_number = judged.value is not None
         if not is_number:   # bad input: say so, without giving the answer away or counting it
             feedback = (verdicts[0].message if verdicts else feedback).split(" The answer is ")[0]
             verdicts = ()
@@ -196,9 +198,10 @@ class DrillSession:
             self.asked += 1
             self.correct += correct
             if self.history is not None:
-                self.history.record(self._session_id, p.topic, correct, seconds, slip, now=self.wall(),
+                self.history.record(self._session_id, p.topic, correct, seconds, slips=named, now=self.wall(),
                                     target=self.target())
-        attempt = Attempt(p.topic, text, correct, feedback, seconds, scored, steps, verdicts, slip)
+        attempt = Attempt(p.topic, text, correct, feedback, seconds, scored, steps, verdicts,
+                          named[0] if named else None, tuple(named), p.seed)
         self.attempts.append(attempt)
         return attempt
 
@@ -211,8 +214,9 @@ class DrillSession:
         """``{slip key: count}`` over the scored wrong answers (the key in brackets in the feedback)."""
         out: dict = {}
         for a in self.attempts:
-            if a.scored and not a.correct and a.slip:
-                out[a.slip] = out.get(a.slip, 0) + 1
+            if a.scored and not a.correct:
+                for key in a.slips or ((a.slip,) if a.slip else ()):
+                    out[key] = out.get(key, 0) + 1
         return out
 
 
@@ -265,16 +269,17 @@ def drill_view(session: DrillSession) -> str:
                      "to practise). Answer in the box (units optional: “1.07 GB”, “131,072”), then press "
                      "<b>check</b>.")
     else:
-        tol = f"; to within {p.tolerance:.1%}" if p.tolerance else "; exact"
         parts.append(f"<div><b>{html.escape(TOPIC_TITLES.get(p.topic, p.topic))}</b> "
-                     f"<span style='color:#666'>(topic <code>{p.topic}</code>; answer in "
-                     f"{html.escape(p.units)}{tol}; target {session.target()} s)</span></div>"
+                     f"<span style='color:#666'>(topic <code>{p.topic}</code>; {html.escape(p.units_line())}; "
+                     f"target {session.target()} s)</span></div>"
                      f"<div style='margin:4px 0 6px 0'>{html.escape(p.question)}</div>")
         if session.structured():
             parts.append("<div style='color:#555'>Answer as key=value pairs: <code>"
                          f"{html.escape(drill_assumptions.prompt(p))}</code></div>")
     last = session.attempts[-1] if session.attempts else None
-    if last is not None and p is not None and last.topic == p.topic:
+    # only the verdict on the question shown: after "new question" or "review" (even on the same topic), the last
+    # question's verdict and worked steps would answer another question's numbers
+    if last is not None and p is not None and last.topic == p.topic and last.seed in (None, p.seed):
         color = RIGHT_COLOR if last.correct else WRONG_COLOR
         mark = "✓" if last.correct else "✗"
         note = "" if last.scored else " <span style='color:#666'>(not scored)</span>"

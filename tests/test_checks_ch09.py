@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from autograder.checks import ch09, check, claim_student, core, current_student, my_question
-from ch09_drill_answers import DRILL_IDS, FLOAT_TOPICS, Q1, TOPICS, hand_answer, typed
+from ch09_drill_answers import DRILL_IDS, FLOAT_TOPICS, Q1, TOLERANT_TOPICS, TOPICS, hand_answer, typed
 from chapter_checks import fails
 from kvcoach.drills import GRADED_TOPICS, TOPICS as ALL_TOPICS, DrillError, Question, generate, student_problem
 
@@ -101,7 +101,8 @@ def test_public_question_holds_no_answer():
             assert p.answer not in q.params.values() and f"{p.answer:,}" not in repr(q), topic
             assert str(p.answer) not in repr(q), topic
     assert student_problem(ADA, "step_time").public().tolerance_text() == "within 0.5%"
-    assert student_problem(ADA, "pool").public().tolerance_text() == "exact"
+    assert student_problem(ADA, "pool").public().tolerance_text() == "within 0.5%"
+    assert student_problem(ADA, "concurrency").public().tolerance_text() == "exact"
 
 
 @pytest.mark.parametrize("bad", ["", "   ", None, 7])
@@ -232,7 +233,7 @@ def test_the_edges_the_text_states(student):
     for topic in TOPICS:
         right = hand_answer(topic, student_problem(student, topic).params)
         (rule,) = ch09.EDGES[DRILL_IDS[topic]]
-        if topic in FLOAT_TOPICS:
+        if topic in TOLERANT_TOPICS:
             assert "0.49%" in rule["rule"] and "0.51%" in rule["rule"]
             for inside in (1.0049, 0.9951):
                 check(DRILL_IDS[topic], right * inside)

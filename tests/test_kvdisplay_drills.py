@@ -57,7 +57,11 @@ def test_wrong_answer_names_the_slip_and_counts():
     a = s.answer(str(without_two))
     assert not a.correct and a.scored
     assert "[missing_kv_factor]" in a.feedback and "factor 2 for K and V is missing" in a.feedback
-    assert s.score == (0, 1) and s.slips() == {"missing_kv_factor": 1}
+    # half the bytes is also bf16 read as fp8 (2 bytes per element halved): the feedback names it too ("Or: ..."),
+    # and every slip it names is counted (issue 50 §1)
+    assert "Or: " in a.feedback and "fp8" in a.feedback.split("Or: ")[1]
+    assert s.score == (0, 1) and s.slips() == {"missing_kv_factor": 1, "wrong_16bit_vs_fp8": 1}
+    assert a.slips == ("missing_kv_factor", "wrong_16bit_vs_fp8")
 
 
 def test_only_the_first_answer_to_a_question_is_scored():
@@ -396,3 +400,20 @@ def test_only_graded_topics_are_questions(no_id):
     D.use_student_id("ada")
     with pytest.raises(DrillError, match="not a graded topic"):
         D.my_question("fp8")
+
+
+def test_a_new_question_clears_the_last_verdict_and_steps():
+    # issue 50 §1: after "review" (or "new question") on the same topic, the last question's verdict and worked
+    # steps -- whose numbers answer another question -- are no longer shown
+    s, _ = _session(topics=("kv_per_token",))
+    first = s.new_question()
+    s.answer("1")
+    view = D.drill_view(s)
+    assert "worked steps:" in view and "✗" in view
+    second = s.review_question()          # the only topic: the same topic, another draw
+    assert second.topic == first.topic and second.seed != first.seed
+    view = D.drill_view(s)
+    assert "worked steps:" not in view and "✗" not in view and "answered in" not in view
+    assert "score: <b>0 / 1</b>" in view  # the score stays
+    s.answer(str(_by_hand_bytes_per_token(second.params)))
+    assert "✓" in D.drill_view(s)
