@@ -70,7 +70,7 @@ class Step:
 
     def text(self) -> str:
         """One line: 'label: formula = substitution = value units'."""
-        return f"{self.label}: {self.formula} = {self.substitution} = {_fmt(self.value)} {self.units}"
+        return f"{self.label}: {self.formula} = {self.substitution} = {_amount(self.value, self.units)}"
 
 
 @dataclass(frozen=True)
@@ -131,13 +131,13 @@ class Problem:
         the feedback never shows the answer, nor how far off a wrong one is (a learner's graded question).
         """
         value, problem, swapped = read_answer(answer, self.units)
-        shown = f" The answer is {_fmt(self.answer)} {self.units}." if reveal else ""
+        shown = f" The answer is {_amount(self.answer, self.units)}." if reveal else ""
         if problem:
             return Verdict(False, problem + shown)
         value = self._comparable(value)
         d = self._diagnose(value)
         if d.correct:
-            return Verdict(True, f"correct: {_fmt(self.answer)} {self.units}." if reveal else "correct.", (), value)
+            return Verdict(True, f"correct: {_amount(self.answer, self.units)}." if reveal else "correct.", (), value)
         if _unnamed(d) and swapped is not None and self._diagnose(self._comparable(swapped[0])).correct:
             return Verdict(False, f"not quite [gb_for_gib]: {_unit_mixup(swapped[1])}{shown}", ("gb_for_gib",),
                            value)
@@ -270,11 +270,34 @@ def _unnamed(d) -> bool:
 
 
 def _fmt(x) -> str:
+    """A figure as feedback and worked steps show it: 131,072; 1,234.5; 4.26e13 (a rate of 10^7 or more, as a
+    float, in the scientific notation an answer may take); 0.9217.
+
+    >>> _fmt(131072), _fmt(1234.5), _fmt(42_600_000_000_000.0), _fmt(0.92174)
+    ('131,072', '1,234.5', '4.26e13', '0.9217')
+    """
     if isinstance(x, int):
         return f"{x:,}"
+    if abs(x) >= 1e7:
+        mantissa, exponent = f"{x:.6g}".split("e") if "e" in f"{x:.6g}" else (f"{x:.6g}", "0")
+        return f"{mantissa}e{int(exponent)}"
     if abs(x) >= 100:
         return f"{x:,.1f}"
     return f"{x:.4g}"
+
+
+_SINGULAR = {"nodes": "node", "sequences": "sequence", "tokens": "token", "bytes": "byte", "dollars": "dollar",
+             "token slots": "token slot", "slot-steps": "slot-step", "steps": "step", "heads": "head"}
+
+
+def _amount(x, units: str) -> str:
+    """A figure with its unit, singular for one: '1 node', '3 nodes', '1.5 ms'.
+
+    >>> _amount(1, "nodes"), _amount(3, "nodes"), _amount(1.0, "sequences")
+    ('1 node', '3 nodes', '1 sequence')
+    """
+    one = x == 1 and (isinstance(x, int) or float(x).is_integer())
+    return f"{_fmt(int(x) if one else x)} {_SINGULAR.get(units, units) if one else units}".rstrip()
 
 
 # --- one reading of an answer, whatever its notation (issue 50 §1) ----------------------------------
@@ -898,8 +921,9 @@ def _prefix_hit(rng, seed):
     spec, gpu, _, _, _, dep = _deployment(rng, tps=(1,), contexts=(shared + user,))
     mfu = _mfu(rng)
     f = gpu.bf16_flop_per_s
-    inputs = {"num_params": spec.num_params_active(), "prompt_tokens": shared + user, "shared_tokens": shared,
-              "block_size": bs, "peak_flop_per_s": f, "mfu": mfu}
+    inputs = {"num_params": spec.num_params_active(), "total_params": spec.num_params(),
+              "prompt_tokens": shared + user, "shared_tokens": shared, "block_size": bs, "peak_flop_per_s": f,
+              "mfu": mfu}
     q = (f"{spec.name} ({_params_text(spec)}) on one {gpu.name} ({f / 1e12:g} TFLOP/s dense bf16, {mfu:.0%} MFU) "
          f"with prefix caching, blocks of {bs} tokens. Every request starts with the same {shared:,}-token system "
          f"prompt, then {user:,} tokens of its own. Once the system prompt is cached, what is a request's time to "
@@ -1396,11 +1420,11 @@ _CHAINS.update({
                  {"mean_for_max": 1, "static_rate_not_speedup": 3, "batching_inverted": 3, "tokens_not_waste": 3,
                   "allocated_not_waste": 3}),
     "prefix_hit": (_chain_prefix_hit, {"partial_block_shared": 0, "no_cache": 0, "hit_not_miss": 1,
-                                       "prefill_missing_factor_2": 2, "ignored_mfu": 3, "mfu_multiplied": 3,
+                                       "prefill_missing_factor_2": 2, "moe_total_params": 2, "ignored_mfu": 3, "mfu_multiplied": 3,
                                        "seconds_for_ms": 3}),
     "spec_decode": (_chain_spec_memory,
                     dict(_TOKEN_SLIP_STEPS, draft_cost_ignored=2, no_bonus_token=1, acceptance_linear=1,
-                         missing_batch=2, draft_kv_missing=3, draft_weights_missing=3)),
+                         missing_batch=2, draft_kv_missing=3, draft_weights_missing=3, acceptance_exponent_gamma=1)),
     "quant_speedup": (_chain_quant_speedup, {"kv_left_out": 0, "quant_ratio_inverted": 2}),
     "allreduce": (_chain_allreduce, {"ring_factor_missing": 1, "bits_not_bytes": 0, "ignored_dtype_bytes": 0,
                                      "one_allreduce_per_layer": 2, "allreduce_layers_missing": 2,

@@ -252,3 +252,37 @@ def test_serving_formulas_by_hand():
     assert serving.cost_per_million_tokens(2.5, 8, 5000) == pytest.approx(20 / 3600 * 200)
     assert serving.prefix_hit_tokens(2007, 16) == 2000 and serving.prefix_hit_tokens(15, 16) == 0
     assert serving.weight_only_speedup(16e9, 4e9, 0) == 4
+
+
+def test_the_exponent_gamma_for_gamma_plus_one_is_named():
+    # issue 50 §1: E typed with alpha^gamma, (1 - a^g) / (1 - a), over the step's cost g c + 1 (Leviathan et al.
+    # 2023, eq. 1 has gamma + 1), by hand from the question's figures
+    found = 0
+    for seed in range(60):
+        p = generate("spec_decode", seed)
+        if p.quantity != "spec_speedup":
+            continue
+        q = p.inputs
+        a, g, c = q["acceptance"], q["draft_tokens"], q["draft_weight_bytes"] / q["weight_bytes"]
+        wrong = (1 - a ** g) / (1 - a) / (g * c + 1)
+        assert p.slip_key(f"{wrong:.5g}") == "acceptance_exponent_gamma", (seed, p.check(f"{wrong:.5g}")[1])
+        assert p.steps()[p.slip_step("acceptance_exponent_gamma")].label == "tokens per verification"
+        found += 1
+    assert found >= 10
+
+
+def test_a_mixture_of_experts_total_parameters_are_named_in_prefix_hit():
+    # the same slip as ttft names: 2 x all parameters x the tokens still prefilled / (MFU x peak), by hand
+    found = 0
+    for seed in range(200):
+        p = generate("prefix_hit", seed)
+        q = p.inputs
+        if q["total_params"] == q["num_params"]:
+            continue
+        cached = q["shared_tokens"] // q["block_size"] * q["block_size"]
+        wrong = 2 * q["total_params"] * (q["prompt_tokens"] - cached) / (q["mfu"] * q["peak_flop_per_s"]) * 1000
+        # named first, or beside another slip that gives the same number here (both are named and recorded)
+        assert "moe_total_params" in p.verdict(f"{wrong:.5g}").slips, (seed, p.check(f"{wrong:.5g}")[1])
+        assert f"{q['total_params']:,}" in p.question
+        found += 1
+    assert found >= 3
