@@ -564,9 +564,8 @@ def _exercise_number(topic: str) -> int:
 
 
 def _question_html(question, number: int) -> str:
-    tol = f", to within {question.tolerance:.1%}" if question.tolerance else ", exact"
     return (f"<b>Exercise {number} · {html.escape(TOPIC_TITLES.get(question.topic, question.topic))}</b> "
-            f"<span style='color:#666'>(answer in {html.escape(question.units)}{tol})</span><br>"
+            f"<span style='color:#666'>({html.escape(question.units_line())})</span><br>"
             f"{html.escape(question.question)}")
 
 

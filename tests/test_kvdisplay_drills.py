@@ -455,3 +455,16 @@ def test_review_says_why_the_topic_was_picked(tmp_path):
     assert "review: missed twice, last 3 days ago" in D.drill_view(s)
     s.new_question("pool")
     assert s.review_reason is None and "review:" not in D.drill_view(s)
+
+
+def test_a_graded_question_states_the_drills_units_line():
+    from autograder.checks import claim_student
+    from kvcoach.drills import student_problem
+    claim_student("ada")
+    try:
+        html_text = D.question_view("pool").data
+    finally:
+        claim_student(None)
+    # the same line as kvlib drill and drill mode print: the units, the one tolerance, the notations read
+    assert "answer in tokens, within 0.5% (any notation: 12800, 1.28e4, 12,800 or 12,800 tokens)" in html_text
+    assert student_problem("ada", "pool").public().units_line() in html_text.replace("&#x27;", "'")
