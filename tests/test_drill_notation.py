@@ -164,6 +164,9 @@ def test_every_slip_shown_is_recorded(tmp_path):
     cli.ask([p, p, p], stdin=Terminal(f"{half}\n{p.answer}\n{mib_as_mb}\n"), stdout=out, history=history,
             session=session, clock=iter(range(100)).__next__, wall=lambda: 0.0)
     text = out.getvalue()
+    # the units line under each question: the units, the one tolerance, the notations read
+    assert text.count("answer in bytes, within 0.5% (any notation: 16640000000, 16.64e9, 16,640,000,000 or 16.64 GB)"
+                      ) == 3
     shown = ["not quite [" + line.split("not quite [", 1)[1] for line in text.splitlines() if "not quite [" in line]
     assert len(shown) == 2
     saved = drill_history.load(tmp_path / "drills.json").attempts
