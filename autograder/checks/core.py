@@ -668,6 +668,8 @@ def _judge_value(exercise: Exercise, case: dict, record: dict) -> Verdict:
     except answers.RecordError:
         value = None
     kind = exercise.answer
+    if hasattr(kind, "read"):       # an answer kind that reads text as the drills do ('16.6 GB': ch09's DrillNumber)
+        value = kind.read(value)
     if value is None or not kind.fits(value):
         return Verdict(False, kind.wrong_type(name, record.get("type", "?")), ("wrong_type",), "type")
     if kind.equal(value, exercise.expected_for(case)):

@@ -81,6 +81,10 @@ SLIP_WORDS = {
     "no_bonus_token": ("the target's own token comes with every verification: expected tokens are (1 - alpha^(gamma + "
                        "1)) / (1 - alpha), counting it.",
                        "the target's own token per verification is missing."),
+    "acceptance_exponent_gamma": ("the exponent is gamma + 1, not gamma: a verification yields up to gamma + 1 tokens "
+                                  "(the {draft_tokens} drafts and the target's own), so the expected "
+                                  "count is (1 - alpha^(gamma + 1)) / (1 - alpha); alpha^gamma counts one token fewer.",
+                                  "the exponent is gamma + 1, not gamma: (1 - alpha^(gamma + 1)) / (1 - alpha)."),
     "acceptance_linear": ("acceptance stops at the first rejected token: the expected count is the geometric sum (1 - "
                           "alpha^(gamma + 1)) / (1 - alpha), not 1 + gamma x alpha.",
                           "the expected count is a geometric sum."),
@@ -225,6 +229,8 @@ def _q_cached_ttft_ms(i):
     slips = [("partial_block_shared", ms(t - s)), ("no_cache", ms(t)), ("hit_not_miss", ms(hit)),
              ("ignored_mfu", ms(t - hit, util=1)), ("prefill_missing_factor_2", expected / 2),
              ("mfu_multiplied", expected * mfu * mfu), ("seconds_for_ms", expected / 1e3)]
+    if i.get("total_params") and i["total_params"] != p:      # a mixture of experts: all its parameters counted
+        slips.append(("moe_total_params", sv.prefill_seconds(i["total_params"], t - hit, f, mfu) * 1e3))
     return expected, [(k, v) for k, v in slips if not close(v, expected, 1e-9)]
 
 
@@ -249,7 +255,8 @@ def _q_spec_speedup(i):
     e = sv.speculative_expected_tokens(a, g)
     expected = sv.speculative_speedup(a, g, c, v)
     slips = [("draft_cost_ignored", e), ("no_bonus_token", (e - 1) / (g * c + v)),
-             ("acceptance_linear", (1 + g * a) / (g * c + v)), ("acceptance_linear", 1 + g * a)]
+             ("acceptance_linear", (1 + g * a) / (g * c + v)), ("acceptance_linear", 1 + g * a),
+             ("acceptance_exponent_gamma", sv.speculative_expected_tokens(a, g - 1) / (g * c + v))]
     if "verify_weight_bytes" in i:
         slips += [("moe_verify_as_one_step", sv.speculative_speedup(a, g, c)),
                   ("moe_total_weights", sv.speculative_speedup(a, g, i["draft_weight_bytes"] / i["total_weight_bytes"]))]
