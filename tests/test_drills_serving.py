@@ -338,8 +338,9 @@ def test_moe_graded_step_time_reads_the_experts_touched():
 
 
 def test_the_exponent_gamma_for_gamma_plus_one_is_named():
-    # issue 50 §1: E typed with alpha^gamma, (1 - a^g) / (1 - a), over the step's cost g c + 1 (Leviathan et al.
-    # 2023, eq. 1 has gamma + 1), by hand from the question's figures
+    # issue 50 §1: E typed with alpha^gamma, (1 - a^g) / (1 - a), over the step's cost g c + v (Leviathan et al.
+    # 2023, eq. 1 has gamma + 1; v = 1 for a dense target, W_verify / W_one for a mixture of experts), by hand from
+    # the question's figures
     found = 0
     for seed in range(60):
         p = generate("spec_decode", seed)
@@ -347,7 +348,8 @@ def test_the_exponent_gamma_for_gamma_plus_one_is_named():
             continue
         q = p.inputs
         a, g, c = q["acceptance"], q["draft_tokens"], q["draft_weight_bytes"] / q["weight_bytes"]
-        wrong = (1 - a ** g) / (1 - a) / (g * c + 1)
+        v = q.get("verify_weight_bytes", q["weight_bytes"]) / q["weight_bytes"]
+        wrong = (1 - a ** g) / (1 - a) / (g * c + v)
         assert p.slip_key(f"{wrong:.5g}") == "acceptance_exponent_gamma", (seed, p.check(f"{wrong:.5g}")[1])
         assert p.steps()[p.slip_step("acceptance_exponent_gamma")].label == "tokens per verification"
         found += 1
