@@ -135,7 +135,7 @@ class Grader:
     def __init__(self, course_dir: Path, assignment: str, *, timeout=None, seed: int | None = None,
                  seed_info: dict | None = None, db_url: str | None = None):
         from . import sandbox
-        from .checks import core
+        from .checks import schema
         from .kernel import use_in_nbgrader
         from .kernel_launcher import socket_dir
         from .packages import package_dirs
@@ -161,7 +161,7 @@ class Grader:
                               "KernelManager.ip": str(self.ipc / "kernel"),
                               "SandboxedKernelManager.own_sandbox": False,    # ours: the spec and sockets above
                               # the course config's outside check, with this run's seed and level, reporting here
-                              "OutsideCheck.seed": core.DEFAULT_HIDDEN_SEED if seed is None else seed,
+                              "OutsideCheck.seed": schema.DEFAULT_HIDDEN_SEED if seed is None else seed,
                               "OutsideCheck.level": self.level, "OutsideCheck.report": self._found.append})
             # its own throwaway gradebook, whatever the course config names (a class's gradebook is written
             # by grade-class alone, from the results)

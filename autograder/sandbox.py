@@ -92,7 +92,7 @@ SANDBOX_ENV = {
 
 
 #: The one variable of the grader's environment that reaches sandboxed code (the kernel's launcher and
-#: the verdict pass it on): the student being graded (``autograder.checks.core.current_student``).
+#: the verdict pass it on): the student being graded (``kvcoach.learner.current_student``).
 GRADING_STUDENT_ENV = "KV_COURSE_GRADING_STUDENT"
 
 

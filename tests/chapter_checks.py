@@ -36,18 +36,18 @@ def _learner(values):
 
 
 def _variant_table(ex, case):
-    from autograder.checks import core
+    from autograder.checks import judge
     from kvcoach import slips
-    inputs = core.slip_inputs_for(ex, case)
+    inputs = judge.slip_inputs_for(ex, case)
     return slips.variants(ex.quantity, unit=ex.unit, **inputs)
 
 
 def _run(ex, values, cases, hidden=False):
     """Run the slipped learner on ``cases`` through the checks' own pipeline: (summary, records, verdicts)."""
-    from autograder.checks import core
-    records = core.run_cases(ex, _learner(values), cases, quiet=True)
-    results = core.verdicts(ex, cases, records, hidden=hidden)
-    return core.summary(ex, cases, results, hidden=hidden, records=records), records, results
+    from autograder.checks import diagnosis, judge, runner
+    records = runner.run_cases(ex, _learner(values), cases, quiet=True)
+    results = judge.verdicts(ex, cases, records, hidden=hidden)
+    return diagnosis.summary(ex, cases, results, hidden=hidden, records=records), records, results
 
 
 def _as_answer(ex, value, expected):
@@ -79,7 +79,7 @@ def offered_slips_contradicting_a_case(exercises, hidden_seed=None) -> list:
     """Every slip a check names (the lead or an alternative, "Or: ...") that some case rules out (should be []).
 
     For each numeric exercise, each catalogued slip variant is made by a learner (the slipped value on each
-    case, the right one where the slip gives it); the check's summary is read back (``core.summary``:
+    case, the right one where the slip gives it); the check's summary is read back (``diagnosis.summary``:
     the slips its message names) and each named slip is recomputed on every case from
     ``kvcoach.slips.variants``: on a failing visible case one of its ways must give the learner's value, on a
     passing case one of those ways must give the right value (or not arise there). The lead is held to the

@@ -19,7 +19,7 @@ from fractions import Fraction
 
 import pytest
 
-from autograder.checks import chapter_exercises, chapter_module, core
+from autograder.checks import chapter_exercises, chapter_module, judge, runner
 from test_seed_sweep import GRADED, _source, answer_namespace
 
 #: the value a learner who ignores the argument would assume
@@ -32,8 +32,8 @@ def _namespace(assignment: str) -> dict:
 
 def _visible_fails(ex, fn) -> bool:
     cases = list(ex.cases(False, None, "ada"))
-    records = core.run_cases(ex, fn, cases, quiet=True)
-    return not all(v.ok for v in core.verdicts(ex, cases, records))
+    records = runner.run_cases(ex, fn, cases, quiet=True)
+    return not all(v.ok for v in judge.verdicts(ex, cases, records))
 
 
 def _pinned(fn, index: int, value):

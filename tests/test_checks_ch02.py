@@ -15,7 +15,7 @@ import pytest
 
 import kvcoach.slips
 import kvlib
-from autograder.checks import ch02, check, core
+from autograder.checks import ch02, check
 from chapter_checks import fails, source_points
 
 SEEDS = (0, 1, 7, 2026)

@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from autograder.checks import ch03, check, core
+from autograder.checks import ch03, check, judge, runner
 from chapter_checks import fails, source_points
 
 SEEDS = (0, 1, 7, 2026, 123456)
@@ -193,8 +193,8 @@ def test_missing_rope_names_the_cases_rope_width():
     # visible case 4 is 256 + 32: its verdict must say 32, not DeepSeek-V3's 64
     ex = ch03.EXERCISES[Q1]
     case = next(c for c in ex.cases() if "256 + 32" in c["label"])
-    record = core.run_cases(ex, q1_missing_rope, [case])[0]
-    message = core.judge(ex, case, record).message
+    record = runner.run_cases(ex, q1_missing_rope, [case])[0]
+    message = judge.judge(ex, case, record).message
     assert "the 32-wide decoupled RoPE key is missing" in message and "11.1%" in message, message
 
 
@@ -249,8 +249,8 @@ def test_calling_kvlib_is_refused():
 def test_judge_works_from_json_records():
     ex = ch03.EXERCISES[Q2]
     cases = ex.cases()
-    records = json.loads(json.dumps(core.run_cases(ex, q2_split, cases)))
-    verdicts = core.verdicts(ex, cases, records)
+    records = json.loads(json.dumps(runner.run_cases(ex, q2_split, cases)))
+    verdicts = judge.verdicts(ex, cases, records)
     assert [v.ok for v in verdicts] == [ch03.config_expected(c) == q2_split(**c["kwargs"]) for c in cases]
     assert "mla_split_by_tp" in verdicts[0].slips
 

@@ -20,7 +20,7 @@ import pytest
 import kvcoach.slips
 import kvlib as kv
 import kvlib.alloc_sim
-from autograder.checks import ch04, core
+from autograder.checks import ch04, runner
 from autograder.checks import exercise as find_exercise
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,7 +65,7 @@ REFERENCE = {
 
 
 def run(grade_id, fn, hidden=False, seed=None):
-    core.check(find_exercise(grade_id), fn, hidden=hidden, seed=seed)
+    runner.check(find_exercise(grade_id), fn, hidden=hidden, seed=seed)
 
 
 def fails(grade_id, fn, hidden=False, seed=None) -> str:

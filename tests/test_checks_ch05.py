@@ -20,7 +20,7 @@ import pytest
 import kvcoach.slips
 import kvlib as kv
 import kvlib.prefix_cache as pc
-from autograder.checks import ch05, check, core
+from autograder.checks import ch05, check, diagnosis, judge, runner
 from chapter_checks import fails, source_points
 
 SEEDS = (0, 1, 7, 2026)
@@ -186,9 +186,9 @@ def test_visible_slip_is_named(grade_id, fn, key, phrases):
     for phrase in phrases:
         assert phrase in message, message
     ex = ch05.EXERCISES[grade_id]
-    records = core.run_cases(ex, fn, ex.cases())
-    verdicts = core.verdicts(ex, ex.cases(), records)
-    assert core.common_slip(verdicts) == key
+    records = runner.run_cases(ex, fn, ex.cases())
+    verdicts = judge.verdicts(ex, ex.cases(), records)
+    assert diagnosis.common_slip(verdicts) == key
 
 
 @pytest.mark.parametrize("grade_id,fn,key,phrases", SLIPS, ids=[f"{s[0][:7]}-{s[2]}" for s in SLIPS])
@@ -331,8 +331,8 @@ def test_partial_block_rounded_up_is_named():
 def _q5_summary(fn):
     ex = ch05.EXERCISES["ch05_q5_fetch_or_recompute"]
     cases = ex.cases()
-    records = core.run_cases(ex, fn, cases, quiet=True)
-    return core.summary(ex, cases, core.verdicts(ex, cases, records), records=records)
+    records = runner.run_cases(ex, fn, cases, quiet=True)
+    return diagnosis.summary(ex, cases, judge.verdicts(ex, cases, records), records=records)
 
 
 @pytest.mark.parametrize("slip, fn", [
@@ -362,8 +362,8 @@ def test_q4_partial_block_rounded_up_is_named():
         return total
     ex = ch05.EXERCISES["ch05_q4_agent_prefill_tokens"]
     cases = ex.cases()
-    records = core.run_cases(ex, rounded_up, cases, quiet=True)
-    s = core.summary(ex, cases, core.verdicts(ex, cases, records), records=records)
+    records = runner.run_cases(ex, rounded_up, cases, quiet=True)
+    s = diagnosis.summary(ex, cases, judge.verdicts(ex, cases, records), records=records)
     assert s.slips[:1] == ("history_block_rounded_up",) and "partial last block of the cached history" in s.message
 
 
@@ -386,10 +386,10 @@ def test_q4_whole_block_edge_separates_the_sides():
     ex = ch05.EXERCISES["ch05_q4_agent_prefill_tokens"]
     edge = [c for c in ex.cases() if c["kwargs"]["steps"] == 5]
     for wrong, slip in ((rounded_up, "history_block_rounded_up"), (token_level, "partial_block_shared")):
-        records = core.run_cases(ex, wrong, edge, quiet=True)
-        passed = [v.ok for v in core.verdicts(ex, edge, records)]
+        records = runner.run_cases(ex, wrong, edge, quiet=True)
+        passed = [v.ok for v in judge.verdicts(ex, edge, records)]
         assert passed == [True, False, False], wrong.__name__
-        s = core.summary(ex, edge, core.verdicts(ex, edge, records), records=records)
+        s = diagnosis.summary(ex, edge, judge.verdicts(ex, edge, records), records=records)
         assert s.slips[:1] == (slip,), (wrong.__name__, s.message)
 
 

@@ -18,7 +18,7 @@ import re
 
 import pytest
 
-from autograder.checks import ch06, check, core
+from autograder.checks import ch06, check, diagnosis, judge, runner
 from chapter_checks import fails, source_points
 
 SEEDS = (0, 1, 7, 2026)
@@ -266,7 +266,7 @@ def test_visible_slip_is_named(grade_id, fn, key, phrases):
 @pytest.mark.parametrize("grade_id,fn,key,phrases", SLIPS, ids=[s[2] for s in SLIPS])
 def test_hidden_slip_is_named_in_general_words(grade_id, fn, key, phrases):
     message = fails(grade_id, fn, hidden=True)
-    assert core.GENERIC_SLIPS[key] in message, message
+    assert judge.GENERIC_SLIPS[key] in message, message
 
 
 @pytest.mark.parametrize("grade_id,fn,key,phrases", SLIPS, ids=[s[2] for s in SLIPS])
@@ -344,11 +344,11 @@ def test_generic_slips_are_named():
 
 
 def _summary(grade_id, fn, hidden=False):
-    """core.summary of ``fn`` on the exercise's visible (or default hidden) cases: the slips it names."""
+    """diagnosis.summary of ``fn`` on the exercise's visible (or default hidden) cases: the slips it names."""
     ex = ch06.EXERCISES[grade_id]
     cases = ex.cases(hidden)
-    records = core.run_cases(ex, fn, cases, quiet=True)
-    return core.summary(ex, cases, core.verdicts(ex, cases, records, hidden=hidden), hidden=hidden, records=records)
+    records = runner.run_cases(ex, fn, cases, quiet=True)
+    return diagnosis.summary(ex, cases, judge.verdicts(ex, cases, records, hidden=hidden), hidden=hidden, records=records)
 
 
 def test_q5_forgotten_batch_is_named_not_the_layers():

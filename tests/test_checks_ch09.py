@@ -21,9 +21,10 @@ import sys
 import numpy as np
 import pytest
 
-from autograder.checks import ch09, check, claim_student, core, current_student, my_question
+from autograder.checks import ch09, check, claim_student, current_student, my_question
 from ch09_drill_answers import DRILL_IDS, FLOAT_TOPICS, Q1, TOPICS, hand_answer, typed
 from chapter_checks import fails
+from kvcoach import learner
 from kvcoach.drills import GRADED_TOPICS, TOPICS as ALL_TOPICS, DrillError, Question, generate, student_problem
 
 ADA, ALAN = "ada", "alan"
@@ -142,7 +143,7 @@ def test_binders_generated_hub_user_is_never_the_learner(monkeypatch):
 
     for name, value in BINDER_ENV.items():
         monkeypatch.setenv(name, value)
-    assert current_student() is None and core.hub_user() is None
+    assert current_student() is None and learner.hub_user() is None
     assert "STUDENT_ID" in fails(DRILL_IDS["pool"], 451_108)
     assert claim_student("p1") == "p1"
     assert my_question("pool").question == student_problem("p1", "pool").public().question
@@ -150,7 +151,7 @@ def test_binders_generated_hub_user_is_never_the_learner(monkeypatch):
     check(DRILL_IDS["pool"], hand_answer("pool", my_question("pool").params))   # p1's own answer, by hand
     monkeypatch.delenv("BINDER_LAUNCH_HOST")                         # the same user on a real hub: the login
     claim_student(None)
-    assert current_student() == BINDER_USER == core.hub_user()
+    assert current_student() == BINDER_USER == learner.hub_user()
 
 
 def test_blank_values_name_nobody(monkeypatch):
@@ -162,7 +163,7 @@ def test_blank_values_name_nobody(monkeypatch):
 
 def test_the_one_variable_name_agrees_everywhere():
     from autograder import nbgrader_setup, sandbox, verdict_runner
-    assert core.GRADING_STUDENT_ENV == sandbox.GRADING_STUDENT_ENV == nbgrader_setup.GRADING_STUDENT_ENV \
+    assert learner.GRADING_STUDENT_ENV == sandbox.GRADING_STUDENT_ENV == nbgrader_setup.GRADING_STUDENT_ENV \
         == verdict_runner.GRADING_STUDENT_ENV == "KV_COURSE_GRADING_STUDENT"
 
 

@@ -212,11 +212,11 @@ def _students(release: dict, source: dict) -> dict:
         add_helper(nb)
         answer_written(nb)
 
-    from autograder.checks import ch01, core
+    from autograder.checks import ch01, schema
 
     q2 = ch01.EXERCISES[H.TEST["q2"]]
     table = {tuple(c["kwargs"][p] for p in q2.params): q2.expected(c)
-             for c in (*q2.visible_cases, *q2.hidden_cases(core.DEFAULT_HIDDEN_SEED))}
+             for c in (*q2.visible_cases, *q2.hidden_cases(schema.DEFAULT_HIDDEN_SEED))}
     memorised = H._body("q2", f"return {table!r}.get((layers, kv_heads, head_dim, dtype_bytes, seq_len), 0)")
     return {"reader": H.dump(kit.notebook({q: READER for q in H.Q})),
             "honest": H.dump(kit.notebook({"q2": HELPED_Q2}, edit=honest)),

@@ -1142,16 +1142,16 @@ def test_the_contradiction_check_holds_the_lead_to_the_passing_cases(monkeypatch
     test finds leads that a passing case contradicts: a learner making a slip on one case only, visible and hidden
     (chapter 06's Exercise 1: the query heads on one case, the other cases passing)."""
     from chapter_checks import offered_slips_contradicting_a_case
-    from autograder.checks import ch06, core
+    from autograder.checks import ch06, diagnosis
 
-    fitting = core.fitting_slips
+    fitting = diagnosis.fitting_slips
 
     def old_fallback(ex, cases, results, records, earlier=None, *, failing_only=False, some=False):
         found = fitting(ex, cases, results, records, earlier, failing_only=failing_only, some=some)
         if not found and not failing_only:
             return fitting(ex, cases, results, records, earlier, failing_only=True)[:1]
         return found
-    monkeypatch.setattr(core, "fitting_slips", old_fallback)
+    monkeypatch.setattr(diagnosis, "fitting_slips", old_fallback)
     bad = offered_slips_contradicting_a_case(ch06.EXERCISES, hidden_seed=0)
     assert any(key == "query_heads (on one case only)" and slip == "query_heads" and where == "visible"
                for _, key, slip, _, _, where in bad)

@@ -8,13 +8,15 @@ A test cell of a source notebook reads::
     check("ch01_q2_kv_bytes_per_sequence", kv_bytes_for_sequence, hidden=True)
     ### END HIDDEN TESTS
 
-``check(grade_id, fn)`` finds the exercise in the registry (the chapter module
-named by the grade id's prefix, ``autograder.checks.ch01``) and runs the
-generic check of ``autograder.checks.core``. The same exercise is judged again
+``check(grade_id, fn)`` finds the exercise in the registry (``registry``: the
+chapter module named by the grade id's prefix, ``autograder.checks.ch01``) and
+runs the instant check of ``autograder.checks.runner``. The same exercise is judged again
 outside the kernel by ``autograder.verdict``.
 
-Modules: ``core`` (the Exercise, the check, judging, the diagnosis across
-cases), ``answers`` (answer types and their JSON records), ``cases`` (shared
+Modules: ``schema`` (the Exercise and its cases), ``runner`` (the instant
+check, in the learner's kernel), ``judge`` (one case's ``CaseVerdict``),
+``diagnosis`` (the one message across cases: ``fitting_slips``, ``summary``),
+``registry`` (grade id -> exercise), ``answers`` (answer types and their JSON records), ``cases`` (shared
 case builders), ``tripwires`` (no kvlib inside a graded function), ``chNN``
 (one chapter's exercises: data only).
 
@@ -33,7 +35,7 @@ Adding a chapter ``chNN_slug``
 
        from .answers import Float
        from .cases import geometry_case, geometry_hidden, bytes_per_token, geometry_slip_inputs
-       from .core import Exercise, exercises
+       from .schema import Exercise, exercises
 
        EXERCISES = exercises(
            Exercise(grade_id="ch02_q1_bytes_per_gpu", function_name="bytes_per_gpu",
@@ -50,7 +52,7 @@ Adding a chapter ``chNN_slug``
    an answer may import beyond the standard library and kvlib; ``builds_on=``
    an earlier step: a case is right on kvlib's value or on the one the
    learner's own earlier answer implies, so a slip costs its own step only
-   (``core``'s docstring; ``tests/test_fair_chains.py`` holds every chain to it).
+   (``schema``'s docstring; ``tests/test_fair_chains.py`` holds every chain to it).
 
    Cases: hidden cases only of the kinds the exercise text names, and every input variant they
    hold (a GPT-2 config, an explicit ``head_dim``, TP past the KV heads, dtype_bytes 1 and 4, a
@@ -75,7 +77,7 @@ Adding a chapter ``chNN_slug``
 Value exercises (``Exercise(value=True, ...)``: the learner's answer is a
 number bound to a name, judged against their own ``kvcoach.drills.student_problem``)
 take the student id from ``current_student()``; ``claim_student(name)`` records
-the id a notebook states (see ``core``).
+the id a notebook states (see ``kvcoach.learner``).
 
 Checks modules outside the package (a test fixture) are found on
 ``$KV_COURSE_CHECKS_PATH`` (folders, ``os.pathsep``-separated).
@@ -83,76 +85,13 @@ Checks modules outside the package (a test fixture) are found on
 
 from __future__ import annotations
 
-import os
-import sys
-from importlib import import_module, util
-from pathlib import Path
+from kvcoach.learner import claim_student, current_student, my_question  # noqa: F401 -- a notebook's names
 
-CHECKS_PATH_ENV = "KV_COURSE_CHECKS_PATH"
-
-
-def chapter_of(name: str) -> str:
-    """``ch01`` from a chapter id, a grade id or ``ch01`` itself."""
-    return name.split("_")[0]
-
-
-def chapter_module(chapter: str):
-    """The checks module of ``chapter`` (``ch01``, ``ch01_kv_formula`` or a grade id)."""
-    prefix = chapter_of(chapter)
-    name = f"{__name__}.{prefix}"
-    if name in sys.modules:
-        return sys.modules[name]
-    if (Path(__file__).parent / f"{prefix}.py").is_file():
-        return import_module(name)
-    for folder in os.environ.get(CHECKS_PATH_ENV, "").split(os.pathsep):
-        path = Path(folder) / f"{prefix}.py" if folder else None
-        if path is not None and path.is_file():
-            spec = util.spec_from_file_location(name, path)
-            module = util.module_from_spec(spec)
-            sys.modules[name] = module
-            try:
-                spec.loader.exec_module(module)
-            except BaseException:
-                del sys.modules[name]
-                raise
-            return module
-    raise LookupError(f"no checks for chapter {prefix} (autograder/checks/{prefix}.py)")
-
-
-def chapter_exercises(chapter: str) -> dict:
-    """``{grade_id: Exercise}`` of a chapter, in notebook order."""
-    return dict(chapter_module(chapter).EXERCISES)
-
-
-def exercise(grade_id: str):
-    """The exercise of a test cell's grade id (LookupError when there is none)."""
-    found = chapter_exercises(grade_id).get(grade_id)
-    if found is None:
-        raise LookupError(f"no exercise {grade_id} in autograder/checks/{chapter_of(grade_id)}.py")
-    return found
-
-
-def current_student():
-    """The learner's id: the grader's, the claimed one, a hub login (never Binder's), ``KV_COURSE_STUDENT``,
-    ``STUDENT_ID`` (``core.current_student``)."""
-    from . import core
-    return core.current_student()
-
-
-def claim_student(name):
-    """The notebook's ``STUDENT_ID = "..."`` (``core.claim_student``); returns ``current_student()``."""
-    from . import core
-    return core.claim_student(name)
-
-
-def my_question(topic: str):
-    """The learner's own ``kvcoach.drills.Question`` on ``topic`` (``core.my_question``)."""
-    from . import core
-    return core.my_question(topic)
+from .registry import CHECKS_PATH_ENV, chapter_exercises, chapter_module, chapter_of, exercise  # noqa: F401
 
 
 def check(grade_id: str, fn, hidden: bool = False, seed: int | None = None) -> None:
-    """The test cell's check: grade ``fn`` (a value exercise: the number) on ``grade_id`` (``core.check``)."""
+    """The test cell's check: grade ``fn`` (a value exercise: the number) on ``grade_id`` (``runner.check``)."""
     __tracebackhide__ = True
-    from . import core
-    core.check(exercise(grade_id), fn, hidden=hidden, seed=seed)
+    from . import runner
+    runner.check(exercise(grade_id), fn, hidden=hidden, seed=seed)

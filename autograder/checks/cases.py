@@ -1,7 +1,7 @@
 """Shared case builders: cases from real bundled configs and model geometries.
 
 A case is ``{"label": str, "kwargs": {...}, "context": {...}}`` (JSON-safe; see
-``autograder.checks.core``). Chapters build their visible cases from these
+``autograder.checks.schema``). Chapters build their visible cases from these
 and pass the hidden builders (``config_hidden``, ``geometry_hidden``) as an
 exercise's ``hidden_cases``.
 """

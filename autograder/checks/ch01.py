@@ -58,7 +58,7 @@ from .cases import (
     short,
 )
 from .answers import INT, Tuple
-from .core import Exercise, exercises, legacy_checks
+from .schema import Exercise, exercises
 
 H100 = "H100-SXM"
 RESERVE_BYTES = 4 * kv.GB          # activations and workspace on one GPU (seed 003: 2 + 2 GB)
@@ -445,6 +445,3 @@ EXERCISES = exercises(
         hidden_note=HIDDEN_NOTE_CONFIG,
     ),
 )
-
-# Notebooks released before the registry call ch01.check_q1(fn) ... check_q4(fn).
-__getattr__ = legacy_checks(EXERCISES)

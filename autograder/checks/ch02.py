@@ -45,7 +45,7 @@ from .cases import (
     random_seq_len,
     short,
 )
-from .core import Exercise, exercises, with_sides
+from .schema import Exercise, exercises, with_sides
 
 RESERVE_BYTES = 5 * kv.GB            # activations and workspace per GPU under TP (seed 003 example 2: 3 + 2 GB)
 TP_SIZES = (1, 2, 4, 8, 16, 32)

@@ -33,7 +33,7 @@ import kvlib as kv
 
 from .answers import Choice
 from .cases import config_case, config_spec, dtype_name, mutate_config, non_mla_models
-from .core import Exercise, exercises, with_sides
+from .schema import Exercise, exercises, with_sides
 
 V3 = "deepseek-ai/DeepSeek-V3"
 SLIP_CHOICES = ("correct", "extra_factor_2", "missing_rope", "other")

@@ -33,7 +33,7 @@ import kvlib as kv
 from kvlib import alloc_sim
 
 from .answers import Float
-from .core import Exercise, exercises, with_sides
+from .schema import Exercise, exercises, with_sides
 
 OTHER_BYTES = 3 * kv.GB            # activation peak and other allocations, as the chapter assumes
 

@@ -35,7 +35,7 @@ import kvlib.prefix_cache as pc
 from kvlib.prefix_cache import agent_requests    # the agent loop q4 is judged on
 
 from .answers import BYTES, Choice
-from .core import Exercise, exercises, with_sides
+from .schema import Exercise, exercises, with_sides
 
 H100 = "H100-SXM"
 LLAMA8_BPT = 131_072      # Llama 3.1 8B, bf16: 2 x 32 x 8 x 128 x 2 B (seed 000)

@@ -39,7 +39,7 @@ import kvlib as kv
 
 from .answers import Choice, Float, Tuple
 from .cases import bytes_per_token, dtype_name, geometry_case, geometry_slip_inputs, model_spec, non_mla_models, short
-from .core import Exercise, exercises
+from .schema import Exercise, exercises
 
 STEP_TOLERANCE = 1e-3     # floats: within 0.1% (a rounding of the bandwidth or the weights stays outside)
 OPTIONS = ("quantise_weights", "shrink_kv_cache")

@@ -36,7 +36,7 @@ from kvlib import planner
 
 from .answers import Float
 from .cases import short
-from .core import Exercise, exercises
+from .schema import Exercise, exercises
 
 GEOMETRY = ("layers", "kv_heads", "head_dim", "dtype_bytes")
 Q1_PARAMS = GEOMETRY + ("context", "tp")
@@ -266,7 +266,7 @@ def _kv_per_seq_gpu(case) -> int:
 def _per_seq(case, earlier):
     """One sequence's bytes per GPU: the number the learner's own q1 gave on this case (builds_on: a float, a
     numpy scalar's or a bool's number, 0 included), or kvlib's when q1 gave none. A 0 leaves q2 and q4 nothing
-    to divide by: ``core`` excuses those cases (the slip is charged in q1 only)."""
+    to divide by: ``judge`` excuses those cases (the slip is charged in q1 only)."""
     return earlier if earlier is not None else _kv_per_seq_gpu(case)
 
 

@@ -35,7 +35,7 @@ from kvlib.vllm.bundled import bundled_cpu_start
 from kvlib.vllm.mismatch import MISMATCH_CAUSES, block_range, classify_block_mismatch
 
 from .answers import INT, Choice, Float, Tuple
-from .core import Exercise, exercises
+from .schema import Exercise, exercises
 
 HIDDEN_NOTE_LOG = ("(Hidden cases: the same bundled logs with ANSI colours, docker-compose or process prefixes, "
                    "Windows line ends, and other printed figures.)")

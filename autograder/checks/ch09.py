@@ -50,7 +50,7 @@ from .cases import (
     no_hidden_cases,
     random_seq_len,
 )
-from .core import Exercise, exercises, legacy_checks
+from .schema import Exercise, exercises
 
 Q1_PARAMS = ("layers", "kv_heads", "head_dim", "seq_len", "batch", "dtype_bytes")
 HIDDEN_NOTE_Q1 = "(Hidden cases use other models' geometry, dtype_bytes of 1, 2 or 4, other lengths and batches.)"
@@ -132,5 +132,3 @@ EXERCISES = exercises(
     ),
     *(drill_exercise(n, topic) for n, topic in enumerate(GRADED_TOPICS, start=2)),
 )
-
-__getattr__ = legacy_checks(EXERCISES)
