@@ -85,9 +85,8 @@ from .results import (
 )
 from .seed import SEED_ENV, SEED_FILE_ENV, describe_seed, grading_seed
 
-__all__ = ["Grader", "STATUSES", "SEED_ENV", "SEED_FILE_ENV", "UsageError", "combine", "default_out_dir",
-           "describe_seed", "format_report", "format_summary", "grade_class", "grade_submission",
-           "grading_seed", "inside_checkout", "resolve", "student_from_path"]
+__all__ = ["Grader", "STATUSES", "SEED_ENV", "SEED_FILE_ENV", "UsageError", "combine", "describe_seed",
+           "format_report", "grade_submission", "grading_seed", "inside_checkout", "resolve", "student_from_path"]
 
 
 def notebook_wall_s(timeout) -> float:
@@ -137,7 +136,7 @@ class Grader:
         from . import sandbox
         from .checks import schema
         from .kernel import use_in_nbgrader
-        from .kernel_launcher import socket_dir
+        from .kernel_launcher import socket_dir, write_kernelspec
         from .packages import package_dirs
 
         use_in_nbgrader()  # messages to a kernel that broke its own connection time out
@@ -153,7 +152,7 @@ class Grader:
             self.ipc = Path(socket_dir())
             probe = NbGrader(self.root, _timeout_overrides(timeout))
             self.timeout = _config_timeout(probe)
-            sandbox.write_kernelspec(self.jupyter / "kernels", "kv-sandboxed", level=self.level,
+            write_kernelspec(self.jupyter / "kernels", "kv-sandboxed", level=self.level,
                                      ro=package_dirs(),
                                      wall_s=notebook_wall_s(self.timeout))
             overrides = dict(_timeout_overrides(timeout))
@@ -368,13 +367,3 @@ def repointed_note(repointed: dict, students: int | None = None) -> str:
     whose = f"{students} submission(s)" if students is not None else "this notebook"
     return (f"points changed in the course's source since the release ({changes}): {whose} graded with the "
             f"source's points")
-
-
-
-# Class grading lives in autograder.classroom (which imports this module); the command line
-# imports its names from here, resolved on first use.
-def __getattr__(name: str):
-    if name in ("default_out_dir", "format_summary", "grade_class", "generate_feedback", "feedback_preprocessors"):
-        from . import classroom
-        return getattr(classroom, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

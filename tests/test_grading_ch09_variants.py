@@ -160,14 +160,14 @@ def test_the_sandbox_launcher_passes_the_grading_student_and_nothing_else(tmp_pa
     probe = "import json, os; print(json.dumps({k: os.environ.get(k) for k in %r}))" % (ID_VARS,)
     env = dict(os.environ, KV_COURSE_GRADING_STUDENT=ADA, JUPYTERHUB_USER="instructor", KV_COURSE_STUDENT="x",
                STUDENT_ID="y")
-    run = subprocess.run([sys.executable, "-I", "-m", "autograder.sandbox", "run", "--", sys.executable, "-I", "-c",
+    run = subprocess.run([sys.executable, "-I", "-m", "autograder.kernel_launcher", "--", sys.executable, "-I", "-c",
                           probe], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
     seen = json.loads(run.stdout.strip().splitlines()[-1])
     assert seen == {"KV_COURSE_GRADING_STUDENT": ADA, "JUPYTERHUB_USER": None, "KV_COURSE_STUDENT": None,
                     "STUDENT_ID": None}
     env.pop("KV_COURSE_GRADING_STUDENT")
-    run = subprocess.run([sys.executable, "-I", "-m", "autograder.sandbox", "run", "--", sys.executable, "-I", "-c",
+    run = subprocess.run([sys.executable, "-I", "-m", "autograder.kernel_launcher", "--", sys.executable, "-I", "-c",
                           probe], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert json.loads(run.stdout.strip().splitlines()[-1])["KV_COURSE_GRADING_STUDENT"] is None
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from autograder import sandbox as S
+from autograder.kernel_launcher import write_kernelspec
 from autograder.packages import package_dirs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -428,7 +429,7 @@ def test_sandboxed_jupyter_kernel(level, tmp_path):
     from jupyter_client import KernelManager
     from jupyter_client.kernelspec import KernelSpecManager
 
-    S.write_kernelspec(tmp_path / "kernels", ro=package_dirs(), level=level)   # every course package
+    write_kernelspec(tmp_path / "kernels", ro=package_dirs(), level=level)   # every course package
     ipc = Path("/tmp") / f"kv-ipc-test-{os.getpid()}-{level.replace('+', '-')}"  # short: a socket path has 108 bytes
     ipc.mkdir(exist_ok=True)
     km = KernelManager(kernel_name="kv-sandboxed", transport="ipc", ip=str(ipc / "kernel"),

@@ -10,8 +10,9 @@ One sub-package, one module per job:
   release table; ``release_rules``, ``default_utilization``, ``default_block_size``, ``budget_rounds_up``,
   ``parse_version``, ``DEFAULT_BLOCK_SIZE``); a release newer than ``NEWEST_CHECKED_RELEASE`` gets its
   rules with an ``UncheckedReleaseWarning``;
-- ``layout``: the page and block on one rank (``layer_page_bytes``,
-  ``bytes_per_block``, ``pp_layer_split``, ``kv_cache_groups``, ``plan_layouts``);
+- ``page``: one layer's page on one rank (``kv_element_bytes``, ``layer_page_bytes``);
+- ``layout``: the block and stages on one rank, from those pages (``bytes_per_block``,
+  ``pp_layer_split``, ``kv_cache_groups``, ``plan_layouts``);
 - ``hybrid``: pages when layers differ (``page_plan``): a Mamba2 / Gated DeltaNet
   state page, the attention block grown to cover it and the state padded, attention
   kinds of different geometry given one page, the state pages a request holds;
