@@ -37,7 +37,7 @@ COURSE = REPO / "course"
 SKELETON = REPO / "tests" / "fixtures" / "skeleton"
 SKELETON_NB = SKELETON / "course" / "source" / "ch99_skeleton" / "ch99_skeleton.ipynb"
 SKELETON_POINTS = 2 + 1 + 1 + 1 + 1 + 2      # the six test cells of the fixture notebook
-CHAPTERS = sorted(p.name for p in (COURSE / "source").iterdir() if (p / f"{p.name}.ipynb").is_file())
+CHAPTERS = chapter.CHAPTER_IDS
 
 
 def _build_course():

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+import course_chapters
 from autograder import notebook
 from autograder import verdict as V
 from autograder.checks import answers, chapter_exercises, judge, runner, schema
@@ -30,8 +31,7 @@ from kvcoach import learner
 REPO = Path(__file__).resolve().parents[1]
 SEEDS = (schema.DEFAULT_HIDDEN_SEED,) + tuple(range(200))
 STUDENTS = tuple(f"learner-{k}" for k in range(60)) + ("ada",)
-GRADED = [p.name for p in sorted((REPO / "course" / "source").iterdir())
-          if (p / f"{p.name}.ipynb").is_file() and notebook.is_graded(notebook.read(p / f"{p.name}.ipynb"))]
+GRADED = list(course_chapters.GRADED)
 
 
 def answer_namespace(path: Path, exercises: dict, student: str | None = None) -> dict:
