@@ -111,7 +111,6 @@ def cli_run(args) -> int:
     Meant as a kernel launcher (a kernelspec's argv) and for trying things by
     hand. Wall time is left to the caller (nbgrader's per-cell timeout).
     """
-    import argparse
     # Our parent as it was at start-up: jupyter_client names itself in JPY_PARENT_PID (so a
     # grader that died while this interpreter started is noticed too).
     parent = int(os.environ.get("JPY_PARENT_PID", "") or os.getppid())

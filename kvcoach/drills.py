@@ -694,7 +694,8 @@ def _ridge_batch(rng, seed):
          f"linear layers' 2 FLOPs per parameter per sequence (short contexts: KV reads left out), from which "
          f"batch on does a decode step reach the GPU's ridge point and turn compute-bound?")
     return _problem("ridge_batch", seed, q, "ridge_batch", inputs, "sequences",
-                    deployments=(dict(tp=tp, batch_size=batch, seq_len=1024, weight_bytes=weights),), model=spec.name, gpu=gpu.name,
+                    deployments=(dict(tp=tp, batch_size=batch, seq_len=1024, weight_bytes=weights),),
+                    model=spec.name, gpu=gpu.name,
                     template=f"ridge_batch/{kind}")
 
 

@@ -44,7 +44,6 @@ Taught in ch07_capacity_plan. The CLI (``kvlib plan``) formats a ``Plan`` as row
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass
 

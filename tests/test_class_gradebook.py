@@ -196,7 +196,7 @@ def test_class_into_postgres(postgres_url, notebooks, tmp_path):  # noqa: F811
     shutil.copytree(REPO / "course" / "source" / ASSIGNMENT, course / "source" / ASSIGNMENT)
     (course / "nbgrader_config.py").write_text((REPO / "course" / "nbgrader_config.py").read_text()
                                                + f"\nc.CourseDirectory.db_url = {url!r}\n")
-    submitted = _class(course, {**notebooks, "honest_2": notebooks["honest"]})
+    _class(course, {**notebooks, "honest_2": notebooks["honest"]})
     here = [sys.executable, "-m", "autograder", "grade-class", "submitted", "--assignment", ASSIGNMENT, "--json"]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("KV_COURSE_GRADING_SEED_FILE", None)

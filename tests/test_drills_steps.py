@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from kvcoach.drills import TOPICS, Problem, Step, generate
+from kvcoach.drills import TOPICS, Step, generate
 from kvcoach.slips import variants
 
 SEEDS = range(12)

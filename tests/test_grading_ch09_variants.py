@@ -11,8 +11,8 @@ scores are the contract's points (q1 2, each drill 1: 10 in all):
 * the solution-style notebook (answers computed from the question it draws): 10 for both (the outside
   check), and 10 for a third learner in the same class on the slow paths;
 * the hostile ch09 cases (``tests/hostile/ch09.py``, issue 35 §5): an answer read from kvlib's drill object
-  (``.answer``, ``check``'s feedback, ``repr``; read, then the id rewritten) scores 0 for its exercise with a one-line reason, on the outside
-  check and through ``python -m autograder grade``; practice, then the arithmetic: 10.
+  (``.answer``, ``check``'s feedback, ``repr``; read, then the id rewritten) scores 0 for its exercise with a
+  one-line reason, on the outside check and through ``python -m autograder grade``; practice, then the arithmetic: 10.
 
 Paths: the outside check (``autograder.verdict``, fast), ``python -m autograder grade`` and
 ``grade-class``, and plain ``nbgrader autograde`` with the course config (its kernel learns the

@@ -5,7 +5,6 @@ per sequence; 500 users hold 2,147,483,648,000 B = 2,147.48 GB (2,000.00 GiB).
 """
 
 import re
-import time
 
 import pytest
 

@@ -9,13 +9,11 @@ x 128 = 10,922 x 128 = 1,398,016 tokens.
 
 from __future__ import annotations
 
-import os
 
 import pytest
 
 import kvdisplay as kd
 import kvlib as kv
-from kvdisplay import vllm_lab
 from kvlib.vllm import cpu_engine
 
 

@@ -92,7 +92,8 @@ def _os_allows(argv) -> bool:
 
 def test_every_mechanism_the_os_allows_is_usable():
     """Where the bare tools work, the level built on them must work too (no silent downgrade)."""
-    unshare = ["unshare", "--mount", "--pid", "--net", "--ipc", "--uts", "--fork"] + ([] if ROOT else ["--user", "--map-root-user"])
+    unshare = ["unshare", "--mount", "--pid", "--net", "--ipc", "--uts", "--fork"] + \
+        ([] if ROOT else ["--user", "--map-root-user"])
     if shutil.which("unshare") and shutil.which("setpriv") and _os_allows(unshare + ["true"]):
         assert S.probe("unshare+setpriv") == (True, ""), S.probe("unshare+setpriv")
     if shutil.which("bwrap") and _os_allows(["bwrap", "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "true"]):
@@ -383,7 +384,7 @@ for lvl in ("bwrap", "unshare+setpriv"):
     out[lvl] = {"view": r.stdout.decode(), "rc": r.returncode, "err": r.stderr.decode()[-300:],
                 "honest": res["honest"].stdout.decode().strip()}
 print(json.dumps(out))
-'''
+'''  # noqa: E501
 
 
 @pytest.mark.skipif(not ROOT, reason="needs root to become an unprivileged user for the test")

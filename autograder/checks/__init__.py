@@ -20,59 +20,8 @@ check, in the learner's kernel), ``judge`` (one case's ``CaseVerdict``),
 case builders), ``tripwires`` (no kvlib inside a graded function), ``chNN``
 (one chapter's exercises: data only).
 
-Adding a chapter ``chNN_slug``
-------------------------------
-1. Write ``course/source/chNN_slug/chNN_slug.ipynb``. Its first code cell (or
-   the cell tagged ``setup``) is the setup: what it imports from the standard
-   library, kvlib and the course's packages (``autograder.packages``) is
-   imported again before the answers are judged outside the notebook. Per
-   exercise: an answer cell (``solution``, grade id ``chNN_qN_answer``) and
-   a locked test cell (``grade``, grade id ``chNN_qN_<name>``, its **points**:
-   stated here only) calling ``check`` as above. A chapter without exercises
-   sets the notebook metadata ``"kv_course": {"graded": false}``.
-2. Write ``autograder/checks/chNN.py``: ``EXERCISES = exercises(Exercise(...), ...)``
-   and nothing else but the constants and small builders it uses::
-
-       from .answers import Float
-       from .cases import geometry_case, geometry_hidden, bytes_per_token, geometry_slip_inputs
-       from .schema import Exercise, exercises
-
-       EXERCISES = exercises(
-           Exercise(grade_id="ch02_q1_bytes_per_gpu", function_name="bytes_per_gpu",
-                    params=("layers", "kv_heads", "head_dim", "dtype_bytes", "tp"),
-                    visible_cases=(geometry_case("llama-3.3-70b", 2, "Llama 3.3 70B, TP 4", tp=4),),
-                    hidden_cases=geometry_hidden(lambda rng, case: case["kwargs"].update(tp=rng.choice([2, 4, 8]))),
-                    expected=lambda case: ...,            # from kvlib
-                    quantity="kv_bytes_per_token_per_gpu",  # kvcoach.slips names the wrong answers
-                    slip_inputs=geometry_slip_inputs),
-       )
-
-   ``answer=`` declares the type (``INT`` by default; ``Float(rel_tol=...)``,
-   ``Choice((...))``, ``BYTES``, ``Tuple((...))``); ``modules=`` the modules
-   an answer may import beyond the standard library and kvlib; ``builds_on=``
-   an earlier step: a case is right on kvlib's value or on the one the
-   learner's own earlier answer implies, so a slip costs its own step only
-   (``schema``'s docstring; ``tests/test_fair_chains.py`` holds every chain to it).
-
-   Cases: hidden cases only of the kinds the exercise text names, and every input variant they
-   hold (a GPT-2 config, an explicit ``head_dim``, TP past the KV heads, dtype_bytes 1 and 4, a
-   rounding edge) also visible, with numbers that keep the slips apart (not L = B). ``EDGES =
-   {grade_id: ({"rule": ..., "visible": (case labels...)}, ...)}`` lists every boundary the text
-   decides (a tie, a rounding direction, a tolerance, an "other") with the visible cases on it:
-   exactly on the edge and one unit either side. ``tests/test_seed_sweep.py`` (the solution under
-   200 seeds) and ``tests/test_case_variants.py`` (an ignored dtype/TP/head_dim fails a visible
-   case; the listed edges exist) hold a new chapter to this without a line of test code.
-3. ``./dev.sh build`` and ``./dev.sh test``: ``tests/test_exercises.py`` checks,
-   for every chapter in ``course/source``, that test cells and exercises agree,
-   and the build's ``--check`` refuses a test cell with no exercise. The build
-   tags every test and code answer cell of the student release
-   ``raises-exception`` (never by hand in the source), so Run All goes past a
-   failing check and a blank value answer; a failing check
-   shows "✗ <grade id>" and its message only (``failure.CheckFailed``), and a
-   learner's own exception shows their frames, not the checker's.
-4. Every letter a chapter writes in ``$...$`` (markdown, and the strings it hands
-   to ``kvdisplay``) is a row of ``kvlib/notation.py`` with one meaning course-wide:
-   use the table's letter, or add a row (``tests/test_notation.py`` fails otherwise).
+How to add a chapter (its source, its checks module, the lists that name it): the recipe in
+``docs/contributing.md``; ``tests/test_chapter_recipe.py`` names any piece a chapter id lacks.
 
 Value exercises (``Exercise(value=True, ...)``: the learner's answer is a
 number bound to a name, judged against their own ``kvcoach.drills.student_problem``)

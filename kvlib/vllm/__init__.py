@@ -65,8 +65,8 @@ from .engine import (
 from .layout import KV_CACHE_DTYPES, bytes_per_block, kv_cache_groups, kv_element_bytes, layer_page_bytes, \
     pp_layer_split
 from .log import EngineStart, StatsLine, gib_window, parse_log, parse_stats_line, stats_lines
-from . import window  # the worst-case vs held sliding-window rules (ch04_pool_paging)
-from . import built   # a 0.34 start built from the forecast, in 0.34's formats (ch08_vllm_lab)
+from . import window  # noqa: F401 -- the worst-case vs held sliding-window rules (ch04_pool_paging)
+from . import built   # noqa: F401 -- a 0.34 start built from the forecast, in 0.34's formats (ch08_vllm_lab)
 from .engine import ReleaseRules, batch_defaults, release_rules
 from .pool import Forecast, PoolForecast, PoolPart, forecast_pool, predict_pool
 from .predict import LogPrediction, predict_from_log

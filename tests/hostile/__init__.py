@@ -687,12 +687,13 @@ CASES: list = [
     Case("calls_kvlib", "every function calls kvlib instead of computing by hand",
          lambda k: k.notebook({
              "q1": "import kvlib as kv\n" + _body("q1", "return kv.parse_config(config).kv_bytes_per_token(dtype_bytes)"),
-             "q2": "import kvlib as kv\n" + _body("q2", "return kv.kv_bytes_per_sequence("
-                                                        "kv.kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes), seq_len)"),
+             "q2": "import kvlib as kv\n" + _body("q2", "return kv.kv_bytes_per_sequence(kv.kv_bytes_per_token("
+                                                        "layers, kv_heads, head_dim, dtype_bytes), seq_len)"),
              "q3": "import kvlib as kv\n" + _body("q3", "return kv.kv_bytes_total(kv.kv_bytes_per_token("
                                                         "layers, kv_heads, head_dim, dtype_bytes), seq_len, batch_size)"),
              "q4": "import kvlib as kv\n" + _body("q4", "return kv.max_concurrency(budget_bytes, kv.kv_bytes_per_sequence("
-                                                        "kv.kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes), seq_len))"),
+                                                        "kv.kv_bytes_per_token(layers, kv_heads, head_dim, "
+                                                        "dtype_bytes), seq_len))"),
              "q5": "import kvlib as kv\n" + _body("q5", "pool = kv.kv_pool_bytes(gpu['cuda_total_gib'] * kv.GiB, utilization, "
                                                         "kv.weight_bytes(num_params, weight_dtype_bytes), other_bytes)\n"
                                                         "return max(0, kv.max_concurrency(pool, bytes_per_token * seq_len))"),
