@@ -20,6 +20,18 @@ def fails(grade_id: str, fn, **kwargs) -> str:
     return str(info.value)
 
 
+def passes_visible_and_hidden(grade_id: str, fn, seeds, capsys, *, default_seed: bool = False) -> None:
+    """A chapter's reference ``fn`` passes its test cell's check: ``check(grade_id, fn)`` on the visible cases,
+    then on the hidden cases of each of ``seeds`` (and of the course's grading seed when ``default_seed``),
+    each check printing its one ✓ line and nothing else (every chapter's ``test_reference_passes_visible_and_hidden``)."""
+    check(grade_id, fn)
+    hidden_seeds = [*seeds, *([None] if default_seed else [])]
+    for seed in hidden_seeds:
+        check(grade_id, fn, hidden=True, seed=seed)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 1 + len(hidden_seeds) and all(line.startswith("✓") for line in lines), lines
+
+
 def source_points(chapter: str) -> dict:
     """``{grade_id: points}`` of the chapter's test cells, read from its source notebook."""
     return notebook.grade_points(notebook.read(REPO / "course" / "source" / chapter / f"{chapter}.ipynb"))

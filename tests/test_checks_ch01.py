@@ -19,6 +19,7 @@ import kvcoach.slips
 import kvlib
 from autograder.checks import ch01, judge, runner
 from autograder.checks import check as cell_check
+from chapter_checks import passes_visible_and_hidden
 
 SEEDS = (0, 1, 7, 2026, 123456)
 
@@ -147,13 +148,7 @@ def test_hidden_cases_are_seeded():
 # --- right answers pass -------------------------------------------------------
 @pytest.mark.parametrize("grade_id", list(REFERENCE))
 def test_reference_passes_visible_and_hidden(grade_id, capsys):
-    check, fn = REFERENCE[grade_id]
-    check(fn)
-    for seed in SEEDS:
-        check(fn, hidden=True, seed=seed)
-    check(fn, hidden=True)
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 2 + len(SEEDS) and all(line.startswith("✓") for line in lines)
+    passes_visible_and_hidden(grade_id, REFERENCE[grade_id][1], SEEDS, capsys, default_seed=True)
 
 
 def test_the_visible_figures_are_the_chapters():

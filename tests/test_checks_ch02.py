@@ -15,8 +15,8 @@ import pytest
 
 import kvcoach.slips
 import kvlib
-from autograder.checks import ch02, check
-from chapter_checks import fails, source_points
+from autograder.checks import ch02
+from chapter_checks import fails, passes_visible_and_hidden, source_points
 
 SEEDS = (0, 1, 7, 2026)
 H100_REPORTED = round(79.18 * 2**30)      # bytes CUDA reports on an H100 SXM (seed 000: 79.18 GiB)
@@ -120,12 +120,7 @@ def test_the_visible_figures_by_hand():
 # --- right answers pass -------------------------------------------------------
 @pytest.mark.parametrize("grade_id", list(REFERENCE))
 def test_reference_passes_visible_and_hidden(grade_id, capsys):
-    fn = REFERENCE[grade_id]
-    check(grade_id, fn)
-    for seed in SEEDS:
-        check(grade_id, fn, hidden=True, seed=seed)
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 1 + len(SEEDS) and all(line.startswith("✓") for line in lines)
+    passes_visible_and_hidden(grade_id, REFERENCE[grade_id], SEEDS, capsys)
 
 
 # --- each catalogued slip is named ------------------------------------------------

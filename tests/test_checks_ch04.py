@@ -22,6 +22,7 @@ import kvlib as kv
 import kvlib.alloc_sim
 from autograder.checks import ch04, runner
 from autograder.checks import exercise as find_exercise
+from chapter_checks import passes_visible_and_hidden
 
 REPO = Path(__file__).resolve().parents[1]
 SEEDS = (0, 1, 7, 2026)
@@ -86,10 +87,7 @@ def test_grade_ids_and_points_in_the_source():
 
 @pytest.mark.parametrize("grade_id", list(REFERENCE))
 def test_reference_passes_visible_and_hidden(grade_id, capsys):
-    run(grade_id, REFERENCE[grade_id])
-    for seed in SEEDS:
-        run(grade_id, REFERENCE[grade_id], hidden=True, seed=seed)
-    assert "✓" in capsys.readouterr().out
+    passes_visible_and_hidden(grade_id, REFERENCE[grade_id], SEEDS, capsys)
 
 
 def test_cases_are_json():

@@ -21,7 +21,7 @@ import kvcoach.slips
 import kvlib as kv
 import kvlib.prefix_cache as pc
 from autograder.checks import ch05, check, diagnosis, judge, runner
-from chapter_checks import fails, source_points
+from chapter_checks import fails, passes_visible_and_hidden, source_points
 
 SEEDS = (0, 1, 7, 2026)
 SOURCE = Path(__file__).resolve().parents[1] / "course/source/ch05_prefix_reuse/ch05_prefix_reuse.ipynb"
@@ -87,11 +87,7 @@ def test_cases_are_json_and_seeded():
 
 @pytest.mark.parametrize("grade_id", list(REFERENCE))
 def test_reference_passes_visible_and_hidden(grade_id, capsys):
-    fn = REFERENCE[grade_id]
-    check(grade_id, fn)
-    for seed in SEEDS:
-        check(grade_id, fn, hidden=True, seed=seed)
-    assert capsys.readouterr().out.count("✓") == 1 + len(SEEDS)
+    passes_visible_and_hidden(grade_id, REFERENCE[grade_id], SEEDS, capsys)
 
 
 def test_the_visible_figures_are_the_seeds():

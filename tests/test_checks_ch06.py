@@ -19,7 +19,7 @@ import re
 import pytest
 
 from autograder.checks import ch06, check, diagnosis, judge, runner
-from chapter_checks import fails, source_points
+from chapter_checks import fails, passes_visible_and_hidden, source_points
 
 SEEDS = (0, 1, 7, 2026)
 W8 = 8_030_261_248 * 2          # Llama 3.1 8B bf16 weights, by hand
@@ -93,12 +93,7 @@ def test_cases_are_json_and_hidden_cases_are_seeded():
 # --- right answers pass -------------------------------------------------------
 @pytest.mark.parametrize("grade_id", list(REFERENCE))
 def test_reference_passes_visible_and_hidden(grade_id, capsys):
-    fn = REFERENCE[grade_id]
-    check(grade_id, fn)
-    for seed in SEEDS:
-        check(grade_id, fn, hidden=True, seed=seed)
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 1 + len(SEEDS) and all(line.startswith("✓") for line in lines)
+    passes_visible_and_hidden(grade_id, REFERENCE[grade_id], SEEDS, capsys)
 
 
 def test_the_visible_figures_are_the_chapters():

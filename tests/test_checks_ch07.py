@@ -14,7 +14,7 @@ import math
 import pytest
 
 from autograder.checks import ch07, judge, runner, schema
-from chapter_checks import source_points
+from chapter_checks import passes_visible_and_hidden, source_points
 
 SEEDS = (0, 1, 7, 2026)
 EX = ch07.EXERCISES
@@ -108,10 +108,7 @@ def test_cases_are_json_and_hidden_are_seeded():
 
 @pytest.mark.parametrize("grade_id", list(REFERENCE))
 def test_reference_passes_visible_and_hidden(grade_id, capsys):
-    runner.check(EX[grade_id], REFERENCE[grade_id])
-    for seed in SEEDS:
-        runner.check(EX[grade_id], REFERENCE[grade_id], hidden=True, seed=seed)
-    assert "✓" in capsys.readouterr().out
+    passes_visible_and_hidden(grade_id, REFERENCE[grade_id], SEEDS, capsys)
 
 
 # --- slips: one wrong function each ------------------------------------------

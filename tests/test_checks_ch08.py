@@ -16,9 +16,9 @@ from fractions import Fraction
 
 import pytest
 
-from autograder.checks import check, ch08
+from autograder.checks import ch08
 from kvlib.vllm.mismatch import MISMATCH_CAUSES, block_range as kvlib_block_range, classify_block_mismatch
-from chapter_checks import fails
+from chapter_checks import fails, passes_visible_and_hidden
 
 SEEDS = (0, 1, 7, 2026)
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -79,10 +79,7 @@ REFERENCE = {
 
 @pytest.mark.parametrize("grade_id", list(REFERENCE))
 def test_reference_passes_visible_and_hidden(grade_id, capsys):
-    check(grade_id, REFERENCE[grade_id])
-    for seed in SEEDS:
-        check(grade_id, REFERENCE[grade_id], hidden=True, seed=seed)
-    assert "✓" in capsys.readouterr().out
+    passes_visible_and_hidden(grade_id, REFERENCE[grade_id], SEEDS, capsys)
 
 
 def test_exercises_in_notebook_order():

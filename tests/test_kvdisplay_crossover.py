@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from pinned import pinned
 
 import kvdisplay as kd
 import kvlib as kv
@@ -91,7 +92,7 @@ def test_view_under_tensor_parallelism_is_per_gpu():
 
 
 def test_explorer_redraws_on_a_slider():
-    pytest.importorskip("ipywidgets")
+    pinned("ipywidgets")
     box = kd.crossover_explorer(["llama-3.1-8b", "llama-3.3-70b"])
     before = box.view.value
     batch = next(w for w in box.children if getattr(w, "description", "") == "batch B (sequences)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from pinned import pinned
 
 import kvdisplay
 from kvdisplay import drills as D
@@ -144,7 +145,7 @@ def test_view_before_and_after():
 
 
 def test_widget_buttons_drive_the_session():
-    pytest.importorskip("ipywidgets")
+    pinned("ipywidgets")
     box = D.drill_mode(("kv_per_token",), seed=3, clock=FakeClock(), history=False, tick=None)
     (_, new, _, _), (answer, check, clock), view = (box.children[0].children, box.children[1].children,
                                                      box.children[2])
@@ -239,7 +240,7 @@ def test_scored_answers_are_recorded_and_review_asks_the_missed_topic(tmp_path):
 
 
 def test_drill_mode_history_file_and_a_corrupt_one(tmp_path, monkeypatch):
-    pytest.importorskip("ipywidgets")
+    pinned("ipywidgets")
     from kvcoach import drill_history as H
     path = tmp_path / "drills.json"
     box = D.drill_mode(("kv_per_token",), seed=3, clock=FakeClock(), history=path, tick=None)
@@ -312,7 +313,7 @@ def test_interview_sheet_flags_what_does_not_fit():
 
 
 def test_interview_sheet_widget_redraws():
-    pytest.importorskip("ipywidgets")
+    pinned("ipywidgets")
     box = I.interview_sheet(["llama-3.1-8b", "llama-3.3-70b"])
     before = box.view.value
     context = next(c for c in box.children if getattr(c, "description", "") == "context T (tokens)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-import pytest
+from pinned import pinned
 
 import kvdisplay as kd
 
@@ -43,7 +43,7 @@ def test_fetch_view_names_the_assumptions():
 
 
 def test_explorers_redraw():
-    pytest.importorskip("ipywidgets")
+    pinned("ipywidgets")
     box = kd.prefix_sharing_explorer(["llama-3.1-8b", "qwen2.5-7b"])
     before = box.view.value
     box.children[1].value = 2008                                              # prompt length

@@ -9,6 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pinned import pinned
+
 from kvlib import load_model
 from kvlib.cli import main
 from kvlib.planner import PlanError, plan_capacity
@@ -233,7 +235,7 @@ def test_step_functions_by_hand():
 
 
 def test_step_functions_take_symbols():
-    sp = pytest.importorskip("sympy")
+    sp = pinned("sympy")
     w, s, n, bw, tau, slow = sp.symbols("W_g S_g n BW tau s", positive=True)
     itl = itl_seconds(w, s, n, bw, slow)
     solved = sp.solve(sp.Eq(itl, tau), n)[0]
@@ -434,7 +436,7 @@ def test_headroom_defaults_and_symbols():
     # 3 x 1.1 = 3.3000000000000003 in floats: the guard keeps it 3.3, ceil 4 (a guard rounding to whole
     # numbers would give 3); 7 x 1.1 = 7.700000000000001 -> 8, + 2 = 10
     assert nodes_with_headroom(3, 1.1, 0) == 4 and nodes_with_headroom(7, 1.1, 2) == 10
-    sp = pytest.importorskip("sympy")
+    sp = pinned("sympy")
     n = sp.Symbol("n", positive=True, integer=True)
     expr = nodes_with_headroom(n, sp.Rational(13, 10), 1)
     assert expr.subs(n, 9) == 13 and expr.subs(n, 10) == 14
@@ -444,7 +446,7 @@ def test_nodes_needed_for_symbols_and_floats():
     # 2,000 / 241 = 8.3 -> 9; a float count of sequences goes through the same ceiling
     assert nodes_needed(2000, 241.0) == 9 and nodes_needed(2000.0, 250) == 8
     assert type(nodes_needed(2000, 241.0)) is int and type(nodes_needed(2000.0, 250)) is int   # whole nodes
-    sp = pytest.importorskip("sympy")
+    sp = pinned("sympy")
     u = sp.Symbol("u", positive=True, integer=True)
     assert nodes_needed(u, 241).subs(u, 2000) == 9
 
