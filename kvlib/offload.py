@@ -8,7 +8,7 @@ Prefill FLOPs, the convention used here (and the one that reproduces seed
 000's 1.49e14 for 8,192 tokens of Llama 3.1 8B):
 
 * linear layers: ``2 * P * T`` -- one multiply-add per parameter per token
-  (P = active parameters; the embedding is counted too, as seed 000 does);
+  (P = active parameters; the embedding is counted too, as [chains] does);
 * attention scores and values, causal: query ``i`` attends to ``i`` keys, so
   a layer has ``T (T + 1) / 2`` (query, key) pairs per head, each costing
   ``2 * d_qk`` FLOPs for Q.K and ``2 * d_v`` for the weighted V sum:
@@ -47,8 +47,8 @@ __all__ = [
     "DEFAULT_MFU",
 ]
 
-DEFAULT_LINK_BYTES_PER_S = 50 * 10**9  # PCIe Gen5 x16, as assumed in seed 000
-DEFAULT_MFU = 0.6                       # achieved / peak for a long prefill, seed 000
+DEFAULT_LINK_BYTES_PER_S = 50 * 10**9  # PCIe Gen5 x16, as assumed in [chains]
+DEFAULT_MFU = 0.6                       # achieved / peak for a long prefill, [chains]
 
 
 class OffloadError(ValueError):
@@ -101,7 +101,7 @@ def prefill_attention_flops(layers, num_heads, qk_head_dim, tokens, v_head_dim=N
     """Attention FLOPs over a causal prefill: ``2 * L * H * (d_qk + d_v) * pairs``.
 
     pairs = ``attention_pairs(T, window, chunk)``; ``v_head_dim`` defaults to
-    ``qk_head_dim``. Llama 3.1 8B at 8,192 tokens (seed 000's recompute):
+    ``qk_head_dim``. Llama 3.1 8B at 8,192 tokens ([chains]'s recompute):
 
     >>> prefill_attention_flops(layers=32, num_heads=32, qk_head_dim=128, tokens=8192)
     17594333528064
@@ -121,7 +121,7 @@ def prefill_flops(model, tokens: int, *, num_params=None) -> tuple:
     """``(linear, attention)`` prefill FLOPs of ``tokens`` for a model.
 
     ``model`` is anything ``load_model`` takes; ``num_params`` overrides the
-    counted active parameters (seed 000 uses 8.03e9). Windowed layers
+    counted active parameters ([chains] uses 8.03e9). Windowed layers
     attend to at most their window, chunked layers within their own chunk;
     layers without KV (linear attention, Mamba) add no attention term.
 

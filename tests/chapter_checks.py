@@ -37,7 +37,7 @@ def source_points(chapter: str) -> dict:
     return notebook.grade_points(notebook.read(REPO / "course" / "source" / chapter / f"{chapter}.ipynb"))
 
 
-# --- slips through the shared mechanism (issue 38): every chapter's tests call these -------------------
+# --- slips through the shared mechanism ([diagnosis]): every chapter's tests call these -------------------
 def _learner(values):
     """A learner's function that returns ``values`` in turn, one per case (the cases are called in order)."""
     it = iter(values)
@@ -95,7 +95,7 @@ def offered_slips_contradicting_a_case(exercises, hidden_seed=None) -> list:
     the slips its message names) and each named slip is recomputed on every case from
     ``kvcoach.slips.variants``: on a failing visible case one of its ways must give the learner's value, on a
     passing case one of those ways must give the right value (or not arise there). The lead is held to the
-    passing cases too: no fallback names a slip they contradict (issue 38 §1). ``hidden_seed``: also the
+    passing cases too: no fallback names a slip they contradict ([diagnosis §1]). ``hidden_seed``: also the
     hidden cases of that seed, judged as hidden (there a lead may explain some failing cases only, when no one
     slip explains them all, but never one that a passing case contradicts).
     """

@@ -2,7 +2,7 @@
 
 Reference functions are written by hand here (never through kvlib); expected values
 come from kvlib inside the checks. Figures in messages: Llama 3.1 8B 131,072 B/token
-(seed 001 and 003 section 3), gemma-2-9b head_dim 256 vs 3584/16 = 224 (its config.json).
+([build-up] and [kv-math] section 3), gemma-2-9b head_dim 256 vs 3584/16 = 224 (its config.json).
 """
 
 from __future__ import annotations
@@ -155,13 +155,13 @@ def test_the_visible_figures_are_the_chapters():
     ex = ch01.EXERCISES["ch01_q1_bytes_per_token_from_config"]
     assert ex.expected(ex.visible_cases[0]) == 131_072            # Llama 3.1 8B
     ex = ch01.EXERCISES["ch01_q3_kv_bytes_per_batch"]
-    assert ex.expected(ex.visible_cases[0]) == 80 * 2**30          # seed 001: 32 x 8K of 70B
+    assert ex.expected(ex.visible_cases[0]) == 80 * 2**30          # [build-up]: 32 x 8K of 70B
 
 
 def test_q5_visible_figures_by_hand():
     ex = ch01.EXERCISES["ch01_q5_sequences_on_gpu"]
     expected = [ex.expected(c) for c in ex.visible_cases]
-    # Llama 3.1 8B on an H100 (79.18 GiB as CUDA reports it, seed 000), u 0.9, 8,030,261,248 parameters
+    # Llama 3.1 8B on an H100 (79.18 GiB as CUDA reports it, [chains]), u 0.9, 8,030,261,248 parameters
     # (its model card's 8.03B, counted) x 2 B, 4 GB other, 131,072 B/token x 8,192 tokens:
     # 85,018,877,624.32 x 0.9 = 76,516,989,861.9; - 16,060,522,496 - 4e9 = 56,456,467,365.9;
     # / 1,073,741,824 = 52.58 -> 52
@@ -617,7 +617,7 @@ def test_the_release_stub_says_not_written_yet():
     assert "not written yet" in fails(CHECK["q1"], stub, hidden=True)
 
 
-# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+# --- slips through the shared mechanism ([diagnosis]) ------------------------------------------------
 def test_no_offered_slip_contradicts_a_case():
     """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
     from chapter_checks import offered_slips_contradicting_a_case

@@ -2,8 +2,8 @@
 
 Reference functions are written by hand here (never through kvlib). Figures named in the
 tests come from hand arithmetic on the published configs: DeepSeek-V3 61 x (512 + 64) x 2 B
-= 70,272 B/token (seed 000's worked example, and the DeepSeek-V3 config.json); the RoPE key
-64 / 576 = 11.1% of it (seed 000: "understates the cache by 11%"); Llama 3.3 70B at TP 8:
+= 70,272 B/token ([chains]'s worked example, and the DeepSeek-V3 config.json); the RoPE key
+64 / 576 = 11.1% of it ([chains]: "understates the cache by 11%"); Llama 3.3 70B at TP 8:
 2 x 80 x 1 x 128 x 2 = 40,960 B per GPU; Qwen2.5-3B (2 KV heads) at TP 8: one whole head per GPU,
 2 x 36 x 1 x 128 x 2 = 18,432 B.
 """
@@ -252,7 +252,7 @@ def test_judge_works_from_json_records():
     assert "mla_split_by_tp" in verdicts[0].slips
 
 
-# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+# --- slips through the shared mechanism ([diagnosis]) ------------------------------------------------
 def test_no_offered_slip_contradicts_a_case():
     """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
     from chapter_checks import offered_slips_contradicting_a_case
@@ -265,7 +265,7 @@ def test_generic_slips_are_named():
     assert generic_slips_unnamed(ch03.EXERCISES) == []
 
 
-# --- topic slips (issue 38 §3) ------------------------------------------------------------------------
+# --- topic slips ([diagnosis §3]) ------------------------------------------------------------------------
 def test_mtp_layer_and_qk_head_dim_are_named():
     # DeepSeek-V3: 61 layers + 1 MTP layer (num_nextn_predict_layers); qk_head_dim = 128 + 64 added to 512
     def counts_mtp(config, dtype_bytes=2):

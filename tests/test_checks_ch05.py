@@ -2,7 +2,7 @@
 
 Reference functions are written by hand here (q3 builds on kvlib's one-block hash, as the
 exercise allows; nothing else calls kvlib); expected values come from kvlib inside the checks.
-Hand figures: seed 000 "A shared system prompt" (100 x 2,000 tokens x 131,072 B unshared,
+Hand figures: [chains] "A shared system prompt" (100 x 2,000 tokens x 131,072 B unshared,
 2,000 x 131,072 B shared: 99 x 2,000 x 131,072 = 25,952,256,000 B saved; 2,007 tokens share 125
 blocks and recompute 7) and "Fetch from host memory or recompute" (8,192 tokens of Llama 3.1 8B:
 21.5 ms fetch against 251 ms recompute, so "fetch").
@@ -302,7 +302,7 @@ def test_hidden_messages_reveal_no_inputs(grade_id, fn):
             assert repr(case["kwargs"].get("cache_salt")) not in message or case["kwargs"].get("cache_salt") is None
 
 
-# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+# --- slips through the shared mechanism ([diagnosis]) ------------------------------------------------
 def test_no_offered_slip_contradicts_a_case():
     """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
     from chapter_checks import offered_slips_contradicting_a_case
@@ -315,7 +315,7 @@ def test_generic_slips_are_named():
     assert generic_slips_unnamed(ch05.EXERCISES) == []
 
 
-# --- topic slips (issue 38 §3) ------------------------------------------------------------------------
+# --- topic slips ([diagnosis §3]) ------------------------------------------------------------------------
 def test_partial_block_rounded_up_is_named():
     # (N - 1) x ceil(P / bs) x bs tokens shared: the partial last block counted as a whole one
     def rounds_up(prompt_tokens, num_requests, bytes_per_token, block_size):
@@ -336,7 +336,7 @@ def _q5_summary(fn):
     ("fetch_overhead_ignored", q5_no_overhead),
     ("mfu_ignored", q5_peak_not_achieved),
     # bits for bytes: 8 x the copy's time; by hand 200,000 x 131,072 B over 2 GB/s is 13.1 s to fetch, 104.9 s
-    # as bits, against 33.5 s to recompute (the attention term's hint was shown before, issue 38 §4)
+    # as bits, against 33.5 s to recompute (the attention term's hint was shown before, [diagnosis §4])
     ("link_as_bits", lambda bpt, p, layers, h, d, t, link, peak, mfu, over:
         fetch_or_recompute(bpt * 8, p, layers, h, d, t, link, peak, mfu, over)),
 ])

@@ -100,12 +100,12 @@ def test_the_visible_figures_are_the_chapters():
     ex = ch06.EXERCISES["ch06_q1_crossover_context"]
     first = ex.visible_cases[0]
     assert read8(32) == 15_010_111_488 and first["kwargs"]["weight_bytes"] == read8(32)
-    # seed 003 section 6 says "batch 32 -> 3,830" with the whole table; a step of 32 reads 15,010,111,488 B:
+    # [kv-math] section 6 says "batch 32 -> 3,830" with the whole table; a step of 32 reads 15,010,111,488 B:
     # 3,578 tokens' cache is 3,578 x 4,194,304 = 15,007,113,216 B, short of it; 3,579 tokens reach it
     assert 3578 * C8 * 32 < read8(32) <= 3579 * C8 * 32 and ex.expected_for(first) == 3579
     assert ex.expected_for(ex.visible_cases[1]) == math.ceil(read8(128) / (C8 * 128)) == 895
     ex = ch06.EXERCISES["ch06_q2_decode_step_ms"]
-    # seed 003 section 7's 9.92 ms reads the whole table; (15,010,111,488 + 17,179,869,184) B / 3.35e12 B/s
+    # [kv-math] section 7's 9.92 ms reads the whole table; (15,010,111,488 + 17,179,869,184) B / 3.35e12 B/s
     assert round(ex.expected_for(ex.visible_cases[0]), 2) == 9.61
     ex = ch06.EXERCISES["ch06_q3_tokens_per_second"]
     # 8 x 32,768 (the chapter's Question 2; 32 x 32,768 needs 137 GB of cache, more than one H100's pool)
@@ -325,7 +325,7 @@ def test_calling_kvlib_is_refused():
     assert "must not call" in fails("ch06_q1_crossover_context", via_kvlib)
 
 
-# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+# --- slips through the shared mechanism ([diagnosis]) ------------------------------------------------
 def test_no_offered_slip_contradicts_a_case():
     """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
     from chapter_checks import offered_slips_contradicting_a_case

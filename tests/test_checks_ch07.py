@@ -279,7 +279,7 @@ def test_release_stub_says_not_written_yet():
     assert "not written yet" in fails("ch07_q5_nodes", stub)
 
 
-# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+# --- slips through the shared mechanism ([diagnosis]) ------------------------------------------------
 def test_no_offered_slip_contradicts_a_case():
     """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
     from chapter_checks import offered_slips_contradicting_a_case
@@ -292,7 +292,7 @@ def test_generic_slips_are_named():
     assert generic_slips_unnamed(ch07.EXERCISES) == []
 
 
-# --- topic slips (issue 38 §3) ------------------------------------------------------------------------
+# --- topic slips ([diagnosis §3]) ------------------------------------------------------------------------
 def test_itl_target_as_seconds_and_weights_forgotten_are_named():
     def target_as_seconds(itl_target_ms, weight_bytes, tp, bandwidth_bytes_per_s, tp_overhead, efficiency, layers,
                           kv_heads, head_dim, dtype_bytes, context):
@@ -334,7 +334,7 @@ def test_a_q1_of_zero_is_not_charged_again():
 
 
 def test_q4_returns_zero_when_the_weights_alone_miss_the_target():
-    """Exercise 4's text (issue 34): no sequence meets the target -> 0. Llama 3.1 8B on one H100: 16.06 GB of
+    """Exercise 4's text ([corrections 05-09]): no sequence meets the target -> 0. Llama 3.1 8B on one H100: 16.06 GB of
     weights / 3.35 TB/s / 0.7 = 6.85 ms already, so a 5 ms target leaves nothing (the formula gives a negative)."""
     from autograder.checks import ch07
     case = ch07.VISIBLE[2]
@@ -484,7 +484,7 @@ def test_the_outside_check_builds_on_q1_the_same_way():
     assert not v1.passed and v2.passed, v2.feedback
 
 
-# --- the edges the text decides (issue 38 §6): the other side of each fails and is told the rule -------------
+# --- the edges the text decides ([diagnosis §6]): the other side of each fails and is told the rule -------------
 def q2_budget_floored(gpu_memory_bytes, utilization, weight_bytes, overhead_bytes, layers, kv_heads, head_dim,
                       dtype_bytes, context, tp):
     pool = int(gpu_memory_bytes * utilization) - math.ceil(weight_bytes / tp) - overhead_bytes

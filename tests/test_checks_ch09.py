@@ -1,4 +1,4 @@
-"""Chapter 09's per-learner drills and instant checks (issue 25).
+"""Chapter 09's per-learner drills and instant checks ([per-learner drills]).
 
 Expected values are hand arithmetic on the figures each question states
 (``ch09_drill_answers.EXPRESSIONS``, never kvlib), plus figures written out
@@ -323,7 +323,7 @@ def test_random_ids_rarely_share_a_problem():
         assert len({student_problem(i, topic).answer for i in ids}) >= 10, topic
 
 
-# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+# --- slips through the shared mechanism ([diagnosis]) ------------------------------------------------
 def test_no_offered_slip_contradicts_a_case():
     """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
     from chapter_checks import offered_slips_contradicting_a_case
@@ -336,7 +336,7 @@ def test_generic_slips_are_named():
     assert generic_slips_unnamed(ch09.EXERCISES) == []
 
 
-# --- topic slips of the drills (issue 38 §3), with figures by hand ------------------------------------
+# --- topic slips of the drills ([diagnosis §3]), with figures by hand ------------------------------------
 def test_drill_topic_slips_are_named():
     from kvcoach import slips
     # pool: 80e9 B x 0.9 - 16e9 - 2e9 = 54e9 B / 131,072 B = 411,987 tokens; without u: 62e9 / 131,072 = 473,022
@@ -360,7 +360,7 @@ def test_drill_topic_slips_are_named():
     assert d.slip.key == "floor_nodes" and "Or:" not in d.message, d.message
 
 
-# --- issue 35 §5: a value read from kvlib's drill object is refused; practice keeps working -------
+# --- [drills §5]: a value read from kvlib's drill object is refused; practice keeps working -------
 def _refusal(topic):
     message = fails(DRILL_IDS[topic], student_problem(ADA, topic).answer)
     assert message == (f"✗ {DRILL_IDS[topic]}: answer_{topic} is the answer read from kvlib's drill object "
@@ -420,7 +420,7 @@ def test_practice_reads_other_problems_and_the_course_reads_none():
     check(DRILL_IDS["pool"], mine)
 
 
-# --- issue 38 §3 through the checks: the slip a learner makes is the one the feedback leads with -----------
+# --- [diagnosis §3] through the checks: the slip a learner makes is the one the feedback leads with -----------
 def _heads_per_gpu(q):
     return max(1, q["kv_heads"] // q["tp"])
 
@@ -476,7 +476,7 @@ def test_the_slip_learners_make_leads_the_feedback(slip):
 
 
 def test_the_draws_that_used_to_hide_a_slip_are_drawn_again():
-    """A draw that led with another slip before issue 38's fix is drawn again: a step time whose cache is small
+    """A draw that led with another slip before [diagnosis]'s fix is drawn again: a step time whose cache is small
     beside the weights (Qwen2.5 7B, a batch of 16 at 1,024 tokens: a forgotten batch within 0.5% of forgotten
     layers, and named after it)."""
     from kvcoach.drills import _apart

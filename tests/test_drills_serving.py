@@ -1,4 +1,4 @@
-"""kvcoach.drills' serving families (issue 35 §1) and the variety of a long problem set (§6).
+"""kvcoach.drills' serving families ([drills §1]) and the variety of a long problem set (§6).
 
 Every answer is recomputed here from what the question states, with the formula written out; one
 characteristic wrong answer per family is computed here and must be named as its slip; every draw's
@@ -190,14 +190,14 @@ def test_a_single_topic_set_varies_too():
     assert max(triples.values()) <= MAX_REPEATS
 
 
-#: Graded draws changed on purpose since issue 35: issue 38 (session 3) draws again a step time where a forgotten
+#: Graded draws changed on purpose since [drills]: [diagnosis] (session 3) draws again a step time where a forgotten
 #: batch read as forgotten layers (within 0.5%: a small cache beside the weights; kvcoach.drills._SEPARATE).
 REDRAWN = {("student-001", "step_time"), ("student-006", "step_time"), ("student-008", "step_time")}
 
 
 def test_graded_drills_of_existing_students_are_unchanged():
-    # sha256 of (question, answer) of students 000-011 on every graded topic, computed with kvlib before issue 35
-    # (f550b7a8...); every row but the REDRAWN ones, computed with kvlib before issue 38's redraw (e7a0191d...)
+    # sha256 of (question, answer) of students 000-011 on every graded topic, computed with kvlib before [drills]
+    # (f550b7a8...); every row but the REDRAWN ones, computed with kvlib before [diagnosis]'s redraw (e7a0191d...)
     rows = [[student_problem(f"student-{i:03d}", t).question, repr(student_problem(f"student-{i:03d}", t).answer)]
             for i in range(12) for t in GRADED_TOPICS if (f"student-{i:03d}", t) not in REDRAWN]
     assert hashlib.sha256(json.dumps(rows).encode()).hexdigest() == \

@@ -10,7 +10,7 @@
 
 Expected figures are hand arithmetic: Llama 3.1 8B (32 layers, 8 KV heads,
 head_dim 128, bf16) holds 2 x 32 x 8 x 128 x 2 = 131,072 bytes per token
-(seed 001 and 003 section 3); 80 GiB = 85,899,345,920 bytes.
+([build-up] and [kv-math] section 3); 80 GiB = 85,899,345,920 bytes.
 """
 
 from __future__ import annotations

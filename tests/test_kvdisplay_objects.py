@@ -1,7 +1,7 @@
 """kvdisplay's objects: the numpy KV cache, the sympy build-up, the plot, the explorer.
 
 Expected byte counts are hand arithmetic: Llama 3.1 8B, 2 x 32 x 8 x 128 x 2 = 131,072 B per
-token (its config.json; seed 001 and seed 003 section 3 give the same)."""
+token (its config.json; [build-up] and [kv-math] section 3 give the same)."""
 
 from __future__ import annotations
 

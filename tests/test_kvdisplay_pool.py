@@ -1,6 +1,6 @@
 """kvdisplay.pool: the chapter-04 explorer's view, against hand arithmetic.
 
-Llama 3.1 8B on an H100 (79.18 GiB = 85,018,877,624 B as CUDA reports it, seed 000), u 0.92,
+Llama 3.1 8B on an H100 (79.18 GiB = 85,018,877,624 B as CUDA reports it, [chains]), u 0.92,
 weights as stored 16,094,076,928 B (8,030,261,248 bf16 parameters, the published count, plus the
 131,072 x 128 x 2 B rotary cache); other = vLLM 0.32's torch peak, the forward over 8,192 tokens
 int(8,192 x 2 x (3 x 14,336 + 2 x 4,096) x 1.408) = 1,181,116,006 B, plus non-torch round(0.07 GiB)

@@ -1,6 +1,6 @@
 """kvdisplay.reuse: the prefix-sharing and fetch-or-recompute views show kvlib's figures.
 
-Expected figures by hand: seed 000 "A shared system prompt" (2,007 tokens in 16-token blocks: 125
+Expected figures by hand: [chains] "A shared system prompt" (2,007 tokens in 16-token blocks: 125
 shared, 7 recomputed; 100 x 2,000 x 131,072 B = 26.2 GB unshared, 262 MB shared) and "Fetch from
 host memory or recompute" (131,072 B / 50 GB/s = 2.6 us per token against 2 x 8.03e9 / (0.6 x
 989e12) = 27 us: fetch wins at every length; with 5 ms per fetch, from 0.005 / 24.4 us = ~205 tokens).

@@ -61,8 +61,8 @@ from .answers import INT, Tuple
 from .schema import Exercise, exercises
 
 H100 = "H100-SXM"
-RESERVE_BYTES = 4 * kv.GB          # activations and workspace on one GPU (seed 003: 2 + 2 GB)
-NODE_RESERVE_BYTES = 20 * kv.GB    # the same on a 4-GPU node (seed 001: ~20 GB)
+RESERVE_BYTES = 4 * kv.GB          # activations and workspace on one GPU ([kv-math]: 2 + 2 GB)
+NODE_RESERVE_BYTES = 20 * kv.GB    # the same on a 4-GPU node ([build-up]: ~20 GB)
 Q1_VARIANTS = CONFIG_VARIANTS
 Q2_PARAMS = GEOMETRY + ("seq_len",)
 

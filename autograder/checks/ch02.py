@@ -47,7 +47,7 @@ from .cases import (
 )
 from .schema import Exercise, exercises, with_sides
 
-RESERVE_BYTES = 5 * kv.GB            # activations and workspace per GPU under TP (seed 003 example 2: 3 + 2 GB)
+RESERVE_BYTES = 5 * kv.GB            # activations and workspace per GPU under TP ([kv-math] example 2: 3 + 2 GB)
 TP_SIZES = (1, 2, 4, 8, 16, 32)
 GPUS = ("H100-SXM", "H200", "A100-80GB", "A100-40GB", "L40S", "B200")
 
@@ -298,7 +298,7 @@ def _q4_expected(case: dict) -> tuple:
 
 
 # ---------------------------------------------------------------------------
-# The edge tp = K: below it, on it, past it (issue 38 §6), in every seed's hidden cases
+# The edge tp = K: below it, on it, past it ([diagnosis §6]), in every seed's hidden cases
 # ---------------------------------------------------------------------------
 TP_SIDES = ("tp < K", "tp = K", "tp > K")
 

@@ -38,8 +38,8 @@ from .answers import BYTES, Choice
 from .schema import Exercise, exercises, with_sides
 
 H100 = "H100-SXM"
-LLAMA8_BPT = 131_072      # Llama 3.1 8B, bf16: 2 x 32 x 8 x 128 x 2 B (seed 000)
-PCIE5_ASSUMED = 50 * 10**9   # PCIe Gen5 x16, an assumed effective 50 GB/s (seed 000)
+LLAMA8_BPT = 131_072      # Llama 3.1 8B, bf16: 2 x 32 x 8 x 128 x 2 B ([chains])
+PCIE5_ASSUMED = 50 * 10**9   # PCIe Gen5 x16, an assumed effective 50 GB/s ([chains])
 CHOICES = ("fetch", "recompute")
 
 HIDDEN_NOTE_SHARING = "(Hidden cases use other prompt lengths, request counts, block sizes and models.)"

@@ -195,7 +195,7 @@ class Exercise:
 
 
 def with_sides(build: Callable, side: Callable, names, make: Callable) -> Callable:
-    """A hidden-case builder that shows every side of an edge (issue 38 §6): ``build(seed)``'s cases, then for
+    """A hidden-case builder that shows every side of an edge ([diagnosis §6]): ``build(seed)``'s cases, then for
     each side in ``names`` that none of them sits on (``side(case)``), ``make(rng, name)``'s case, drawn from
     the seed (real configs; ``make`` returns None where it cannot draw that side)."""
     def hidden(seed: int) -> tuple:
