@@ -94,12 +94,6 @@ def notebook_wall_s(timeout) -> float:
     return float(max(300, 10 * int(timeout or 30)))
 
 
-def verdict_limits(timeout) -> tuple[float, float]:
-    """(step_s, wall_s) of the outside check: a step like a cell, the whole like a few of them."""
-    step = float(min(int(timeout or 30), 30))
-    return step, 2 * step + 10
-
-
 def _short_tmp() -> str:
     """A temp dir whose paths stay short: a Unix socket path holds at most 107 bytes."""
     base = tempfile.gettempdir()
@@ -240,7 +234,7 @@ class Grader:
                              manual=self.manual)
         v = found.verdict if found is not None else None
         if v is None and not problem:   # nbgrader stopped before its outside check: check here
-            step_s, wall_s = verdict_limits(self.timeout)
+            step_s, wall_s = _verdict.verdict_limits(self.timeout)
             v = _verdict.grade(sub, assignment, reference=self.reference_nb, seed=self.seed, student=student,
                                sandbox=_verdict.make_sandbox(level=self.level, wall_s=wall_s), step_s=step_s)
         if dropped and not problem:

@@ -55,6 +55,15 @@ from .packages import package_dir, package_dirs
 
 DEFAULT_STEP_S = 10.0     # one answer cell, or one exercise's cases (SIGALRM in the runner)
 DEFAULT_WALL_S = 60.0     # the whole runner
+
+
+def verdict_limits(timeout) -> tuple[float, float]:
+    """(step_s, wall_s) of the outside check for nbgrader's per-cell ``timeout``: a step like a cell, the whole
+    like a few of them."""
+    step = float(min(int(timeout or 30), 30))
+    return step, 2 * step + 10
+
+
 MAX_INT_DIGITS = 4000     # longer integers are not read back (Python's own limit is 4300)
 RUNNER = Path(__file__).with_name("verdict_runner.py")
 
