@@ -91,7 +91,7 @@ Q1_VISIBLE = (
 Q1_VARIANTS = ("as published", "num_key_value_heads removed", "num_key_value_heads: null", "other KV heads")
 
 
-def _q1_expected(case: dict) -> tuple:
+def kv_heads_and_group_expected(case: dict) -> tuple:
     spec = config_spec(case)
     return (spec.num_kv_heads, spec.num_heads // spec.num_kv_heads)
 
@@ -100,7 +100,7 @@ def _query_heads(config: dict) -> int:
     return config.get("num_attention_heads") or config["n_head"]
 
 
-def q1_hidden(seed: int) -> tuple:
+def attention_config_hidden(seed: int) -> tuple:
     """Ten configs: every variant at least twice, over the bundled non-MLA configs."""
     rng = random.Random(seed)
     models = non_mla_models()
@@ -119,7 +119,7 @@ def q1_hidden(seed: int) -> tuple:
         elif variant != "as published":
             config = mutate_config(rng, variant, config)
         case = config_case(model, config, variant=variant)
-        _q1_expected(case)   # every hidden config must be one kvlib reads
+        kv_heads_and_group_expected(case)   # every hidden config must be one kvlib reads
         cases.append(case)
     return tuple(cases)
 
@@ -182,14 +182,14 @@ Q3_VISIBLE = (
 )
 
 
-def _q3_expected(case: dict) -> int:
+def sequences_per_gpu_expected(case: dict) -> int:
     a = case["kwargs"]
     budget = kv.kv_pool_bytes(a["cuda_memory_bytes"], 1, kv.weight_bytes_per_gpu(a["weight_bytes"], a["tp"]),
                               a["reserve_bytes"])
     return kv.max_concurrency(budget, kv.kv_bytes_per_sequence(_per_gpu_bytes_per_token(case), a["seq_len"]))
 
 
-def q3_hidden(seed: int) -> tuple:
+def node_hidden(seed: int) -> tuple:
     """Eight nodes: a bundled non-MLA model on a GPU of the table, an engine's TP size, any length,
     the weights' share and the reserve fitting on one GPU."""
     rng = random.Random(seed)
@@ -208,7 +208,7 @@ def q3_hidden(seed: int) -> tuple:
     return tuple(cases)
 
 
-def _q3_slip_inputs(case: dict) -> dict:
+def node_slip_inputs(case: dict) -> dict:
     inputs = dict(case["kwargs"])
     inputs["num_heads"] = case["context"]["num_heads"]
     return inputs
@@ -269,7 +269,7 @@ Q4_VISIBLE = (
 )
 
 
-def q4_hidden(seed: int) -> tuple:
+def colleague_hidden(seed: int) -> tuple:
     """Eight colleagues: each listed slip at least twice, on bundled non-MLA models, clear cases only."""
     rng = random.Random(seed)
     models = [m for m in non_mla_models() if kv.load_model(m).attention == "gqa"]
@@ -290,7 +290,7 @@ def q4_hidden(seed: int) -> tuple:
     return tuple(cases)
 
 
-def _q4_expected(case: dict) -> tuple:
+def colleague_slip_expected(case: dict) -> tuple:
     a = case["kwargs"]
     right = kv.kv_bytes_per_token(a["layers"], kv.kv_heads_per_gpu(a["kv_heads"], a["tp"]), a["head_dim"],
                                   a["dtype_bytes"])
@@ -314,7 +314,7 @@ def _engine_tps_on(side: str, spec) -> list:
             if tp_side({"kwargs": {"tp": t, "kv_heads": spec.num_kv_heads}}) == side]
 
 
-def _q2_on_side(rng, side):
+def geometry_on_tp_side(rng, side):
     """A bundled model's geometry with an engine's TP on ``side`` of tp = K."""
     models = [m for m in non_mla_models() if _engine_tps_on(side, kv.load_model(m))]
     model, dtype = rng.choice(models), rng.choice([1, 2, 4])
@@ -322,10 +322,10 @@ def _q2_on_side(rng, side):
                          tp=rng.choice(_engine_tps_on(side, kv.load_model(model))))
 
 
-def _q3_on_side(rng, side):
+def node_on_tp_side(rng, side):
     """A node on ``side`` of tp = K whose weights' share and reserve fit one GPU (None if no draw does)."""
     for _ in range(200):
-        case = _q2_on_side(rng, side)
+        case = geometry_on_tp_side(rng, side)
         model, tp, gpu = case["context"]["model"], case["kwargs"]["tp"], rng.choice(GPUS)
         spec = kv.load_model(model)
         seq_len = random_seq_len(rng, {"context": {"model": model}})
@@ -340,7 +340,7 @@ def _bundled_id(name: str) -> str:
     return next(m for m in non_mla_models() if kv.load_model(m).name == name)
 
 
-def _q4_on_side(rng, side):
+def colleague_on_tp_side(rng, side):
     """A colleague's clear slip on ``side`` of tp = K."""
     models = [m for m in non_mla_models() if kv.load_model(m).attention == "gqa"
               and _engine_tps_on(side, kv.load_model(m))]
@@ -388,8 +388,8 @@ EXERCISES = exercises(
         function_name="kv_heads_and_group",
         params=("config",),
         visible_cases=Q1_VISIBLE,
-        hidden_cases=q1_hidden,
-        expected=_q1_expected,
+        hidden_cases=attention_config_hidden,
+        expected=kv_heads_and_group_expected,
         answer=Tuple((INT, INT)),
         unit="",
         hidden_note=HIDDEN_NOTE_CONFIG,
@@ -399,7 +399,7 @@ EXERCISES = exercises(
         function_name="kv_bytes_per_token_per_gpu",
         params=GEOMETRY + ("tp",),
         visible_cases=Q2_VISIBLE,
-        hidden_cases=with_sides(geometry_hidden(_with_engine_tp), tp_side, TP_SIDES, _q2_on_side),
+        hidden_cases=with_sides(geometry_hidden(_with_engine_tp), tp_side, TP_SIDES, geometry_on_tp_side),
         expected=_per_gpu_bytes_per_token,
         quantity="kv_bytes_per_token_per_gpu",
         slip_inputs=geometry_slip_inputs,
@@ -410,10 +410,10 @@ EXERCISES = exercises(
         function_name="sequences_per_gpu",
         params=("cuda_memory_bytes", "weight_bytes", "reserve_bytes") + GEOMETRY + ("tp", "seq_len"),
         visible_cases=Q3_VISIBLE,
-        hidden_cases=with_sides(q3_hidden, tp_side, TP_SIDES, _q3_on_side),
-        expected=_q3_expected,
+        hidden_cases=with_sides(node_hidden, tp_side, TP_SIDES, node_on_tp_side),
+        expected=sequences_per_gpu_expected,
         quantity="max_concurrency_per_gpu",
-        slip_inputs=_q3_slip_inputs,
+        slip_inputs=node_slip_inputs,
         unit="sequences",
         hidden_note=HIDDEN_NOTE_TP,
     ),
@@ -422,8 +422,8 @@ EXERCISES = exercises(
         function_name="diagnose_colleague",
         params=("claimed_bytes", "layers", "num_heads", "kv_heads", "head_dim", "dtype_bytes", "tp"),
         visible_cases=Q4_VISIBLE,
-        hidden_cases=with_sides(q4_hidden, tp_side, TP_SIDES, _q4_on_side),
-        expected=_q4_expected,
+        hidden_cases=with_sides(colleague_hidden, tp_side, TP_SIDES, colleague_on_tp_side),
+        expected=colleague_slip_expected,
         answer=Tuple((INT, Choice(Q4_SLIPS))),
         unit="",
         hidden_note="(Hidden cases: other models, dtypes and TP sizes; each listed slip appears.)",

@@ -147,7 +147,7 @@ Q1_VISIBLE = (
 )
 
 
-def _q1_hidden(seed: int) -> tuple:
+def mla_config_hidden(seed: int) -> tuple:
     rng = random.Random(seed)
     variants = list(MLA_VARIANTS) * 2
     rng.shuffle(variants)
@@ -203,7 +203,7 @@ def _valid_tps(config: dict) -> list:
     return [tp for tp in (1, 2, 4, 8, 16) if kv.feasibility.tp_refusal(spec, tp) is None]   # vLLM's TP rules
 
 
-def _q2_hidden(seed: int) -> tuple:
+def gqa_config_hidden(seed: int) -> tuple:
     rng = random.Random(seed)
     cases = []
     for _ in range(6):
@@ -265,7 +265,7 @@ Q3_VISIBLE = (
 )
 
 
-def _q3_hidden(seed: int) -> tuple:
+def slip_answer_hidden(seed: int) -> tuple:
     rng = random.Random(seed)
     kinds = ["correct", "extra_factor_2", "missing_rope", "other_mha", "other_nope"] * 2
     rng.shuffle(kinds)
@@ -310,12 +310,12 @@ def kv_heads_side(case) -> str | None:
 
 
 def _gqa_models() -> list:
-    """The bundled ordinary-attention configs with the field names the exercise states (as ``_q2_hidden``)."""
+    """The bundled ordinary-attention configs with the field names the exercise states (as ``gqa_config_hidden``)."""
     return [m for m in non_mla_models()
             if "num_hidden_layers" in (kv.bundled_config(m).get("text_config") or kv.bundled_config(m))]
 
 
-def _q2_on_side(rng, side):
+def gqa_config_on_side(rng, side):
     """An ordinary-attention case on ``side`` of one of Exercise 2's edges, from a bundled config."""
     for _ in range(200):
         model = rng.choice(_gqa_models())
@@ -339,10 +339,10 @@ def _q2_on_side(rng, side):
 TP_SIDES = ("tp < K", "tp = K", "tp > K")
 
 
-def _q2_hidden_sided(seed: int) -> tuple:
-    build = with_sides(_q2_hidden, tp_side, TP_SIDES, _q2_on_side)
-    build = with_sides(build, head_dim_side, ("explicit head_dim, not hidden // heads",), _q2_on_side)
-    return with_sides(build, kv_heads_side, ("K absent",), _q2_on_side)(seed)
+def gqa_config_hidden_sided(seed: int) -> tuple:
+    build = with_sides(gqa_config_hidden, tp_side, TP_SIDES, gqa_config_on_side)
+    build = with_sides(build, head_dim_side, ("explicit head_dim, not hidden // heads",), gqa_config_on_side)
+    return with_sides(build, kv_heads_side, ("K absent",), gqa_config_on_side)(seed)
 
 
 def other_side(case) -> str | None:
@@ -378,7 +378,7 @@ EXERCISES = exercises(
         function_name="mla_bytes_per_token_from_config",
         params=("config", "dtype_bytes"),
         visible_cases=Q1_VISIBLE,
-        hidden_cases=_q1_hidden,
+        hidden_cases=mla_config_hidden,
         expected=config_expected,
         quantity="mla_config_bytes_per_token",
         slip_inputs=config_slip_inputs,
@@ -389,7 +389,7 @@ EXERCISES = exercises(
         function_name="kv_bytes_per_token_per_gpu",
         params=("config", "tp", "dtype_bytes"),
         visible_cases=Q2_VISIBLE,
-        hidden_cases=_q2_hidden_sided,
+        hidden_cases=gqa_config_hidden_sided,
         expected=config_expected,
         quantity="config_kv_bytes_per_token_per_gpu",
         slip_inputs=config_slip_inputs,
@@ -400,7 +400,7 @@ EXERCISES = exercises(
         function_name="name_the_slip",
         params=("answer_bytes", "layers", "latent_dim", "rope_dim", "dtype_bytes"),
         visible_cases=Q3_VISIBLE,
-        hidden_cases=_q3_hidden,
+        hidden_cases=slip_answer_hidden,
         expected=lambda c: classify_answer(**c["kwargs"]),
         answer=Choice(SLIP_CHOICES),
         unit="",

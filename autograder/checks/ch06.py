@@ -109,7 +109,7 @@ Q1_EDGES = tuple(
 Q1_VISIBLE = Q1_VISIBLE + Q1_EDGES
 
 
-def _q1_expected(case: dict) -> int:
+def crossover_context_expected(case: dict) -> int:
     k = case["kwargs"]
     return kv.roofline.first_cache_context(k["weight_bytes"], bytes_per_token(case), k["batch_size"])
 
@@ -182,11 +182,11 @@ def _speedup(case: dict, context: int) -> float:
     return step(2) / step(1)
 
 
-def _q4_expected(case: dict) -> tuple:
+def fp8_speedups_expected(case: dict) -> tuple:
     return (_speedup(case, case["kwargs"]["short_context"]), _speedup(case, case["kwargs"]["long_context"]))
 
 
-def _q4_hidden(seed: int) -> tuple:
+def fp8_speedups_hidden(seed: int) -> tuple:
     rng = random.Random(seed)
     cases = []
     while len(cases) < 6:
@@ -237,7 +237,7 @@ def _tie(case: dict, offset: int, label: str) -> dict:
     return case
 
 
-def _q5_ties(model: str, seq_len: int, batch: int, name: str) -> tuple:
+def optimisation_ties(model: str, seq_len: int, batch: int, name: str) -> tuple:
     return tuple(_tie(_workload(model, "", seq_len, batch), offset, f"{name}: batch {batch}, {seq_len:,} tokens, "
                                                                     f"weights {what} the cache read")
                  for offset, what in ((0, "equal to"), (-1, "one byte less than"), (1, "one byte more than")))
@@ -245,16 +245,16 @@ def _q5_ties(model: str, seq_len: int, batch: int, name: str) -> tuple:
 
 #: The tie (weights = cache read: 'quantise_weights') and one byte either side. Llama 3.1 8B, 16 x 8,192 tokens:
 #: 131,072 x 8,192 x 16 = 17,179,869,184 B of cache.
-Q5_EDGES = _q5_ties("llama-3.1-8b", 8192, 16, "Llama 3.1 8B geometry")
+Q5_EDGES = optimisation_ties("llama-3.1-8b", 8192, 16, "Llama 3.1 8B geometry")
 Q5_VISIBLE = Q5_VISIBLE + Q5_EDGES
 
 
-def _q5_expected(case: dict) -> str:
+def optimisation_expected(case: dict) -> str:
     dominated = kv.roofline.regime(case["kwargs"]["weight_bytes"], _kv_read(case))
     return OPTIONS[0] if dominated == kv.roofline.WEIGHT_DOMINATED else OPTIONS[1]
 
 
-def _q5_hidden(seed: int) -> tuple:
+def optimisation_hidden(seed: int) -> tuple:
     rng = random.Random(seed)
     cases = []
     while len(cases) < 8:
@@ -267,7 +267,7 @@ def _q5_hidden(seed: int) -> tuple:
             cases.append(case)
     model = rng.choice(_dense_models())          # and the tie, one byte either side, on a drawn geometry
     seq_len = 2 ** rng.randint(9, min(17, int(math.log2(kv.load_model(model).max_position_embeddings or 2**17))))
-    return tuple(cases) + _q5_ties(model, seq_len, rng.choice([2, 4, 8, 16, 32]), "a drawn model")
+    return tuple(cases) + optimisation_ties(model, seq_len, rng.choice([2, 4, 8, 16, 32]), "a drawn model")
 
 
 # --- hidden cases of q1-q3 -----------------------------------------------------------------------
@@ -365,7 +365,7 @@ EXERCISES = exercises(
         params=GEOMETRY_PARAMS + ("batch_size",),
         visible_cases=Q1_VISIBLE,
         hidden_cases=_hidden(_with_batch, edges=True),
-        expected=_q1_expected,
+        expected=crossover_context_expected,
         quantity="crossover_context_tokens",
         slip_inputs=_slip_inputs,
         unit="tokens",
@@ -402,8 +402,8 @@ EXERCISES = exercises(
         function_name="fp8_kv_speedups",
         params=("weight_bytes", "layers", "kv_heads", "head_dim", "batch_size", "short_context", "long_context"),
         visible_cases=Q4_VISIBLE,
-        hidden_cases=_q4_hidden,
-        expected=_q4_expected,
+        hidden_cases=fp8_speedups_hidden,
+        expected=fp8_speedups_expected,
         answer=Tuple((Float(rel_tol=STEP_TOLERANCE), Float(rel_tol=STEP_TOLERANCE))),
         quantity="fp8_speedups",
         slip_inputs=lambda case: dict(case["kwargs"]),
@@ -415,8 +415,8 @@ EXERCISES = exercises(
         function_name="optimisation_for",
         params=GEOMETRY_PARAMS + ("seq_len", "batch_size"),
         visible_cases=Q5_VISIBLE,
-        hidden_cases=_q5_hidden,
-        expected=_q5_expected,
+        hidden_cases=optimisation_hidden,
+        expected=optimisation_expected,
         answer=Choice(OPTIONS),
         quantity="optimisation_choice",
         slip_inputs=_slip_inputs,

@@ -64,12 +64,12 @@ Q1_VISIBLE = (
 )
 
 
-def _q1_expected(case: dict) -> int:
+def kv_total_expected(case: dict) -> int:
     k = case["kwargs"]
     return kv.kv_bytes_total(bytes_per_token(case), k["seq_len"], k["batch"])
 
 
-def _q1_slip_inputs(case: dict) -> dict:
+def kv_total_slip_inputs(case: dict) -> dict:
     """kvcoach.slips' keywords for kv_bytes_total (it names the batch ``batch_size``)."""
     inputs = {k: v for k, v in case["kwargs"].items() if k != "batch"}
     inputs["batch_size"] = case["kwargs"]["batch"]
@@ -125,9 +125,9 @@ EXERCISES = exercises(
         params=Q1_PARAMS,
         visible_cases=Q1_VISIBLE,
         hidden_cases=geometry_hidden(_with_length_and_batch),
-        expected=_q1_expected,
+        expected=kv_total_expected,
         quantity="kv_bytes_total",
-        slip_inputs=_q1_slip_inputs,
+        slip_inputs=kv_total_slip_inputs,
         hidden_note=HIDDEN_NOTE_Q1,
     ),
     *(drill_exercise(n, topic) for n, topic in enumerate(GRADED_TOPICS, start=2)),
