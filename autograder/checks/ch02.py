@@ -45,7 +45,7 @@ from .cases import (
     random_seq_len,
     short,
 )
-from .schema import Exercise, exercises, with_sides
+from .schema import Edge, Exercise, exercises, with_sides
 
 RESERVE_BYTES = 5 * kv.GB            # activations and workspace per GPU under TP ([kv-math] example 2: 3 + 2 GB)
 TP_SIZES = (1, 2, 4, 8, 16, 32)
@@ -131,14 +131,16 @@ def _tp_case(model: str, dtype_bytes: int, tp: int, label: str, **extra) -> dict
     return geometry_case(model, dtype_bytes, label, tp=tp, **extra)
 
 
+ONE_WHOLE_HEAD_EDGE = Edge("past tp = K each GPU keeps one whole head: max(1, K // tp)")
 Q2_VISIBLE = (
-    _tp_case("llama-3.3-70b", 2, 8, "Llama 3.3 70B, bf16, TP 8 (one KV head per GPU)"),
-    _tp_case("llama-3.1-8b", 2, 2, "Llama 3.1 8B, bf16, TP 2"),
+    ONE_WHOLE_HEAD_EDGE.on(_tp_case("llama-3.3-70b", 2, 8, "Llama 3.3 70B, bf16, TP 8 (one KV head per GPU)")),
+    ONE_WHOLE_HEAD_EDGE.on(_tp_case("llama-3.1-8b", 2, 2, "Llama 3.1 8B, bf16, TP 2")),
     _tp_case("llama-3.1-8b", 2, 1, "Llama 3.1 8B, bf16, TP 1 (one GPU)"),
-    _tp_case("llama-3.1-8b", 1, 16, "Llama 3.1 8B, fp8, TP 16 (more GPUs than KV heads)"),
+    ONE_WHOLE_HEAD_EDGE.on(_tp_case("llama-3.1-8b", 1, 16, "Llama 3.1 8B, fp8, TP 16 (more GPUs than KV heads)")),
     _tp_case("qwen2.5-7b", 2, 4, "Qwen2.5 7B, bf16, TP 4 (4 KV heads)"),
     _tp_case("llama-2-7b", 2, 4, "Llama 2 7B (MHA), bf16, TP 4"),
-    _tp_case("llama-3.3-70b", 2, 8, "the Llama 3.3 70B shape with MQA (K = 1), bf16, TP 8", kv_heads=1),
+    ONE_WHOLE_HEAD_EDGE.on(_tp_case("llama-3.3-70b", 2, 8, "the Llama 3.3 70B shape with MQA (K = 1), bf16, TP 8",
+                                    kv_heads=1)),
     _tp_case("gpt2-large", 4, 4, "GPT-2 large (MHA, head_dim 64), fp32, TP 4"),
 )
 
@@ -166,12 +168,16 @@ def _node_case(model: str, gpu: str, tp: int, seq_len: int, label: str, dtype_by
     return case
 
 
+REPLICATED_HEADS_EDGE = Edge("past tp = K the heads are replicated, the weights still split")
 Q3_VISIBLE = (
-    _node_case("llama-3.3-70b", "H100-SXM", 8, 8192, "Llama 3.3 70B on 8 x H100, TP 8, 8,192 tokens"),
+    REPLICATED_HEADS_EDGE.on(_node_case("llama-3.3-70b", "H100-SXM", 8, 8192,
+                                        "Llama 3.3 70B on 8 x H100, TP 8, 8,192 tokens")),
     _node_case("llama-3.3-70b", "H100-SXM", 8, 131072, "Llama 3.3 70B on 8 x H100, TP 8, 131,072 tokens"),
-    _node_case("llama-3.1-8b", "H100-SXM", 2, 32768, "Llama 3.1 8B on 2 x H100, TP 2, 32,768 tokens"),
-    _node_case("llama-3.3-70b", "A100-40GB", 16, 8192,
-               "Llama 3.3 70B on 16 x A100-40GB, TP 16 (more GPUs than KV heads), 8,192 tokens"),
+    REPLICATED_HEADS_EDGE.on(_node_case("llama-3.1-8b", "H100-SXM", 2, 32768,
+                                        "Llama 3.1 8B on 2 x H100, TP 2, 32,768 tokens")),
+    REPLICATED_HEADS_EDGE.on(_node_case("llama-3.3-70b", "A100-40GB", 16, 8192,
+                                        "Llama 3.3 70B on 16 x A100-40GB, TP 16 (more GPUs than KV heads), "
+                                        "8,192 tokens")),
     _node_case("llama-3.3-70b", "H100-SXM", 8, 8192, "the Llama 3.3 70B shape with MQA (K = 1) on 8 x H100, "
                "TP 8, 8,192 tokens", kv_heads=1),
     _node_case("llama-2-7b", "L40S", 4, 4096, "Llama 2 7B (MHA) on 4 x L40S, TP 4, 4,096 tokens"),
@@ -254,18 +260,21 @@ def unambiguous(slip: str, geometry: dict) -> bool:
     return all(colleague_bytes(other, **geometry) != claimed for other in Q4_SLIPS if other != slip)
 
 
+SLIP_NOT_FACTOR_EDGE = Edge("the slip is read from the recomputed figures, not the factor: the total past tp = K is "
+                            "K times too large, not tp times; a factor 2 at fp32 is the query heads")
+HEADS_PER_GPU_EDGE = Edge("each GPU keeps K / tp heads below tp = K, one whole head on it and past it")
 Q4_VISIBLE = (
-    _diagnose_case("llama-3.1-8b", 2, 1, "query_heads"),
+    HEADS_PER_GPU_EDGE.on(_diagnose_case("llama-3.1-8b", 2, 1, "query_heads")),
     _diagnose_case("llama-3.3-70b", 2, 2, "query_heads"),
     _diagnose_case("qwen2.5-32b", 1, 4, "query_heads"),
-    _diagnose_case("llama-3.1-8b", 2, 8, "total_not_per_gpu"),
+    HEADS_PER_GPU_EDGE.on(_diagnose_case("llama-3.1-8b", 2, 8, "total_not_per_gpu")),
     _diagnose_case("mistral-7b", 2, 1, "fp32_bytes"),
     # the factor alone does not give the slip away: the total over more GPUs than KV heads is K times too
     # large, not tp times (8, at TP 16); the query heads past tp = K are H / tp times too large, not H / K
     # (2 at TP 16); the query heads of a 256-wide head at fp32 are 2 times too large
-    _diagnose_case("llama-3.1-8b", 1, 16, "total_not_per_gpu"),
-    _diagnose_case("llama-3.1-8b", 4, 16, "query_heads"),
-    _diagnose_case("gemma-2-9b", 4, 1, "query_heads"),
+    SLIP_NOT_FACTOR_EDGE.on(HEADS_PER_GPU_EDGE.on(_diagnose_case("llama-3.1-8b", 1, 16, "total_not_per_gpu"))),
+    SLIP_NOT_FACTOR_EDGE.on(_diagnose_case("llama-3.1-8b", 4, 16, "query_heads")),
+    SLIP_NOT_FACTOR_EDGE.on(_diagnose_case("gemma-2-9b", 4, 1, "query_heads")),
 )
 
 
@@ -358,27 +367,9 @@ def colleague_on_tp_side(rng, side):
 #: visible cases that sit on it and, where given, ``side(case)``: every seed's hidden cases show each side the
 #: visible ones show (tests/test_case_variants.py).
 EDGES = {
-    "ch02_q2_kv_bytes_per_token_per_gpu": (
-        {"rule": "past tp = K each GPU keeps one whole head: max(1, K // tp)",
-         "visible": ("Llama 3.1 8B, bf16, TP 2", "Llama 3.3 70B, bf16, TP 8 (one KV head per GPU)",
-                     "Llama 3.1 8B, fp8, TP 16 (more GPUs than KV heads)",
-                     "the Llama 3.3 70B shape with MQA (K = 1), bf16, TP 8"), "side": tp_side},
-    ),
-    "ch02_q3_sequences_per_gpu": (
-        {"rule": "past tp = K the heads are replicated, the weights still split",
-         "visible": ("Llama 3.1 8B on 2 x H100, TP 2, 32,768 tokens", "Llama 3.3 70B on 8 x H100, TP 8, 8,192 tokens",
-                     "Llama 3.3 70B on 16 x A100-40GB, TP 16 (more GPUs than KV heads), 8,192 tokens"),
-         "side": tp_side},
-    ),
-    "ch02_q4_diagnose_colleague": (
-        {"rule": "the slip is read from the recomputed figures, not the factor: the total past tp = K is K times "
-                 "too large, not tp times; a factor 2 at fp32 is the query heads",
-         "visible": ("Llama-3.1-8B, fp8, TP 16: a colleague's 65,536 B", "Llama-3.1-8B, fp32, TP 16: a colleague's 65,536 B",
-                     "gemma-2-9b-it, fp32, TP 1: a colleague's 1,376,256 B")},
-        {"rule": "each GPU keeps K / tp heads below tp = K, one whole head on it and past it",
-         "visible": ("Llama-3.1-8B, bf16, TP 1: a colleague's 524,288 B", "Llama-3.1-8B, bf16, TP 8: a colleague's 131,072 B",
-                     "Llama-3.1-8B, fp8, TP 16: a colleague's 65,536 B"), "side": tp_side},
-    ),
+    "ch02_q2_kv_bytes_per_token_per_gpu": (ONE_WHOLE_HEAD_EDGE.listing(tp_side),),
+    "ch02_q3_sequences_per_gpu": (REPLICATED_HEADS_EDGE.listing(tp_side),),
+    "ch02_q4_diagnose_colleague": (SLIP_NOT_FACTOR_EDGE.listing(), HEADS_PER_GPU_EDGE.listing(tp_side)),
 }
 
 

@@ -226,3 +226,39 @@ def exercises(*items: Exercise) -> dict:
             raise ValueError(f"grade id {ex.grade_id} declared twice")
         out[ex.grade_id] = ex
     return out
+
+
+class Edge:
+    """A boundary the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), named on
+    the visible cases that sit on it: ``case = EDGE.on(some_case(...))`` where the case is built, so its
+    label is written once. A chapter module lists each exercise's edges in ``EDGES`` with ``edges``.
+    """
+
+    def __init__(self, rule: str):
+        self.rule = rule
+        self.cases: list = []
+
+    def on(self, case: dict) -> dict:
+        """``case``, listed as sitting on this edge (returned as it is)."""
+        self.cases.append(case)
+        return case
+
+    def on_each(self, cases) -> tuple:
+        """Every case of ``cases``, listed as sitting on this edge."""
+        return tuple(self.on(case) for case in cases)
+
+    def on_counterparts(self, edge: "Edge", cases, counterparts) -> None:
+        """List the case of ``counterparts`` that stands where each of ``edge``'s cases stands in ``cases`` (a
+        later exercise whose visible cases are built one for one from an earlier one's)."""
+        for case, counterpart in zip(cases, counterparts):
+            if any(case is on for on in edge.cases):
+                self.on(counterpart)
+
+    def listing(self, side: Callable | None = None) -> dict:
+        """The entry of ``EDGES``: the rule, the labels of the cases on it and, where given, ``side(case)``
+        (which side of the edge a case sits on, None off it: tests/test_case_variants.py)."""
+        entry = {"rule": self.rule, "visible": tuple(case["label"] for case in self.cases)}
+        return entry if side is None else dict(entry, side=side)
+
+    def __repr__(self) -> str:
+        return f"Edge({self.rule!r}, {len(self.cases)} cases)"
