@@ -44,6 +44,7 @@ from .cases import (
     bytes_per_token,
     drill_answer,
     drill_cases,
+    drill_label,
     drill_slip_inputs,
     geometry_case,
     geometry_hidden,
@@ -114,7 +115,7 @@ _TOLERANCE_EDGE = {"rule": "to 0.5% of the answer (math.isclose's relative toler
 _EXACT_EDGE = {"rule": "exact: one unit more or fewer fails, named as off by one (or, on a count the text "
                        "floors or ceils, as the rounding taken the other way)", "visible": ()}
 EDGES = {f"ch09_q{n}_{topic}": (dict(_TOLERANCE_EDGE if generate(topic, 0).tolerance else _EXACT_EDGE,
-                                     visible=(f"your {topic} question",)),)
+                                     visible=(drill_label(topic),)),)
          for n, topic in enumerate(GRADED_TOPICS, start=2)}
 
 
