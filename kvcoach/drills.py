@@ -871,7 +871,8 @@ def _ridge_batch(rng, seed):
          f"linear layers' 2 FLOPs per parameter per sequence (short contexts: KV reads left out), from which "
          f"batch on does a decode step reach the GPU's ridge point and turn compute-bound?{moe}")
     return _problem("ridge_batch", seed, q, "ridge_batch", inputs, "sequences",
-                    deployments=(dict(tp=tp, batch_size=batch, seq_len=1024, weight_bytes=weights),), model=spec.name, gpu=gpu.name,
+                    deployments=(dict(tp=tp, batch_size=batch, seq_len=1024, weight_bytes=weights),),
+                    model=spec.name, gpu=gpu.name,
                     template=f"ridge_batch/{kind}")
 
 
@@ -1500,7 +1501,8 @@ _CHAINS.update({
                  {"mean_for_max": 1, "static_rate_not_speedup": 3, "batching_inverted": 3, "tokens_not_waste": 3,
                   "allocated_not_waste": 3}),
     "prefix_hit": (_chain_prefix_hit, {"partial_block_shared": 0, "no_cache": 0, "hit_not_miss": 1,
-                                       "prefill_missing_factor_2": 2, "moe_total_params": 2, "ignored_mfu": 3, "mfu_multiplied": 3,
+                                       "prefill_missing_factor_2": 2, "moe_total_params": 2, "ignored_mfu": 3,
+                                       "mfu_multiplied": 3,
                                        "seconds_for_ms": 3}),
     "spec_decode": (_chain_spec_memory,
                     dict(_TOKEN_SLIP_STEPS, draft_cost_ignored=2, no_bonus_token=1, acceptance_linear=1,

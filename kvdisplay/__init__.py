@@ -38,7 +38,8 @@ from .vllm_lab import (ENGINE_GEOMETRIES, block_window_explorer, block_window_vi
 
 __all__ = [
     "KV_CACHE_AXES", "kv_cache_array", "numpy_dtype", "build_up", "ExplorerPreset", "kv_explorer",
-    "kv_explorer_view", "presets_from_models", "line_plot", "figure_text", "figure_alt", "pool_explorer", "pool_explorer_view", "erratum", "footnote", "footnote_ref",
+    "kv_explorer_view", "presets_from_models", "line_plot", "figure_text", "figure_alt", "pool_explorer",
+    "pool_explorer_view", "erratum", "footnote", "footnote_ref",
     "worked_problem", "config_fields_table", "md", "model_name", "show", "show_json", "table",
     "heads_held", "tp_explorer", "tp_explorer_view", "tp_kv_slices",
     "bar_plot", "MLA_LATENT_AXES", "MLA_ROPE_AXES", "mla_cache_arrays", "mla_explorer", "mla_explorer_view",

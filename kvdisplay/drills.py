@@ -11,7 +11,7 @@ Two things a chapter shows with the seeded problems of ``kvcoach.drills``:
 * **The graded drills**: every learner gets their own variant of each graded topic, drawn
   from their student id alone (``kvcoach.drills.student_problem``). ``use_student_id`` shows
   which id the questions are drawn for (a notebook's ``STUDENT_ID`` is claimed through
-  ``autograder.checks.claim_student`` and comes before a hub login, which Binder's never is; in
+  ``kvcoach.learner.claim_student`` and comes before a hub login, which Binder's never is; in
   grading the submission's id wins);
   ``my_questions`` and ``show_question`` show the questions without their answers, and
   ``my_question`` returns one question's public part (its text, units, tolerance and
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from IPython.display import HTML, Markdown, display
 
 import kvcoach.drills as drills
-from kvcoach import drill_assumptions, drill_history, drill_steps
+from kvcoach import drill_assumptions, drill_history, drill_steps, learner
 
 ANY_TOPIC = "any topic"
 RIGHT_COLOR = "#2e7d32"
@@ -506,15 +506,14 @@ def drill_stats(path=None) -> None:
 
 # --- the graded drills: the learner's own questions -----------------------------------------------
 def _current_student():
-    """The id the graded questions are drawn for (autograder's resolution), or None."""
-    from autograder import checks
-    return checks.current_student()
+    """The id the graded questions are drawn for (``kvcoach.learner``'s resolution), or None."""
+    return learner.current_student()
 
 
 def use_student_id(name: str = "") -> Markdown:
     """Claim ``name`` as this notebook's student id (if not empty) and say which id is in use.
 
-    The id in use comes from ``autograder.checks.current_student()``: in grading the
+    The id in use comes from ``kvcoach.learner.current_student()``: in grading the
     submission's, else the claimed name, else a hub login (never Binder's), else
     ``KV_COURSE_STUDENT``. On a course hub, a claimed name other than the login is
     shown with the login it sets aside (a class that collects through the hub grades
@@ -522,19 +521,16 @@ def use_student_id(name: str = "") -> Markdown:
 
     Used in: ch09_interview_drills.
     """
-    from autograder import checks
-    from autograder.checks import core
-
     name = (name or "").strip()
     if name:
-        checks.claim_student(name)
+        learner.claim_student(name)
     used = _current_student()
     if used is None:
         return Markdown(f"**{NO_ID_MESSAGE.replace('run this one again', 'run the cells below')}**")
     if name and used != name:
         return Markdown(f"Your questions are drawn for **{html.escape(used)}**, the id the grader gives this "
                         f"submission, not for “{html.escape(name)}”.")
-    hub = core.hub_user()
+    hub = learner.hub_user()
     if hub and used != hub:
         return Markdown(f"Your questions are drawn for **{html.escape(used)}**. You are signed in to this hub as "
                         f"**{html.escape(hub)}**: if your class collects notebooks through the hub, you are graded "
@@ -551,11 +547,9 @@ def my_question(topic: str):
 
     Used in: ch09_interview_drills.
     """
-    from autograder import checks
-
     if topic not in drills.GRADED_TOPICS:
         raise drills.DrillError(f"{topic!r} is not a graded topic (graded: {', '.join(drills.GRADED_TOPICS)})")
-    return checks.my_question(topic)
+    return learner.my_question(topic)
 
 
 def _exercise_number(topic: str) -> int:

@@ -52,8 +52,8 @@ __all__ = [
     "DEFAULT_MFU",
 ]
 
-DEFAULT_LINK_BYTES_PER_S = 50 * 10**9  # PCIe Gen5 x16, as assumed in seed 000
-DEFAULT_MFU = 0.6                       # achieved / peak for a long prefill, seed 000
+DEFAULT_LINK_BYTES_PER_S = 50 * 10**9  # PCIe Gen5 x16, as assumed in [chains]
+DEFAULT_MFU = 0.6                       # achieved / peak for a long prefill, [chains]
 
 
 class OffloadError(ValueError):
@@ -132,7 +132,7 @@ def prefill_attention_flops(layers, num_heads, qk_head_dim, tokens, v_head_dim=N
     """Attention FLOPs over a causal prefill: ``2 * L * H * (d_qk + d_v) * pairs``.
 
     pairs = ``attention_pairs(T, window, chunk)``; ``v_head_dim`` defaults to
-    ``qk_head_dim``. Llama 3.1 8B at 8,192 tokens (seed 000's recompute):
+    ``qk_head_dim``. Llama 3.1 8B at 8,192 tokens ([chains]'s recompute):
 
     >>> prefill_attention_flops(layers=32, num_heads=32, qk_head_dim=128, tokens=8192)
     17594333528064

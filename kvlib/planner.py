@@ -44,7 +44,6 @@ Taught in ch07_capacity_plan. The CLI (``kvlib plan``) formats a ``Plan`` as row
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass
 
@@ -632,7 +631,8 @@ def plan_requests(model, *, rate_per_s: float, prompt_tokens: int, output_tokens
         ttft_target_s=ttft_ms / 1e3, prefix_hit_rate=prefix_hit_rate, token_budget=token_budget, mfu=mfu,
         seconds_in_system=seconds, concurrency=concurrency, mean_context=context, itl_margin_s=margin_s,
         decode=decode, max_sequences_per_replica=n_max, sequences_per_replica=n, prefill_steps_p95=steps,
-        ttft_s_p95=ttft_s, prefill_tokens_per_s_per_replica=prefill_rate(n), nodes_for_decode=nodes_decode, nodes_for_prefill=nodes_prefill,
+        ttft_s_p95=ttft_s, prefill_tokens_per_s_per_replica=prefill_rate(n), nodes_for_decode=nodes_decode,
+        nodes_for_prefill=nodes_prefill,
         nodes=nodes, nodes_with_headroom=nodes_with_headroom(nodes, spike, spare), binding_constraint=binding)
 
 

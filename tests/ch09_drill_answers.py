@@ -24,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "ch09_interview_drills"
 
-# The contract (issue 25, CH09 interface): topics in notebook order, grade ids, points.
+# The contract ([per-learner drills], CH09 interface): topics in notebook order, grade ids, points.
 TOPICS = ("kv_per_token", "concurrency", "pool", "crossover", "step_time", "mla_vs_gqa", "tp_per_gpu", "plan_step")
 Q1 = "ch09_q1_kv_formula"
 DRILL_IDS = {topic: f"ch09_q{n}_{topic}" for n, topic in enumerate(TOPICS, start=2)}

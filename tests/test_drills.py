@@ -52,7 +52,7 @@ INDEPENDENT = {
 }
 
 
-#: The cache-size topics this file checks (the serving families of issue 35: tests/test_drills_serving.py).
+#: The cache-size topics this file checks (the serving families of [drills]: tests/test_drills_serving.py).
 CACHE_TOPICS = ("kv_per_token", "per_sequence", "concurrency", "pool", "block_waste", "mla_vs_gqa", "tp_per_gpu",
                 "crossover", "step_time", "fp8", "plan_step")
 KNOWN = ", ".join(TOPICS)
@@ -153,7 +153,7 @@ def test_unreadable_answers_are_wrong_not_errors(text):
 
 
 def test_seed_000_fp8_pool_figure():
-    # seed 000: 59.16 GB / 65,536 B = 902,710 tokens. 59.16e9 / 65,536 = 902,709.96: a pool holds whole
+    # [chains]: 59.16 GB / 65,536 B = 902,710 tokens. 59.16e9 / 65,536 = 902,709.96: a pool holds whole
     # tokens, so 902,709 (the seed rounded up). Its 59.16 GB is itself 78.2184 - 16.06 - 3.0 = 59.1584 GB
     # rounded; from that, 902,685 tokens.
     geometry = dict(layers=32, kv_heads=8, head_dim=128, dtype_bytes=1)
@@ -178,7 +178,7 @@ NODES = dict(users=2000, seq_len=6000, pool_bytes_per_gpu=59.35e9, layers=80, kv
                                                  dtype_bytes=2, batch_size=64), "crossover_not_divided"),
     ("crossover_context", 16.06e9 / 524288 / 64, dict(weight_bytes=16.06e9, layers=32, kv_heads=8, head_dim=128,
                                                       dtype_bytes=2, num_heads=32, batch_size=64), "query_heads"),
-    # seed 003 example 5: 9.92 ms = (16.06e9 + 17.18e9) / 3.35e12
+    # [kv-math] example 5: 9.92 ms = (16.06e9 + 17.18e9) / 3.35e12
     ("decode_step_ms", 131072 * 4096 * 32 / 3.35e12 * 1e3, dict(STEP), "kv_only_step"),
     ("decode_step_ms", 16.06e9 / 3.35e12 * 1e3, dict(STEP), "weights_only_step"),
     ("decode_step_ms", (16.06e9 + 131072 * 4096) / 3.35e12 * 1e3, dict(STEP, batch_size=16), "missing_batch"),
@@ -193,14 +193,14 @@ def test_new_catalogue_entries_name_their_slips(quantity, answer, inputs, key):
 
 
 def test_new_catalogue_entries_accept_the_seed_values():
-    assert round(diagnose("decode_step_ms", 0, **STEP).expected, 2) == 9.92          # seed 003 example 5
-    assert diagnose("nodes_for_memory", 9, **NODES).correct                            # seed 003 section 8
+    assert round(diagnose("decode_step_ms", 0, **STEP).expected, 2) == 9.92          # [kv-math] example 5
+    assert diagnose("nodes_for_memory", 9, **NODES).correct                            # [kv-math] section 8
     assert diagnose("crossover_context", 3829, rel_tol=0.001, weight_bytes=16.06e9, layers=32, kv_heads=8,
-                    head_dim=128, dtype_bytes=2, batch_size=32).correct                  # seed 003 example 4
+                    head_dim=128, dtype_bytes=2, batch_size=32).correct                  # [kv-math] example 4
 
 
 def test_seed_000_block_waste_through_the_catalogue():
-    # seed 000: 200 x 7.5 = 1,500 tokens in 16-token blocks
+    # [chains]: 200 x 7.5 = 1,500 tokens in 16-token blocks
     assert diagnose("block_waste_tokens", 1500, num_seqs=200, block_size=16).correct
 
 
@@ -371,7 +371,7 @@ def test_feedback_shows_the_answer_with_its_precision():
     hundred = _hand_problem("crossover_context", 100.0, "tokens", 0.005, weight_bytes=13_107_200.0, batch_size=1,
                             **LLAMA_8B)
     assert hundred.check(100)[1] == "correct: 100.0 tokens."
-    # seed 003 example 5: (16.06e9 + 131,072 x 4,096 x 32) / 3.35e12 s = 9.922 ms
+    # [kv-math] example 5: (16.06e9 + 131,072 x 4,096 x 32) / 3.35e12 s = 9.922 ms
     step = _hand_problem("decode_step_ms", (16.06e9 + 131072 * 4096 * 32) / 3.35e12 * 1e3, "ms", 0.005,
                          weight_bytes=16.06e9, seq_len=4096, batch_size=32, bandwidth_bytes_per_s=3.35e12, **LLAMA_8B)
     assert step.check("9.92 ms") == (True, "correct: 9.922 ms.")
@@ -470,7 +470,7 @@ def test_units_tolerance_and_model_of_every_question(topic):
         assert p.tolerance == (0.0 if topic in ("concurrency", "block_waste", "plan_step") else 0.005)
         assert p.units_line().startswith(f"answer in {p.units}, " + ("exact" if not p.tolerance else "within 0.5%"))
         assert p.params["model"] in p.question
-        if topic != "block_waste":       # its deployment is framing only: any bundled model (issue 35 §6)
+        if topic != "block_waste":       # its deployment is framing only: any bundled model ([drills §6])
             assert p.params["model"] in {
                 "Qwen/Qwen2.5-32B", "Qwen/Qwen2.5-7B", "Qwen/Qwen3-0.6B", "meta-llama/Llama-2-70b-chat-hf",
                 "meta-llama/Llama-2-7b-hf", "meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.3-70B-Instruct",

@@ -1,4 +1,4 @@
-"""kvcoach.drills' serving families (issue 35 §1) and the variety of a long problem set (§6).
+"""kvcoach.drills' serving families ([drills §1]) and the variety of a long problem set (§6).
 
 Every answer is recomputed here from what the question states, with the formula written out; one
 characteristic wrong answer per family is computed here and must be named as its slip; every draw's
@@ -207,7 +207,7 @@ def test_a_single_topic_set_varies_too():
     assert max(triples.values()) <= MAX_REPEATS
 
 
-#: Graded draws changed on purpose since issue 35: issue 38 (session 3) draws again a step time where a forgotten
+#: Graded draws changed on purpose since [drills]: [diagnosis] (session 3) draws again a step time where a forgotten
 #: batch read as forgotten layers (within 0.5%: a small cache beside the weights; kvcoach.drills._SEPARATE).
 REDRAWN = {("student-001", "step_time"), ("student-006", "step_time"), ("student-008", "step_time")}
 #: Graded figures corrected on purpose: a mixture of experts' step reads only the experts its batch touches
@@ -225,8 +225,8 @@ def _as_asked_before_issue_50(p) -> str:
 
 
 def test_graded_drills_of_existing_students_are_unchanged():
-    # sha256 of (question, answer) of students 000-011 on every graded topic, computed with kvlib before issue 35
-    # (f550b7a8...); every row but the REDRAWN ones, computed with kvlib before issue 38's redraw (e7a0191d...);
+    # sha256 of (question, answer) of students 000-011 on every graded topic, computed with kvlib before [drills]
+    # (f550b7a8...); every row but the REDRAWN ones, computed with kvlib before [diagnosis]'s redraw (e7a0191d...);
     # every row but the REDRAWN, REDRAWN_50 and MOE_CORRECTED ones, computed with the drills before both changes
     # (before issue 50's tolerance line and before the experts-touched rule: 75aaa367...)
     rows = [[_as_asked_before_issue_50(student_problem(f"student-{i:03d}", t)),

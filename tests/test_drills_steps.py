@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from kvcoach.drills import TOPICS, Problem, Step, generate
+from kvcoach.drills import TOPICS, Step, generate
 from kvcoach.slips import variants
 
 SEEDS = range(12)
@@ -123,7 +123,7 @@ def test_a_slip_named_and_the_step_it_matches_agree():
     assert p.matching_step(wrong) == 0 and p.slip_step("missing_layers") == 1
 
 
-# --- the steps as ch09's worked problems show them (kvdisplay.serving_problems; issue 35 §1, issue 38 §4) -----
+# --- the steps as ch09's worked problems show them (kvdisplay.serving_problems; [drills §1], [diagnosis §4]) -----
 @pytest.mark.parametrize("topic", sorted(TOPICS))
 def test_every_step_formula_in_latex_uses_the_notation_table(topic):
     """Each step's formula, as kvdisplay writes it in LaTeX, names only letters of kvlib/notation.py (words and

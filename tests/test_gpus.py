@@ -1,6 +1,6 @@
 """kvlib.gpus: the GPU table against the vendors' datasheets (each entry's source string names its sheet).
 
-CUDA-reported totals: H100 79.18 GiB (seed 000 and vLLM logs), RTX 3090 23.58 GiB (vLLM logs 07 and 14).
+CUDA-reported totals: H100 79.18 GiB ([chains] and vLLM logs), RTX 3090 23.58 GiB (vLLM logs 07 and 14).
 """
 
 import pytest
@@ -64,16 +64,16 @@ def test_each_gpu_against_its_datasheet(name):
 def test_gib_to_whole_bytes():
     # the helper the table is built with, called directly (it runs at import, before a mutation test can
     # switch a mutant on): 1.5 x 2^30 = 1,610,612,736 B exactly; 79.18 x 1,073,741,824 = 85,018,877,624.32
-    # rounds to 85,018,877,624 B (seed 000's 85.02 GB); 0.0000000005 GiB = 0.54 B rounds to 1
+    # rounds to 85,018,877,624 B ([chains]'s 85.02 GB); 0.0000000005 GiB = 0.54 B rounds to 1
     assert _gib(1.5) == 1_610_612_736 and type(_gib(1.5)) is int
     assert _gib(79.18) == 85_018_877_624
     assert _gib(5e-10) == 1
 
 
 def test_h100_cuda_total_and_ridge():
-    # seed 000: CUDA reports 85.02 GB on an 80 GB H100; round(79.18 x 2^30) = 85,018,877,624
+    # [chains]: CUDA reports 85.02 GB on an 80 GB H100; round(79.18 x 2^30) = 85,018,877,624
     assert get_gpu("h100").cuda_memory_bytes == 85_018_877_624
-    # 989e12 / 3.35e12 = 295.2 FLOP/byte (seed 003)
+    # 989e12 / 3.35e12 = 295.2 FLOP/byte ([kv-math])
     assert round(get_gpu("H100-SXM").ridge_flop_per_byte, 1) == 295.2
 
 

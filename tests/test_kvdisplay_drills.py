@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from pinned import pinned
 
 import kvdisplay
 from kvdisplay import drills as D
@@ -148,10 +149,10 @@ def test_view_before_and_after():
 
 
 def test_widget_buttons_drive_the_session():
-    pytest.importorskip("ipywidgets")
+    pinned("ipywidgets")
     box = D.drill_mode(("kv_per_token",), seed=3, clock=FakeClock(), history=False, tick=None)
-    (topic, new, review, state), (answer, check, clock), view = (box.children[0].children, box.children[1].children,
-                                                                 box.children[2])
+    (_, new, _, _), (answer, check, clock), view = (box.children[0].children, box.children[1].children,
+                                                     box.children[2])
     assert view is box.view and clock is box.clock and "Press" in view.value
     new.click()
     p = box.session.problem
@@ -243,12 +244,12 @@ def test_scored_answers_are_recorded_and_review_asks_the_missed_topic(tmp_path):
 
 
 def test_drill_mode_history_file_and_a_corrupt_one(tmp_path, monkeypatch):
-    pytest.importorskip("ipywidgets")
+    pinned("ipywidgets")
     from kvcoach import drill_history as H
     path = tmp_path / "drills.json"
     box = D.drill_mode(("kv_per_token",), seed=3, clock=FakeClock(), history=path, tick=None)
-    (_, new, review, state), (answer, check, _), view = (box.children[0].children, box.children[1].children,
-                                                         box.children[2])
+    (_, _, review, state), (answer, check, _), view = (box.children[0].children, box.children[1].children,
+                                                       box.children[2])
     review.click()
     answer.value = "1"
     check.click()
@@ -296,7 +297,7 @@ def test_interview_sheet_figures_by_hand():
     pool = math.ceil(85_018_877_624 * 0.92) - weights - 3 * 10**9
     fit = pool // (per_token * 8192)
     assert (per_token, fit) == (131_072, 55)
-    assert f"bytes per token: <b>131,072 B (128 KiB)</b>" in view
+    assert "bytes per token: <b>131,072 B (128 KiB)</b>" in view
     assert f"that fit: <b>{fit}</b> (at 131,072 tokens: {pool // (per_token * 131072)})" in view
     step_ms = (weights + per_token * 8192 * 32) / 3.35e12 * 1e3
     ref_ms = (weights + per_token * 4096 * 32) / 3.35e12 * 1e3
@@ -316,7 +317,7 @@ def test_interview_sheet_flags_what_does_not_fit():
 
 
 def test_interview_sheet_widget_redraws():
-    pytest.importorskip("ipywidgets")
+    pinned("ipywidgets")
     box = I.interview_sheet(["llama-3.1-8b", "llama-3.3-70b"])
     before = box.view.value
     context = next(c for c in box.children if getattr(c, "description", "") == "context T (tokens)")

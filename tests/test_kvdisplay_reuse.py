@@ -1,6 +1,6 @@
 """kvdisplay.reuse: the prefix-sharing and fetch-or-recompute views show kvlib's figures.
 
-Expected figures by hand: seed 000 "A shared system prompt" (2,007 tokens in 16-token blocks: 125
+Expected figures by hand: [chains] "A shared system prompt" (2,007 tokens in 16-token blocks: 125
 shared, 7 recomputed; 100 x 2,000 x 131,072 B = 26.2 GB unshared, 262 MB shared) and "Fetch from
 host memory or recompute" (131,072 B / 50 GB/s = 2.6 us per token against 2 x 7,504,924,672 / (0.6 x
 989e12) = 25.3 us, the 8.03e9 parameters less the 128,256 x 4,096 embedding lookup: fetch wins at every
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-import pytest
+from pinned import pinned
 
 import kvdisplay as kd
 
@@ -44,7 +44,7 @@ def test_fetch_view_names_the_assumptions():
 
 
 def test_explorers_redraw():
-    pytest.importorskip("ipywidgets")
+    pinned("ipywidgets")
     box = kd.prefix_sharing_explorer(["llama-3.1-8b", "qwen2.5-7b"])
     before = box.view.value
     box.children[1].value = 2008                                              # prompt length
@@ -64,7 +64,7 @@ def test_fetch_view_floors_a_short_recompute_at_the_weights_read():
 
 
 def test_gpu_dropdowns_offer_single_gpus_not_the_nvl72_domain():
-    pytest.importorskip("ipywidgets")
+    pinned("ipywidgets")
     from ipywidgets import Dropdown
 
     def gpu_options(box):

@@ -1,4 +1,4 @@
-"""kvlib.offload: seed 000's fetch-or-recompute chain, the FLOP convention, the rule, the break-even."""
+"""kvlib.offload: [chains]'s fetch-or-recompute chain, the FLOP convention, the rule, the break-even."""
 
 import pytest
 from hypothesis import given, settings
@@ -21,12 +21,12 @@ LLAMA_8B = load_model("llama-3.1-8b")
 
 def test_seed_000_fetch_or_recompute():
     r = fetch_or_recompute(LLAMA_8B, 8192, num_params=8.03e9, link_bytes_per_s=50e9, gpu="H100-SXM", mfu=0.6)
-    # seed 000: 8,192 x 131,072 B = 1.07 GB
+    # [chains]: 8,192 x 131,072 B = 1.07 GB
     assert r.kv_bytes == 8192 * 131072 == 2**30
     assert round(r.kv_bytes / 1e9, 2) == 1.07
-    # seed 000: 1.07 GB / 50 GB/s = 21.5 ms
+    # [chains]: 1.07 GB / 50 GB/s = 21.5 ms
     assert round(r.fetch_s * 1e3, 1) == 21.5
-    # seed 000: 1.49e14 / (0.6 x 989e12) = 251 ms
+    # [chains]: 1.49e14 / (0.6 x 989e12) = 251 ms
     flops = 2 * 8.03e9 * 8192 + 2 * 32 * 32 * 128 * 8192 * 8193
     assert r.flops == pytest.approx(flops, rel=1e-12)
     assert round(r.recompute_s * 1e3) == 251
@@ -35,7 +35,7 @@ def test_seed_000_fetch_or_recompute():
 
 
 def test_the_attention_term_that_reproduces_seed_000():
-    # seed 000 quotes 1.49e14 FLOPs for 8,192 tokens, "linear plus attention"
+    # [chains] quotes 1.49e14 FLOPs for 8,192 tokens, "linear plus attention"
     linear = 2 * 8.03e9 * 8192                        # 1.316e14
     causal = 2 * 32 * 32 * 128 * 8192 * (8192 + 1)    # 2 L H D T (T + 1): QK and AV over T (T + 1) / 2 pairs
     full = 4 * 32 * 32 * 128 * 8192**2                # no causal mask
@@ -47,7 +47,7 @@ def test_the_attention_term_that_reproduces_seed_000():
 
 
 def test_seed_000_each_prefix_hit_skips_32_tflop():
-    # seed 000: 2 x 8.03e9 x 2,000 = 32 TFLOP = 65 ms of prefill at 50% MFU of 989 TFLOP/s
+    # [chains]: 2 x 8.03e9 x 2,000 = 32 TFLOP = 65 ms of prefill at 50% MFU of 989 TFLOP/s
     flops = prefill_linear_flops(8.03e9, 2000)
     assert flops == 2 * 8.03e9 * 2000
     assert round(flops / 1e12) == 32
@@ -186,7 +186,7 @@ def test_seed_000_fields_and_per_token_sides():
     r = fetch_or_recompute("llama-3.1-8b", 8192, num_params=8.03e9)
     assert (r.model, r.tokens, r.link_bytes_per_s, r.fetch_overhead_s) == ("meta-llama/Llama-3.1-8B", 8192, 50e9, 0.0)
     assert type(r.fetch_overhead_s) is float
-    # H100 SXM dense bf16: 989 TFLOP/s; the default MFU 0.6 (seed 000)
+    # H100 SXM dense bf16: 989 TFLOP/s; the default MFU 0.6 ([chains])
     assert (r.peak_flop_per_s, r.mfu) == (989e12, 0.6)
     # the rule's two sides: 131,072 B / 50e9 B/s = 2.62144 us of link per token; the FLOPs per token over 0.6 x 989e12
     assert r.bytes_per_token_over_link_s == pytest.approx(131072 / 50e9, rel=1e-12)
@@ -224,7 +224,7 @@ def test_a_tie_goes_to_fetch():
                            link_bytes_per_s=131_072)
     assert r.fetch_s == r.recompute_s == 1.0
     assert r.winner == "fetch" and r.speedup == 1.0
-    # seed 000's rule is strict: the same tie is not a win
+    # [chains]'s rule is strict: the same tie is not a win
     assert fetch_wins_rule(131_072, 131_072, 2**21, 2**21) is False
 
 
@@ -305,7 +305,7 @@ def test_every_layer_of_a_sliding_model_is_windowed():
     assert attention == 2 * 32 * 32 * (128 + 128) * 12_093_440
 
 
-# --- a prefill reads the weights once: its time is at least W / BW (issue 34, ch06's roofline) ----------
+# --- a prefill reads the weights once: its time is at least W / BW ([corrections 05-09], ch06's roofline) ----------
 def test_short_prefix_recompute_is_floored_by_the_weight_read():
     # Llama 3.1 8B: 16,060,522,496 B of bf16 weights less the unread embedding rows (128,256 - 128) x 4,096 x 2 B
     weights = 8_030_261_248 * 2 - (128_256 - 128) * 4096 * 2

@@ -1,6 +1,7 @@
-"""kvlib.roofline: seed 003 examples 4 and 5, exercise E, the ridge point and the regimes."""
+"""kvlib.roofline: [kv-math] examples 4 and 5, exercise E, the ridge point and the regimes."""
 
 import math
+from fractions import Fraction
 
 import pytest
 from hypothesis import given, settings
@@ -11,13 +12,20 @@ from kvlib.roofline import (
     CACHE_DOMINATED,
     WEIGHT_DOMINATED,
     RooflineError,
+    StepOp,
+    compute_bound_batch,
     crossover_batch,
     crossover_context,
     decode_step,
+    expected_experts_touched,
+    matmul_ridge_batch,
+    one_intensity_seconds,
     regime,
+    step_ops,
+    weight_bytes_read,
 )
 
-W_8B = 16.06e9  # seed 003: Llama-3-8B weights, 8.03e9 x 2 B
+W_8B = 16.06e9  # [kv-math]: Llama-3-8B weights, 8.03e9 x 2 B
 
 
 def test_seed_003_example_5_context_4096():
@@ -47,7 +55,7 @@ def test_seed_003_example_5_context_32768():
 
 
 def test_seed_003_real_systems_reach_60_to_75_percent():
-    # seed 003: "expect ~2,000-2,400 tok/s and ITL ~13-16 ms"; 3,225 x 0.6 = 1,935, x 0.75 = 2,419;
+    # [kv-math]: "expect ~2,000-2,400 tok/s and ITL ~13-16 ms"; 3,225 x 0.6 = 1,935, x 0.75 = 2,419;
     # 9.92 / 0.75 = 13.2 ms, 9.92 / 0.6 = 16.5 ms
     lo = decode_step("llama-3-8b", batch=32, context=4096, weight_bytes=W_8B, efficiency=0.6)
     hi = decode_step("llama-3-8b", batch=32, context=4096, weight_bytes=W_8B, efficiency=0.75)
@@ -83,10 +91,10 @@ def test_seed_003_exercise_e_fp8_kv():
 
 
 def test_ridge_point_and_intensity():
-    # seed 001: an H100's ridge point is 295 FLOP/byte (989e12 / 3.35e12 = 295.2)
+    # [build-up]: an H100's ridge point is 295 FLOP/byte (989e12 / 3.35e12 = 295.2)
     s = decode_step("llama-3-8b", batch=8, context=1)
     assert round(s.ridge_flop_per_byte) == 295 == round(get_gpu("H100-SXM").ridge_flop_per_byte)
-    # seed 001: decode intensity equals the batch while the weights dominate: 2 P B FLOPs over 2 P bytes
+    # [build-up]: decode intensity equals the batch while the weights dominate: 2 P B FLOPs over 2 P bytes
     assert s.arithmetic_intensity == pytest.approx(8, rel=0.01)
     assert s.regime == WEIGHT_DOMINATED
 
@@ -273,7 +281,7 @@ def test_at_the_ridge_point_the_step_is_compute_bound():
 
 
 def test_regime_at_equal_reads():
-    # weights read = KV read: not yet cache-dominated (the KV must exceed the weights, seed 003 example 4)
+    # weights read = KV read: not yet cache-dominated (the KV must exceed the weights, [kv-math] example 4)
     assert regime(100, 100) == WEIGHT_DOMINATED and regime(100, 101) == CACHE_DOMINATED
 
 
@@ -286,7 +294,7 @@ def test_decode_flops_with_a_distinct_value_head_dim():
 
 
 
-# --- what a step reads of the input embedding (issue 34): B rows, not the table ------------------
+# --- what a step reads of the input embedding ([corrections 05-09]): B rows, not the table ------------------
 def test_weight_bytes_read_skips_the_unread_embedding_rows():
     from kvlib.roofline import weight_bytes_read
     # Llama 3.1 8B: 8,030,261,248 parameters in bf16; untied 128,256 x 4,096 table, 1,050,673,152 B (6.5%)
@@ -350,17 +358,6 @@ def test_compute_bound_batch_with_embedding_rows_by_hand():
 # 3 x 2,048 x 768 = 4,718,592, 48 layers, E 128, k 8. DeepSeek-V3: 3 x 7,168 x 2,048 = 44,040,192, 58 MoE
 # layers (61 less 3 dense), E 256, k 8. gpt-oss-120b: 3 x 2,880 x 2,880 + 8,640 = 24,891,840, 36 layers, E 128, k 4.
 
-from fractions import Fraction
-
-from kvlib.roofline import (
-    StepOp,
-    compute_bound_batch,
-    expected_experts_touched,
-    matmul_ridge_batch,
-    one_intensity_seconds,
-    step_ops,
-    weight_bytes_read,
-)
 
 
 def test_experts_touched_uniform_routing_by_hand():

@@ -26,7 +26,8 @@ The rule is the drills' own (issue 50 §1): a number, or text in any notation
 ``kvcoach.drills.read_answer`` reads ('16.6 GB', '1.66e10'), is right within the
 tolerance its question states (``kvcoach.drills.tolerance_for``: 0.5%, exact for
 sequences and nodes, whose rounding is asked); a wrong one is named by
-``kvcoach.slips`` at the same tolerance (the same catalogue as ``Problem.check``). The graded answer is the learner's own arithmetic: a value
+``kvcoach.slips`` at the same tolerance (the same catalogue as ``Problem.check``).
+The graded answer is the learner's own arithmetic: a value
 equal to the answer of their own problem after code of theirs read it from the
 drill object (``student_problem(me, topic).answer``, the answer ``check`` shows,
 ``repr``) is refused with a one-line reason, in the kernel and in the outside
@@ -47,13 +48,14 @@ from .cases import (
     bytes_per_token,
     drill_answer,
     drill_cases,
+    drill_label,
     drill_slip_inputs,
     geometry_case,
     geometry_hidden,
     no_hidden_cases,
     random_seq_len,
 )
-from .core import Exercise, exercises, legacy_checks
+from .schema import Exercise, exercises
 
 Q1_PARAMS = ("layers", "kv_heads", "head_dim", "seq_len", "batch", "dtype_bytes")
 HIDDEN_NOTE_Q1 = "(Hidden cases use other models' geometry, dtype_bytes of 1, 2 or 4, other lengths and batches.)"
@@ -67,12 +69,12 @@ Q1_VISIBLE = (
 )
 
 
-def _q1_expected(case: dict) -> int:
+def kv_total_expected(case: dict) -> int:
     k = case["kwargs"]
     return kv.kv_bytes_total(bytes_per_token(case), k["seq_len"], k["batch"])
 
 
-def _q1_slip_inputs(case: dict) -> dict:
+def kv_total_slip_inputs(case: dict) -> dict:
     """kvcoach.slips' keywords for kv_bytes_total (it names the batch ``batch_size``)."""
     inputs = {k: v for k, v in case["kwargs"].items() if k != "batch"}
     inputs["batch_size"] = case["kwargs"]["batch"]
@@ -144,7 +146,7 @@ _TOLERANCE_EDGE = {"rule": "to 0.5% of the answer (math.isclose's relative toler
 _EXACT_EDGE = {"rule": "exact: one unit more or fewer fails, named as off by one (or, on a count the text "
                        "floors or ceils, as the rounding taken the other way)", "visible": ()}
 EDGES = {f"ch09_q{n}_{topic}": (dict(_TOLERANCE_EDGE if generate(topic, 0).tolerance else _EXACT_EDGE,
-                                     visible=(f"your {topic} question",)),)
+                                     visible=(drill_label(topic),)),)
          for n, topic in enumerate(GRADED_TOPICS, start=2)}
 
 
@@ -155,12 +157,10 @@ EXERCISES = exercises(
         params=Q1_PARAMS,
         visible_cases=Q1_VISIBLE,
         hidden_cases=geometry_hidden(_with_length_and_batch),
-        expected=_q1_expected,
+        expected=kv_total_expected,
         quantity="kv_bytes_total",
-        slip_inputs=_q1_slip_inputs,
+        slip_inputs=kv_total_slip_inputs,
         hidden_note=HIDDEN_NOTE_Q1,
     ),
     *(drill_exercise(n, topic) for n, topic in enumerate(GRADED_TOPICS, start=2)),
 )
-
-__getattr__ = legacy_checks(EXERCISES)

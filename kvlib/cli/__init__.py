@@ -26,7 +26,7 @@ from ..dtypes import KV_DTYPES
 from ..gpus import GPUS
 from ..info import InfoError, info_report
 from ..spec import ParamsError
-from ..units import GB, format_bytes, format_gb_gib
+from ..units import format_bytes, format_gb_gib
 from . import plan, vllm_log
 from .common import Parser as _Parser, UsageError, print_table as _print_table
 

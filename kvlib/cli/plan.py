@@ -267,7 +267,8 @@ def add_parser(subparsers):
     p.add_argument("--utilization", type=_fraction, default=None,
                    help="fraction of GPU memory the engine takes (default: the vLLM release's; 1.0 for the "
                         "newest, 0.34, which measures its pool)")
-    p.add_argument("--vllm-version", type=_vllm_version, default=None, help="vLLM release whose rules size the pool (default: the newest read)")
+    p.add_argument("--vllm-version", type=_vllm_version, default=None,
+                   help="vLLM release whose rules size the pool (default: the newest read)")
     p.add_argument("--overhead", type=_byte_size, default=None,
                    help="activations and other allocations per GPU (default: vLLM's torch peak, non-torch and "
                         "CUDA-graph memory as 'kvlib info' predicts them)")

@@ -1,4 +1,4 @@
-"""Chapter 09's drill mode in JupyterLab, as a learner uses it between sessions (issue 35 §2-§3).
+"""Chapter 09's drill mode in JupyterLab, as a learner uses it between sessions ([drills §2-§3]).
 
 On a copy of chapter 09 in the scratch root (so ``test_lab.py``'s own page of the chapter is never
 touched), in headless Chromium: run the setup cell and drill mode, draw a question on bytes per
