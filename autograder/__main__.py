@@ -94,7 +94,8 @@ EXIT_OK, EXIT_INCONSISTENT, EXIT_USAGE, EXIT_ISOLATION, EXIT_ERROR_STATUS, EXIT_
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from .grade import UsageError, format_report, format_summary, grade_class, grade_submission
+    from .classroom import format_summary, grade_class
+    from .grade import UsageError, format_report, grade_submission
     from .preflight import EnvironmentFault
     from .sandbox import IsolationError
 

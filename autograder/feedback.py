@@ -70,8 +70,8 @@ def clean_html(html: str) -> str:
     css = CSSSanitizer(allowed_css_properties=ALLOWED_CSS_PROPERTIES | {
         "background", "border-left", "border-right", "border-top", "border-bottom", "padding", "margin", "flex",
         "display", "gap", "font-family", "font-size", "line-height", "text-align"})
-    return bleach.clean(html, tags=_TAGS | _MATHML_TAGS, attributes=_allowed_attribute, protocols=["http", "https", "data", "mailto"],
-                        css_sanitizer=css, strip=True, strip_comments=True)
+    return bleach.clean(html, tags=_TAGS | _MATHML_TAGS, attributes=_allowed_attribute,
+                        protocols=["http", "https", "data", "mailto"], css_sanitizer=css, strip=True, strip_comments=True)
 
 
 _MATH = re.compile(r"\$\$(.+?)\$\$|\$([^$\n]+?)\$", re.S)

@@ -85,20 +85,13 @@ from .results import (
 )
 from .seed import SEED_ENV, SEED_FILE_ENV, describe_seed, grading_seed
 
-__all__ = ["Grader", "STATUSES", "SEED_ENV", "SEED_FILE_ENV", "UsageError", "combine", "default_out_dir",
-           "describe_seed", "format_report", "format_summary", "grade_class", "grade_submission",
-           "grading_seed", "inside_checkout", "resolve", "student_from_path"]
+__all__ = ["Grader", "STATUSES", "SEED_ENV", "SEED_FILE_ENV", "UsageError", "combine", "describe_seed",
+           "format_report", "grade_submission", "grading_seed", "inside_checkout", "resolve", "student_from_path"]
 
 
 def notebook_wall_s(timeout) -> float:
     """The whole kernel's lifetime: ten cells' worth of the per-cell limit, at least 5 minutes."""
     return float(max(300, 10 * int(timeout or 30)))
-
-
-def verdict_limits(timeout) -> tuple[float, float]:
-    """(step_s, wall_s) of the outside check: a step like a cell, the whole like a few of them."""
-    step = float(min(int(timeout or 30), 30))
-    return step, 2 * step + 10
 
 
 def _short_tmp() -> str:
@@ -135,9 +128,9 @@ class Grader:
     def __init__(self, course_dir: Path, assignment: str, *, timeout=None, seed: int | None = None,
                  seed_info: dict | None = None, db_url: str | None = None):
         from . import sandbox
-        from .checks import core
+        from .checks import schema
         from .kernel import use_in_nbgrader
-        from .kernel_launcher import socket_dir
+        from .kernel_launcher import socket_dir, write_kernelspec
         from .packages import package_dirs
 
         use_in_nbgrader()  # messages to a kernel that broke its own connection time out
@@ -153,7 +146,7 @@ class Grader:
             self.ipc = Path(socket_dir())
             probe = NbGrader(self.root, _timeout_overrides(timeout))
             self.timeout = _config_timeout(probe)
-            sandbox.write_kernelspec(self.jupyter / "kernels", "kv-sandboxed", level=self.level,
+            write_kernelspec(self.jupyter / "kernels", "kv-sandboxed", level=self.level,
                                      ro=package_dirs(),
                                      wall_s=notebook_wall_s(self.timeout))
             overrides = dict(_timeout_overrides(timeout))
@@ -161,7 +154,7 @@ class Grader:
                               "KernelManager.ip": str(self.ipc / "kernel"),
                               "SandboxedKernelManager.own_sandbox": False,    # ours: the spec and sockets above
                               # the course config's outside check, with this run's seed and level, reporting here
-                              "OutsideCheck.seed": core.DEFAULT_HIDDEN_SEED if seed is None else seed,
+                              "OutsideCheck.seed": schema.DEFAULT_HIDDEN_SEED if seed is None else seed,
                               "OutsideCheck.level": self.level, "OutsideCheck.report": self._found.append})
             # its own throwaway gradebook, whatever the course config names (a class's gradebook is written
             # by grade-class alone, from the results)
@@ -241,7 +234,7 @@ class Grader:
                              manual=self.manual)
         v = found.verdict if found is not None else None
         if v is None and not problem:   # nbgrader stopped before its outside check: check here
-            step_s, wall_s = verdict_limits(self.timeout)
+            step_s, wall_s = _verdict.verdict_limits(self.timeout)
             v = _verdict.grade(sub, assignment, reference=self.reference_nb, seed=self.seed, student=student,
                                sandbox=_verdict.make_sandbox(level=self.level, wall_s=wall_s), step_s=step_s)
         if dropped and not problem:
@@ -368,13 +361,3 @@ def repointed_note(repointed: dict, students: int | None = None) -> str:
     whose = f"{students} submission(s)" if students is not None else "this notebook"
     return (f"points changed in the course's source since the release ({changes}): {whose} graded with the "
             f"source's points")
-
-
-
-# Class grading lives in autograder.classroom (which imports this module); the command line
-# imports its names from here, resolved on first use.
-def __getattr__(name: str):
-    if name in ("default_out_dir", "format_summary", "grade_class", "generate_feedback", "feedback_preprocessors"):
-        from . import classroom
-        return getattr(classroom, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,8 +1,8 @@
 """The sandboxed Jupyter kernel's launcher: the kernelspec nbgrader starts, and what it runs.
 
 ``write_kernelspec`` writes a kernelspec whose argv is ``python -I -m
-autograder.sandbox run --kernel ... -- python -m ipykernel_launcher -f
-{connection_file}``; ``cli_run`` is that ``run``: it binds the kernel's
+autograder.kernel_launcher --kernel ... -- python -m ipykernel_launcher -f
+{connection_file}``; ``cli_run`` is that command: it binds the kernel's
 connection file and ipc socket directory read-write, starts the kernel in the
 sandbox (``autograder.sandbox``; its environment is the sandbox's own plus
 ``KV_COURSE_GRADING_STUDENT`` when the grader set it) and kills it when its ``--wall`` time is up or
@@ -106,16 +106,15 @@ def _watch(child, stop, wall_s: float, parent: int) -> None:
 
 
 def cli_run(args) -> int:
-    """``python -m autograder.sandbox run [options] -- CMD ...``: run CMD in the sandbox, stdio inherited.
+    """``python -m autograder.kernel_launcher [options] -- CMD ...``: run CMD in the sandbox, stdio inherited.
 
     Meant as a kernel launcher (a kernelspec's argv) and for trying things by
     hand. Wall time is left to the caller (nbgrader's per-cell timeout).
     """
-    import argparse
     # Our parent as it was at start-up: jupyter_client names itself in JPY_PARENT_PID (so a
     # grader that died while this interpreter started is noticed too).
     parent = int(os.environ.get("JPY_PARENT_PID", "") or os.getppid())
-    p = argparse.ArgumentParser(prog="python -m autograder.sandbox run")
+    p = argparse.ArgumentParser(prog="python -m autograder.kernel_launcher")
     p.add_argument("--ro", action="append", default=[], help="a host path to bind read-only (repeatable)")
     p.add_argument("--rw", action="append", default=[], help="a host path to bind read-write (repeatable)")
     p.add_argument("--kernel", action="store_true", help="CMD is a Jupyter kernel: bind its connection file "
@@ -188,8 +187,8 @@ def write_kernelspec(kernels_dir, name: str = "kv-sandboxed", *, ro=(), level: s
     # -I: the launcher runs on the host (as root, when grading as root) with the notebook's folder
     # as its working directory; without -I, ``python -m`` would import an ``autograder/`` a
     # student put in that folder instead of ours.
-    argv = [python, "-I", "-m", "autograder.sandbox", "run", "--kernel", f"--cpu={cpu_s}", f"--memory={memory_bytes}",
-            f"--nproc={nproc}"]
+    argv = [python, "-I", "-m", "autograder.kernel_launcher", "--kernel", f"--cpu={cpu_s}",
+            f"--memory={memory_bytes}", f"--nproc={nproc}"]
     if wall_s:
         argv.append(f"--wall={wall_s:g}")
     if level:
@@ -205,3 +204,5 @@ def write_kernelspec(kernels_dir, name: str = "kv-sandboxed", *, ro=(), level: s
     return spec
 
 
+if __name__ == "__main__":
+    sys.exit(cli_run(sys.argv[1:]))

@@ -65,7 +65,7 @@ _APP_LOGGERS = ("AutogradeApp", "GenerateFeedbackApp", "GenerateAssignmentApp", 
                 "FormgradeApp", "traitlets")
 
 
-GRADING_STUDENT_ENV = "KV_COURSE_GRADING_STUDENT"   # autograder.sandbox / autograder.checks.core use the same
+GRADING_STUDENT_ENV = "KV_COURSE_GRADING_STUDENT"   # autograder.sandbox / kvcoach.learner use the same
 
 
 class GradingStudentExecute(Execute):

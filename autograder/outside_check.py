@@ -155,7 +155,7 @@ class OutsideCheck(NbGraderPreprocessor):
         return grading_seed(self._course())[0]
 
     def _limits(self) -> tuple[float, float]:
-        from .grade import verdict_limits
+        from .verdict import verdict_limits
 
         execute = self.config.Execute
         return verdict_limits(execute.timeout if "timeout" in execute else 30)

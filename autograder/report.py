@@ -186,9 +186,9 @@ def build(results: dict, book: dict | None, assignment: str, source: str = "") -
         for gid, row in rows.items():
             t = tests.get(gid, {})
             if grades is not None and gid in grades:
-                score, _, manual = grades[gid]
+                score = grades[gid][0]
             else:
-                score, manual = t.get("points"), bool(t.get("needs_manual"))
+                score = t.get("points")
             if score is None:        # waiting for a manual grade
                 row.counts["not_graded"] += 1
                 continue

@@ -44,7 +44,7 @@ level (it must be one the machine offers), e.g. to test a fallback.
 Jupyter kernels (nbgrader's autograde): ``autograder.kernel_launcher``
 (next to ``autograder.kernel``, the grader's side) holds the launcher;
 its ``write_kernelspec`` writes a
-kernelspec whose argv is ``python -I -m autograder.sandbox run --kernel ... --
+kernelspec whose argv is ``python -I -m autograder.kernel_launcher --kernel ... --
 python -m ipykernel_launcher -f {connection_file}``; the kernel talks to the
 grader over ``ipc`` (Unix sockets in a directory bound read-write), since it
 has no network, and is interrupted by message. The launcher (``-I``: never
@@ -92,7 +92,7 @@ SANDBOX_ENV = {
 
 
 #: The one variable of the grader's environment that reaches sandboxed code (the kernel's launcher and
-#: the verdict pass it on): the student being graded (``autograder.checks.core.current_student``).
+#: the verdict pass it on): the student being graded (``kvcoach.learner.current_student``).
 GRADING_STUDENT_ENV = "KV_COURSE_GRADING_STUDENT"
 
 
@@ -605,7 +605,7 @@ class Sandbox:
     def prepared(self, argv, *, uid: int | None = None):
         """The wrapped command, ready to start: yields a ``Prepared``; cleans up (uid, temp dirs) after.
 
-        ``run`` uses it; so does ``python -m autograder.sandbox run`` (a kernel
+        ``run`` uses it; so does ``python -m autograder.kernel_launcher`` (a kernel
         launcher), which starts the command itself with inherited stdio.
         ``uid``: a job uid the caller already holds (``job_uid()``); by default
         one is taken here when ``needs_uid()``.
@@ -759,20 +759,13 @@ def describe_machine() -> dict:
     return {lvl: (lambda r: "ok" if r[0] else r[1])(probe(lvl)) for lvl in reversed(LEVELS)}
 
 
-def __getattr__(name: str):
-    """The kernel launcher moved to ``autograder.kernel_launcher``; its names still resolve here."""
-    if name in ("write_kernelspec", "cli_run"):
-        from . import kernel_launcher
-        return getattr(kernel_launcher, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def main(argv=None) -> int:
-    """``python -m autograder.sandbox``: the levels here; ``run [...] -- CMD`` runs CMD in the sandbox."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["run"]:
-        from .kernel_launcher import cli_run
-        return cli_run(args[1:])
+    """``python -m autograder.sandbox``: the levels here (``python -m autograder.kernel_launcher [...] -- CMD``
+    runs CMD in the sandbox)."""
+    if list(sys.argv[1:] if argv is None else argv):
+        print("python -m autograder.sandbox takes no arguments (a command in the sandbox: "
+              "python -m autograder.kernel_launcher [options] -- CMD)", file=sys.stderr)
+        return 2
     for lvl, state in describe_machine().items():
         print(f"{lvl:16} {state}")
     print(f"selected: {detect_level()} (minimum when REQUIRE_ISOLATION=1: {min_level()})")

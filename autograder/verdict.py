@@ -25,7 +25,7 @@ The verdict does not trust the kernel:
 3. Here, outside, every record is re-checked (``answers.clean``: a value
    counts only if it fits its type exactly: no bool for an int, no float
    look-alike), compared with kvlib's expected value and judged by
-   ``autograder.checks.core`` (kvlib's slip catalogue names the mistake,
+   ``autograder.checks.judge`` and ``diagnosis`` (the coach's slip catalogue names the mistake,
    across every failing case). A case of a step that builds on an earlier one
    is right on kvlib's value or on the one the learner's own earlier answers
    imply (the earlier step's records of the same cases). An exercise passes
@@ -55,6 +55,15 @@ from .packages import package_dir, package_dirs
 
 DEFAULT_STEP_S = 10.0     # one answer cell, or one exercise's cases (SIGALRM in the runner)
 DEFAULT_WALL_S = 60.0     # the whole runner
+
+
+def verdict_limits(timeout) -> tuple[float, float]:
+    """(step_s, wall_s) of the outside check for nbgrader's per-cell ``timeout``: a step like a cell, the whole
+    like a few of them."""
+    step = float(min(int(timeout or 30), 30))
+    return step, 2 * step + 10
+
+
 MAX_INT_DIGITS = 4000     # longer integers are not read back (Python's own limit is 4300)
 RUNNER = Path(__file__).with_name("verdict_runner.py")
 
@@ -279,17 +288,17 @@ def _judge_exercise(exercise, gid: str, points: float, cases, hidden_from: int, 
     ``cell_failed``: an answer cell before this test raised (a SyntaxError, a NameError at top level):
     the learner wrote something, so a function it left undefined was attempted.
     """
-    from .checks import core
+    from .checks import diagnosis, judge, runner
     records = [_clean_record(records[k]) if k < len(records) else {
         "error": "RuntimeError", "error_message": "no result for this case"} for k in range(len(cases))]
-    answers_given = core.learner_answers(exercise, records)
+    answers_given = runner.learner_answers(exercise, records)
     answers_given = (answers_given[:hidden_from], answers_given[hidden_from:])
     parts, judged = [], []
     for part, (hidden, lo, hi) in enumerate(((False, 0, hidden_from), (True, hidden_from, len(cases)))):
         prior = earlier[part] if earlier is not None else None
         try:
-            results = core.verdicts(exercise, cases[lo:hi], records[lo:hi], hidden=hidden, earlier=prior)
-            message = core.summarise(exercise, cases[lo:hi], results, hidden=hidden, earlier=prior,
+            results = judge.verdicts(exercise, cases[lo:hi], records[lo:hi], hidden=hidden, earlier=prior)
+            message = diagnosis.summarise(exercise, cases[lo:hi], results, hidden=hidden, earlier=prior,
                                      records=records[lo:hi])
         except Exception as exc:  # noqa: BLE001 -- a record nobody foresaw is a failure, not a crash
             results, message = [], f"the result could not be judged ({type(exc).__name__})"
@@ -299,7 +308,7 @@ def _judge_exercise(exercise, gid: str, points: float, cases, hidden_from: int, 
     passed = sum(p[0] for p in parts)
     failing = [p[2] for p in parts if p[2] is not None]
     if not failing:
-        text = (core.passed_line(exercise, len(cases)) if getattr(exercise, "value", False)
+        text = (judge.passed_line(exercise, len(cases)) if getattr(exercise, "value", False)
                 else f"✓ {exercise.function_name}: all {len(cases)} cases right ({gid})")
         return ExerciseVerdict(gid, points, points, True, text, len(cases), passed), answers_given
     more = "" if len(failing) == 1 else "\n(Hidden cases fail too.)"
@@ -326,10 +335,10 @@ def _untouched(record: dict, function_name: str, cell_failed: bool) -> bool:
 def slip_summary(exercise, judged) -> list:
     """The catalogued slips behind an exercise's failing cases, as the grading JSON stores them.
 
-    ``judged``: ``(case, record, core.Verdict, hidden, earlier)`` per case (``earlier``: the learner's
-    answer to the step it builds on that the case was judged on, ``core.Verdict.built_on``; kvlib's value
-    when ``core.NOT_BUILT_ON``). One entry per slip key that some
-    failing case's answer reproduces (``core.Verdict.slips``, from ``kvlib.slips``), the keys that
+    ``judged``: ``(case, record, judge.CaseVerdict, hidden, earlier)`` per case (``earlier``: the learner's
+    answer to the step it builds on that the case was judged on, ``judge.CaseVerdict.built_on``; kvlib's value
+    when ``schema.NOT_BUILT_ON``). One entry per slip key that some
+    failing case's answer reproduces (``judge.CaseVerdict.slips``, from ``kvlib.slips``), the keys that
     explain the most failing cases first::
 
         {"key": "query_heads+missing_kv_factor", "parts": ["query_heads", "missing_kv_factor"],
@@ -371,7 +380,7 @@ def slip_summary(exercise, judged) -> list:
 
 
 def _failure_kinds(judged) -> dict:
-    """``{kind: failing cases}`` (``core.Verdict.kind``: value, type, error, kvlib)."""
+    """``{kind: failing cases}`` (``judge.CaseVerdict.kind``: value, type, error, kvlib)."""
     out: dict = {}
     for item in judged:
         if not item[2].ok:
@@ -415,8 +424,8 @@ def grade(submission, assignment: str = "ch01_kv_formula", *, reference=None, co
     ``KV_COURSE_GRADING_STUDENT``.
     """
     start = time.monotonic()
-    from .checks import core
-    seed = core.DEFAULT_HIDDEN_SEED if seed is None else seed
+    from .checks import schema
+    seed = schema.DEFAULT_HIDDEN_SEED if seed is None else seed
     verdict = Verdict(assignment, "error", seed=seed)
     try:
         ref = read_notebook(reference if reference is not None else reference_notebook(assignment, course_dir))

@@ -44,7 +44,7 @@ def disarm():
 
 
 class Shim:
-    """What ``core.run_cases`` needs of an exercise: its grade id and how to call the function."""
+    """What ``runner.run_cases`` needs of an exercise: its grade id and how to call the function."""
 
     def __init__(self, grade_id, params):
         self.grade_id, self.params = grade_id, params
@@ -83,8 +83,8 @@ def graded_student(payload):
 
 
 def _drill_reads(reads, name, student):
-    """``reads(topic, student)`` (``core.tripwires.drill_reads``, bound at start-up) for the value
-    ``answer_<topic>`` of the graded ``student`` ([] without core)."""
+    """``reads(topic, student)`` (``runner.tripwires.drill_reads``, bound at start-up) for the value
+    ``answer_<topic>`` of the graded ``student`` ([] without the runner)."""
     if reads is None or not name.startswith("answer_"):
         return []
     try:
@@ -114,10 +114,10 @@ def main():
             data = data[_write(res, data):]
 
     try:
-        from autograder.checks import core
+        from autograder.checks import runner
     except BaseException:   # no tripwires; records are made here instead
-        core = None
-    drill_reads = getattr(getattr(core, "tripwires", None), "drill_reads", None)   # bound before any answer cell
+        runner = None
+    drill_reads = getattr(getattr(runner, "tripwires", None), "drill_reads", None)   # bound before any answer cell
     try:
         from autograder.checks.answers import encode
     except BaseException:
@@ -130,8 +130,8 @@ def main():
 
     def run_cases(step, fn):
         shim = Shim(step["gid"], step["params"])
-        if core is not None:
-            return core.run_cases(shim, fn, step["cases"], quiet=True)
+        if runner is not None:
+            return runner.run_cases(shim, fn, step["cases"], quiet=True)
         records = []
         for case in step["cases"]:
             try:

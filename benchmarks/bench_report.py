@@ -73,14 +73,14 @@ def judged_test(kind: str, right_test: dict, seed: int, sources: dict | None = N
     slipped function on the exercise's visible and hidden cases (``seed``), as grade-class records it when
     both nbgrader and the outside check fail it."""
     from autograder import verdict
-    from autograder.checks import ch01, core
+    from autograder.checks import ch01, runner
 
     answer_id, src = slipped_source(kind, sources)
     ex = ch01.EXERCISES[TEST_OF[answer_id]]
     namespace: dict = {}
     exec(compile(src, f"<{kind}>", "exec"), namespace)   # the course's own solution, edited: trusted code
     visible, hidden = list(ex.cases(False, seed)), list(ex.cases(True, seed))
-    records = core.run_cases(ex, namespace[ex.function_name], visible + hidden, quiet=True)
+    records = runner.run_cases(ex, namespace[ex.function_name], visible + hidden, quiet=True)
     judged, _ = verdict._judge_exercise(ex, ex.grade_id, right_test["max_points"], visible + hidden,
                                         len(visible), records)
     entry = dict(right_test, **judged.as_test())
@@ -92,9 +92,9 @@ def judged_test(kind: str, right_test: dict, seed: int, sources: dict | None = N
 def templates(right: dict, blank: dict, seed: int | None = None) -> dict:
     """``{kind: result}``: the two real results and one spliced result per ``SLIPPED`` kind (hidden cases
     from ``seed``: default the right result's own seed when it was stored by value, else the checks')."""
-    from autograder.checks import core
+    from autograder.checks import schema
 
-    seed = seed if seed is not None else (right.get("seed") or {}).get("value", core.DEFAULT_HIDDEN_SEED)
+    seed = seed if seed is not None else (right.get("seed") or {}).get("value", schema.DEFAULT_HIDDEN_SEED)
     sources = solution_sources()
     out = {"right": right, "blank": blank}
     for kind, (answer_id, _, _) in SLIPPED.items():

@@ -37,7 +37,7 @@ def cases():
         "document_qa")))
     prompt = list(range(8192))
     out.append(("prefix_cache.block_hashes", "8,192 tokens, 512 blocks", lambda: prefix_cache.block_hashes(prompt)))
-    out.append(("planner.plan_capacity", "seed 003 section 8", lambda: planner.plan_capacity(
+    out.append(("planner.plan_capacity", "[kv-math] section 8", lambda: planner.plan_capacity(
         "llama-3-70b", users=2000, context=6000, itl_ms=60, gpu="H100-SXM")))
     out.append(("roofline.decode_step", "Llama 3 8B, batch 32, 4K",
                 lambda: roofline.decode_step("llama-3-8b", batch=32, context=4096)))

@@ -210,7 +210,8 @@ def render(rows_by_module: dict, stamp: str, command: str) -> str:
              "`benchmarks/mutation-equivalent.md`; \"no tests\" counts mutants no in-process test reaches "
              "(the CLI tests that spawn a subprocess are not traced). A row whose \"checked\" is below its "
              "\"mutants\" is a partial run (the rest not yet run). mutants/s: mutants checked per second of "
-             "wall time in the run that checked them (1 or 2 mutmut children (`--max-children`), under `nice` beside other work, so a rate compares runs only roughly). "
+             "wall time in the run that checked them (1 or 2 mutmut children (`--max-children`), under `nice` beside "
+             "other work, so a rate compares runs only roughly). "
              "Rows carry the date of the run that produced them.", "",
              "| " + " | ".join(headers + ["run"]) + " |", "|" + "---|" * (len(headers) + 1)]
     for module in sorted(rows_by_module):

@@ -47,11 +47,12 @@ sys.path.insert(0, str(ROOT))
 from common import md_table, median, p95  # noqa: E402
 
 import kvlib as kv  # noqa: E402
+from autograder.chapter import CHAPTER_IDS  # noqa: E402
 from kvlib import vllm  # noqa: E402
 from kvlib.vllm import parse_log, predict_from_log  # noqa: E402
 
 PY = sys.executable
-CHAPTERS = sorted(p.name for p in (ROOT / "course" / "source").iterdir() if p.is_dir())
+CHAPTERS = list(CHAPTER_IDS)
 
 
 def run(cmd, **kw):

@@ -8,6 +8,8 @@ questions about them:
 * ``kvcoach.drills`` -- seeded practice problems, and every learner's own graded ones;
   ``drill_history`` (what to review next), ``drill_assumptions`` (answers as key=value),
   ``drill_steps`` (the worked steps after a miss);
+* ``kvcoach.learner`` -- who the learner is (the id their own questions are drawn for) and
+  their question on a topic; the checks and kvdisplay's drills both ask it;
 * ``kvcoach.guard`` -- whose code read a drill's answer: the learner's, or the course's own;
 * ``kvcoach.cli`` -- ``kvlib drill``, registered on kvlib's command line through the
   ``kvlib.commands`` entry point (pyproject.toml), so kvlib imports nothing of the coach.

@@ -8,8 +8,10 @@ question (``kvcoach.drill_history.target_seconds``) and the time taken after eac
 
 History (``kvcoach.drill_history``, ``$XDG_DATA_HOME/kv-course/drills.json``): answers typed at a
 terminal are recorded (``--no-history`` does not record); piped answers (a transcript, a notebook's
-demonstration, a test) are a replay and never recorded. ``--stats`` prints the per-topic table;
-``--review`` asks ``--count`` questions of the topics the review rule picks (missed ones first).
+demonstration, a test) are a replay and never recorded. ``--stats`` prints the per-topic table,
+every topic's coverage (asked, right, median time, slips) and its next review with the reason (a topic
+never asked is due); ``--review`` asks ``--count`` questions of the topics the review rule picks (missed
+ones first) and says why each was picked ("missed twice, last 3 days ago").
 ``--assumptions`` asks a structured answer (``tokens=... utilization=... memory=cuda``) where an
 assumption changes the figure, checked field by field (``kvcoach.drill_assumptions``).
 
@@ -69,6 +71,8 @@ def ask(problems, *, stdin=None, stdout=None, reveal: bool = True, timings: bool
         say("", f"Question {n}/{len(problems)} [{p.topic}]", p.question)
         if structured:
             say(f"answer as key=value: {drill_assumptions.prompt(p)}")
+        else:
+            say(p.units_line())
         units = "key=value" if structured else p.units
         print(f"answer ({units}; target {target} s)> " if timed else f"answer ({units})> ", end="", file=stdout,
               flush=True)
@@ -84,15 +88,15 @@ def ask(problems, *, stdin=None, stdout=None, reveal: bool = True, timings: bool
         asked += 1
         if structured:
             verdict = drill_assumptions.check(p, text, reveal=reveal)
-            ok, key = verdict.correct, verdict.slip
+            ok, named = verdict.correct, ((verdict.slip,) if verdict.slip else ())
             figure = verdict.fields[0].stated or ""
             say(verdict.text())
         else:
-            ok, feedback = p.check(text, reveal=reveal)
-            key, figure = p.slip_key(text), text
-            say(feedback)
+            judged = p.verdict(text, reveal=reveal)
+            ok, named, figure = judged.correct, judged.slips, text
+            say(judged.feedback)
         correct += ok
-        if key:
+        for key in named:                     # every slip the feedback named: the summary, --stats, the history
             slips[key] = slips.get(key, 0) + 1
         if reveal and not (structured and verdict.figure_ok()) and not ok:
             say(*drill_steps.worked_lines(p), *drill_steps.where_lines(p, figure))
@@ -100,7 +104,7 @@ def ask(problems, *, stdin=None, stdout=None, reveal: bool = True, timings: bool
             over = "" if seconds <= target else f", {seconds - target:.0f} s over"
             say(f"(answered in {seconds:.1f} s; target {target} s{over})")
         if history is not None and session is not None:
-            history.record(session, p.topic, ok, seconds, key, now=wall(), target=target)
+            history.record(session, p.topic, ok, seconds, slips=named, now=wall(), target=target)
     say(f"\nscore {correct}/{asked}" + (f" ({len(problems) - asked} not answered)" if asked < len(problems) else ""))
     if slips:
         say("slips: " + ", ".join(f"{k} x{v}" for k, v in sorted(slips.items())))
@@ -121,7 +125,7 @@ def _cmd_drill(args):
     if args.stats:
         if args.student is not None or args.review:
             raise UsageError("kvlib drill: --stats prints the history; it takes no --student or --review")
-        print(drill_history.stats_table(drill_history.load()))
+        print(drill_history.stats_table(drill_history.load(), [args.topic] if args.topic else list(TOPICS)))
         return
     if args.student is not None:
         if args.review or args.assumptions:
@@ -139,10 +143,15 @@ def _cmd_drill(args):
     if args.review:
         rng = random.Random(args.seed)          # no --seed: fresh numbers each review
         topics = [args.topic] if args.topic else list(TOPICS)
-        picked = drill_history.review_topics(history or drill_history.load(), topics, count)
+        known = history or drill_history.load()
+        now = time.time()
+        picked = drill_history.review_topics(known, topics, count, now=now)
+        reasons = drill_history.review_reasons(known, dict.fromkeys(picked), now=now)
         problems = [generate(t, rng.getrandbits(63)) for t in picked]
         print(f"kvlib drill --review: {len(problems)} question(s), in review order: "
               + ", ".join(dict.fromkeys(picked)) + ".")
+        for topic, why in reasons.items():        # why each topic was picked
+            print(f"  {topic}: {why}")
     else:
         seed = 0 if args.seed is None else args.seed
         problems = problem_set(seed, count, args.topic)

@@ -7,9 +7,10 @@ the same folder, then ``os.replace``) with mode 0600. A file that cannot be read
 raises ``HistoryError``, one line naming the path, and is never overwritten: the learner
 moves it away or fixes it.
 
-Each scored answer is one attempt: ``{"session", "topic", "correct", "seconds", "slip", "at",
-"target"}`` (``at`` in seconds since the epoch, ``slip`` a ``kvcoach.slips`` key or null, ``target``
-the clock's target in seconds). A session is one ``kvlib drill`` run or one drill-mode widget:
+Each scored answer is one attempt: ``{"session", "topic", "correct", "seconds", "slips", "slip", "at",
+"target"}`` (``at`` in seconds since the epoch, ``slips`` the list of ``kvcoach.slips`` keys the
+feedback named, empty when none, ``slip`` the first of them or null (files written before ``slips``
+have only ``slip``), ``target`` the clock's target in seconds). A session is one ``kvlib drill`` run or one drill-mode widget:
 ``{"id", "started", "source"}``. Nothing of a question's answer is stored.
 
 >>> h = History()
@@ -46,7 +47,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["FILE_NAME", "HistoryError", "History", "TopicStats", "history_path", "load", "review_topics",
-           "target_seconds", "stats_table", "REVIEW_DAYS", "MASTERED_BOX", "READ_SECONDS", "STEP_SECONDS"]
+           "review_reasons", "target_seconds", "stats_table", "REVIEW_DAYS", "MASTERED_BOX", "READ_SECONDS",
+           "STEP_SECONDS", "RUBRIC_KEYS"]
 
 FILE_NAME = "drills.json"
 VERSION = 1
@@ -60,6 +62,8 @@ MASTERED_BOX = len(REVIEW_DAYS) - 1
 #: naming the formula), and each further step of the worked chain a quarter of a minute more.
 READ_SECONDS = 20
 STEP_SECONDS = 15
+#: A plan's rubric, as the history records it (issue 50 §3-4): each a score from 0 to 1.
+RUBRIC_KEYS = ("assumptions", "steps", "binding", "sanity")
 
 
 class HistoryError(ValueError):
@@ -113,6 +117,27 @@ class TopicStats:
         return self.correct / self.attempts if self.attempts else 0.0
 
 
+def _checked_rubric(rubric) -> dict:
+    """A plan's rubric as recorded: exactly ``RUBRIC_KEYS``, each a number from 0 to 1 (a one-line error naming
+    the field otherwise)."""
+    if not isinstance(rubric, dict) or set(rubric) != set(RUBRIC_KEYS):
+        raise HistoryError(f"rubric: expected the keys {', '.join(RUBRIC_KEYS)}, got {rubric!r}")
+    out = {}
+    for key in RUBRIC_KEYS:
+        value = rubric[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise HistoryError(f"rubric.{key}: expected a score from 0 to 1, got {value!r}")
+        out[key] = float(value)
+    return out
+
+
+def _slips_of(attempt) -> list:
+    """The slip keys one attempt recorded: its ``slips`` list, or its ``slip`` in a file written before it."""
+    if isinstance(attempt.get("slips"), list):
+        return [k for k in attempt["slips"] if isinstance(k, str)]
+    return [attempt["slip"]] if attempt.get("slip") else []
+
+
 def _median(values) -> float:
     return float(statistics.median(values)) if values else 0.0
 
@@ -126,8 +151,8 @@ def _rows(attempts) -> dict:
         rows = by_topic[topic]
         slips: dict = {}
         for a in rows:
-            if a.get("slip"):
-                slips[a["slip"]] = slips.get(a["slip"], 0) + 1
+            for key in _slips_of(a):
+                slips[key] = slips.get(key, 0) + 1
         out[topic] = TopicStats(topic, len(rows), sum(bool(a["correct"]) for a in rows),
                                 _median([a["seconds"] for a in rows]), dict(sorted(slips.items())))
     return out
@@ -149,13 +174,20 @@ class History:
         return session["id"]
 
     def record(self, session: str, topic: str, correct: bool, seconds: float, slip: str | None = None,
-               now: float | None = None, target: int | None = None) -> None:
+               now: float | None = None, target: int | None = None, slips=None, rubric: dict | None = None) -> None:
         """Add one scored answer (``target``: the clock's target for it) and save.
 
-        The file is read again first, so the attempts another drill saved meanwhile stay."""
+        ``slips``: every slip key the feedback named (``slip`` alone: that one). ``rubric``: a plan's
+        scores, ``{assumptions, steps, binding, sanity}`` each from 0 to 1 (``RUBRIC_KEYS``). The file is
+        read again first, so the attempts another drill saved meanwhile stay."""
+        named = list(dict.fromkeys(slips if slips is not None else ([slip] if slip else [])))
+        if rubric is not None:
+            rubric = _checked_rubric(rubric)
         attempt = {"session": session, "topic": topic, "correct": bool(correct), "seconds": round(float(seconds), 2),
-                   "slip": slip, "at": time.time() if now is None else now,
+                   "slips": named, "slip": named[0] if named else None, "at": time.time() if now is None else now,
                    "target": READ_SECONDS + STEP_SECONDS if target is None else int(target)}
+        if rubric is not None:
+            attempt["rubric"] = rubric
         if self.path is not None and _exists(self.path):
             self.data = _read(self.path)
         pending = self._pending.pop(session, None)
@@ -278,20 +310,115 @@ def review_topics(history: History, topics, count: int, *, now: float | None = N
     return [queue[i % len(queue)] for i in range(count)]
 
 
-def stats_table(history: History) -> str:
-    """``kvlib drill --stats``: one row per topic (attempts, right, accuracy, median time, slips), plain text."""
+_COUNTS = {1: "once", 2: "twice"}
+
+
+def _times(n: int) -> str:
+    return _COUNTS.get(n, f"{n} times")
+
+
+def _ago(seconds: float) -> str:
+    """'just now', '5 minutes ago', '1 hour ago', '3 days ago'.
+
+    >>> _ago(30), _ago(300), _ago(3600), _ago(3 * DAY + 5)
+    ('just now', '5 minutes ago', '1 hour ago', '3 days ago')
+    """
+    for size, word in ((DAY, "day"), (3600.0, "hour"), (60.0, "minute")):
+        n = int(seconds // size)
+        if n >= 1:
+            return f"{n} {word}{'s' if n > 1 else ''} ago"
+    return "just now"
+
+
+def _until(seconds: float) -> str:
+    days = seconds / DAY
+    if days >= 1:
+        n = round(days)
+        return f"in {n} day{'s' if n > 1 else ''}"
+    hours = max(1, round(seconds / 3600))
+    return f"in {hours} hour{'s' if hours > 1 else ''}"
+
+
+def review_reasons(history: History, topics, *, now: float | None = None) -> dict:
+    """``{topic: why the review rule places it where it does}``, in words, for every topic of ``topics``.
+
+    "never asked: due", "missed twice, last 3 days ago (slip gb_for_gib): due", "right 3 times in a row within
+    the target, last 2 days ago: due in 2 days" -- the rule of this module's docstring, said for each topic.
+
+    >>> h = History()
+    >>> s = h.new_session("cli", now=0.0)
+    >>> h.record(s, "pool", False, 20.0, "label_memory", now=0.0)
+    >>> h.record(s, "pool", False, 20.0, now=DAY)
+    >>> h.record(s, "fp8", True, 20.0, now=0.0)
+    >>> reasons = review_reasons(h, ["pool", "fp8", "crossover"], now=4 * DAY)
+    >>> reasons["pool"], reasons["fp8"], reasons["crossover"]
+    ('missed twice, last 3 days ago: due', 'right once within the target, last 4 days ago: due', 'never asked: due')
+    """
+    now = time.time() if now is None else now
+    by_topic: dict = {}
+    for a in sorted(history.attempts, key=lambda a: a["at"]):
+        by_topic.setdefault(a["topic"], []).append(a)
+    out = {}
+    for topic in topics:
+        rows = by_topic.get(topic)
+        if not rows:
+            out[topic] = "never asked: due"
+            continue
+        last = rows[-1]
+        ago = _ago(max(0.0, now - last["at"]))
+        box = _box(rows)
+        if box == 0:
+            missed = sum(1 for a in rows if not a["correct"])
+            slip = _slips_of(last)
+            if not last["correct"]:
+                why = f"missed {_times(missed)}, last {ago}" + (f" (slip {', '.join(slip)})" if slip else "")
+            else:
+                why = f"right but over its target time, last {ago}"
+            out[topic] = f"{why}: due"
+            continue
+        streak = 0
+        for a in reversed(rows):
+            if not a["correct"]:
+                break
+            streak += 1
+        due = last["at"] + REVIEW_DAYS[box] * DAY
+        when = "due" if due <= now else f"due {_until(due - now)}"
+        mastered = " (mastered)" if box == MASTERED_BOX else ""
+        out[topic] = f"right {_times(streak)}{' in a row' if streak > 1 else ''} within the target{mastered}, " \
+                     f"last {ago}: {when}"
+    return out
+
+
+def stats_table(history: History, topics=None, *, now: float | None = None) -> str:
+    """``kvlib drill --stats``: one row per topic (attempts, right, accuracy, median time, slips), plain text.
+
+    ``topics`` (the drills' topics): coverage -- a row for each, a topic never asked too (it counts as due),
+    and the next review with its reason (``review_reasons``). Without it, the topics the history holds.
+    """
     rows = history.topic_stats()
-    if not rows:
+    if not rows and topics is None:
         where = f" in {history.path}" if history.path else ""
         return f"no drills recorded yet{where}."
     sessions = len(history.data["sessions"])
     header = ("topic", "asked", "right", "accuracy", "median time", "slips made")
     body = [(t, str(r.attempts), str(r.correct), f"{r.accuracy:.0%}", f"{r.median_seconds:.0f} s",
              ", ".join(f"{k} x{v}" for k, v in r.slips.items()) or "-") for t, r in rows.items()]
+    if topics is not None:
+        reasons = review_reasons(history, topics, now=now)
+        known = {row[0]: row for row in body}
+        header += ("next review",)
+        body = [(*known.get(t, (t, "0", "0", "-", "-", "-")), reasons[t]) for t in topics]
+        body += [(*row, "-") for t, row in known.items() if t not in reasons]   # a topic no longer drilled
     widths = [max(len(row[i]) for row in (header, *body)) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in (header, *body)]
     total = sum(r.attempts for r in rows.values())
     right = sum(r.correct for r in rows.values())
-    lines.append(f"{total} answer(s) over {sessions} session(s), {right / total:.0%} right"
-                 + (f"; history: {history.path}" if history.path else ""))
+    where = f"; history: {history.path}" if history.path else ""
+    if topics is not None:
+        asked = sum(1 for t in topics if t in rows)
+        lines.append(f"coverage: {asked} of {len(topics)} topics asked"
+                     + (f"; {total} answer(s) over {sessions} session(s), {right / total:.0%} right" if total else
+                        "; no drills recorded yet") + where)
+        return "\n".join(lines)
+    lines.append(f"{total} answer(s) over {sessions} session(s), {right / total:.0%} right" + where)
     return "\n".join(lines)

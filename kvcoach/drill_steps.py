@@ -14,9 +14,11 @@ question (``kvlib drill --student``), which reveals nothing.
 ['your 229,376: the slip [query_heads] enters at step 1 (bytes per token, one layer).']
 >>> where_lines(p, "4096")                 # one layer's bytes is also the slip 'layers left out'
 ['your 4,096: the slip [missing_layers] enters at step 2 (bytes per token, all layers).']
->>> pool = generate("pool", 1)             # an H200 at 0.9: the bytes left, not yet divided into tokens
->>> where_lines(pool, "116,038,196,295")
-['your 116,038,196,295 is step 2 (bytes left for the KV pool): the question asks for step 3 (tokens the pool holds).']
+>>> pool = generate("pool", 1)             # an H200 at 0.9: the engine's budget, before weights and the rest
+>>> where_lines(pool, "135,098,196,295")
+["your 135,098,196,295 is step 1 (the engine's budget): the question asks for step 3 (tokens the pool holds)."]
+>>> where_lines(pool, "116,038,196,295")   # the bytes left: within 0.5% of the tokens in bytes, a named slip
+['your 116,038,196,295: the slip [bytes_for_tokens] enters at step 3 (tokens the pool holds).']
 
 Used by kvcoach.cli and kvdisplay.drills; taught in ch09_interview_drills.
 """

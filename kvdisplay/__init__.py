@@ -28,7 +28,7 @@ from .plots import figure_text, line_plot, show_figure_text
 from .pool import pool_explorer, pool_explorer_view
 from .planner import planner_explorer, planner_view
 from .problems import erratum, footnote, footnote_ref, worked_problem
-from .serving_problems import serving_worked_problems
+from .serving_problems import serving_problem, serving_worked_problems
 from .reuse import fetch_recompute_explorer, fetch_recompute_view, prefix_sharing_explorer, prefix_sharing_view
 from .state import all_attention_bytes_per_token, sequence_memory_view, state_arrays, state_explorer
 from .text import config_fields_table, md, model_name, show, show_json, table
@@ -39,7 +39,8 @@ from .vllm_lab import (ENGINE_GEOMETRIES, block_window_explorer, block_window_vi
 
 __all__ = [
     "KV_CACHE_AXES", "kv_cache_array", "numpy_dtype", "build_up", "ExplorerPreset", "kv_explorer",
-    "kv_explorer_view", "presets_from_models", "line_plot", "figure_text", "figure_alt", "pool_explorer", "pool_explorer_view", "erratum", "footnote", "footnote_ref",
+    "kv_explorer_view", "presets_from_models", "line_plot", "figure_text", "figure_alt", "pool_explorer",
+    "pool_explorer_view", "erratum", "footnote", "footnote_ref",
     "worked_problem", "config_fields_table", "md", "model_name", "show", "show_json", "table",
     "heads_held", "tp_explorer", "tp_explorer_view", "tp_kv_slices",
     "bar_plot", "MLA_LATENT_AXES", "MLA_ROPE_AXES", "mla_cache_arrays", "mla_explorer", "mla_explorer_view",
@@ -53,6 +54,7 @@ __all__ = [
     "DrillSession", "drill_mode", "drill_view", "my_question", "my_questions", "show_question", "use_student_id",
     "interview_sheet", "interview_sheet_view",
     "clock_text", "drill_stats", "history_figure", "history_view",
+    "serving_problem",
     "serving_worked_problems",
     "all_attention_bytes_per_token", "sequence_memory_view", "state_arrays", "state_explorer",
 ]

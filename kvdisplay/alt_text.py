@@ -41,7 +41,7 @@ def figure_alt(fig) -> str:
     grows. Line plot of memory (GB, 10⁹ B) against batch (sequences); the y axis marked from 1 to 4 GB. cache rises ever faster from 1 sequence to 3 sequences (4-fold); weights, flat at 3 GB. cache crosses weights near 2.5 sequences.
 
     Used in: (none yet; every figure's alt text, through ``show_figure_text``, which kvdisplay's import runs).
-    """
+    """  # noqa: E501
     parts = []
     suptitle = getattr(fig, "_suptitle", None)
     if suptitle is not None and suptitle.get_text().strip():

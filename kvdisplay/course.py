@@ -32,7 +32,7 @@ def notation_table(symbols) -> Markdown:
     | $K$ | `num_kv_heads` | `kv_heads` | `num_key_value_heads` | key/value heads per layer; a config without the field (or null) means K = H | count |
 
     Used in: ch00_orientation, ch01_kv_formula.
-    """
+    """  # noqa: E501
     rows = []
     for s in symbols:
         where = [_code(f) for f in s.config_fields] + [f"vLLM `{e}`" for e in s.engine_settings]

@@ -271,7 +271,7 @@ def crossover_explorer(models, *, gpu: str = "H100-SXM"):
     layout = widgets.Layout(width=SLIDER_WIDTH)
     names = {model_name(kv.load_model(m)): m for m in models}
     model_w = widgets.Dropdown(options=list(names), description="model", style=style)
-    gpu_w = widgets.Dropdown(options=[g for g in kv.GPUS], value=kv.get_gpu(gpu).name, description="GPU",
+    gpu_w = widgets.Dropdown(options=list(kv.gpus.single_gpus()), value=kv.get_gpu(gpu).name, description="GPU",
                              style=style)
     batch_w = widgets.SelectionSlider(options=[(f"{b}", b) for b in BATCHES], value=32,
                                       description="batch B (sequences)", style=style, layout=layout)

@@ -11,7 +11,7 @@ Two things a chapter shows with the seeded problems of ``kvcoach.drills``:
 * **The graded drills**: every learner gets their own variant of each graded topic, drawn
   from their student id alone (``kvcoach.drills.student_problem``). ``use_student_id`` shows
   which id the questions are drawn for (a notebook's ``STUDENT_ID`` is claimed through
-  ``autograder.checks.claim_student`` and comes before a hub login, which Binder's never is; in
+  ``kvcoach.learner.claim_student`` and comes before a hub login, which Binder's never is; in
   grading the submission's id wins);
   ``my_questions`` and ``show_question`` show the questions without their answers, and
   ``my_question`` returns one question's public part (its text, units, tolerance and
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from IPython.display import HTML, Markdown, display
 
 import kvcoach.drills as drills
-from kvcoach import drill_assumptions, drill_history, drill_steps
+from kvcoach import drill_assumptions, drill_history, drill_steps, learner
 
 ANY_TOPIC = "any topic"
 RIGHT_COLOR = "#2e7d32"
@@ -81,6 +81,8 @@ class Attempt:
     steps: tuple = ()     # after a miss: the worked steps and where the number went wrong (kvcoach.drill_steps)
     fields: tuple = ()    # a structured answer: one kvcoach.drill_assumptions.FieldVerdict per field
     slip: str | None = None
+    slips: tuple = ()     # every slip key the feedback named (recorded in the history)
+    seed: int | None = None   # the problem it answered (a new question clears the view of the last one)
 
 
 @dataclass
@@ -119,6 +121,7 @@ class DrillSession:
     history: object = None
     wall: object = time.time
     assumptions: bool = False
+    review_reason: str | None = None     # why "review" picked the current question's topic (None: not a review)
     _scored_current: bool = False
     _rng: random.Random = field(init=False, repr=False)
     _session_id: str | None = field(init=False, default=None, repr=False)
@@ -141,12 +144,19 @@ class DrillSession:
         self.problem = drills.generate(topic, self._rng.getrandbits(63))
         self.asked_at = self.clock()
         self._scored_current = False
+        self.review_reason = None
         return self.problem
 
     def review_question(self):
-        """Draw a question on the topic the history's review rule asks next (missed topics first)."""
+        """Draw a question on the topic the history's review rule asks next (missed topics first); ``review_reason``
+        says why it was picked ("missed twice, last 3 days ago: due")."""
         history = self.history if self.history is not None else drill_history.History()
-        return self.new_question(drill_history.review_topics(history, self.topics, 1, now=self.wall())[0])
+        now = self.wall()
+        topic = drill_history.review_topics(history, self.topics, 1, now=now)[0]
+        reason = drill_history.review_reasons(history, [topic], now=now)[topic]
+        problem = self.new_question(topic)
+        self.review_reason = reason
+        return problem
 
     def elapsed(self) -> float:
         """Seconds since the current question was asked (0 before the first)."""
@@ -173,18 +183,18 @@ class DrillSession:
         seconds = self.elapsed()
         p = self.problem
         if not text:
-            return Attempt(p.topic, text, False, "type a number first (units optional).", seconds, False)
+            return Attempt(p.topic, text, False, "type a number first (units optional).", seconds, False, seed=p.seed)
         verdicts, figure = (), text
         if self.structured():
             verdict = drill_assumptions.check(p, text)
             verdicts, figure = verdict.fields, verdict.fields[0].stated or ""
-            correct, slip = verdict.correct, verdict.slip
+            correct, named = verdict.correct, ((verdict.slip,) if verdict.slip else ())
             feedback = "every field right." if correct else "not quite: see each field."
             is_number = bool(figure) and verdict.fields[0].message.startswith(("correct", "not quite"))
         else:
-            correct, feedback = p.check(text)
-            slip = p.slip_key(text)
-            is_number = feedback.startswith(("correct", "not quite"))
+            judged = p.verdict(text)
+            correct, feedback, named = judged.correct, judged.feedback, judged.slips
+            is_number = judged.value is not None
         if not is_number:   # bad input: say so, without giving the answer away or counting it
             feedback = (verdicts[0].message if verdicts else feedback).split(" The answer is ")[0]
             verdicts = ()
@@ -196,9 +206,10 @@ class DrillSession:
             self.asked += 1
             self.correct += correct
             if self.history is not None:
-                self.history.record(self._session_id, p.topic, correct, seconds, slip, now=self.wall(),
+                self.history.record(self._session_id, p.topic, correct, seconds, slips=named, now=self.wall(),
                                     target=self.target())
-        attempt = Attempt(p.topic, text, correct, feedback, seconds, scored, steps, verdicts, slip)
+        attempt = Attempt(p.topic, text, correct, feedback, seconds, scored, steps, verdicts,
+                          named[0] if named else None, tuple(named), p.seed)
         self.attempts.append(attempt)
         return attempt
 
@@ -211,8 +222,9 @@ class DrillSession:
         """``{slip key: count}`` over the scored wrong answers (the key in brackets in the feedback)."""
         out: dict = {}
         for a in self.attempts:
-            if a.scored and not a.correct and a.slip:
-                out[a.slip] = out.get(a.slip, 0) + 1
+            if a.scored and not a.correct:
+                for key in a.slips or ((a.slip,) if a.slip else ()):
+                    out[key] = out.get(key, 0) + 1
         return out
 
 
@@ -265,16 +277,19 @@ def drill_view(session: DrillSession) -> str:
                      "to practise). Answer in the box (units optional: “1.07 GB”, “131,072”), then press "
                      "<b>check</b>.")
     else:
-        tol = f"; to within {p.tolerance:.1%}" if p.tolerance else "; exact"
         parts.append(f"<div><b>{html.escape(TOPIC_TITLES.get(p.topic, p.topic))}</b> "
-                     f"<span style='color:#666'>(topic <code>{p.topic}</code>; answer in "
-                     f"{html.escape(p.units)}{tol}; target {session.target()} s)</span></div>"
-                     f"<div style='margin:4px 0 6px 0'>{html.escape(p.question)}</div>")
+                     f"<span style='color:#666'>(topic <code>{p.topic}</code>; {html.escape(p.units_line())}; "
+                     f"target {session.target()} s)</span></div>"
+                     + (f"<div style='color:#555'>review: {html.escape(session.review_reason)}</div>"
+                        if session.review_reason else "")
+                     + f"<div style='margin:4px 0 6px 0'>{html.escape(p.question)}</div>")
         if session.structured():
             parts.append("<div style='color:#555'>Answer as key=value pairs: <code>"
                          f"{html.escape(drill_assumptions.prompt(p))}</code></div>")
     last = session.attempts[-1] if session.attempts else None
-    if last is not None and p is not None and last.topic == p.topic:
+    # only the verdict on the question shown: after "new question" or "review" (even on the same topic), the last
+    # question's verdict and worked steps would answer another question's numbers
+    if last is not None and p is not None and last.topic == p.topic and last.seed in (None, p.seed):
         color = RIGHT_COLOR if last.correct else WRONG_COLOR
         mark = "✓" if last.correct else "✗"
         note = "" if last.scored else " <span style='color:#666'>(not scored)</span>"
@@ -388,26 +403,54 @@ def drill_mode(topics=None, *, seed: int | None = None, clock=time.monotonic, hi
 
 
 # --- the history: a table and a plot over sessions ---------------------------------------------------
-def history_view(history) -> str:
-    """The learner's drill history per topic as HTML: asked, right, accuracy, median time, slips made.
+def topic_colors(topics=None) -> dict:
+    """One distinct colour per topic, the same in the table and the plot: matplotlib's tab20, then tab20b
+    (40 colours), in the order of ``kvcoach.drills.TOPICS`` (a topic keeps its colour whatever was asked).
+
+    >>> colors = topic_colors()
+    >>> len(set(colors.values())) == len(colors) == len(drills.TOPICS)
+    True
+    """
+    from matplotlib import colormaps
+    from matplotlib.colors import to_hex
+
+    palette = [to_hex(colormaps[name](i)) for name in ("tab20", "tab20b") for i in range(20)]
+    order = list(drills.TOPICS) + [t for t in (topics or ()) if t not in drills.TOPICS]
+    return {t: palette[i % len(palette)] for i, t in enumerate(order)}
+
+
+def history_view(history, topics=None, *, now: float | None = None) -> str:
+    """The learner's drill history as HTML: every topic's coverage (asked, right, accuracy, median time, slips
+    made) and its next review with the reason, a colour swatch per topic as in the plot. A topic never asked
+    counts as due. ``topics`` default: every drill topic.
 
     Used in: ch09_interview_drills (through drill_stats).
     """
+    topics = list(topics or drills.TOPICS)
     rows = history.topic_stats()
+    reasons = drill_history.review_reasons(history, topics, now=now)
+    colors = topic_colors(topics)
     where = f" (<code>{html.escape(str(history.path))}</code>)" if history.path else ""
-    if not rows:
-        return (f"<div>No drills recorded yet{where}. Answer a few in drill mode above, or with "
-                "<code>kvlib drill</code> in a terminal: both keep the same history.</div>")
-    cells = "".join(
-        f"<tr><td>{html.escape(TOPIC_TITLES.get(t, t))} <code>{t}</code></td><td>{r.attempts}</td><td>{r.correct}</td>"
-        f"<td>{r.accuracy:.0%}</td><td>{r.median_seconds:.0f} s</td>"
-        f"<td>{html.escape(', '.join(f'{k} ×{v}' for k, v in r.slips.items()) or '–')}</td></tr>"
-        for t, r in rows.items())
+    cells = []
+    for t in topics:
+        r = rows.get(t)
+        swatch = (f"<span style='display:inline-block;width:10px;height:10px;background:{colors[t]};"
+                  "margin-right:4px'></span>")
+        figures = (f"<td>{r.attempts}</td><td>{r.correct}</td><td>{r.accuracy:.0%}</td>"
+                   f"<td>{r.median_seconds:.0f} s</td>"
+                   f"<td>{html.escape(', '.join(f'{k} ×{v}' for k, v in r.slips.items()) or '–')}</td>"
+                   if r else "<td>0</td><td>0</td><td>–</td><td>–</td><td>–</td>")
+        cells.append(f"<tr><td>{swatch}{html.escape(TOPIC_TITLES.get(t, t))} <code>{t}</code></td>{figures}"
+                     f"<td>{html.escape(reasons[t])}</td></tr>")
     sessions = len(history.data["sessions"])
+    asked = sum(1 for t in topics if t in rows)
+    intro = (f"Your drill history over {sessions} session(s){where}: {asked} of {len(topics)} topics asked."
+             if rows else f"No drills recorded yet{where}: answer a few in drill mode above, or with "
+                          "<code>kvlib drill</code> in a terminal (both keep the same history). Every topic is due.")
     return ("<div style='font-family:sans-serif;font-size:13px'>"
-            f"<div>Your drill history over {sessions} session(s){where}:</div>"
+            f"<div>{intro}</div>"
             "<table><tr><th>topic</th><th>asked</th><th>right</th><th>accuracy</th><th>median time</th>"
-            f"<th>slips made</th></tr>{cells}</table></div>")
+            f"<th>slips made</th><th>next review</th></tr>{''.join(cells)}</table></div>")
 
 
 def history_figure(history):
@@ -422,11 +465,14 @@ def history_figure(history):
     topics = sorted({t for _, _, rows in sessions for t in rows})
     if not topics:
         return None
+    colors = topic_colors(topics)           # one colour per topic, never cycled (11 or more topics)
     fig, (acc_ax, time_ax) = plt.subplots(1, 2, figsize=(11, 3.6))
     for topic in topics:
         xs = [n for n, (_, _, rows) in enumerate(sessions, 1) if topic in rows]
-        acc_ax.plot(xs, [100 * sessions[n - 1][2][topic].accuracy for n in xs], marker="o", label=topic)
-        time_ax.plot(xs, [sessions[n - 1][2][topic].median_seconds for n in xs], marker="o", label=topic)
+        acc_ax.plot(xs, [100 * sessions[n - 1][2][topic].accuracy for n in xs], marker="o", label=topic,
+                    color=colors[topic])
+        time_ax.plot(xs, [sessions[n - 1][2][topic].median_seconds for n in xs], marker="o", label=topic,
+                     color=colors[topic])
     acc_ax.set(xlabel="session", ylabel="first answers right (%)", title="accuracy per topic", ylim=(-5, 105))
     time_ax.set(xlabel="session", ylabel="median time per answer (s)", title="time per topic")
     time_ax.set_ylim(bottom=0)
@@ -452,7 +498,7 @@ def drill_stats(path=None) -> None:
     except drill_history.HistoryError as e:
         display(HTML(f"<div style='color:{WRONG_COLOR}'>{html.escape(str(e))}</div>"))
         return
-    display(HTML(history_view(history)))
+    display(HTML(history_view(history, drills.TOPICS)))
     fig = history_figure(history)
     if fig is not None:
         display(fig)
@@ -460,15 +506,14 @@ def drill_stats(path=None) -> None:
 
 # --- the graded drills: the learner's own questions -----------------------------------------------
 def _current_student():
-    """The id the graded questions are drawn for (autograder's resolution), or None."""
-    from autograder import checks
-    return checks.current_student()
+    """The id the graded questions are drawn for (``kvcoach.learner``'s resolution), or None."""
+    return learner.current_student()
 
 
 def use_student_id(name: str = "") -> Markdown:
     """Claim ``name`` as this notebook's student id (if not empty) and say which id is in use.
 
-    The id in use comes from ``autograder.checks.current_student()``: in grading the
+    The id in use comes from ``kvcoach.learner.current_student()``: in grading the
     submission's, else the claimed name, else a hub login (never Binder's), else
     ``KV_COURSE_STUDENT``. On a course hub, a claimed name other than the login is
     shown with the login it sets aside (a class that collects through the hub grades
@@ -476,19 +521,16 @@ def use_student_id(name: str = "") -> Markdown:
 
     Used in: ch09_interview_drills.
     """
-    from autograder import checks
-    from autograder.checks import core
-
     name = (name or "").strip()
     if name:
-        checks.claim_student(name)
+        learner.claim_student(name)
     used = _current_student()
     if used is None:
         return Markdown(f"**{NO_ID_MESSAGE.replace('run this one again', 'run the cells below')}**")
     if name and used != name:
         return Markdown(f"Your questions are drawn for **{html.escape(used)}**, the id the grader gives this "
                         f"submission, not for “{html.escape(name)}”.")
-    hub = core.hub_user()
+    hub = learner.hub_user()
     if hub and used != hub:
         return Markdown(f"Your questions are drawn for **{html.escape(used)}**. You are signed in to this hub as "
                         f"**{html.escape(hub)}**: if your class collects notebooks through the hub, you are graded "
@@ -505,11 +547,9 @@ def my_question(topic: str):
 
     Used in: ch09_interview_drills.
     """
-    from autograder import checks
-
     if topic not in drills.GRADED_TOPICS:
         raise drills.DrillError(f"{topic!r} is not a graded topic (graded: {', '.join(drills.GRADED_TOPICS)})")
-    return checks.my_question(topic)
+    return learner.my_question(topic)
 
 
 def _exercise_number(topic: str) -> int:
@@ -518,9 +558,8 @@ def _exercise_number(topic: str) -> int:
 
 
 def _question_html(question, number: int) -> str:
-    tol = f", to within {question.tolerance:.1%}" if question.tolerance else ", exact"
     return (f"<b>Exercise {number} · {html.escape(TOPIC_TITLES.get(question.topic, question.topic))}</b> "
-            f"<span style='color:#666'>(answer in {html.escape(question.units)}{tol})</span><br>"
+            f"<span style='color:#666'>({html.escape(question.units_line())})</span><br>"
             f"{html.escape(question.question)}")
 
 

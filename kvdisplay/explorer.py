@@ -186,7 +186,7 @@ def kv_explorer(presets: dict, *, gpu: str = "H100-SXM", reserve_bytes: int = DE
     context_w = widgets.SelectionSlider(options=[(f"{t:,}", t) for t in CONTEXTS], value=8192,
                                         description="context T (tokens)", style=style, layout=layout)
     batch_w = widgets.IntSlider(16, min=1, max=512, description="batch B (sequences)", style=style, layout=layout)
-    gpu_w = widgets.Dropdown(options=list(kv.GPUS), value=kv.get_gpu(gpu).name, description="GPU", style=style)
+    gpu_w = widgets.Dropdown(options=list(kv.gpus.single_gpus()), value=kv.get_gpu(gpu).name, description="GPU", style=style)
     view = widgets.HTML()
 
     def redraw(_=None):

@@ -36,7 +36,7 @@ def line_plot(x, series, *, xlabel: str, ylabel: str, title: str = "", hlines=No
     ['1', '2', '4', '8']
 
     Used in: ch01_kv_formula, ch02_gqa_tp, ch03_mla, ch04_pool_paging, ch06_crossover, ch07_capacity_plan, ch05_prefix_reuse, ch08_vllm_lab, ch09_interview_drills, ch10_state_and_sparsity.
-    """
+    """  # noqa: E501
     for name, label in (("xlabel", xlabel), ("ylabel", ylabel)):
         if not _UNIT.search(label):
             raise ValueError(f"line_plot: {name} {label!r} names no unit in parentheses")

@@ -115,7 +115,7 @@ def pool_explorer(models, *, gpu: str = "H100-SXM"):
     layout = widgets.Layout(width=SLIDER_WIDTH)
     model_w = widgets.Dropdown(options=[(model_name(kv.load_model(m)), m) for m in models], description="model",
                                style=style, layout=widgets.Layout(width="520px"))
-    gpu_w = widgets.Dropdown(options=list(kv.GPUS), value=kv.get_gpu(gpu).name, description="GPU", style=style)
+    gpu_w = widgets.Dropdown(options=list(kv.gpus.single_gpus()), value=kv.get_gpu(gpu).name, description="GPU", style=style)
     release_w = widgets.ToggleButtons(options=list(RELEASES), value=VLLM_VERSION, description="vLLM release",
                                       style={**style, "button_width": "130px"})
     util_w = widgets.FloatSlider(0.92, min=0.5, max=1.0, step=0.01, description="gpu_memory_utilization",

@@ -3,8 +3,8 @@
 A worked problem follows one shape: the question and its assumptions in view, then,
 folded in ``<details>``, the formula, every substitution with what its symbol stands
 for, the result in bold with its units, and one sanity line. An erratum box comes
-inside the folded answer it corrects, after the answer (``worked_problem(..., after=[...])``); it quotes the claim, says who makes it in plain
-words, where it goes wrong, and the computed figure. A rounding of a fraction of a
+inside the folded answer it corrects, after the answer (``worked_problem(..., after=[...])``); it quotes the
+claim, says who makes it in plain words, where it goes wrong, and the computed figure. A rounding of a fraction of a
 percent is a footnote, not an erratum.
 
 Used in: ch01_kv_formula, ch02_gqa_tp.
@@ -43,7 +43,7 @@ def worked_problem(number: int, question: str, assumptions: str, formula: str, s
     Raises ValueError when a substitution has no meaning or the result is empty.
 
     Used in: ch01_kv_formula (Questions 1-5), ch02_gqa_tp, ch03_mla (Questions 1-4), ch04_pool_paging (Questions 1-4), ch06_crossover (Questions 1-3, 5), ch07_capacity_plan, ch00_orientation (Question 1), ch05_prefix_reuse (Questions 1-4), ch08_vllm_lab (Questions 1-3), ch09_interview_drills (Questions 1-7), ch10_state_and_sparsity.
-    """
+    """  # noqa: E501
     lines = []
     for entry in substitutions:
         symbol, value, meaning = entry
@@ -85,7 +85,7 @@ def erratum(who: str, claim: str, where_wrong: str, computed: str) -> HTML:
     True
 
     Used in: ch01_kv_formula, ch02_gqa_tp, ch04_pool_paging, ch06_crossover, ch07_capacity_plan, ch05_prefix_reuse, ch08_vllm_lab, ch09_interview_drills.
-    """
+    """  # noqa: E501
     for name, value in (("who", who), ("claim", claim), ("where_wrong", where_wrong), ("computed", computed)):
         if not str(value).strip():
             raise ValueError(f"erratum: {name} is empty")
@@ -112,5 +112,5 @@ def footnote(number: int, text: str) -> Markdown:
     '<small><sup>1</sup> 0.07% high.</small>'
 
     Used in: ch01_kv_formula, ch02_gqa_tp, ch04_pool_paging, ch06_crossover, ch07_capacity_plan, ch08_vllm_lab, ch09_interview_drills.
-    """
+    """  # noqa: E501
     return Markdown(f"<small>{footnote_ref(number)} {text}</small>")

@@ -151,7 +151,7 @@ def fetch_recompute_explorer(models, *, link_gb_per_s: int = 50, mfu: float = 0.
     widgets, style, layout = _controls()
     model_w = widgets.Dropdown(options=[(model_name(kv.load_model(m)), m) for m in models], description="model",
                                style=style)
-    gpu_w = widgets.Dropdown(options=list(kv.GPUS), value=kv.get_gpu(gpu).name, description="GPU", style=style)
+    gpu_w = widgets.Dropdown(options=list(kv.gpus.single_gpus()), value=kv.get_gpu(gpu).name, description="GPU", style=style)
     link_w = widgets.SelectionSlider(options=LINKS_GB_PER_S, value=link_gb_per_s, description="link (GB/s)",
                                      style=style, layout=layout)
     mfu_w = widgets.SelectionSlider(options=[(f"{m}%", m / 100) for m in range(10, 101, 5)], value=mfu,

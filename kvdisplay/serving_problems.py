@@ -29,7 +29,7 @@ from kvlib import notation
 
 from .problems import worked_problem
 
-__all__ = ["SERVING_SEEDS", "SERVING_TOPICS", "drill_worked_problem", "serving_worked_problem_views",
+__all__ = ["SERVING_SEEDS", "SERVING_TOPICS", "drill_worked_problem", "serving_problem", "serving_worked_problem_views",
            "serving_worked_problems", "step_latex"]
 
 #: The serving families in the order ch09 works them, with the seed of the problem it works
@@ -185,6 +185,10 @@ def _sanity(p, steps) -> str:
         return (f"without the cache the whole {i['prompt_tokens']:,}-token prompt takes {full:.2f} ms; the cache "
                 f"saves {1 - v[-1] / full:.0%}, and the shared prompt's partial last block "
                 f"({i['shared_tokens'] - v[0]} tokens) is prefilled by every request.")
+    if t == "spec_decode/speedup" and "verify_weight_bytes" in i:
+        return (f"each verification yields {v[1]:.2f} tokens for the time of {v[3]:.3f} target steps, {v[2]:.2f} of "
+                f"them the verify alone (its {i['draft_tokens'] + 1} tokens touch more experts than one token); even "
+                f"a free draft (c_d = 0) would give only {v[1] / v[2]:.2f}×.")
     if t == "spec_decode/speedup":
         return (f"each verification yields {v[1]:.2f} tokens for the time of {v[2]:.3f} target steps; a free draft "
                 f"(c_d = 0) would give {v[1]:.2f}×, and a rejection-prone one less than 1×.")
@@ -206,12 +210,37 @@ def _sanity(p, steps) -> str:
     raise drills.DrillError(f"no sanity line for the drill template {t!r}")
 
 
-def drill_worked_problem(number: int, problem, assumptions: str | None = None) -> Markdown:
+def _assumptions(problem) -> str:
+    """The family's assumptions; a mixture of experts' step reads only the experts its tokens touch."""
+    text = _ASSUMPTIONS[problem.topic]
+    if "verify_weight_bytes" in problem.inputs or "total_weight_bytes" in problem.inputs:
+        text = text.replace(_WHOLE, "") + (" A mixture of experts reads, besides its dense parts, only the experts "
+                                           "its tokens are routed to (uniform routing, kvlib.roofline."
+                                           "weight_bytes_read).")
+    return text
+
+
+def serving_problem(topic: str, seeds: dict | None = None):
+    """The drill problem ch09 works for serving family ``topic`` (its seed in ``SERVING_SEEDS``).
+
+    >>> serving_problem("spec_decode").params["model"]
+    'mistralai/Mixtral-8x7B-v0.1'
+
+    Used in: ch09_interview_drills (the erratum to its speculative-decoding question).
+    """
+    seeds = SERVING_SEEDS if seeds is None else seeds
+    if topic not in seeds:
+        raise drills.DrillError(f"topic {topic!r} is not a serving family (known: {', '.join(seeds)})")
+    return drills.generate(topic, seeds[topic])
+
+
+def drill_worked_problem(number: int, problem, assumptions: str | None = None, after=()) -> Markdown:
     """A worked problem from a drill problem: its question, assumptions, and its steps folded.
 
     ``problem`` is a ``kvcoach.drills.Problem`` of a serving family (``SERVING_TOPICS``); each step of
     ``problem.steps()`` is one labelled substitution, the last step's value the bold result, and a
-    sanity line computed with ``kvlib.serving``. ``assumptions`` replaces the family's.
+    sanity line computed with ``kvlib.serving``. ``assumptions`` replaces the family's; ``after`` goes
+    inside the fold after the sanity line (``kvdisplay.problems.worked_problem``: errata, footnotes).
 
     >>> text = drill_worked_problem(8, drills.generate("ttft", 0)).data
     >>> "<details>" in text and "2 \\\\cdot P \\\\cdot T" in text and "Sanity check" in text
@@ -224,28 +253,34 @@ def drill_worked_problem(number: int, problem, assumptions: str | None = None) -
         raise drills.DrillError(f"{problem.topic!r} is not a serving family (known: {', '.join(_ASSUMPTIONS)})")
     subs = [(step_latex(s.formula), f"{s.substitution} = {_value(s)}", s.label) for s in steps]
     last = steps[-1]
-    return worked_problem(number, _markdown_text(problem.question), assumptions or _ASSUMPTIONS[problem.topic],
+    return worked_problem(number, _markdown_text(problem.question), assumptions or _assumptions(problem),
                           f"${step_latex(last.formula)}$, step by step:", subs, _value(last),
-                          _sanity(problem, steps))
+                          _sanity(problem, steps), after=after)
 
 
-def serving_worked_problem_views(first_number: int = 8, seeds: dict | None = None) -> list:
+def serving_worked_problem_views(first_number: int = 8, seeds: dict | None = None, after: dict | None = None) -> list:
     """One ``Markdown`` per serving family (``SERVING_SEEDS``), numbered from ``first_number``: its heading,
-    then its worked problem, the answer in its own fold.
+    then its worked problem, the answer in its own fold; ``after[topic]`` (errata, footnotes) goes inside
+    that topic's fold.
 
     Used in: ch09_interview_drills (through serving_worked_problems).
     """
     seeds = SERVING_SEEDS if seeds is None else seeds
-    return [Markdown(f"#### {HEADINGS[topic]}\n\n" + drill_worked_problem(n, drills.generate(topic, seed)).data)
+    after = after or {}
+    unknown = set(after) - set(seeds)
+    if unknown:
+        raise drills.DrillError(f"after: {sorted(unknown)[0]!r} is not one of the worked families")
+    return [Markdown(f"#### {HEADINGS[topic]}\n\n"
+                     + drill_worked_problem(n, drills.generate(topic, seed), after=after.get(topic, ())).data)
             for n, (topic, seed) in enumerate(seeds.items(), first_number)]
 
 
-def serving_worked_problems(first_number: int = 8, seeds: dict | None = None) -> None:
+def serving_worked_problems(first_number: int = 8, seeds: dict | None = None, after: dict | None = None) -> None:
     """Display the ten serving worked problems, each as its own output under its own heading (so each
     question, its fold and its sanity line are one section: what one question states never counts as
     another's answer).
 
     Used in: ch09_interview_drills.
     """
-    for view in serving_worked_problem_views(first_number, seeds):
+    for view in serving_worked_problem_views(first_number, seeds, after):
         display(view)

@@ -21,7 +21,7 @@ def md(text: str) -> Markdown:
     '**131,072 B** per token'
 
     Used in: ch01_kv_formula, ch02_gqa_tp, ch03_mla, ch04_pool_paging, ch06_crossover, ch00_orientation, ch05_prefix_reuse, ch08_vllm_lab, ch09_interview_drills, ch10_state_and_sparsity.
-    """
+    """  # noqa: E501
     return Markdown(text)
 
 
@@ -50,7 +50,7 @@ def table(headers, rows, note: str = "") -> Markdown:
     has a different number of cells than the header.
 
     Used in: ch01_kv_formula, ch02_gqa_tp, ch03_mla, ch04_pool_paging, ch06_crossover, ch07_capacity_plan, ch05_prefix_reuse, ch08_vllm_lab, ch09_interview_drills, ch10_state_and_sparsity.
-    """
+    """  # noqa: E501
     headers = list(headers)
     lines = ["| " + " | ".join(_cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
     for number, row in enumerate(rows, 1):
@@ -116,5 +116,5 @@ def model_name(spec) -> str:
     'Llama-3.1-8B'
 
     Used in: ch01_kv_formula, ch02_gqa_tp, ch03_mla, ch04_pool_paging, ch06_crossover, ch07_capacity_plan, ch05_prefix_reuse, ch08_vllm_lab, ch09_interview_drills, ch10_state_and_sparsity.
-    """
+    """  # noqa: E501
     return spec.name.split("/", 1)[-1]

@@ -328,8 +328,10 @@ def engine_lab_view(run: EngineRun, learner_tokens: int | None = None) -> str:
     body = "".join("<tr>" + "".join(f"<td style='padding:2px 12px'>{c}</td>" for c in row) + "</tr>" for row in rows)
     parts.append(f"<table>{head}{body}</table>")
     verdict = "kvlib agrees with the engine" if pred.agrees else f"kvlib disagrees: {pred.reason}"
+    explained = _explain(printed, learner_tokens, pred.tokens_min, blocks, bs, spec, space,
+                         run.start.max_model_len or run.max_model_len)
     parts.append(f"<p>{html.escape(verdict)}.<br>You: "
-                 f"{html.escape(_explain(printed, learner_tokens, pred.tokens_min, blocks, bs, spec, space, run.start.max_model_len or run.max_model_len))}</p>")
+                 f"{html.escape(explained)}</p>")
     return "<div style='font-family:sans-serif;font-size:13px'>" + "".join(parts) + "</div>"
 
 

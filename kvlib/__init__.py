@@ -32,8 +32,8 @@ from .units import GB, GiB, KB, KiB, MB, MiB, TB, TiB, format_bytes, format_gb_g
 __all__ = [
     "ALIASES", "ConfigError", "bundled_config", "bundled_models", "course_models", "load_model", "parse_config",
     "dtype_bytes", "block_waste_tokens", "crossover_tokens", "decode_step_seconds", "kv_bytes_per_sequence",
-    "kv_bytes_per_token", "kv_bytes_total", "kv_heads_per_gpu", "kv_pool_bytes", "kv_pool_tokens", "max_concurrency", "mla_bytes_per_token",
-    "state_crossover_tokens",
+    "kv_bytes_per_token", "kv_bytes_total", "kv_heads_per_gpu", "kv_pool_bytes", "kv_pool_tokens", "max_concurrency",
+    "mla_bytes_per_token", "state_crossover_tokens",
     "weight_bytes", "weight_bytes_per_gpu", "ModelSpec", "ParamsError", "SpecError", "GPU", "GPUS", "get_gpu",
     "GB", "GiB", "KB", "KiB", "MB", "MiB", "TB", "TiB", "format_bytes", "format_gb_gib",
 ]

@@ -31,7 +31,7 @@ Shares are averaged over the *window*: the steps in which a request waited
 (memory was the limit) plus the steps in which one was admitted. This is the
 breakdown of Kwon et al. (PagedAttention, SOSP 2023), whose measurement --
 20.4% to 38.2% of KV memory holding tokens in earlier systems, under 4%
-waste with paging -- seed 001 quotes.
+waste with paging -- [build-up] quotes.
 
 Taught in ch04_pool_paging. Runs in a few milliseconds for a few hundred
 requests (see benchmarks/bench_simulators.py).

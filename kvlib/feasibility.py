@@ -43,7 +43,7 @@ Taught in ch06_crossover, ch07_capacity_plan and ch09_interview_drills.
 False
 >>> print(bad.summary())
 does not fit: KV for 32 sequences of 32,768 tokens is 137.44 GB (128.00 GiB) per GPU but the pool left after weights and overhead is 59.16 GB (55.09 GiB)
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 

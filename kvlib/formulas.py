@@ -96,7 +96,7 @@ def kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes):
     heads], head_dim [elements], dtype_bytes [bytes per element].
     Returns bytes [B].
 
-    Taught in ch01_kv_formula. Worked example (Llama 3.1 8B, bf16; seed 000
+    Taught in ch01_kv_formula. Worked example (Llama 3.1 8B, bf16; [chains]
     and 003 section 3):
 
     >>> kv_bytes_per_token(layers=32, kv_heads=8, head_dim=128, dtype_bytes=2)
@@ -115,7 +115,7 @@ def mla_bytes_per_token(layers, latent_dim, rope_dim, dtype_bytes):
     key (d_R = ``qk_rope_head_dim``), so there is *no* factor of 2.
 
     Returns bytes [B]. Taught in ch03_mla. Worked example
-    (DeepSeek V3, bf16; seed 000):
+    (DeepSeek V3, bf16; [chains]):
 
     >>> mla_bytes_per_token(layers=61, latent_dim=512, rope_dim=64, dtype_bytes=2)
     70272
@@ -138,7 +138,7 @@ def kv_bytes_total(bytes_per_token, seq_len, batch_size):
     """Bytes for a batch of equal-length sequences: ``bytes_per_token * T * B``.
 
     Taught in ch01_kv_formula. 32 Llama 3 70B sequences of 8K tokens fill 80 GiB
-    (seed 001):
+    ([build-up]):
 
     >>> kv_bytes_total(bytes_per_token=327680, seq_len=8192, batch_size=32) / 2**30
     80.0

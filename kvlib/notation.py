@@ -206,7 +206,18 @@ SYMBOLS: tuple[Symbol, ...] = (
            chapter="ch09_interview_drills"),
     Symbol("C_h", "price_per_gpu_hour", "what one GPU costs per hour", "dollars", chapter="ch09_interview_drills"),
     Symbol("W_r", "weight_bytes_read", "weight bytes one decode step reads: W less the embedding rows no token "
-           "of the batch looks up, W - (V - B) d b", "B", chapter="ch06_crossover"),
+           "of the batch looks up, W - (V - B) d b; of a mixture of experts, only the experts its tokens touch",
+           "B", chapter="ch06_crossover"),
+    Symbol("N_e", "num_experts", "routed experts in one MoE layer", "experts",
+           ("num_local_experts", "n_routed_experts", "num_experts"), chapter="ch06_crossover"),
+    Symbol("k_e", "num_experts_per_tok", "routed experts each token is sent to (top-k)", "experts",
+           ("num_experts_per_tok",), chapter="ch06_crossover"),
+    Symbol("N_B", "experts_touched", "routed experts a batch of B tokens touches per MoE layer, uniform routing: "
+           "N_e (1 - (1 - k_e / N_e)^B)", "experts", chapter="ch06_crossover"),
+    Symbol("W_v", "verify_weight_bytes", "weight bytes a speculative verify of gamma + 1 tokens reads (a MoE target: "
+           "the experts they touch)", "B", chapter="ch09_interview_drills"),
+    Symbol("c_v", "verify_ratio", "a verify step's time over a plain target step's (1 for a dense target)", "ratio",
+           chapter="ch09_interview_drills"),
     Symbol("L_s", "num_state_layers", "layers that keep a constant state per sequence (Mamba2, Gated DeltaNet)",
            "count", ("layer_types", "hybrid_override_pattern", "full_attention_interval"),
            chapter="ch10_state_and_sparsity"),

@@ -7,8 +7,12 @@ a link; recomputing spends the prefill FLOPs of ``T`` tokens on the GPU.
 Prefill FLOPs, the convention used here (and the one that reproduces seed
 000's 1.49e14 for 8,192 tokens of Llama 3.1 8B):
 
-* linear layers: ``2 * P * T`` -- one multiply-add per parameter per token
-  (P = active parameters; the embedding is counted too, as seed 000 does);
+* linear layers: ``2 * P_m * T`` -- one multiply-add per parameter per token,
+  ``P_m = prefill_params_per_token(model)``: the active parameters less an
+  untied input embedding (looking up a row is no matmul; a tied table stays,
+  as the LM head multiplies by it). One rule for every prefill FLOP figure
+  in kvlib; ``num_params=`` overrides it with a given P (``2 P T``, the
+  rule of thumb that counts the embedding too);
 * attention scores and values, causal: query ``i`` attends to ``i`` keys, so
   a layer has ``T (T + 1) / 2`` (query, key) pairs per head, each costing
   ``2 * d_qk`` FLOPs for Q.K and ``2 * d_v`` for the weighted V sum:
@@ -16,7 +20,7 @@ Prefill FLOPs, the convention used here (and the one that reproduces seed
   is ``2 * L * H * D * T * (T + 1)`` (H = *query* heads: every query head
   does its own dot products, whatever the KV-head count).
 
-Seed 000 check: 2 x 8.03e9 x 8,192 = 1.316e14, plus 2 x 32 x 32 x 128 x
+With P = 8.03e9 given (the embedding counted): 2 x 8.03e9 x 8,192 = 1.316e14, plus 2 x 32 x 32 x 128 x
 8,192 x 8,193 = 1.759e13, is 1.49e14. Counting the attention term without
 the causal half (4 L H D T^2) would give 1.67e14, and leaving it out 1.32e14.
 
@@ -36,6 +40,7 @@ from .spec import ATTENTION_KINDS, CHUNKED, SLIDING
 __all__ = [
     "OffloadError",
     "prefill_linear_flops",
+    "prefill_params_per_token",
     "attention_pairs",
     "prefill_attention_flops",
     "prefill_flops",
@@ -47,8 +52,8 @@ __all__ = [
     "DEFAULT_MFU",
 ]
 
-DEFAULT_LINK_BYTES_PER_S = 50 * 10**9  # PCIe Gen5 x16, as assumed in seed 000
-DEFAULT_MFU = 0.6                       # achieved / peak for a long prefill, seed 000
+DEFAULT_LINK_BYTES_PER_S = 50 * 10**9  # PCIe Gen5 x16, as assumed in [chains]
+DEFAULT_MFU = 0.6                       # achieved / peak for a long prefill, [chains]
 
 
 class OffloadError(ValueError):
@@ -78,6 +83,32 @@ def prefill_linear_flops(num_params, tokens):
     return 2 * num_params * tokens
 
 
+def prefill_params_per_token(model) -> int:
+    """Parameters a prefill multiplies each token by: ``P_active - V d`` (untied), ``P_active`` (tied).
+
+    The input embedding is a table lookup, no matmul, so its ``V x d``
+    parameters do no FLOPs; a tied table is still multiplied by once per
+    token, as the LM head (so it stays), and a learned position table (GPT-2)
+    is looked up too. Llama 3.1 8B: 8,030,261,248 - 128,256 x 4,096 =
+    7,504,924,672 (2 x 8.03e9 x T is 7.0% high); Qwen2.5-3B ties its table, so
+    nothing is left out; a mixture of experts counts its active parameters:
+
+    >>> prefill_params_per_token("llama-3.1-8b"), 8_030_261_248 - 128_256 * 4096
+    (7504924672, 7504924672)
+    >>> from kvlib import load_model
+    >>> prefill_params_per_token("qwen2.5-3b") == load_model("qwen2.5-3b").num_params_active()
+    True
+
+    Taught in ch05_prefix_reuse and ch06_crossover (the same rule in both).
+    """
+    spec = load_model(model)
+    d = spec.hidden_size
+    lookups = (0 if spec.tie_word_embeddings else spec.vocab_size) + (spec.learned_positions or 0)
+    if lookups and d is None:
+        raise OffloadError(f"{spec.name}: hidden_size is needed to leave the embedding lookup out")
+    return spec.num_params_active() - lookups * (d or 0)
+
+
 def attention_pairs(tokens: int, window: int | None = None, chunk: int | None = None) -> int:
     """Causal (query, key) pairs in one head of one layer: ``T (T + 1) / 2``.
 
@@ -101,7 +132,7 @@ def prefill_attention_flops(layers, num_heads, qk_head_dim, tokens, v_head_dim=N
     """Attention FLOPs over a causal prefill: ``2 * L * H * (d_qk + d_v) * pairs``.
 
     pairs = ``attention_pairs(T, window, chunk)``; ``v_head_dim`` defaults to
-    ``qk_head_dim``. Llama 3.1 8B at 8,192 tokens (seed 000's recompute):
+    ``qk_head_dim``. Llama 3.1 8B at 8,192 tokens ([chains]'s recompute):
 
     >>> prefill_attention_flops(layers=32, num_heads=32, qk_head_dim=128, tokens=8192)
     17594333528064
@@ -120,8 +151,9 @@ def _attention_dims(spec):
 def prefill_flops(model, tokens: int, *, num_params=None) -> tuple:
     """``(linear, attention)`` prefill FLOPs of ``tokens`` for a model.
 
-    ``model`` is anything ``load_model`` takes; ``num_params`` overrides the
-    counted active parameters (seed 000 uses 8.03e9). Windowed layers
+    ``model`` is anything ``load_model`` takes; the linear term is
+    ``2 * prefill_params_per_token(model) * T``, and ``num_params`` overrides
+    those parameters (8.03e9, the embedding counted, gives the figure below). Windowed layers
     attend to at most their window, chunked layers within their own chunk;
     layers without KV (linear attention, Mamba) add no attention term.
 
@@ -131,7 +163,7 @@ def prefill_flops(model, tokens: int, *, num_params=None) -> tuple:
     """
     _check_positive("tokens", tokens, integer=True)
     spec = load_model(model)
-    params = spec.num_params_active() if num_params is None else _check_positive("num_params", num_params)
+    params = prefill_params_per_token(spec) if num_params is None else _check_positive("num_params", num_params)
     d_qk, d_v = _attention_dims(spec)
     attention = 0
     for kind in spec.layer_kinds:
@@ -206,12 +238,12 @@ def fetch_or_recompute(model, tokens: int, *, link_bytes_per_s=DEFAULT_LINK_BYTE
     bandwidth: ``weight_read_s``, about 4.8 ms for the 8B on an H100. With
     ``roofline=True`` the recompute time is ``max(compute_s, weight_read_s)``,
     the roofline of ch06 applied to a prefill; it matters for short prefixes,
-    whose FLOPs alone would take less (128 tokens: 3.5 ms of compute):
+    whose FLOPs alone would take less (128 tokens: 3.2 ms of compute):
 
     >>> r = fetch_or_recompute("llama-3.1-8b", 128, roofline=True)
     >>> print(f"compute {r.compute_s * 1e3:.2f} ms, weights {r.weight_read_s * 1e3:.2f} ms: "
     ...       f"recompute {r.recompute_s * 1e3:.2f} ms")
-    compute 3.47 ms, weights 4.48 ms: recompute 4.48 ms
+    compute 3.25 ms, weights 4.48 ms: recompute 4.48 ms
     """
     _check_positive("tokens", tokens, integer=True)
     _check_positive("link_bytes_per_s", link_bytes_per_s)
@@ -261,29 +293,31 @@ def break_even_context(model, *, link_bytes_per_s=DEFAULT_LINK_BYTES_PER_S, gpu=
     makes short prefixes cheaper to recompute.
 
     Llama 3.1 8B on an H100 at 60% MFU: over 50 GB/s fetch always wins
-    (2.6 us of link per token against 27 us of compute); add a 5 ms fixed
-    cost per fetch and prefixes under ~0.005 / (27.1 - 2.6) us = 204 tokens
-    are cheaper to recompute; over a 2 GB/s link (65.5 us per token) only the
-    attention term, growing with T, lets fetch win, from ~87K tokens:
+    (2.6 us of link per token against 2 x 7,504,924,672 / 593.4e12 = 25.3 us
+    of compute); add a 5 ms fixed cost per fetch and prefixes under
+    ~0.005 / (25.3 - 2.6) us = 220 tokens are cheaper to recompute; over a
+    2 GB/s link (65.5 us per token) only the attention term, growing with T,
+    lets fetch win, from (65.536e-6 x 593.4e12 - 2 x 7,504,924,672) / 262,144
+    - 1 = 91,090.3, so 91,091 tokens:
 
     >>> break_even_context("llama-3.1-8b")
     1
     >>> break_even_context("llama-3.1-8b", fetch_overhead_s=0.005)
-    204
+    220
     >>> break_even_context("llama-3.1-8b", link_bytes_per_s=2e9)
-    87083
+    91091
 
     ``roofline=True`` floors the recompute at the weights' read (see
     ``fetch_or_recompute``). Over a slow link a very short fetch then wins too
     (under 4.5 ms of copy), before recompute takes over; the answer stays the
     length from which fetching wins at every longer length. The floor ends at
     about MFU x ridge tokens (177 at 60% on an H100), so a 5 ms fixed cost keeps
-    its 204:
+    its 220:
 
     >>> break_even_context("llama-3.1-8b", fetch_overhead_s=0.005, roofline=True)
-    204
+    220
     >>> break_even_context("llama-3.1-8b", link_bytes_per_s=2e9, roofline=True)
-    87083
+    91091
     """
     _check_positive("max_tokens", max_tokens, integer=True)
     spec = load_model(model)

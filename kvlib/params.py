@@ -217,6 +217,25 @@ def split_params(s) -> ParamSplit:
     return ParamSplit(attention=attention, routed_experts=routed, other=total - attention - routed)
 
 
+def routed_expert_params(s) -> tuple:
+    """``(MoE layers, parameters of one routed expert in one of them)``; ``(0, 0)`` for a dense model.
+
+    Mixtral 8x7B: 32 MoE layers, each expert a gated MLP of ``3 d ff`` =
+    3 x 4,096 x 14,336 = 176,160,768 parameters:
+
+    >>> from kvlib import load_model
+    >>> routed_expert_params(load_model("mixtral-8x7b")), routed_expert_params(load_model("llama-3.1-8b"))
+    ((32, 176160768), (0, 0))
+
+    ``split_params(s).routed_experts`` is their product with the expert count.
+    """
+    if not s.num_experts:
+        return 0, 0
+    ff = s.moe_intermediate_size or _need(s, "intermediate_size")
+    layers = sum(1 for i in range(s.num_layers) if i in s.moe_layers)
+    return layers, _mlp_params(s, ff, s.moe_latent_size)
+
+
 def mla_attention_params_per_rank(s, tp: int = 1) -> int:
     """An MLA model's attention parameters on one rank under tensor parallelism ``tp``, every layer.
 

@@ -44,7 +44,6 @@ Taught in ch07_capacity_plan. The CLI (``kvlib plan``) formats a ``Plan`` as row
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass
 
@@ -57,12 +56,17 @@ from .units import format_gb_gib
 
 __all__ = ["PlanError", "Plan", "plan_capacity", "step_slowdown", "itl_seconds", "sequences_under_itl",
            "nodes_needed", "nodes_with_headroom", "prefill_chunk_seconds", "allreduce_seconds_per_step",
-           "ALLREDUCES_PER_LAYER",
+           "ALLREDUCES_PER_LAYER", "DEFAULT_ALLREDUCE_LATENCY_S", "RequestPlan", "plan_requests",
+           "BINDING_CONSTRAINTS",
            "DEFAULT_UTILIZATION", "DEFAULT_OVERHEAD_BYTES", "DEFAULT_EFFICIENCY",
            "DEFAULT_TP_OVERHEAD", "DEFAULT_SPIKE_FACTOR", "DEFAULT_REDUNDANCY_NODES"]
 
 DEFAULT_EFFICIENCY = 0.70           # achieved / peak bandwidth (seed 003: 60-75%)
-DEFAULT_TP_OVERHEAD = 0.30          # all-reduce cost as a fraction of the step (seed 003 s8)
+DEFAULT_TP_OVERHEAD = 0.30          # all-reduce cost as a fraction of the step: a pessimistic stand-in
+#: Latency of one decode-step all-reduce on NVLink [s], the assumption behind ``allreduce_seconds_per_step`` when a
+#: plan models the all-reduce (``tp_overhead=None``): small messages cost a near-fixed latency, of order 10-30 us
+#: for 8 GPUs in nccl-tests' all_reduce_perf at 64 KB - 1 MB. Measure yours.
+DEFAULT_ALLREDUCE_LATENCY_S = 20e-6
 DEFAULT_SPIKE_FACTOR = 1.30         # traffic spike headroom (seed 003 s8)
 DEFAULT_REDUNDANCY_NODES = 1        # N+1
 #: Tensor-parallel all-reduces per decoder layer: after attention's o_proj and after the MLP's down_proj
@@ -265,6 +269,7 @@ class Plan:
     # added later: the scheduler's cap and the p95 margin
     max_num_seqs: int = 1024       # vLLM's default max_num_seqs on the GPU (sequences per replica at most)
     itl_margin_s: float = 0.0      # held back from the target for the steps that carry prefill chunks
+    allreduce_s_per_step: float = 0.0   # modelled all-reduce time per step (tp_overhead None), else 0
 
     @property
     def sequences_per_node_by_memory(self) -> int:
@@ -313,10 +318,10 @@ def plan_capacity(model, *, users: int, context: int, itl_ms: float, gpu="H100-S
                   tp: int | None = None, gpu_memory_bytes=None, utilization: float = DEFAULT_UTILIZATION,
                   overhead_bytes_per_gpu=DEFAULT_OVERHEAD_BYTES, weight_bytes=None, num_params=None,
                   weight_dtype_bytes=2, kv_dtype_bytes=None, bandwidth_bytes_per_s=None,
-                  efficiency: float = DEFAULT_EFFICIENCY, tp_overhead: float = DEFAULT_TP_OVERHEAD,
+                  efficiency: float = DEFAULT_EFFICIENCY, tp_overhead: float | None = DEFAULT_TP_OVERHEAD,
                   spike_factor: float = DEFAULT_SPIKE_FACTOR,
                   redundancy_nodes: int = DEFAULT_REDUNDANCY_NODES, hub: bool = False, max_num_seqs=None,
-                  itl_margin_ms: float = 0) -> Plan:
+                  itl_margin_ms: float = 0, allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S) -> Plan:
     """Plan nodes of ``gpus_per_node`` GPUs for ``users`` sequences of ``context`` tokens.
 
     ``tp`` defaults to ``gpus_per_node`` (one replica per node);
@@ -325,6 +330,12 @@ def plan_capacity(model, *, users: int, context: int, itl_ms: float, gpu="H100-S
     ``bandwidth_bytes_per_s`` to the GPU's datasheet figure. Raises
     PlanError (naming the parameter) when an input is out of range, when
     one sequence does not fit, or when the weights alone miss the ITL.
+
+    ``tp_overhead`` is the all-reduce as a fraction of the step (30%, the
+    chapters' stand-in, a pessimistic bound); ``tp_overhead=None`` models it
+    instead: two all-reduces per layer at ``allreduce_latency_s`` each
+    (``allreduce_seconds_per_step``), added to the step, ``ITL = bytes / BW / e
+    + 2 L l``. The request-based plan (``plan_requests``) uses the model.
 
     Seed 003 exercise D, with kvlib's defaults (CUDA-reported memory, 0.92,
     3 GB per GPU, TP = 8 on 8 x A100-80GB):
@@ -353,7 +364,9 @@ def plan_capacity(model, *, users: int, context: int, itl_ms: float, gpu="H100-S
     _number("utilization", utilization, above=0, at_most=1)
     _number("overhead_bytes_per_gpu", overhead_bytes_per_gpu, minimum=0)
     _number("efficiency", efficiency, above=0, at_most=1)
-    _number("tp_overhead", tp_overhead, minimum=0)
+    if tp_overhead is not None:
+        _number("tp_overhead", tp_overhead, minimum=0)
+    _number("allreduce_latency_s", allreduce_latency_s, minimum=0)
     _number("spike_factor", spike_factor, minimum=1)
     _number("redundancy_nodes", redundancy_nodes, integer=True, minimum=0)
     _number("itl_margin_ms", itl_margin_ms, minimum=0)
@@ -390,17 +403,22 @@ def plan_capacity(model, *, users: int, context: int, itl_ms: float, gpu="H100-S
     by_memory = pool // per_seq_gpu
     nodes_for_memory = nodes_needed(users, replicas * by_memory)
     # Step 4: latency at the memory limit, then cut to the ITL target if needed.
-    slowdown = step_slowdown(tp, tp_overhead, efficiency)
+    if tp_overhead is None:          # the all-reduce modelled: a fixed time per step on top of the read
+        slowdown = step_slowdown(tp, 0, efficiency)
+        allreduce_s = allreduce_seconds_per_step(spec.num_layers, tp, allreduce_latency_s)
+    else:
+        slowdown = step_slowdown(tp, tp_overhead, efficiency)
+        allreduce_s = 0
     target_s = itl_ms / 1e3
     mean_target_s = (itl_ms - itl_margin_ms) / 1e3      # the mean step, leaving the margin for the tail
     bytes_mem = w_gpu + by_memory * per_seq_gpu
-    itl_mem = itl_seconds(w_gpu, per_seq_gpu, by_memory, bw, slowdown)
-    by_latency = sequences_under_itl(mean_target_s, w_gpu, per_seq_gpu, bw, slowdown)
+    itl_mem = itl_seconds(w_gpu, per_seq_gpu, by_memory, bw, slowdown) + allreduce_s
+    by_latency = sequences_under_itl(mean_target_s - allreduce_s, w_gpu, per_seq_gpu, bw, slowdown)
     if by_latency < 1:
         margin = f" less the {itl_margin_ms:g} ms margin" if itl_margin_ms else ""
         raise PlanError(
             f"itl_ms: {itl_ms} ms{margin} cannot be met: reading the weights ({format_gb_gib(w_gpu)} per GPU) and one "
-            f"sequence already takes {(w_gpu + per_seq_gpu) / bw * slowdown * 1e3:.1f} ms per step")
+            f"sequence already takes {((w_gpu + per_seq_gpu) / bw * slowdown + allreduce_s) * 1e3:.1f} ms per step")
     n = min(by_memory, by_latency, cap)
     step_bytes = w_gpu + n * per_seq_gpu
     # Steps 5 and 6: nodes, then headroom.
@@ -419,8 +437,205 @@ def plan_capacity(model, *, users: int, context: int, itl_ms: float, gpu="H100-S
         sequences_per_replica_by_memory=by_memory, nodes_for_memory=nodes_for_memory,
         step_bytes_per_gpu_at_memory_limit=bytes_mem, itl_s_at_memory_limit=itl_mem,
         sequences_per_replica_by_latency=by_latency, sequences_per_replica=n, step_bytes_per_gpu=step_bytes,
-        step_s_bound=itl_seconds(w_gpu, per_seq_gpu, n, bw), itl_s=itl_seconds(w_gpu, per_seq_gpu, n, bw, slowdown),
+        step_s_bound=itl_seconds(w_gpu, per_seq_gpu, n, bw),
+        itl_s=itl_seconds(w_gpu, per_seq_gpu, n, bw, slowdown) + allreduce_s,
         sequences_per_node=per_node, nodes=nodes,
         nodes_with_headroom=nodes_with_headroom(nodes, spike_factor, redundancy_nodes),
-        max_num_seqs=cap, itl_margin_s=itl_margin_ms / 1e3,
+        max_num_seqs=cap, itl_margin_s=itl_margin_ms / 1e3, allreduce_s_per_step=allreduce_s,
     )
+
+
+# --- requests, not users: the plan a capacity review starts from -----------------------------------------------
+BINDING_CONSTRAINTS = ("memory", "itl", "ttft", "prefill")
+DEFAULT_TOKEN_BUDGET = 512     # tokens per step (vLLM's max_num_batched_tokens), the chunk of ch07's p95 rule
+DEFAULT_MFU = 0.5              # achieved / peak FLOP/s of a prefill chunk
+
+
+@dataclass(frozen=True)
+class RequestPlan:
+    """A plan from a request rate, prompt and output lengths and two SLOs; ``decode`` is the users-form plan at the
+    concurrency Little's law gives."""
+
+    model: str
+    rate_per_s: float
+    prompt_tokens: int
+    prompt_tokens_p95: int
+    output_tokens: int
+    output_tokens_p95: int
+    itl_target_s: float
+    ttft_target_s: float
+    prefix_hit_rate: float
+    token_budget: int
+    mfu: float
+    seconds_in_system: float       # [s] ttft target + output tokens x itl target: a request at its SLOs
+    concurrency: float             # Little's law: rate x seconds in system
+    mean_context: int              # [tokens] prompt + output / 2: a sequence's cache over its life, on average
+    itl_margin_s: float            # [s] one full chunk's compute, held back from the ITL target (the p95 rule)
+    decode: Plan                   # sequences per replica by memory and ITL, the all-reduce modelled
+    max_sequences_per_replica: int  # memory, ITL, the token budget and the TTFT cut
+    sequences_per_replica: int     # the planned load: concurrency over the replicas
+    prefill_steps_p95: int         # steps the p95 prompt's uncached tokens take beside the decodes
+    ttft_s_p95: float              # [s] at the planned load
+    prefill_tokens_per_s_per_replica: float   # one chunk of (budget - decodes) per step
+    nodes_for_decode: int
+    nodes_for_prefill: int         # the fewest nodes that also keep up with the prompts
+    nodes: int
+    nodes_with_headroom: int
+    binding_constraint: str        # one of BINDING_CONSTRAINTS
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _prefill_compute_seconds(spec, tokens, cached, tp, flop_per_s, mfu) -> float:
+    """Compute time of a prefill of ``tokens`` of which ``cached`` come from the prefix cache (linear + attention)."""
+    from .offload import attention_pairs, prefill_params_per_token
+    from .serving import _attention_head_dims, _attention_layers
+    d_qk, d_v = _attention_head_dims(spec)
+    per_pair = 2 * spec.num_heads * (d_qk + d_v) * _attention_layers(spec)
+    flops = 2 * prefill_params_per_token(spec) * (tokens - cached) + per_pair * (
+        attention_pairs(tokens) - attention_pairs(cached))
+    return flops / (tp * flop_per_s * mfu)
+
+
+def plan_requests(model, *, rate_per_s: float, prompt_tokens: int, output_tokens: int, itl_ms: float,
+                  ttft_ms: float, prompt_tokens_p95: int | None = None, output_tokens_p95: int | None = None,
+                  prefix_hit_rate: float = 0.0, gpu="H100-SXM", gpus_per_node: int = 8, tp: int | None = None,
+                  token_budget: int = DEFAULT_TOKEN_BUDGET, mfu: float = DEFAULT_MFU,
+                  allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S, **kwargs) -> RequestPlan:
+    """Nodes for ``rate_per_s`` requests a second under a TTFT and an ITL SLO: the plan a capacity review makes.
+
+    1. **Little's law**: a request stays ``W = TTFT + T_o x ITL`` at its SLOs, so
+       ``N = lambda W`` run at once (``serving.littles_law_concurrency``), each
+       holding on average ``T_p + T_o / 2`` tokens of cache.
+    2. **Decode**: ``plan_capacity`` for N sequences at that context, the
+       all-reduce modelled (two per layer at ``allreduce_latency_s``), the mean
+       step aimed at the ITL less one full chunk's compute (the p95 rule: the
+       slow steps are those carrying a prompt chunk of ``token_budget`` tokens,
+       vLLM's ``max_num_batched_tokens``).
+    3. **TTFT**: the p95 prompt's uncached tokens (``prefix_hit_rate`` of them
+       come from the prefix cache) go ``token_budget - n`` a step beside the n
+       decodes (``serving.prefill_steps``), each step lasting the decode step
+       plus the chunk's compute, attention included; the decodes per replica
+       are cut until that meets the TTFT SLO (queueing left out: the spike
+       headroom of step 5 stands for it).
+    4. **Prefill capacity**: a replica holding n sequences prefills
+       ``token_budget - n`` prompt tokens per step (each step the decode step
+       plus that chunk's compute); nodes are added until the replicas keep up
+       with ``lambda T_p (1 - h)`` prompt tokens a second.
+    5. Then spike and N+1 headroom.
+
+    ``binding_constraint`` names what set the answer: ``memory`` (the KV pool),
+    ``itl`` (the step time), ``ttft`` (the cut for the first token) or
+    ``prefill`` (prompt throughput). ``kwargs`` pass to ``plan_capacity``
+    (utilization, overhead, weights, efficiency, spike, redundancy ...).
+    Llama 3.1 70B-class (Llama 3.3 70B) on 8 x H100, 10 requests/s, 2,000-token
+    prompts, 300 tokens out, ITL 50 ms, TTFT 1 s: W = 1 + 300 x 0.05 = 16 s,
+    N = 160 sequences at 2,150 tokens:
+
+    >>> p = plan_requests("llama-3.3-70b", rate_per_s=10, prompt_tokens=2000, output_tokens=300, itl_ms=50,
+    ...                   ttft_ms=1000)
+    >>> p.concurrency, p.mean_context, p.binding_constraint, p.nodes
+    (160.0, 2150, 'prefill', 2)
+
+    Sources: Little (1961); DistServe (Zhong et al. 2024) for sizing by TTFT
+    and ITL goodput; Sarathi-Serve (Agrawal et al. 2024) and vLLM's scheduler
+    for chunked prefill under a token budget.
+    """
+    from .serving import littles_law_concurrency, prefill_steps
+
+    spec = load_model(model, hub=kwargs.get("hub", False))
+    _number("rate_per_s", rate_per_s, above=0)
+    _number("prompt_tokens", prompt_tokens, integer=True, minimum=1)
+    _number("output_tokens", output_tokens, integer=True, minimum=1)
+    p95_in = prompt_tokens if prompt_tokens_p95 is None else _number("prompt_tokens_p95", prompt_tokens_p95,
+                                                                      integer=True, minimum=prompt_tokens)
+    p95_out = output_tokens if output_tokens_p95 is None else _number("output_tokens_p95", output_tokens_p95,
+                                                                       integer=True, minimum=output_tokens)
+    _number("itl_ms", itl_ms, above=0)
+    _number("ttft_ms", ttft_ms, above=0)
+    _number("prefix_hit_rate", prefix_hit_rate, minimum=0)
+    if not prefix_hit_rate < 1:
+        raise PlanError(f"prefix_hit_rate must be below 1, got {prefix_hit_rate!r}")
+    _number("token_budget", token_budget, integer=True, minimum=2)
+    _number("mfu", mfu, above=0, at_most=1)
+    _number("gpus_per_node", gpus_per_node, integer=True, minimum=1)
+    tp = gpus_per_node if tp is None else _number("tp", tp, integer=True, minimum=1)
+    longest = p95_in + p95_out
+    if spec.max_position_embeddings is not None and longest > spec.max_position_embeddings:
+        raise PlanError(f"prompt_tokens_p95: {p95_in:,} + {p95_out:,} output tokens is over the model's "
+                        f"max_position_embeddings {spec.max_position_embeddings:,}")
+    card = get_gpu(gpu)
+    flop_per_s = kwargs.pop("peak_flop_per_s", None) or card.bf16_flop_per_s
+
+    seconds = ttft_ms / 1e3 + output_tokens * itl_ms / 1e3
+    concurrency = littles_law_concurrency(rate_per_s, seconds)
+    users = max(1, _ceil(concurrency))
+    context = prompt_tokens + output_tokens // 2
+    margin_s = prefill_chunk_seconds(_prefill_params(spec), token_budget, tp, flop_per_s, mfu)
+    if not margin_s * 1e3 < itl_ms:
+        raise PlanError(f"token_budget: a {token_budget}-token chunk takes {margin_s * 1e3:.1f} ms, not below "
+                        f"itl_ms {itl_ms}; lower the budget or raise tp")
+    decode = plan_capacity(spec, users=users, context=context, itl_ms=itl_ms, gpu=card.name,
+                           gpus_per_node=gpus_per_node, tp=tp, tp_overhead=None,
+                           allreduce_latency_s=allreduce_latency_s, itl_margin_ms=margin_s * 1e3,
+                           **{k: v for k, v in kwargs.items() if k != "hub"})
+    cached = math.floor(prefix_hit_rate * p95_in)
+    uncached_mean = prompt_tokens - math.floor(prefix_hit_rate * prompt_tokens)
+    slowdown = step_slowdown(1, 0, decode.efficiency)
+    w_gpu, s_gpu, bw = decode.weight_bytes_per_gpu, decode.kv_bytes_per_sequence_per_gpu, decode.bandwidth_bytes_per_s
+
+    def ttft(n):
+        steps = prefill_steps(p95_in - cached, token_budget, min(n, token_budget - 1))
+        decode_s = itl_seconds(w_gpu, s_gpu, n, bw, slowdown) + decode.allreduce_s_per_step
+        return steps, steps * decode_s + _prefill_compute_seconds(spec, p95_in, cached, tp, flop_per_s, mfu)
+
+    n_max = min(decode.sequences_per_replica, token_budget - 1)
+    cut = False
+    while n_max > 1 and ttft(n_max)[1] > ttft_ms / 1e3:
+        n_max, cut = n_max - 1, True
+    if ttft(n_max)[1] > ttft_ms / 1e3:
+        raise PlanError(f"ttft_ms: {ttft_ms} ms cannot be met: the p95 prompt of {p95_in:,} tokens takes "
+                        f"{ttft(n_max)[1] * 1e3:,.0f} ms to prefill beside one sequence; raise tp or the token budget")
+    replicas = gpus_per_node // tp
+
+    def prefill_rate(n):
+        """Prompt tokens a replica prefills per second: one chunk of the budget's rest per step."""
+        step_s = itl_seconds(w_gpu, s_gpu, n, bw, slowdown) + decode.allreduce_s_per_step + prefill_chunk_seconds(
+            _prefill_params(spec), token_budget - n, tp, flop_per_s, mfu)
+        return (token_budget - n) / step_s
+
+    # the fewest nodes whose replicas hold the sequences (at most n_max each) and keep up with the prompts
+    nodes_decode = nodes_needed(users, replicas * n_max)
+    nodes = nodes_decode
+    while True:
+        n = -(-users // (replicas * nodes))
+        if rate_per_s * uncached_mean / (replicas * nodes) <= prefill_rate(n):
+            break
+        nodes += 1
+    steps, ttft_s = ttft(n)
+    nodes_prefill = nodes
+    if nodes > nodes_decode:
+        binding = "prefill"
+    elif cut:
+        binding = "ttft"
+    elif decode.sequences_per_replica_by_latency < decode.sequences_per_replica_by_memory:
+        binding = "itl"
+    else:
+        binding = "memory"
+    spike = kwargs.get("spike_factor", DEFAULT_SPIKE_FACTOR)
+    spare = kwargs.get("redundancy_nodes", DEFAULT_REDUNDANCY_NODES)
+    return RequestPlan(
+        model=spec.name, rate_per_s=rate_per_s, prompt_tokens=prompt_tokens, prompt_tokens_p95=p95_in,
+        output_tokens=output_tokens, output_tokens_p95=p95_out, itl_target_s=itl_ms / 1e3,
+        ttft_target_s=ttft_ms / 1e3, prefix_hit_rate=prefix_hit_rate, token_budget=token_budget, mfu=mfu,
+        seconds_in_system=seconds, concurrency=concurrency, mean_context=context, itl_margin_s=margin_s,
+        decode=decode, max_sequences_per_replica=n_max, sequences_per_replica=n, prefill_steps_p95=steps,
+        ttft_s_p95=ttft_s, prefill_tokens_per_s_per_replica=prefill_rate(n), nodes_for_decode=nodes_decode,
+        nodes_for_prefill=nodes_prefill,
+        nodes=nodes, nodes_with_headroom=nodes_with_headroom(nodes, spike, spare), binding_constraint=binding)
+
+
+def _prefill_params(spec) -> int:
+    from .offload import prefill_params_per_token
+    return prefill_params_per_token(spec)

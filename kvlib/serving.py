@@ -27,7 +27,10 @@ import math
 from fractions import Fraction
 
 from . import formulas
-from .offload import prefill_linear_flops
+from .config import load_model
+from .gpus import get_gpu
+from .offload import _attention_dims as _attention_head_dims
+from .offload import attention_pairs, prefill_attention_flops, prefill_linear_flops, prefill_params_per_token
 from .prefix_cache import prefix_sharing_savings
 
 __all__ = [
@@ -46,6 +49,14 @@ __all__ = [
     "ring_allreduce_bytes_sent",
     "tp_allreduce_bytes_per_step",
     "cost_per_million_tokens",
+    "littles_law_concurrency",
+    "prefill_steps",
+    "ttft_seconds",
+    "disagg_transfer_bytes",
+    "disagg_transfer_seconds",
+    "pd_ratio",
+    "ep_all_to_all_bytes",
+    "eagle_expected_tokens",
 ]
 
 
@@ -65,7 +76,7 @@ def prefill_seconds(num_params, prompt_tokens, peak_flop_per_s, mfu):
     return prefill_linear_flops(num_params, prompt_tokens) / (mfu * peak_flop_per_s)
 
 
-def ridge_batch(peak_flop_per_s, bandwidth_bytes_per_s, dtype_bytes) -> int:
+def ridge_batch(peak_flop_per_s, bandwidth_bytes_per_s, dtype_bytes, num_experts=None, top_k=None) -> int:
     """The smallest batch at which a decode step reaches the GPU's ridge point: ``ceil(F / BW · b / 2)``.
 
     A decode step of B sequences does 2 · P · B FLOPs of linear layers and
@@ -77,9 +88,40 @@ def ridge_batch(peak_flop_per_s, bandwidth_bytes_per_s, dtype_bytes) -> int:
 
     >>> ridge_batch(989 * 10**12, 3_350_000_000_000, 2), ridge_batch(989 * 10**12, 3_350_000_000_000, 0.5)
     (296, 74)
+
+    A mixture of experts (``num_experts`` E, ``top_k`` k) reads in each MoE
+    layer only the ``E_B = E (1 - (1 - k/E)^B)`` experts its B tokens touch
+    (``roofline.expected_experts_touched``) and does ``2 k P_e B`` FLOPs on
+    their ``E_B P_e b`` bytes: intensity ``2 k B / (E_B b)``, below the dense
+    ``2 B / b`` by ``E_B / k``, so its experts reach the ridge only at
+    ``I* b E_B / (2 k)`` -- about E / k times the dense batch once every expert
+    is read (the dense parts turn compute-bound before). DeepSeek-V3 (256
+    experts, top 8) on an H200 (989 TFLOP/s, 4.8 TB/s): 206.04 x 32 = 6,593.3,
+    so 6,594 sequences, not 207:
+
+    >>> ridge_batch(989 * 10**12, 4_800_000_000_000, 2), ridge_batch(989 * 10**12, 4_800_000_000_000, 2, 256, 8)
+    (207, 6594)
     """
     exact = Fraction(peak_flop_per_s) * Fraction(dtype_bytes) / (2 * Fraction(bandwidth_bytes_per_s))
-    return math.ceil(exact)
+    if num_experts is None:
+        return math.ceil(exact)
+    from .roofline import expected_experts_touched
+
+    def reached(b):
+        return 2 * top_k * b * bandwidth_bytes_per_s >= (
+            peak_flop_per_s * dtype_bytes * expected_experts_touched(num_experts, top_k, b))
+
+    batch = math.ceil(exact)                    # the dense figure: E_B >= k, so never earlier
+    step = 1
+    while not reached(batch + step):
+        step *= 2
+    low, high = batch + step // 2, batch + step
+    if reached(batch):
+        return batch
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if reached(mid) else (mid, high)
+    return high
 
 
 def tp_decode_step_seconds(weight_bytes, kv_bytes_per_sequence_per_gpu, batch_size, bandwidth_bytes_per_s, tp=1):
@@ -181,18 +223,29 @@ def speculative_expected_tokens(acceptance, draft_tokens):
     return (1 - acceptance ** (draft_tokens + 1)) / (1 - acceptance)
 
 
-def speculative_speedup(acceptance, draft_tokens, cost_ratio):
-    """Speed-up of speculative decoding: ``E / (gamma · c + 1)``, E the expected tokens per verification.
+def speculative_speedup(acceptance, draft_tokens, cost_ratio, verify_ratio=1):
+    """Speed-up of speculative decoding: ``E / (gamma · c + v)``, E the expected tokens per verification.
 
     c is one draft step's time over one target step's; a step costs the
-    verification (about one target step) plus gamma draft steps (Leviathan et
-    al. 2023, Theorem 3.8). At batch 1 both are bandwidth-bound, so c is about
-    the ratio of their weight bytes.
+    verification, v target steps, plus gamma draft steps (Leviathan et al.
+    2023, Theorem 3.8, where v = 1). At batch 1 both are bandwidth-bound, so c
+    is about the ratio of their weight bytes, and a dense target's verify of
+    gamma + 1 tokens reads the same weights as one decode: v = 1.
 
     >>> round(speculative_speedup(0.8, 4, 0.05), 3)
     2.801
+
+    A mixture-of-experts target's verify is no longer one step: its gamma + 1
+    tokens touch more experts than one token (``roofline.weight_bytes_read``),
+    ``v = W_read(gamma + 1) / W_read(1)``, and c is over ``W_read(1)``, the
+    active weights, not the total. Mixtral 8x7B verifying 6 tokens (gamma = 5)
+    reads 6.58 of its 8 experts against 2: v = 3.0, and a draft that would
+    give 2.95x against a dense target of the same step gives 1.14x:
+
+    >>> round(speculative_speedup(0.8, 5, 0.05), 3), round(speculative_speedup(0.8, 5, 0.05, verify_ratio=3.0), 3)
+    (2.951, 1.135)
     """
-    return speculative_expected_tokens(acceptance, draft_tokens) / (draft_tokens * cost_ratio + 1)
+    return speculative_expected_tokens(acceptance, draft_tokens) / (draft_tokens * cost_ratio + verify_ratio)
 
 
 def speculative_extra_bytes(draft_weight_bytes, draft_bytes_per_token, seq_len, batch_size):
@@ -259,3 +312,219 @@ def cost_per_million_tokens(price_per_gpu_hour, gpus, tokens_per_s):
     1.1111
     """
     return price_per_gpu_hour * gpus / (3600 * tokens_per_s) * 1e6
+
+
+# --- requests, not users: Little's law, prefill capacity, TTFT, disaggregation, EP, EAGLE ------------------------
+def littles_law_concurrency(rate_per_s, seconds_in_system):
+    """Requests in the system at once: ``N = lambda · W`` (Little's law).
+
+    ``rate_per_s`` [requests/s] arriving, each staying ``seconds_in_system``
+    [s] (queue + prefill + decode). Little (1961), "A proof for the queuing
+    formula L = lambda W": it holds for any arrival pattern in steady state,
+    so it turns a request rate into the concurrency a server must hold. Ten
+    requests a second that each take 2 s to first token and 400 tokens at
+    40 ms:
+
+    >>> littles_law_concurrency(10, 2 + 400 * 0.040)
+    180.0
+    """
+    for name, value in (("rate_per_s", rate_per_s), ("seconds_in_system", seconds_in_system)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+    return rate_per_s * seconds_in_system
+
+
+def prefill_steps(prompt_tokens: int, token_budget: int, decode_tokens: int = 0) -> int:
+    """Engine steps a prompt's prefill takes under chunked prefill: ``ceil(T_p / (C - n_d))``.
+
+    vLLM's scheduler gives each step a budget of ``max_num_batched_tokens``
+    (C) tokens; the running decodes take theirs first (one each, n_d) and a
+    waiting prompt gets the rest as a chunk (vllm/v1/core/sched/scheduler.py
+    schedules running requests before waiting ones). A 6,144-token prompt
+    under a 512-token budget takes 12 steps; beside 64 decodes, 14:
+
+    >>> prefill_steps(6144, 512), prefill_steps(6144, 512, decode_tokens=64)
+    (12, 14)
+    """
+    for name, value in (("prompt_tokens", prompt_tokens), ("token_budget", token_budget)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if isinstance(decode_tokens, bool) or not isinstance(decode_tokens, int) or not 0 <= decode_tokens < token_budget:
+        raise ValueError(f"decode_tokens must be an integer from 0 to token_budget - 1, got {decode_tokens!r}")
+    return -(-prompt_tokens // (token_budget - decode_tokens))
+
+
+def ttft_seconds(model, prompt_tokens: int, *, gpu="H100-SXM", mfu=0.5, queue_seconds=0.0, token_budget=None,
+                 decode_tokens: int = 0, cached_tokens: int = 0, tp: int = 1, peak_flop_per_s=None,
+                 bandwidth_bytes_per_s=None) -> float:
+    """Time to first token [s]: the queue plus the prefill, chunk by chunk, attention FLOPs included.
+
+    ``TTFT = t_queue + sum over chunks of max(F_chunk / (eta F), W_r / BW)``:
+    each chunk of ``C - n_d`` prompt tokens (``prefill_steps``) does
+    ``2 P_m`` FLOPs a token (``offload.prefill_params_per_token``) plus the
+    causal attention of its tokens against all earlier ones,
+    ``2 L H (d_qk + d_v)`` per (query, key) pair, and reads the weights once
+    (``roofline.weight_bytes_read``), so a short chunk is held to the weight
+    read. ``cached_tokens`` of prefix-cache hit skip their linear FLOPs; the
+    rest still attend to them. Without ``token_budget`` the prompt is one
+    chunk. Under ``tp`` the FLOPs and bytes split evenly (no all-reduce
+    time). Llama 3.1 8B, 2,000 tokens, H100 at 50% MFU:
+    2 x 7,504,924,672 x 2,000 = 3.002e13 linear plus 2 x 32 x 32 x 256 x
+    2,001,000 = 1.049e12 attention FLOPs over 494.5e12 FLOP/s = 62.83 ms; with
+    0.1 s in the queue, 162.83 ms:
+
+    >>> round(ttft_seconds("llama-3.1-8b", 2000) * 1e3, 2), round(ttft_seconds("llama-3.1-8b", 2000, queue_seconds=0.1) * 1e3, 2)
+    (62.83, 162.83)
+
+    A 6,144-token prompt in 512-token chunks: 12 chunks of 7.685e12 linear
+    FLOPs (15.54 ms each) plus 524,288 x 18,877,440 = 9.897e12 attention in
+    all (20.01 ms): 206.5 ms:
+
+    >>> round(ttft_seconds("llama-3.1-8b", 6144, token_budget=512) * 1e3, 1)
+    206.5
+
+    Sources: the TTFT decomposition of DistServe (Zhong et al. 2024, section
+    2) and Sarathi-Serve (Agrawal et al. 2024) for chunked prefill.
+    """
+    from .roofline import weight_bytes_read
+
+    if isinstance(prompt_tokens, bool) or not isinstance(prompt_tokens, int) or prompt_tokens < 1:
+        raise ValueError(f"prompt_tokens must be a positive integer, got {prompt_tokens!r}")
+    if isinstance(cached_tokens, bool) or not isinstance(cached_tokens, int) or not 0 <= cached_tokens < prompt_tokens:
+        raise ValueError(f"cached_tokens must be an integer from 0 to prompt_tokens - 1, got {cached_tokens!r}")
+    if isinstance(mfu, bool) or not isinstance(mfu, (int, float)) or not 0 < mfu <= 1:
+        raise ValueError(f"mfu must be in (0, 1], got {mfu!r}")
+    if isinstance(queue_seconds, bool) or not isinstance(queue_seconds, (int, float)) or queue_seconds < 0:
+        raise ValueError(f"queue_seconds must be a number >= 0, got {queue_seconds!r}")
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+        raise ValueError(f"tp must be a positive integer, got {tp!r}")
+    spec = load_model(model)
+    card = get_gpu(gpu)
+    peak = card.bf16_flop_per_s if peak_flop_per_s is None else peak_flop_per_s
+    bw = card.bandwidth_bytes_per_s if bandwidth_bytes_per_s is None else bandwidth_bytes_per_s
+    todo = prompt_tokens - cached_tokens
+    chunk = todo if token_budget is None else token_budget - decode_tokens
+    if token_budget is not None:
+        prefill_steps(todo, token_budget, decode_tokens)          # validates the budget
+    params = prefill_params_per_token(spec)
+    d_qk, d_v = _attention_head_dims(spec)
+    per_pair = prefill_attention_flops(1, spec.num_heads, d_qk, 1, d_v) * _attention_layers(spec)
+    total = 0.0
+    start = cached_tokens
+    while start < prompt_tokens:
+        end = min(prompt_tokens, start + chunk)
+        pairs = attention_pairs(end) - attention_pairs(start) if start else attention_pairs(end)
+        flops = (prefill_linear_flops(params, end - start) + per_pair * pairs) / tp
+        weights = weight_bytes_read(spec, end - start, tp=tp)
+        total += max(flops / (mfu * peak), weights / bw)
+        start = end
+    return queue_seconds + total
+
+
+def _attention_layers(spec) -> int:
+    """Layers that attend over the whole prompt (windowed and chunked layers counted as full: an upper bound)."""
+    from .spec import ATTENTION_KINDS
+    return sum(1 for kind in spec.layer_kinds if kind in ATTENTION_KINDS)
+
+
+def disagg_transfer_bytes(model, prompt_tokens: int, *, kv_dtype_bytes=None) -> int:
+    """KV bytes a disaggregated prefill hands to its decode instance per request: ``S(T_p)`` [B].
+
+    With prefill and decode on separate GPUs (DistServe, Zhong et al. 2024;
+    Splitwise, Patel et al. 2024; vLLM's KV connectors) the whole prompt's
+    cache moves once per request, every layer, K and V: the same bytes as
+    the sequence's cache (``ModelSpec.kv_bytes_per_sequence``). Llama 3.1 8B,
+    a 6,144-token prompt: 6,144 x 131,072 = 805,306,368 B:
+
+    >>> disagg_transfer_bytes("llama-3.1-8b", 6144)
+    805306368
+    """
+    if isinstance(prompt_tokens, bool) or not isinstance(prompt_tokens, int) or prompt_tokens < 1:
+        raise ValueError(f"prompt_tokens must be a positive integer, got {prompt_tokens!r}")
+    return load_model(model).kv_bytes_per_sequence(prompt_tokens, kv_dtype_bytes)
+
+
+def disagg_transfer_seconds(transfer_bytes, link_bytes_per_s) -> float:
+    """Time to move a request's KV from prefill to decode: ``S / link`` [s].
+
+    805,306,368 B over a 400 Gb/s NIC (50 GB/s) takes 16.1 ms; over NVLink
+    at 900 GB/s, 0.89 ms:
+
+    >>> round(disagg_transfer_seconds(805_306_368, 50e9) * 1e3, 1), round(disagg_transfer_seconds(805_306_368, 900e9) * 1e3, 2)
+    (16.1, 0.89)
+    """
+    if isinstance(link_bytes_per_s, bool) or not isinstance(link_bytes_per_s, (int, float)) or link_bytes_per_s <= 0:
+        raise ValueError(f"link_bytes_per_s must be a positive number, got {link_bytes_per_s!r}")
+    return transfer_bytes / link_bytes_per_s
+
+
+def pd_ratio(prompt_tokens, output_tokens, *, prefill_tokens_per_gpu_s, decode_tokens_per_gpu_s) -> float:
+    """Prefill GPUs per decode GPU in a disaggregated deployment: ``(T_p / r_p) / (T_o / r_d)``.
+
+    At a request rate lambda the prefill pool must supply ``lambda T_p / r_p``
+    GPUs (``r_p`` prompt tokens per GPU-second) and the decode pool
+    ``lambda T_o / r_d`` (``r_d`` generated tokens per GPU-second at the batch
+    that meets the ITL SLO); the rate cancels (DistServe, Zhong et al. 2024,
+    section 4, sizes each phase's instances by its own goodput). 2,000-token
+    prompts and 200-token answers, an H100 prefilling 32,945 tokens/s
+    (494.5e12 / (2 x 7.505e9)) and decoding 3,225 tokens/s per GPU:
+    0.0607 s against 0.0620 s of GPU time per request, about 1:1:
+
+    >>> round(pd_ratio(2000, 200, prefill_tokens_per_gpu_s=32_945, decode_tokens_per_gpu_s=3_225), 3)
+    0.979
+    """
+    for name, value in (("prompt_tokens", prompt_tokens), ("output_tokens", output_tokens),
+                        ("prefill_tokens_per_gpu_s", prefill_tokens_per_gpu_s),
+                        ("decode_tokens_per_gpu_s", decode_tokens_per_gpu_s)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise ValueError(f"{name} must be a positive number, got {value!r}")
+    return (prompt_tokens / prefill_tokens_per_gpu_s) / (output_tokens / decode_tokens_per_gpu_s)
+
+
+def ep_all_to_all_bytes(tokens, hidden_size, top_k, ep, dtype_bytes=2) -> float:
+    """Bytes one GPU sends per MoE layer under expert parallelism: ``2 n k (ep - 1) / ep d b`` [B].
+
+    Each of a GPU's ``n`` tokens goes to its k experts (dispatch) and comes
+    back weighted (combine); with the experts spread evenly over ``ep`` GPUs
+    a route leaves the GPU with probability ``(ep - 1) / ep``, carrying the
+    token's hidden vector of d numbers of b bytes each way (DeepSpeed-MoE,
+    Rajbhandari et al. 2022; DeepEP dispatches in fp8 and combines in bf16,
+    b = 1 then 2). Against tensor parallelism's all-reduce of every token's
+    vector (``tp_allreduce_bytes_per_step``) EP sends k times the tokens but
+    only the routes that leave. DeepSeek-V3 (d 7,168, top 8), 128 tokens on
+    each of 8 GPUs, bf16: 2 x 128 x 8 x 7/8 x 7,168 x 2 = 25,690,112 B a
+    layer, 1.49 GB over its 58 MoE layers:
+
+    >>> ep_all_to_all_bytes(128, 7168, 8, 8), ep_all_to_all_bytes(128, 7168, 8, 1)
+    (25690112, 0)
+    """
+    for name, value in (("tokens", tokens), ("hidden_size", hidden_size), ("top_k", top_k), ("ep", ep)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return formulas.exact_div(2 * tokens * top_k * (ep - 1) * hidden_size * dtype_bytes, ep)
+
+
+def eagle_expected_tokens(acceptance_per_position) -> float:
+    """Tokens per verification with per-position acceptance: ``1 + sum_i prod_{j <= i} a_j``.
+
+    EAGLE draft heads and DeepSeek-V3's multi-token prediction propose a
+    chain of tokens whose acceptance falls with the position; ``a_j`` is
+    the chance the j-th draft is accepted given the ones before it were
+    (vLLM reports it per position: vllm/v1/spec_decode/metrics.py). The
+    target's own token always comes. Li et al. 2024, "EAGLE"; DeepSeek-V3
+    technical report, section 5.4.3: one MTP token accepted 85-90% of the
+    time gives 1.85-1.9 tokens a step. A constant a is Leviathan's
+    ``(1 - a^(gamma + 1)) / (1 - a)`` (``speculative_expected_tokens``):
+
+    >>> eagle_expected_tokens([0.85]), round(eagle_expected_tokens([0.8, 0.6, 0.4]), 3)
+    (1.85, 2.472)
+    >>> round(eagle_expected_tokens([0.8] * 4), 4) == round(speculative_expected_tokens(0.8, 4), 4)
+    True
+    """
+    expected, reach = 1.0, 1.0
+    for i, a in enumerate(acceptance_per_position):
+        if isinstance(a, bool) or not isinstance(a, (int, float)) or not 0 <= a <= 1:
+            raise ValueError(f"acceptance_per_position[{i}] must be in [0, 1], got {a!r}")
+        reach *= a
+        expected += reach
+    return expected

@@ -20,12 +20,16 @@ def fails(grade_id: str, fn, **kwargs) -> str:
     return str(info.value)
 
 
-def passes_every_seed(grade_id: str, fn, seeds) -> None:
-    """``check(grade_id, fn)`` on the visible cases and on the hidden cases of every seed in ``seeds``: all pass
-    (``check`` raises on the first case that fails)."""
+def passes_visible_and_hidden(grade_id: str, fn, seeds, capsys, *, default_seed: bool = False) -> None:
+    """A chapter's reference ``fn`` passes its test cell's check: ``check(grade_id, fn)`` on the visible cases,
+    then on the hidden cases of each of ``seeds`` (and of the course's grading seed when ``default_seed``),
+    each check printing its one ✓ line and nothing else (every chapter's ``test_reference_passes_visible_and_hidden``)."""
     check(grade_id, fn)
-    for seed in seeds:
+    hidden_seeds = [*seeds, *([None] if default_seed else [])]
+    for seed in hidden_seeds:
         check(grade_id, fn, hidden=True, seed=seed)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 1 + len(hidden_seeds) and all(line.startswith("✓") for line in lines), lines
 
 
 def source_points(chapter: str) -> dict:
@@ -33,7 +37,7 @@ def source_points(chapter: str) -> dict:
     return notebook.grade_points(notebook.read(REPO / "course" / "source" / chapter / f"{chapter}.ipynb"))
 
 
-# --- slips through the shared mechanism (issue 38): every chapter's tests call these -------------------
+# --- slips through the shared mechanism ([diagnosis]): every chapter's tests call these -------------------
 def _learner(values):
     """A learner's function that returns ``values`` in turn, one per case (the cases are called in order)."""
     it = iter(values)
@@ -44,18 +48,18 @@ def _learner(values):
 
 
 def _variant_table(ex, case):
-    from autograder.checks import core
+    from autograder.checks import judge
     from kvcoach import slips
-    inputs = core.slip_inputs_for(ex, case)
+    inputs = judge.slip_inputs_for(ex, case)
     return slips.variants(ex.quantity, unit=ex.unit, **inputs)
 
 
 def _run(ex, values, cases, hidden=False):
     """Run the slipped learner on ``cases`` through the checks' own pipeline: (summary, records, verdicts)."""
-    from autograder.checks import core
-    records = core.run_cases(ex, _learner(values), cases, quiet=True)
-    results = core.verdicts(ex, cases, records, hidden=hidden)
-    return core.summary(ex, cases, results, hidden=hidden, records=records), records, results
+    from autograder.checks import diagnosis, judge, runner
+    records = runner.run_cases(ex, _learner(values), cases, quiet=True)
+    results = judge.verdicts(ex, cases, records, hidden=hidden)
+    return diagnosis.summary(ex, cases, results, hidden=hidden, records=records), records, results
 
 
 def _as_answer(ex, value, expected):
@@ -87,11 +91,11 @@ def offered_slips_contradicting_a_case(exercises, hidden_seed=None) -> list:
     """Every slip a check names (the lead or an alternative, "Or: ...") that some case rules out (should be []).
 
     For each numeric exercise, each catalogued slip variant is made by a learner (the slipped value on each
-    case, the right one where the slip gives it); the check's summary is read back (``core.summary``:
+    case, the right one where the slip gives it); the check's summary is read back (``diagnosis.summary``:
     the slips its message names) and each named slip is recomputed on every case from
     ``kvcoach.slips.variants``: on a failing visible case one of its ways must give the learner's value, on a
     passing case one of those ways must give the right value (or not arise there). The lead is held to the
-    passing cases too: no fallback names a slip they contradict (issue 38 §1). ``hidden_seed``: also the
+    passing cases too: no fallback names a slip they contradict ([diagnosis §1]). ``hidden_seed``: also the
     hidden cases of that seed, judged as hidden (there a lead may explain some failing cases only, when no one
     slip explains them all, but never one that a passing case contradicts).
     """

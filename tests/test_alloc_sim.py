@@ -174,7 +174,7 @@ def test_expected_partial_block_waste_equals_the_closed_form(n, bs):
 
 
 def test_seed_000_block_waste():
-    # seed 000: 200 sequences x 7.5 = 1,500 tokens at 16-token blocks; 200 x 127.5 = 25,500 at 256
+    # [chains]: 200 sequences x 7.5 = 1,500 tokens at 16-token blocks; 200 x 127.5 = 25,500 at 256
     assert expected_partial_block_waste(200, 16) == 1500
     assert expected_partial_block_waste(200, 256) == 25500
 
@@ -198,11 +198,11 @@ def test_simulated_partial_blocks_match_the_formula(bs):
 def test_default_workload_orders_the_policies_as_the_paper_does():
     r = compare()
     maximum, oracle, paged = r["max_reservation"], r["oracle"], r["paged"]
-    # seed 001 / Kwon et al.: pre-paging systems kept 20.4-38.2% of KV memory as tokens; paging wastes < 4%
+    # [build-up] / Kwon et al.: pre-paging systems kept 20.4-38.2% of KV memory as tokens; paging wastes < 4%
     assert maximum.token_share < oracle.token_share < paged.token_share
     assert maximum.token_share < 0.5
     assert paged.waste_share < 0.04
-    # internal fragmentation is the dominant term when max_seq_len is reserved (seed 001)
+    # internal fragmentation is the dominant term when max_seq_len is reserved ([build-up])
     assert maximum.internal_slot_steps > max(maximum.reservation_slot_steps, maximum.external_slot_steps)
     # the oracle has no internal waste; paging has no reservation
     assert oracle.internal_slot_steps == 0 and paged.reservation_slot_steps == 0

@@ -4,7 +4,8 @@
                  the ``kvlib`` command line. Imports nothing of the course, and does not even name it.
     kvcoach      the coach: the slip catalogue, the drills and their history, the answer guard,
                  ``kvlib drill`` (an entry point of the ``kvlib.commands`` group). Imports kvlib only.
-    kvdisplay    the notebook side: tables, folds, explorers, plots.
+    kvdisplay    the notebook side: tables, folds, explorers, plots. Imports kvlib and kvcoach, never the
+                 autograder (the learner's id comes from ``kvcoach.learner``).
     autograder   grading a submission or a class, sandboxed, with feedback that names the slip.
 
 Each module's imports are read from its source with the AST: at module level and inside functions,
@@ -27,16 +28,12 @@ COURSE = ("kvlib", "kvcoach", "kvdisplay", "autograder", "tools", "tests", "benc
 NEVER_IMPORTS = {
     "kvlib": ("kvcoach", "kvdisplay", "autograder", "tools", "tests", "benchmarks"),
     "kvcoach": ("kvdisplay", "autograder", "tools", "tests", "benchmarks"),
+    "kvdisplay": ("autograder", "tools", "tests", "benchmarks"),
 }
 
-#: Import circles between two modules that are still to be cut (a pair is removed here once it is); any
-#: other circle fails.
-CIRCLES_TO_CUT = {
-    ("autograder.checks", "autograder.checks.core"),          # core.edge_rules asks the package for a chapter
-    ("autograder.classroom", "autograder.grade"),            # grade re-exports classroom's names
-    ("autograder.kernel_launcher", "autograder.sandbox"),    # a forwarding main
-    ("kvlib.vllm.hybrid", "kvlib.vllm.layout"),              # late imports both ways
-}
+#: Import circles still to be cut (the modules of each, sorted; one is removed here once it is cut); any other
+#: circle, of two modules or more, fails.
+CIRCLES_TO_CUT: set = set()
 
 
 def module_name(path: Path) -> str:
@@ -133,8 +130,8 @@ def test_the_layers_are_the_installed_course_packages():
     assert set(COURSE_PACKAGES) <= set(COURSE)
 
 
-def _two_module_circles() -> set:
-    """Pairs of the course's modules that import each other (``from a import name``: module a)."""
+def _import_graph() -> dict:
+    """``{module: the course's modules it imports}`` (``from a import name``: module a)."""
     paths = [path for package in ("kvlib", "kvcoach", "kvdisplay", "autograder") for path in package_modules(package)]
     modules = {module_name(path) for path in paths}
 
@@ -142,14 +139,52 @@ def _two_module_circles() -> set:
         parts = name.split(".")
         return next((".".join(parts[:n]) for n in range(len(parts), 0, -1) if ".".join(parts[:n]) in modules), None)
 
-    graph = {module_name(path): {module_of(name) for _, name in _module_imports(path)} - {None, module_name(path)}
-             for path in paths}
-    return {(a, b) for a in graph for b in graph[a] if a < b and a in graph.get(b, ())}
+    return {module_name(path): {module_of(name) for _, name in _module_imports(path)} - {None, module_name(path)}
+            for path in paths}
 
 
-def test_no_new_import_circle():
-    new = _two_module_circles() - CIRCLES_TO_CUT
-    assert new == set(), f"modules that import each other: {sorted(new)}"
+def circles(graph: dict) -> set:
+    """Every import circle of ``graph``, of any length: its modules, sorted (the strongly connected components
+    of more than one module, Tarjan's algorithm)."""
+    index: dict = {}
+    low: dict = {}
+    stack: list = []
+    found = set()
+
+    def visit(module):
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in sorted(graph.get(module, ())):
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                other = stack.pop()
+                component.append(other)
+                if other == module:
+                    break
+            if len(component) > 1:
+                found.add(tuple(sorted(component)))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_import_circle():
+    new = circles(_import_graph()) - CIRCLES_TO_CUT
+    assert new == set(), f"modules that import each other, directly or around a circle: {sorted(new)}"
+
+
+def test_a_circle_of_three_is_found():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"f"}, "f": {"e"}}
+    assert circles(graph) == {("a", "b", "c"), ("e", "f")}
+    assert circles({"a": {"b"}, "b": set()}) == set()
 
 
 # --- the reader itself, on sources whose imports are named by hand ----------------------------------------------

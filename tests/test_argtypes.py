@@ -24,7 +24,7 @@ def test_positive_int_refuses_with_one_line(text):
 
 @pytest.mark.parametrize("text, value", [("1", 1.0), ("1.0", 1.0), ("0.92", 0.92), ("0.5", 0.5), ("1e-3", 0.001)])
 def test_fraction_accepts_the_half_open_interval(text, value):
-    # (0, 1]: 1 itself is allowed (utilization 1.0 in seed 003 s8), any positive number below it too
+    # (0, 1]: 1 itself is allowed (utilization 1.0 in [kv-math] s8), any positive number below it too
     assert fraction(text) == value and isinstance(fraction(text), float)
 
 

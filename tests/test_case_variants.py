@@ -19,7 +19,7 @@ from fractions import Fraction
 
 import pytest
 
-from autograder.checks import chapter_exercises, chapter_module, core
+from autograder.checks import chapter_exercises, chapter_module, judge, runner
 from test_seed_sweep import GRADED, _source, answer_namespace
 
 #: the value a learner who ignores the argument would assume
@@ -32,8 +32,8 @@ def _namespace(assignment: str) -> dict:
 
 def _visible_fails(ex, fn) -> bool:
     cases = list(ex.cases(False, None, "ada"))
-    records = core.run_cases(ex, fn, cases, quiet=True)
-    return not all(v.ok for v in core.verdicts(ex, cases, records))
+    records = runner.run_cases(ex, fn, cases, quiet=True)
+    return not all(v.ok for v in judge.verdicts(ex, cases, records))
 
 
 def _pinned(fn, index: int, value):
@@ -125,7 +125,7 @@ SIDED = [(a, gid, n) for a in GRADED for gid, listed in getattr(chapter_module(a
 @pytest.mark.parametrize("assignment, grade_id, n", SIDED, ids=[f"{g}-{n}" for _, g, n in SIDED])
 def test_hidden_cases_sit_on_each_side_of_the_edge(assignment, grade_id, n):
     """An edge with ``side(case)`` (which side of it a case sits on, None off it): the visible cases it names sit on
-    the sides, and every seed's hidden cases show each side the visible ones show (issue 38 §6)."""
+    the sides, and every seed's hidden cases show each side the visible ones show ([diagnosis §6])."""
     edge = chapter_module(assignment).EDGES[grade_id][n]
     ex = chapter_exercises(assignment)[grade_id]
     by_label = {c["label"]: c for c in ex.cases(False, None, "ada")}
@@ -140,7 +140,7 @@ def test_the_sided_edges_include_ch01_to_ch08():
     ids = {g for _, g, _ in SIDED}
     assert {"ch07_q1_kv_per_sequence_per_gpu", "ch07_q2_sequences_by_memory", "ch07_q4_sequences_by_itl",
             "ch07_q5_nodes", "ch08_q3_block_range", "ch08_q4_mismatch_cause", "ch01_q4_sequences_that_fit"} <= ids
-    # issue 38 §6 in ch02-ch06: TP below / at / past K, the whole-block and window edges, N vs N - 1, the tie
+    # [diagnosis §6] in ch02-ch06: TP below / at / past K, the whole-block and window edges, N vs N - 1, the tie
     assert {"ch02_q2_kv_bytes_per_token_per_gpu", "ch02_q3_sequences_per_gpu", "ch02_q4_diagnose_colleague",
             "ch03_q2_kv_bytes_per_token_per_gpu", "ch03_q3_name_the_slip", "ch04_q2_block_waste",
             "ch04_q3_hybrid_sequence_bytes", "ch04_q4_fp8_pool_tokens", "ch04_q5_allocator_waste",

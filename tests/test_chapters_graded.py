@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
+import course_chapters
 from autograder import notebook
 from autograder import verdict as V
 
 REPO = Path(__file__).resolve().parents[1]
-SOURCES = sorted((REPO / "course" / "source").glob("ch*/ch*.ipynb"))
-GRADED = [p for p in SOURCES if notebook.is_graded(notebook.read(p))]
+GRADED = [course_chapters.source(c) for c in course_chapters.GRADED]
 # A submission is always some student's: ch09's graded drills are drawn from the student id (the grader's,
 # here this one), and its source computes each answer from the question it draws, so any id scores full marks.
 STUDENT = "chapters-graded-test"

@@ -10,8 +10,9 @@ from __future__ import annotations
 import builtins
 
 import pytest
+from pinned import pinned
 
-IPython = pytest.importorskip("IPython")
+IPython = pinned("IPython")
 from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 
 GRADE_ID = "ch01_q1_bytes_per_token_from_config"

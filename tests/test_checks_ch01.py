@@ -2,7 +2,7 @@
 
 Reference functions are written by hand here (never through kvlib); expected values
 come from kvlib inside the checks. Figures in messages: Llama 3.1 8B 131,072 B/token
-(seed 001 and 003 section 3), gemma-2-9b head_dim 256 vs 3584/16 = 224 (its config.json).
+([build-up] and [kv-math] section 3), gemma-2-9b head_dim 256 vs 3584/16 = 224 (its config.json).
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ import pytest
 
 import kvcoach.slips
 import kvlib
-from autograder.checks import ch01, core
+from autograder.checks import ch01, judge, runner
+from autograder.checks import check as cell_check
+from chapter_checks import passes_visible_and_hidden
 
 SEEDS = (0, 1, 7, 2026, 123456)
 
@@ -67,13 +69,24 @@ def kv_head_sharing(config, dtype_bytes=2):
     return heads // kv_heads, true_bytes // kv_heads * (heads - kv_heads)
 
 
+def _check_of(grade_id: str):
+    """The test cell's ``check(grade_id, fn)``, for one exercise."""
+    def check_one(fn, hidden: bool = False, seed: int | None = None) -> None:
+        __tracebackhide__ = True
+        cell_check(grade_id, fn, hidden=hidden, seed=seed)
+    return check_one
+
+
+#: ``q1`` -> the check of ch01's q1, and so on.
+CHECK = {grade_id.split("_")[1]: _check_of(grade_id) for grade_id in ch01.EXERCISES}
+
 REFERENCE = {
-    "ch01_q1_bytes_per_token_from_config": (ch01.check_q1, bytes_per_token_from_config),
-    "ch01_q2_kv_bytes_per_sequence": (ch01.check_q2, kv_bytes_for_sequence),
-    "ch01_q3_kv_bytes_per_batch": (ch01.check_q3, kv_bytes_for_batch),
-    "ch01_q4_sequences_that_fit": (ch01.check_q4, sequences_that_fit),
-    "ch01_q5_sequences_on_gpu": (ch01.check_q5, sequences_on_gpu),
-    "ch01_q6_kv_head_sharing": (ch01.check_q6, kv_head_sharing),
+    "ch01_q1_bytes_per_token_from_config": (CHECK["q1"], bytes_per_token_from_config),
+    "ch01_q2_kv_bytes_per_sequence": (CHECK["q2"], kv_bytes_for_sequence),
+    "ch01_q3_kv_bytes_per_batch": (CHECK["q3"], kv_bytes_for_batch),
+    "ch01_q4_sequences_that_fit": (CHECK["q4"], sequences_that_fit),
+    "ch01_q5_sequences_on_gpu": (CHECK["q5"], sequences_on_gpu),
+    "ch01_q6_kv_head_sharing": (CHECK["q6"], kv_head_sharing),
 }
 
 
@@ -135,26 +148,20 @@ def test_hidden_cases_are_seeded():
 # --- right answers pass -------------------------------------------------------
 @pytest.mark.parametrize("grade_id", list(REFERENCE))
 def test_reference_passes_visible_and_hidden(grade_id, capsys):
-    check, fn = REFERENCE[grade_id]
-    check(fn)
-    for seed in SEEDS:
-        check(fn, hidden=True, seed=seed)
-    check(fn, hidden=True)
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 2 + len(SEEDS) and all(line.startswith("✓") for line in lines)
+    passes_visible_and_hidden(grade_id, REFERENCE[grade_id][1], SEEDS, capsys, default_seed=True)
 
 
 def test_the_visible_figures_are_the_chapters():
     ex = ch01.EXERCISES["ch01_q1_bytes_per_token_from_config"]
     assert ex.expected(ex.visible_cases[0]) == 131_072            # Llama 3.1 8B
     ex = ch01.EXERCISES["ch01_q3_kv_bytes_per_batch"]
-    assert ex.expected(ex.visible_cases[0]) == 80 * 2**30          # seed 001: 32 x 8K of 70B
+    assert ex.expected(ex.visible_cases[0]) == 80 * 2**30          # [build-up]: 32 x 8K of 70B
 
 
 def test_q5_visible_figures_by_hand():
     ex = ch01.EXERCISES["ch01_q5_sequences_on_gpu"]
     expected = [ex.expected(c) for c in ex.visible_cases]
-    # Llama 3.1 8B on an H100 (79.18 GiB as CUDA reports it, seed 000), u 0.9, 8,030,261,248 parameters
+    # Llama 3.1 8B on an H100 (79.18 GiB as CUDA reports it, [chains]), u 0.9, 8,030,261,248 parameters
     # (its model card's 8.03B, counted) x 2 B, 4 GB other, 131,072 B/token x 8,192 tokens:
     # 85,018,877,624.32 x 0.9 = 76,516,989,861.9; - 16,060,522,496 - 4e9 = 56,456,467,365.9;
     # / 1,073,741,824 = 52.58 -> 52
@@ -300,31 +307,31 @@ def q6_missing_two(config, dtype_bytes=2):
 
 
 SLIPS = [
-    (ch01.check_q1, q1_query_heads, "query_heads", ["4x too large", "query heads", "= 32", "= 8"]),
-    (ch01.check_q1, q1_hidden_over_heads, "hidden_over_heads", ["gemma-2-9b", "224", "head_dim = 256"]),
-    (ch01.check_q2, q2_missing_two, "missing_kv_factor", ["2x too small", "factor 2 for K and V"]),
-    (ch01.check_q2, q2_bits, "bits_not_bytes", ["8x too large", "bits per element (16)"]),
-    (ch01.check_q2, q2_kib, "answer_in_kib", ["1024x too small", "KiB"]),
-    (ch01.check_q3, q3_missing_batch, "missing_batch", ["32x too small", "batch"]),
-    (ch01.check_q4, q4_ceil, "ceil_not_floor", ["floor, not the ceiling", "expected 66 sequences"]),
-    (ch01.check_q4, q4_gb_gib, "gb_for_gib", ["GB (10^9) and GiB (2^30)"]),
+    (CHECK["q1"], q1_query_heads, "query_heads", ["4x too large", "query heads", "= 32", "= 8"]),
+    (CHECK["q1"], q1_hidden_over_heads, "hidden_over_heads", ["gemma-2-9b", "224", "head_dim = 256"]),
+    (CHECK["q2"], q2_missing_two, "missing_kv_factor", ["2x too small", "factor 2 for K and V"]),
+    (CHECK["q2"], q2_bits, "bits_not_bytes", ["8x too large", "bits per element (16)"]),
+    (CHECK["q2"], q2_kib, "answer_in_kib", ["1024x too small", "KiB"]),
+    (CHECK["q3"], q3_missing_batch, "missing_batch", ["32x too small", "batch"]),
+    (CHECK["q4"], q4_ceil, "ceil_not_floor", ["floor, not the ceiling", "expected 66 sequences"]),
+    (CHECK["q4"], q4_gb_gib, "gb_for_gib", ["GB (10^9) and GiB (2^30)"]),
     # q5, first visible case: Llama 3.1 8B on an H100, expected 52 (test_q5_visible_figures_by_hand)
-    (ch01.check_q5, q5_label, "label_memory", ["label (80.00 GB)", "CUDA reports (85.02 GB)", "expected 52"]),
-    (ch01.check_q5, q5_cuda_gib_as_gb, "gb_for_gib", ["GB (10^9) and GiB (2^30)"]),
-    (ch01.check_q5, q5_no_utilization, "ignored_utilization", ["utilization (0.9) is not applied"]),
-    (ch01.check_q5, q5_utilization_last, "utilization_after_weights", ["not (M - W - O) x u"]),
-    (ch01.check_q5, q5_no_other, "ignored_other_bytes", ["4,000,000,000 B", "not subtracted"]),
-    (ch01.check_q5, q5_no_weights, "weights_missing", ["weights are missing", "8,030,261,248 parameters"]),
-    (ch01.check_q5, q5_weights_always_bf16, "weight_dtype_ignored", ["weight_dtype_bytes (1 B per parameter)"]),
-    (ch01.check_q5, q5_tokens, "tokens_not_sequences", ["how many tokens fit", "8192 tokens"]),
-    (ch01.check_q5, q5_negative, "negative_count", ["Llama 3.3 70B on one H100", "0, not a negative count"]),
-    (ch01.check_q5, q5_ceil, "ceil_not_floor", ["floor, not the ceiling"]),
+    (CHECK["q5"], q5_label, "label_memory", ["label (80.00 GB)", "CUDA reports (85.02 GB)", "expected 52"]),
+    (CHECK["q5"], q5_cuda_gib_as_gb, "gb_for_gib", ["GB (10^9) and GiB (2^30)"]),
+    (CHECK["q5"], q5_no_utilization, "ignored_utilization", ["utilization (0.9) is not applied"]),
+    (CHECK["q5"], q5_utilization_last, "utilization_after_weights", ["not (M - W - O) x u"]),
+    (CHECK["q5"], q5_no_other, "ignored_other_bytes", ["4,000,000,000 B", "not subtracted"]),
+    (CHECK["q5"], q5_no_weights, "weights_missing", ["weights are missing", "8,030,261,248 parameters"]),
+    (CHECK["q5"], q5_weights_always_bf16, "weight_dtype_ignored", ["weight_dtype_bytes (1 B per parameter)"]),
+    (CHECK["q5"], q5_tokens, "tokens_not_sequences", ["how many tokens fit", "8192 tokens"]),
+    (CHECK["q5"], q5_negative, "negative_count", ["Llama 3.3 70B on one H100", "0, not a negative count"]),
+    (CHECK["q5"], q5_ceil, "ceil_not_floor", ["floor, not the ceiling"]),
     # q6, first visible case: Llama 3.1 8B, expected (4, 393,216) (test_q6_visible_figures_by_hand)
-    (ch01.check_q6, q6_inverted, "inverted_ratio", ["upside down", "32 / 8"]),
-    (ch01.check_q6, q6_absent_as_mqa, "absent_as_mqa", ["gpt2-large", "K = H = 20", "not a single KV head"]),
-    (ch01.check_q6, q6_inflated, "inflated_not_extra", ["counted with the query heads", "(4, 393,216)"]),
-    (ch01.check_q6, q6_true_bytes, "real_not_extra", ["real bytes per token"]),
-    (ch01.check_q6, q6_missing_two, "missing_kv_factor", ["factor 2 for K and V"]),
+    (CHECK["q6"], q6_inverted, "inverted_ratio", ["upside down", "32 / 8"]),
+    (CHECK["q6"], q6_absent_as_mqa, "absent_as_mqa", ["gpt2-large", "K = H = 20", "not a single KV head"]),
+    (CHECK["q6"], q6_inflated, "inflated_not_extra", ["counted with the query heads", "(4, 393,216)"]),
+    (CHECK["q6"], q6_true_bytes, "real_not_extra", ["real bytes per token"]),
+    (CHECK["q6"], q6_missing_two, "missing_kv_factor", ["factor 2 for K and V"]),
 ]
 
 
@@ -340,14 +347,14 @@ def test_visible_slip_is_named(check, fn, key, phrases):
 @pytest.mark.parametrize("check,fn,key,phrases", SLIPS, ids=[s[2] for s in SLIPS])
 def test_hidden_slip_is_named_in_general_words(check, fn, key, phrases):
     message = fails(check, fn, hidden=True)
-    assert core.GENERIC_SLIPS[key] in message
+    assert judge.GENERIC_SLIPS[key] in message
 
 
 def test_reading_torch_dtype_is_named():
     def reads_torch_dtype(config, dtype_bytes=2):
         size = {"float32": 4, "bfloat16": 2}.get(config.get("torch_dtype"), dtype_bytes)
         return bytes_per_token_from_config(config, size)
-    message = fails(ch01.check_q1, reads_torch_dtype)
+    message = fails(CHECK["q1"], reads_torch_dtype)
     # the slip that fits every failing case leads; fp32 fits the float32 config only, so it is not offered
     assert "Llama-2-7b" in message and "does not follow the argument dtype_bytes" in message
     assert "4 bytes per element (fp32)" not in message and "Or:" not in message
@@ -358,9 +365,9 @@ def test_gpt2_names_missing_gives_the_hint():
         kv_heads = config.get("num_key_value_heads") or config["num_attention_heads"]
         head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
         return 2 * config["num_hidden_layers"] * kv_heads * head_dim * dtype_bytes
-    message = fails(ch01.check_q1, llama_names_only)
+    message = fails(CHECK["q1"], llama_names_only)
     assert "gpt2-large" in message and "KeyError" in message and "n_layer" in message
-    hidden = fails(ch01.check_q1, llama_names_only, hidden=True)
+    hidden = fails(CHECK["q1"], llama_names_only, hidden=True)
     assert "raised KeyError on a hidden case" in hidden and "num_attention_heads" not in hidden.split(".")[0]
 
 
@@ -390,18 +397,18 @@ class SneakyInt(int):
 def test_lookalikes_are_rejected(make, phrase):
     def answer(layers, kv_heads, head_dim, dtype_bytes, seq_len):
         return make(kv_bytes_for_sequence(layers, kv_heads, head_dim, dtype_bytes, seq_len))
-    message = fails(ch01.check_q2, answer)
+    message = fails(CHECK["q2"], answer)
     assert phrase in message
-    fails(ch01.check_q2, answer, hidden=True)
+    fails(CHECK["q2"], answer, hidden=True)
 
 
 def test_right_value_wrong_type_says_so():
-    message = fails(ch01.check_q2, lambda *args: float(kv_bytes_for_sequence(*args)))
+    message = fails(CHECK["q2"], lambda *args: float(kv_bytes_for_sequence(*args)))
     assert "value itself is right" in message
 
 
 def test_not_a_function():
-    assert "must be a function" in fails(ch01.check_q2, 1_073_741_824)
+    assert "must be a function" in fails(CHECK["q2"], 1_073_741_824)
 
 
 # --- kvlib tripwires ----------------------------------------------------------
@@ -420,7 +427,7 @@ def test_calling_kvlib_trips_and_is_restored():
     def via_kvlib(layers, kv_heads, head_dim, dtype_bytes, seq_len):
         return kvlib.kv_bytes_per_sequence(kvlib.kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes),
                                            seq_len)
-    message = fails(ch01.check_q2, via_kvlib)
+    message = fails(CHECK["q2"], via_kvlib)
     assert "build this by hand: exercise ch01_q2_kv_bytes_per_sequence must not call kvlib.kv_bytes_per_token" \
         in message
     assert_kvlib_restored()
@@ -431,7 +438,7 @@ def test_name_imported_before_the_check_still_trips():
 
     def via_bound_name(budget_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len):
         return bound_early(budget_bytes, kv_bytes_for_sequence(layers, kv_heads, head_dim, dtype_bytes, seq_len))
-    assert "must not call kvlib.max_concurrency" in fails(ch01.check_q4, via_bound_name)
+    assert "must not call kvlib.max_concurrency" in fails(CHECK["q4"], via_bound_name)
     assert_kvlib_restored()
 
 
@@ -441,13 +448,13 @@ def test_spec_methods_and_parse_config_trip_even_when_caught():
             return kvlib.parse_config(config).kv_bytes_per_token(dtype_bytes)
         except Exception:
             return bytes_per_token_from_config(config, dtype_bytes)
-    assert "must not call kvlib.parse_config" in fails(ch01.check_q1, caught)
+    assert "must not call kvlib.parse_config" in fails(CHECK["q1"], caught)
     spec = kvlib.load_model("llama-3.1-8b")
 
     def via_spec(config, dtype_bytes=2):
         return spec.kv_bytes_per_token(dtype_bytes)
-    assert "must not call kvlib.ModelSpec.kv_bytes_per_token" in fails(ch01.check_q1, via_spec)
-    assert "must not call" in fails(ch01.check_q1, via_spec, hidden=True)
+    assert "must not call kvlib.ModelSpec.kv_bytes_per_token" in fails(CHECK["q1"], via_spec)
+    assert "must not call" in fails(CHECK["q1"], via_spec, hidden=True)
     assert_kvlib_restored()
 
 
@@ -455,7 +462,7 @@ def test_tripwires_restore_after_an_interrupt():
     def interrupted(layers, kv_heads, head_dim, dtype_bytes, seq_len):
         raise KeyboardInterrupt
     with pytest.raises(KeyboardInterrupt):
-        ch01.check_q2(interrupted)
+        CHECK["q2"](interrupted)
     assert_kvlib_restored()
 
 
@@ -463,7 +470,7 @@ def test_reading_a_bundled_config_is_allowed():
     def reads_bundled(config, dtype_bytes=2):
         kvlib.bundled_config("llama-3.1-8b")
         return bytes_per_token_from_config(config, dtype_bytes) + 0 * kvlib.GiB
-    ch01.check_q1(reads_bundled)
+    CHECK["q1"](reads_bundled)
 
 
 # --- kvlib under another name (tripwires' watch) -------------------------------
@@ -505,9 +512,9 @@ def test_kvlib_under_another_name_or_rebuilt_still_trips(build):
                                               seq_len)
     # the copy is right: without the watch it would pass every case (Llama 3.1 8B: 131,072 B/token)
     assert via_copy(32, 8, 128, 2, 1) == 131_072
-    message = fails(ch01.check_q2, via_copy)
+    message = fails(CHECK["q2"], via_copy)
     assert "must not call kvlib.kv_bytes_per_sequence, kvlib.kv_bytes_per_token" in message
-    assert "must not call kvlib" in fails(ch01.check_q2, via_copy, hidden=True)
+    assert "must not call kvlib" in fails(CHECK["q2"], via_copy, hidden=True)
     assert_kvlib_restored()
 
 
@@ -522,7 +529,7 @@ def test_the_watch_cannot_be_switched_off_from_the_answer():
         except RuntimeError:
             pass
         return space["kv_bytes_per_token"](layers, kv_heads, head_dim, dtype_bytes) * seq_len
-    message = fails(ch01.check_q2, switched_off)
+    message = fails(CHECK["q2"], switched_off)
     assert "must not call kvlib.kv_bytes_per_token, sys.settrace (the check's watch on kvlib)" in message
     assert sys.gettrace() is None or "kvlib" not in repr(sys.gettrace())
 
@@ -535,8 +542,8 @@ def test_a_function_of_ones_own_with_kvlibs_name_is_not_kvlib():
 
     def kv_bytes_for_sequence_(layers, kv_heads, head_dim, dtype_bytes, seq_len):
         return kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes) * seq_len
-    ch01.check_q2(kv_bytes_for_sequence_)
-    ch01.check_q2(kv_bytes_for_sequence_, hidden=True)
+    CHECK["q2"](kv_bytes_for_sequence_)
+    CHECK["q2"](kv_bytes_for_sequence_, hidden=True)
 
 
 # --- hidden failures keep the hidden cases hidden -----------------------------
@@ -572,7 +579,7 @@ def test_hidden_messages_reveal_no_inputs(check, fn, key, phrases, capsys):
         digits = set(re.findall(r"\d+", message))
         assert digits <= {"10", "9", "2", "30", "1", "4"}, message  # 10^9, 2^30, "1, 2 or 4"
         for case in ex.cases(True, seed):
-            answer = core.run_cases(ex, fn, [case], quiet=True)[0].get("value")
+            answer = runner.run_cases(ex, fn, [case], quiet=True)[0].get("value")
             for number in _numbers_in(case, ex.expected(case), answer):
                 assert number not in message.replace("10^9", "").replace("2^30", "")   # units, not inputs
         # no case's label (the slip of q5 may say "the label": the GPU's, in general words)
@@ -584,7 +591,7 @@ def test_hidden_runs_swallow_the_learners_prints(capsys):
     def chatty(layers, kv_heads, head_dim, dtype_bytes, seq_len):
         print("inputs:", layers, kv_heads, head_dim, seq_len)
         return kv_bytes_for_sequence(layers, kv_heads, head_dim, dtype_bytes, seq_len)
-    ch01.check_q2(chatty, hidden=True)
+    CHECK["q2"](chatty, hidden=True)
     out = capsys.readouterr().out
     assert "inputs:" not in out and out.startswith("✓")
 
@@ -593,24 +600,24 @@ def test_hidden_runs_swallow_the_learners_prints(capsys):
 def test_judge_works_from_json_records():
     ex = ch01.EXERCISES["ch01_q2_kv_bytes_per_sequence"]
     cases = ex.cases(True, seed=11)
-    good = json.loads(json.dumps(core.run_cases(ex, kv_bytes_for_sequence, cases)))
-    assert all(v.ok for v in core.verdicts(ex, json.loads(json.dumps(cases)), good, hidden=True))
-    bad = json.loads(json.dumps(core.run_cases(ex, q2_missing_two, cases)))
-    results = core.verdicts(ex, cases, bad, hidden=True)
+    good = json.loads(json.dumps(runner.run_cases(ex, kv_bytes_for_sequence, cases)))
+    assert all(v.ok for v in judge.verdicts(ex, json.loads(json.dumps(cases)), good, hidden=True))
+    bad = json.loads(json.dumps(runner.run_cases(ex, q2_missing_two, cases)))
+    results = judge.verdicts(ex, cases, bad, hidden=True)
     assert not any(v.ok for v in results) and results[0].slip == "missing_kv_factor"
-    lookalike = core.describe_result(np.int64(5))
-    assert lookalike["type"] == "numpy.int64" and not core.judge(ex, cases[0], lookalike).ok
+    lookalike = runner.describe_result(np.int64(5))
+    assert lookalike["type"] == "numpy.int64" and not judge.judge(ex, cases[0], lookalike).ok
 
 
 def test_the_release_stub_says_not_written_yet():
     def stub(config, dtype_bytes=2):
         # YOUR CODE HERE
         raise NotImplementedError()
-    assert "not written yet" in fails(ch01.check_q1, stub)
-    assert "not written yet" in fails(ch01.check_q1, stub, hidden=True)
+    assert "not written yet" in fails(CHECK["q1"], stub)
+    assert "not written yet" in fails(CHECK["q1"], stub, hidden=True)
 
 
-# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+# --- slips through the shared mechanism ([diagnosis]) ------------------------------------------------
 def test_no_offered_slip_contradicts_a_case():
     """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
     from chapter_checks import offered_slips_contradicting_a_case

@@ -1,7 +1,7 @@
 """Chapter 02's instant checks: right answers pass, each catalogued slip gets its named message.
 
 Reference functions are written by hand here (never through kvlib). Figures checked by hand:
-Llama 3.3 70B at TP 8 is 2 x 80 x 1 x 128 x 2 = 40,960 B per token per GPU (seed 003, worked
+Llama 3.3 70B at TP 8 is 2 x 80 x 1 x 128 x 2 = 40,960 B per token per GPU ([kv-math], worked
 example 2: "320/8 = 40 KiB"); Llama 3.1 8B has 32 query and 8 KV heads (its config.json), so a
 query-head slip is 4x; vLLM replicates KV heads past TP = K (vllm/config/model.py get_num_kv_heads).
 """
@@ -15,11 +15,11 @@ import pytest
 
 import kvcoach.slips
 import kvlib
-from autograder.checks import ch02, check, core
-from chapter_checks import fails, source_points
+from autograder.checks import ch02
+from chapter_checks import fails, passes_visible_and_hidden, source_points
 
 SEEDS = (0, 1, 7, 2026)
-H100_REPORTED = round(79.18 * 2**30)      # bytes CUDA reports on an H100 SXM (seed 000: 79.18 GiB)
+H100_REPORTED = round(79.18 * 2**30)      # bytes CUDA reports on an H100 SXM ([chains]: 79.18 GiB)
 LLAMA70_WEIGHTS = 141_107_412_992         # Llama 3.3 70B bf16 weights, the input of Question 3
 
 
@@ -104,7 +104,7 @@ def test_hidden_cases_run_only_engine_splits_and_every_q4_slip():
 
 def test_the_visible_figures_by_hand():
     q2 = ch02.EXERCISES["ch02_q2_kv_bytes_per_token_per_gpu"]
-    assert q2.expected(q2.visible_cases[0]) == 40 * 1024                 # seed 003: 320 KiB / 8
+    assert q2.expected(q2.visible_cases[0]) == 40 * 1024                 # [kv-math]: 320 KiB / 8
     assert q2.expected(q2.visible_cases[3]) == 2 * 32 * 1 * 128 * 1      # 8B at TP 16, fp8: one head per GPU
     q3 = ch02.EXERCISES["ch02_q3_sequences_per_gpu"]
     case = q3.visible_cases[0]
@@ -120,12 +120,7 @@ def test_the_visible_figures_by_hand():
 # --- right answers pass -------------------------------------------------------
 @pytest.mark.parametrize("grade_id", list(REFERENCE))
 def test_reference_passes_visible_and_hidden(grade_id, capsys):
-    fn = REFERENCE[grade_id]
-    check(grade_id, fn)
-    for seed in SEEDS:
-        check(grade_id, fn, hidden=True, seed=seed)
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 1 + len(SEEDS) and all(line.startswith("✓") for line in lines)
+    passes_visible_and_hidden(grade_id, REFERENCE[grade_id], SEEDS, capsys)
 
 
 # --- each catalogued slip is named ------------------------------------------------
@@ -235,7 +230,7 @@ def test_hidden_failures_reveal_no_inputs():
                     assert f"{value:,}" not in message and str(value) not in message
 
 
-# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+# --- slips through the shared mechanism ([diagnosis]) ------------------------------------------------
 def test_no_offered_slip_contradicts_a_case():
     """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
     from chapter_checks import offered_slips_contradicting_a_case
@@ -248,7 +243,7 @@ def test_generic_slips_are_named():
     assert generic_slips_unnamed(ch02.EXERCISES) == []
 
 
-# --- topic slips (issue 38 §3) ------------------------------------------------------------------------
+# --- topic slips ([diagnosis §3]) ------------------------------------------------------------------------
 def test_tp_floor_of_one_missing_is_named():
     # kv_heads // tp without max(1, ...): 0 bytes on the TP 16 > K = 8 case (hand: 8 // 16 = 0)
     def no_floor(layers, kv_heads, head_dim, dtype_bytes, tp):

@@ -2,8 +2,8 @@
 
 Reference functions are written by hand here (never through kvlib). Figures named in the
 tests come from hand arithmetic on the published configs: DeepSeek-V3 61 x (512 + 64) x 2 B
-= 70,272 B/token (seed 000's worked example, and the DeepSeek-V3 config.json); the RoPE key
-64 / 576 = 11.1% of it (seed 000: "understates the cache by 11%"); Llama 3.3 70B at TP 8:
+= 70,272 B/token ([chains]'s worked example, and the DeepSeek-V3 config.json); the RoPE key
+64 / 576 = 11.1% of it ([chains]: "understates the cache by 11%"); Llama 3.3 70B at TP 8:
 2 x 80 x 1 x 128 x 2 = 40,960 B per GPU; Qwen2.5-3B (2 KV heads) at TP 8: one whole head per GPU,
 2 x 36 x 1 x 128 x 2 = 18,432 B.
 """
@@ -15,8 +15,8 @@ import re
 
 import pytest
 
-from autograder.checks import ch03, check, core
-from chapter_checks import fails, source_points
+from autograder.checks import ch03, judge, runner
+from chapter_checks import fails, passes_visible_and_hidden, source_points
 
 SEEDS = (0, 1, 7, 2026, 123456)
 Q1, Q2, Q3 = ch03.EXERCISES
@@ -107,10 +107,7 @@ def test_hidden_cases_are_seeded():
 
 @pytest.mark.parametrize("grade_id", [Q1, Q2, Q3])
 def test_reference_passes_visible_and_hidden(grade_id, capsys):
-    check(grade_id, REFERENCE[grade_id])
-    for seed in SEEDS:
-        check(grade_id, REFERENCE[grade_id], hidden=True, seed=seed)
-    assert "✓" in capsys.readouterr().out
+    passes_visible_and_hidden(grade_id, REFERENCE[grade_id], SEEDS, capsys)
 
 
 # --- slips: one wrong function per catalogued slip ---------------------------
@@ -193,8 +190,8 @@ def test_missing_rope_names_the_cases_rope_width():
     # visible case 4 is 256 + 32: its verdict must say 32, not DeepSeek-V3's 64
     ex = ch03.EXERCISES[Q1]
     case = next(c for c in ex.cases() if "256 + 32" in c["label"])
-    record = core.run_cases(ex, q1_missing_rope, [case])[0]
-    message = core.judge(ex, case, record).message
+    record = runner.run_cases(ex, q1_missing_rope, [case])[0]
+    message = judge.judge(ex, case, record).message
     assert "the 32-wide decoupled RoPE key is missing" in message and "11.1%" in message, message
 
 
@@ -249,13 +246,13 @@ def test_calling_kvlib_is_refused():
 def test_judge_works_from_json_records():
     ex = ch03.EXERCISES[Q2]
     cases = ex.cases()
-    records = json.loads(json.dumps(core.run_cases(ex, q2_split, cases)))
-    verdicts = core.verdicts(ex, cases, records)
+    records = json.loads(json.dumps(runner.run_cases(ex, q2_split, cases)))
+    verdicts = judge.verdicts(ex, cases, records)
     assert [v.ok for v in verdicts] == [ch03.config_expected(c) == q2_split(**c["kwargs"]) for c in cases]
     assert "mla_split_by_tp" in verdicts[0].slips
 
 
-# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+# --- slips through the shared mechanism ([diagnosis]) ------------------------------------------------
 def test_no_offered_slip_contradicts_a_case():
     """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
     from chapter_checks import offered_slips_contradicting_a_case
@@ -268,7 +265,7 @@ def test_generic_slips_are_named():
     assert generic_slips_unnamed(ch03.EXERCISES) == []
 
 
-# --- topic slips (issue 38 §3) ------------------------------------------------------------------------
+# --- topic slips ([diagnosis §3]) ------------------------------------------------------------------------
 def test_mtp_layer_and_qk_head_dim_are_named():
     # DeepSeek-V3: 61 layers + 1 MTP layer (num_nextn_predict_layers); qk_head_dim = 128 + 64 added to 512
     def counts_mtp(config, dtype_bytes=2):

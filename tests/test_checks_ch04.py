@@ -1,7 +1,7 @@
 """Chapter 04's instant checks: right answers pass, each catalogued slip gets its named message.
 
 Reference functions are written by hand here (never through kvlib); expected values come
-from kvlib inside the checks. Independent figures below: seed 000's pool example (85.02 GB
+from kvlib inside the checks. Independent figures below: [chains]'s pool example (85.02 GB
 reported, u 0.92, 16.06 GB weights, 3.0 GB other, 131,072 B/token -> 451,342 tokens by hand:
 floor((78,218,400,000 - 19,060,000,000) / 131,072)); its block waste (200 x 7.5 = 1,500 slots
 at 16, 25,500 at 256); its sliding-window arithmetic (2,048 B per layer per token for gpt-oss);
@@ -20,8 +20,9 @@ import pytest
 import kvcoach.slips
 import kvlib as kv
 import kvlib.alloc_sim
-from autograder.checks import ch04, core
+from autograder.checks import ch04, runner
 from autograder.checks import exercise as find_exercise
+from chapter_checks import passes_visible_and_hidden
 
 REPO = Path(__file__).resolve().parents[1]
 SEEDS = (0, 1, 7, 2026)
@@ -65,7 +66,7 @@ REFERENCE = {
 
 
 def run(grade_id, fn, hidden=False, seed=None):
-    core.check(find_exercise(grade_id), fn, hidden=hidden, seed=seed)
+    runner.check(find_exercise(grade_id), fn, hidden=hidden, seed=seed)
 
 
 def fails(grade_id, fn, hidden=False, seed=None) -> str:
@@ -86,10 +87,7 @@ def test_grade_ids_and_points_in_the_source():
 
 @pytest.mark.parametrize("grade_id", list(REFERENCE))
 def test_reference_passes_visible_and_hidden(grade_id, capsys):
-    run(grade_id, REFERENCE[grade_id])
-    for seed in SEEDS:
-        run(grade_id, REFERENCE[grade_id], hidden=True, seed=seed)
-    assert "✓" in capsys.readouterr().out
+    passes_visible_and_hidden(grade_id, REFERENCE[grade_id], SEEDS, capsys)
 
 
 def test_cases_are_json():
@@ -105,7 +103,7 @@ def test_hidden_cases_are_seeded():
 
 
 def test_seed_000_pool_to_the_token():
-    # seed 000: 85.02 GB reported, 0.92, 16.06 GB weights, 3.0 GB other; 451,342 by hand (kvlib footnote:
+    # [chains]: 85.02 GB reported, 0.92, 16.06 GB weights, 3.0 GB other; 451,342 by hand (kvlib footnote:
     # the seed prints 451,355 after rounding the budget to 78.22 GB).
     assert pool_tokens(80 * 10**9, 85_020_000_000, 0.92, 16_060_000_000, 3_000_000_000, 131_072) == 451_342
     assert kv.kv_pool_tokens(85.02e9, 0.92, 16.06e9, 3.0e9, 131_072) == 451_342
@@ -114,7 +112,7 @@ def test_seed_000_pool_to_the_token():
 def test_visible_figures_against_hand_arithmetic():
     q2 = {tuple(c["kwargs"].values()): ch04.EXERCISES["ch04_q2_block_waste"].expected_for(c)
           for c in ch04.Q2_VISIBLE}
-    assert q2[(200, 16)] == 1500.0 and q2[(200, 256)] == 25500.0 and q2[(1, 16)] == 7.5   # seed 000
+    assert q2[(200, 16)] == 1500.0 and q2[(200, 256)] == 25500.0 and q2[(1, 16)] == 7.5   # [chains]
     gpt_oss = ch04.EXERCISES["ch04_q3_hybrid_sequence_bytes"].expected_for(ch04.Q3_VISIBLE[0])
     assert gpt_oss == 2048 * (12 * 131_072 + 12 * 128)          # 12 full + 12 window-128 layers, 2,048 B each
     q5 = [ch04.EXERCISES["ch04_q5_allocator_waste"].expected_for(c) for c in ch04.Q5_VISIBLE[:2]]
@@ -226,7 +224,7 @@ def test_calling_kvlib_trips():
     assert "must not call" in fails("ch04_q5_allocator_waste", cheat)
 
 
-# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+# --- slips through the shared mechanism ([diagnosis]) ------------------------------------------------
 def test_no_offered_slip_contradicts_a_case():
     """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
     from chapter_checks import offered_slips_contradicting_a_case
@@ -239,7 +237,7 @@ def test_generic_slips_are_named():
     assert generic_slips_unnamed(ch04.EXERCISES) == []
 
 
-# --- topic slips (issue 38 §3) ------------------------------------------------------------------------
+# --- topic slips ([diagnosis §3]) ------------------------------------------------------------------------
 def test_window_not_capped_on_short_sequences_is_named():
     # sliding layers held at the whole window even when the sequence is shorter than it
     def whole_window(config, seq_len, dtype_bytes=2):

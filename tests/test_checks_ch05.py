@@ -2,7 +2,7 @@
 
 Reference functions are written by hand here (q3 builds on kvlib's one-block hash, as the
 exercise allows; nothing else calls kvlib); expected values come from kvlib inside the checks.
-Hand figures: seed 000 "A shared system prompt" (100 x 2,000 tokens x 131,072 B unshared,
+Hand figures: [chains] "A shared system prompt" (100 x 2,000 tokens x 131,072 B unshared,
 2,000 x 131,072 B shared: 99 x 2,000 x 131,072 = 25,952,256,000 B saved; 2,007 tokens share 125
 blocks and recompute 7) and "Fetch from host memory or recompute" (8,192 tokens of Llama 3.1 8B:
 21.5 ms fetch against 251 ms recompute, so "fetch").
@@ -20,8 +20,8 @@ import pytest
 import kvcoach.slips
 import kvlib as kv
 import kvlib.prefix_cache as pc
-from autograder.checks import ch05, check, core
-from chapter_checks import fails, source_points
+from autograder.checks import ch05, check, diagnosis, judge, runner
+from chapter_checks import fails, passes_visible_and_hidden, source_points
 
 SEEDS = (0, 1, 7, 2026)
 SOURCE = Path(__file__).resolve().parents[1] / "course/source/ch05_prefix_reuse/ch05_prefix_reuse.ipynb"
@@ -87,11 +87,7 @@ def test_cases_are_json_and_seeded():
 
 @pytest.mark.parametrize("grade_id", list(REFERENCE))
 def test_reference_passes_visible_and_hidden(grade_id, capsys):
-    fn = REFERENCE[grade_id]
-    check(grade_id, fn)
-    for seed in SEEDS:
-        check(grade_id, fn, hidden=True, seed=seed)
-    assert capsys.readouterr().out.count("✓") == 1 + len(SEEDS)
+    passes_visible_and_hidden(grade_id, REFERENCE[grade_id], SEEDS, capsys)
 
 
 def test_the_visible_figures_are_the_seeds():
@@ -186,9 +182,9 @@ def test_visible_slip_is_named(grade_id, fn, key, phrases):
     for phrase in phrases:
         assert phrase in message, message
     ex = ch05.EXERCISES[grade_id]
-    records = core.run_cases(ex, fn, ex.cases())
-    verdicts = core.verdicts(ex, ex.cases(), records)
-    assert core.common_slip(verdicts) == key
+    records = runner.run_cases(ex, fn, ex.cases())
+    verdicts = judge.verdicts(ex, ex.cases(), records)
+    assert diagnosis.common_slip(verdicts) == key
 
 
 @pytest.mark.parametrize("grade_id,fn,key,phrases", SLIPS, ids=[f"{s[0][:7]}-{s[2]}" for s in SLIPS])
@@ -306,7 +302,7 @@ def test_hidden_messages_reveal_no_inputs(grade_id, fn):
             assert repr(case["kwargs"].get("cache_salt")) not in message or case["kwargs"].get("cache_salt") is None
 
 
-# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+# --- slips through the shared mechanism ([diagnosis]) ------------------------------------------------
 def test_no_offered_slip_contradicts_a_case():
     """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
     from chapter_checks import offered_slips_contradicting_a_case
@@ -319,7 +315,7 @@ def test_generic_slips_are_named():
     assert generic_slips_unnamed(ch05.EXERCISES) == []
 
 
-# --- topic slips (issue 38 §3) ------------------------------------------------------------------------
+# --- topic slips ([diagnosis §3]) ------------------------------------------------------------------------
 def test_partial_block_rounded_up_is_named():
     # (N - 1) x ceil(P / bs) x bs tokens shared: the partial last block counted as a whole one
     def rounds_up(prompt_tokens, num_requests, bytes_per_token, block_size):
@@ -331,8 +327,8 @@ def test_partial_block_rounded_up_is_named():
 def _q5_summary(fn):
     ex = ch05.EXERCISES["ch05_q5_fetch_or_recompute"]
     cases = ex.cases()
-    records = core.run_cases(ex, fn, cases, quiet=True)
-    return core.summary(ex, cases, core.verdicts(ex, cases, records), records=records)
+    records = runner.run_cases(ex, fn, cases, quiet=True)
+    return diagnosis.summary(ex, cases, judge.verdicts(ex, cases, records), records=records)
 
 
 @pytest.mark.parametrize("slip, fn", [
@@ -340,7 +336,7 @@ def _q5_summary(fn):
     ("fetch_overhead_ignored", q5_no_overhead),
     ("mfu_ignored", q5_peak_not_achieved),
     # bits for bytes: 8 x the copy's time; by hand 200,000 x 131,072 B over 2 GB/s is 13.1 s to fetch, 104.9 s
-    # as bits, against 33.5 s to recompute (the attention term's hint was shown before, issue 38 §4)
+    # as bits, against 33.5 s to recompute (the attention term's hint was shown before, [diagnosis §4])
     ("link_as_bits", lambda bpt, p, layers, h, d, t, link, peak, mfu, over:
         fetch_or_recompute(bpt * 8, p, layers, h, d, t, link, peak, mfu, over)),
 ])
@@ -362,8 +358,8 @@ def test_q4_partial_block_rounded_up_is_named():
         return total
     ex = ch05.EXERCISES["ch05_q4_agent_prefill_tokens"]
     cases = ex.cases()
-    records = core.run_cases(ex, rounded_up, cases, quiet=True)
-    s = core.summary(ex, cases, core.verdicts(ex, cases, records), records=records)
+    records = runner.run_cases(ex, rounded_up, cases, quiet=True)
+    s = diagnosis.summary(ex, cases, judge.verdicts(ex, cases, records), records=records)
     assert s.slips[:1] == ("history_block_rounded_up",) and "partial last block of the cached history" in s.message
 
 
@@ -386,10 +382,10 @@ def test_q4_whole_block_edge_separates_the_sides():
     ex = ch05.EXERCISES["ch05_q4_agent_prefill_tokens"]
     edge = [c for c in ex.cases() if c["kwargs"]["steps"] == 5]
     for wrong, slip in ((rounded_up, "history_block_rounded_up"), (token_level, "partial_block_shared")):
-        records = core.run_cases(ex, wrong, edge, quiet=True)
-        passed = [v.ok for v in core.verdicts(ex, edge, records)]
+        records = runner.run_cases(ex, wrong, edge, quiet=True)
+        passed = [v.ok for v in judge.verdicts(ex, edge, records)]
         assert passed == [True, False, False], wrong.__name__
-        s = core.summary(ex, edge, core.verdicts(ex, edge, records), records=records)
+        s = diagnosis.summary(ex, edge, judge.verdicts(ex, edge, records), records=records)
         assert s.slips[:1] == (slip,), (wrong.__name__, s.message)
 
 

@@ -18,8 +18,8 @@ import re
 
 import pytest
 
-from autograder.checks import ch06, check, core
-from chapter_checks import fails, source_points
+from autograder.checks import ch06, check, diagnosis, judge, runner
+from chapter_checks import fails, passes_visible_and_hidden, source_points
 
 SEEDS = (0, 1, 7, 2026)
 W8 = 8_030_261_248 * 2          # Llama 3.1 8B bf16 weights, by hand
@@ -93,24 +93,19 @@ def test_cases_are_json_and_hidden_cases_are_seeded():
 # --- right answers pass -------------------------------------------------------
 @pytest.mark.parametrize("grade_id", list(REFERENCE))
 def test_reference_passes_visible_and_hidden(grade_id, capsys):
-    fn = REFERENCE[grade_id]
-    check(grade_id, fn)
-    for seed in SEEDS:
-        check(grade_id, fn, hidden=True, seed=seed)
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 1 + len(SEEDS) and all(line.startswith("✓") for line in lines)
+    passes_visible_and_hidden(grade_id, REFERENCE[grade_id], SEEDS, capsys)
 
 
 def test_the_visible_figures_are_the_chapters():
     ex = ch06.EXERCISES["ch06_q1_crossover_context"]
     first = ex.visible_cases[0]
     assert read8(32) == 15_010_111_488 and first["kwargs"]["weight_bytes"] == read8(32)
-    # seed 003 section 6 says "batch 32 -> 3,830" with the whole table; a step of 32 reads 15,010,111,488 B:
+    # [kv-math] section 6 says "batch 32 -> 3,830" with the whole table; a step of 32 reads 15,010,111,488 B:
     # 3,578 tokens' cache is 3,578 x 4,194,304 = 15,007,113,216 B, short of it; 3,579 tokens reach it
     assert 3578 * C8 * 32 < read8(32) <= 3579 * C8 * 32 and ex.expected_for(first) == 3579
     assert ex.expected_for(ex.visible_cases[1]) == math.ceil(read8(128) / (C8 * 128)) == 895
     ex = ch06.EXERCISES["ch06_q2_decode_step_ms"]
-    # seed 003 section 7's 9.92 ms reads the whole table; (15,010,111,488 + 17,179,869,184) B / 3.35e12 B/s
+    # [kv-math] section 7's 9.92 ms reads the whole table; (15,010,111,488 + 17,179,869,184) B / 3.35e12 B/s
     assert round(ex.expected_for(ex.visible_cases[0]), 2) == 9.61
     ex = ch06.EXERCISES["ch06_q3_tokens_per_second"]
     # 8 x 32,768 (the chapter's Question 2; 32 x 32,768 needs 137 GB of cache, more than one H100's pool)
@@ -266,7 +261,7 @@ def test_visible_slip_is_named(grade_id, fn, key, phrases):
 @pytest.mark.parametrize("grade_id,fn,key,phrases", SLIPS, ids=[s[2] for s in SLIPS])
 def test_hidden_slip_is_named_in_general_words(grade_id, fn, key, phrases):
     message = fails(grade_id, fn, hidden=True)
-    assert core.GENERIC_SLIPS[key] in message, message
+    assert judge.GENERIC_SLIPS[key] in message, message
 
 
 @pytest.mark.parametrize("grade_id,fn,key,phrases", SLIPS, ids=[s[2] for s in SLIPS])
@@ -330,7 +325,7 @@ def test_calling_kvlib_is_refused():
     assert "must not call" in fails("ch06_q1_crossover_context", via_kvlib)
 
 
-# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+# --- slips through the shared mechanism ([diagnosis]) ------------------------------------------------
 def test_no_offered_slip_contradicts_a_case():
     """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
     from chapter_checks import offered_slips_contradicting_a_case
@@ -344,11 +339,11 @@ def test_generic_slips_are_named():
 
 
 def _summary(grade_id, fn, hidden=False):
-    """core.summary of ``fn`` on the exercise's visible (or default hidden) cases: the slips it names."""
+    """diagnosis.summary of ``fn`` on the exercise's visible (or default hidden) cases: the slips it names."""
     ex = ch06.EXERCISES[grade_id]
     cases = ex.cases(hidden)
-    records = core.run_cases(ex, fn, cases, quiet=True)
-    return core.summary(ex, cases, core.verdicts(ex, cases, records, hidden=hidden), hidden=hidden, records=records)
+    records = runner.run_cases(ex, fn, cases, quiet=True)
+    return diagnosis.summary(ex, cases, judge.verdicts(ex, cases, records, hidden=hidden), hidden=hidden, records=records)
 
 
 def test_q5_forgotten_batch_is_named_not_the_layers():

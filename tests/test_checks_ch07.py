@@ -13,8 +13,8 @@ import math
 
 import pytest
 
-from autograder.checks import ch07, core
-from chapter_checks import source_points
+from autograder.checks import ch07, judge, runner, schema
+from chapter_checks import passes_visible_and_hidden, source_points
 
 SEEDS = (0, 1, 7, 2026)
 EX = ch07.EXERCISES
@@ -66,7 +66,7 @@ REFERENCE = {
 
 def fails(grade_id, fn, **kwargs) -> str:
     with pytest.raises(AssertionError) as info:
-        core.check(EX[grade_id], fn, **kwargs)
+        runner.check(EX[grade_id], fn, **kwargs)
     return str(info.value)
 
 
@@ -108,10 +108,7 @@ def test_cases_are_json_and_hidden_are_seeded():
 
 @pytest.mark.parametrize("grade_id", list(REFERENCE))
 def test_reference_passes_visible_and_hidden(grade_id, capsys):
-    core.check(EX[grade_id], REFERENCE[grade_id])
-    for seed in SEEDS:
-        core.check(EX[grade_id], REFERENCE[grade_id], hidden=True, seed=seed)
-    assert "✓" in capsys.readouterr().out
+    passes_visible_and_hidden(grade_id, REFERENCE[grade_id], SEEDS, capsys)
 
 
 # --- slips: one wrong function each ------------------------------------------
@@ -233,9 +230,9 @@ def test_hidden_slip_is_named_in_general_words(grade_id, fn, key, phrases, capsy
 @pytest.fixture(autouse=True)
 def _no_earlier_answers():
     """Each test starts with no q1 answers on record (a later step is judged on the learner's own q1)."""
-    core._ANSWERS.clear()
+    runner._ANSWERS.clear()
     yield
-    core._ANSWERS.clear()
+    runner._ANSWERS.clear()
 
 
 # --- steps that build on q1: an early slip is charged once --------------------
@@ -251,15 +248,15 @@ def test_a_q1_slip_is_not_charged_again():
         step = weight_bytes / tp + sequences * q1_total(layers, kv_heads, head_dim, dtype_bytes, context, tp)
         return step / bandwidth_bytes_per_s * _slow(tp, tp_overhead, efficiency) * 1000
 
-    core._ANSWERS.clear()
+    runner._ANSWERS.clear()
     assert "each GPU holds only its own KV heads" in fails("ch07_q1_kv_per_sequence_per_gpu", q1_total)
-    core.check(EX["ch07_q2_sequences_by_memory"], q2)         # right, given the learner's own q1
-    core.check(EX["ch07_q3_itl_ms"], q3)
+    runner.check(EX["ch07_q2_sequences_by_memory"], q2)         # right, given the learner's own q1
+    runner.check(EX["ch07_q3_itl_ms"], q3)
     # and the same q2 with a right q1 behind it is wrong: the slip is named
-    core._ANSWERS.clear()
-    core.check(EX["ch07_q1_kv_per_sequence_per_gpu"], kv_per_sequence_per_gpu)
+    runner._ANSWERS.clear()
+    runner.check(EX["ch07_q1_kv_per_sequence_per_gpu"], kv_per_sequence_per_gpu)
     assert "each GPU holds only its own KV heads" in fails("ch07_q2_sequences_by_memory", q2)
-    core._ANSWERS.clear()
+    runner._ANSWERS.clear()
 
 
 # --- types --------------------------------------------------------------------
@@ -282,7 +279,7 @@ def test_release_stub_says_not_written_yet():
     assert "not written yet" in fails("ch07_q5_nodes", stub)
 
 
-# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+# --- slips through the shared mechanism ([diagnosis]) ------------------------------------------------
 def test_no_offered_slip_contradicts_a_case():
     """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
     from chapter_checks import offered_slips_contradicting_a_case
@@ -295,7 +292,7 @@ def test_generic_slips_are_named():
     assert generic_slips_unnamed(ch07.EXERCISES) == []
 
 
-# --- topic slips (issue 38 §3) ------------------------------------------------------------------------
+# --- topic slips ([diagnosis §3]) ------------------------------------------------------------------------
 def test_itl_target_as_seconds_and_weights_forgotten_are_named():
     def target_as_seconds(itl_target_ms, weight_bytes, tp, bandwidth_bytes_per_s, tp_overhead, efficiency, layers,
                           kv_heads, head_dim, dtype_bytes, context):
@@ -320,7 +317,7 @@ def test_a_float_q1_is_charged_once():
         pool = math.ceil(gpu_memory_bytes * utilization) - math.ceil(weight_bytes / tp) - overhead_bytes
         return int(pool // q1_float(layers, kv_heads, head_dim, dtype_bytes, context, tp))
     assert "float" in fails("ch07_q1_kv_per_sequence_per_gpu", q1_float)
-    core.check(EX["ch07_q2_sequences_by_memory"], q2)
+    runner.check(EX["ch07_q2_sequences_by_memory"], q2)
 
 
 def test_a_q1_of_zero_is_not_charged_again():
@@ -333,11 +330,11 @@ def test_a_q1_of_zero_is_not_charged_again():
         pool = math.ceil(gpu_memory_bytes * utilization) - math.ceil(weight_bytes / tp) - overhead_bytes
         return pool // q1_no_floor(layers, kv_heads, head_dim, dtype_bytes, context, tp)
     assert "kv_heads // tp is 0" in fails("ch07_q1_kv_per_sequence_per_gpu", q1_no_floor)
-    core.check(EX["ch07_q2_sequences_by_memory"], q2)
+    runner.check(EX["ch07_q2_sequences_by_memory"], q2)
 
 
 def test_q4_returns_zero_when_the_weights_alone_miss_the_target():
-    """Exercise 4's text (issue 34): no sequence meets the target -> 0. Llama 3.1 8B on one H100: 16.06 GB of
+    """Exercise 4's text ([corrections 05-09]): no sequence meets the target -> 0. Llama 3.1 8B on one H100: 16.06 GB of
     weights / 3.35 TB/s / 0.7 = 6.85 ms already, so a 5 ms target leaves nothing (the formula gives a negative)."""
     from autograder.checks import ch07
     case = ch07.VISIBLE[2]
@@ -420,7 +417,7 @@ def test_a_q1_answer_of_any_type_is_built_on_and_charged_once(q1, phrase, hidden
         assert phrase in message, message
     for gid, make in (("ch07_q2_sequences_by_memory", _q2_on), ("ch07_q3_itl_ms", _q3_on),
                       ("ch07_q4_sequences_by_itl", _q4_on)):
-        core.check(EX[gid], make(q1), hidden=hidden)        # no second charge: passes
+        runner.check(EX[gid], make(q1), hidden=hidden)        # no second charge: passes
     assert capsys.readouterr().out.count("✓") == 3
 
 
@@ -430,29 +427,29 @@ def test_the_excused_case_is_the_one_q1_broke():
     ex = EX["ch07_q2_sequences_by_memory"]
     q1 = EX["ch07_q1_kv_per_sequence_per_gpu"]
     cases = ex.cases()
-    earlier = core.learner_answers(q1, core.run_cases(q1, _q1_no_floor, cases))
+    earlier = runner.learner_answers(q1, runner.run_cases(q1, _q1_no_floor, cases))
     assert [e.number for e in earlier if e.number == 0] == [0, 0]       # 36 x (2 // 8) x ... = 0, and 2 // 4
-    results = core.verdicts(ex, cases, core.run_cases(ex, _q2_on(_q1_no_floor), cases), earlier=earlier)
+    results = judge.verdicts(ex, cases, runner.run_cases(ex, _q2_on(_q1_no_floor), cases), earlier=earlier)
     excused = [c["label"] for c, v in zip(cases, results) if v.kind == "excused"]
     assert excused == ["Qwen2.5 3B (2 KV heads), 2,000 users at 8,192 tokens, 40 ms, 8 x H100, TP 8",
                        "Qwen2.5 3B, the same plan with two TP-4 replicas per node"]
     assert all(v.ok for v in results)
     # a q2 that is wrong besides (the weights not split) is still charged on the cases it can be judged on
-    results = core.verdicts(ex, cases, core.run_cases(ex, q2_weights_whole, cases), earlier=earlier)
+    results = judge.verdicts(ex, cases, runner.run_cases(ex, q2_weights_whole, cases), earlier=earlier)
     assert any(not v.ok and "weights_not_split" in v.slips for v in results)
 
 
 def test_earlier_answers_keep_their_number_whatever_the_type():
     import numpy as np
     q1 = EX["ch07_q1_kv_per_sequence_per_gpu"]
-    records = [core.describe_result(v) for v in (np.int64(7), 7.5, True, False, None, "7")]
+    records = [runner.describe_result(v) for v in (np.int64(7), 7.5, True, False, None, "7")]
     records.append({"error": "ZeroDivisionError", "error_message": "division by zero"})
-    got = core.learner_answers(q1, records)
+    got = runner.learner_answers(q1, records)
     assert [e.number for e in got] == [7, 7.5, 1, 0, None, None, None]
     assert [e.right_type for e in got] == [False] * 7
     assert got[-1].raised and got[-1].did() == "raised ZeroDivisionError"
     assert got[4].did() == "returned None"
-    assert core.learner_answers(q1, [core.describe_result(5)])[0] == core.Earlier(5, "builtins.int")
+    assert runner.learner_answers(q1, [runner.describe_result(5)])[0] == schema.Earlier(5, "builtins.int")
 
 
 def test_a_step_whose_every_case_is_excused_is_not_passed():
@@ -468,7 +465,7 @@ def test_a_step_whose_every_case_is_excused_is_not_passed():
 
 def test_a_step_not_built_on_is_judged_against_kvlib():
     """No q1 on record (never checked), or q1 raised where this step still returns a number: the right value."""
-    core._ANSWERS.clear()
+    runner._ANSWERS.clear()
     assert "W / tp" in fails("ch07_q2_sequences_by_memory", q2_weights_whole)
     fails("ch07_q1_kv_per_sequence_per_gpu", _q1_raises_past_k)
     message = fails("ch07_q2_sequences_by_memory", q2_weights_whole)
@@ -480,14 +477,14 @@ def test_the_outside_check_builds_on_q1_the_same_way():
     from autograder import verdict as V
     q1, q2 = EX["ch07_q1_kv_per_sequence_per_gpu"], EX["ch07_q2_sequences_by_memory"]
     cases = list(q1.cases()) + list(q1.cases(hidden=True))
-    r1 = json.loads(json.dumps(core.run_cases(q1, _q1_numpy_total, cases)))
-    r2 = json.loads(json.dumps(core.run_cases(q2, _q2_on(_q1_numpy_total), cases)))
+    r1 = json.loads(json.dumps(runner.run_cases(q1, _q1_numpy_total, cases)))
+    r2 = json.loads(json.dumps(runner.run_cases(q2, _q2_on(_q1_numpy_total), cases)))
     v1, given = V._judge_exercise(q1, q1.grade_id, 1, cases, len(q1.cases()), r1)
     v2, _ = V._judge_exercise(q2, q2.grade_id, 2, cases, len(q1.cases()), r2, given)
     assert not v1.passed and v2.passed, v2.feedback
 
 
-# --- the edges the text decides (issue 38 §6): the other side of each fails and is told the rule -------------
+# --- the edges the text decides ([diagnosis §6]): the other side of each fails and is told the rule -------------
 def q2_budget_floored(gpu_memory_bytes, utilization, weight_bytes, overhead_bytes, layers, kv_heads, head_dim,
                       dtype_bytes, context, tp):
     pool = int(gpu_memory_bytes * utilization) - math.ceil(weight_bytes / tp) - overhead_bytes

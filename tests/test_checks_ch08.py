@@ -16,9 +16,9 @@ from fractions import Fraction
 
 import pytest
 
-from autograder.checks import check, ch08
+from autograder.checks import ch08
 from kvlib.vllm.mismatch import MISMATCH_CAUSES, block_range as kvlib_block_range, classify_block_mismatch
-from chapter_checks import fails
+from chapter_checks import fails, passes_visible_and_hidden
 
 SEEDS = (0, 1, 7, 2026)
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -79,10 +79,7 @@ REFERENCE = {
 
 @pytest.mark.parametrize("grade_id", list(REFERENCE))
 def test_reference_passes_visible_and_hidden(grade_id, capsys):
-    check(grade_id, REFERENCE[grade_id])
-    for seed in SEEDS:
-        check(grade_id, REFERENCE[grade_id], hidden=True, seed=seed)
-    assert "✓" in capsys.readouterr().out
+    passes_visible_and_hidden(grade_id, REFERENCE[grade_id], SEEDS, capsys)
 
 
 def test_exercises_in_notebook_order():
@@ -241,7 +238,7 @@ def test_a_wrong_cause_names_the_case():
     assert "12.log with the count changed to 7,193" in message and "'rounding'" in message
 
 
-# --- slips through the shared mechanism (issue 38) ------------------------------------------------
+# --- slips through the shared mechanism ([diagnosis]) ------------------------------------------------
 def test_no_offered_slip_contradicts_a_case():
     """Every catalogued slip, made by a learner: each alternative offered fits every visible case."""
     from chapter_checks import offered_slips_contradicting_a_case
@@ -254,7 +251,7 @@ def test_generic_slips_are_named():
     assert generic_slips_unnamed(ch08.EXERCISES) == []
 
 
-# --- topic slips (issue 38 §3) ------------------------------------------------------------------------
+# --- topic slips ([diagnosis §3]) ------------------------------------------------------------------------
 def test_gib_figure_converted_to_gb_is_named():
     from kvcoach import slips
     # 30.42 GiB printed, returned as GB: 30.42 x 2^30 / 10^9 = 32.663 (by hand)
@@ -274,7 +271,7 @@ def test_tokens_converted_to_blocks_is_named():
     assert d.slip.key == "tokens_as_blocks" and "converted them to blocks" in d.message
 
 
-# --- unit conversions a learner adds to a printed figure (issue 38 §3), named through the check --------
+# --- unit conversions a learner adds to a printed figure ([diagnosis §3]), named through the check --------
 def q1_converted_to_gb(log_text):
     return available_kv_gib(log_text) * 2**30 / 10**9          # 3.81 GiB -> 4.091 GB (by hand: 3.81 x 1.0737)
 

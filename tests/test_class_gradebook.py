@@ -196,7 +196,7 @@ def test_class_into_postgres(postgres_url, notebooks, tmp_path):  # noqa: F811
     shutil.copytree(REPO / "course" / "source" / ASSIGNMENT, course / "source" / ASSIGNMENT)
     (course / "nbgrader_config.py").write_text((REPO / "course" / "nbgrader_config.py").read_text()
                                                + f"\nc.CourseDirectory.db_url = {url!r}\n")
-    submitted = _class(course, {**notebooks, "honest_2": notebooks["honest"]})
+    _class(course, {**notebooks, "honest_2": notebooks["honest"]})
     here = [sys.executable, "-m", "autograder", "grade-class", "submitted", "--assignment", ASSIGNMENT, "--json"]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("KV_COURSE_GRADING_SEED_FILE", None)
@@ -516,7 +516,7 @@ def _hidden_numbers(shown_to_all: str = "") -> set:
     checks' default seed (the notebook's hidden tests) and for any seed: none may reach a student.
     ``shown_to_all``: what the chapter itself prints for every learner (the blank release's feedback, whose
     checks fail on visible cases only), such as a model's parameter count in section 9."""
-    from autograder.checks import ch01, core
+    from autograder.checks import ch01, schema
     from kvcoach import slips
 
     release = json.dumps(H.default_release()) + json.dumps(H.load_source())
@@ -528,7 +528,7 @@ def _hidden_numbers(shown_to_all: str = "") -> set:
             visible |= {f"{v} {v:,}" for _, value in candidates for v in _ints(value)}
     numbers = set()
     for ex in ch01.EXERCISES.values():
-        for case in ex.hidden_cases(core.DEFAULT_HIDDEN_SEED):
+        for case in ex.hidden_cases(schema.DEFAULT_HIDDEN_SEED):
             values = _ints(ex.expected(case)) + [v for v in case["kwargs"].values() if type(v) is int]
             for v in values:
                 if v >= 100_000:
@@ -622,11 +622,11 @@ def _grade_one(path: Path, **env):
 def test_answers_memorised_for_the_public_seed_fail(tmp_path):
     """q2 answered from a table of every case the notebook's tests use (visible, and hidden with the
     checks' public seed): the notebook passes it, the outside check (the class's secret seed) does not."""
-    from autograder.checks import ch01, core
+    from autograder.checks import ch01, schema
 
     ex = ch01.EXERCISES[H.TEST["q2"]]
     table = {tuple(c["kwargs"][p] for p in ex.params): ex.expected(c)
-             for c in (*ex.visible_cases, *ex.hidden_cases(core.DEFAULT_HIDDEN_SEED))}
+             for c in (*ex.visible_cases, *ex.hidden_cases(schema.DEFAULT_HIDDEN_SEED))}
     body = f"return {table!r}.get((layers, kv_heads, head_dim, dtype_bytes, seq_len), 0)"
     nb = tmp_path / "memorised.ipynb"
     nb.write_bytes(H.dump(H.make_kit().notebook({"q2": H._body("q2", body)})))

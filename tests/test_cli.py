@@ -25,7 +25,8 @@ def test_info_json_contract(capsys):
     assert r["kv_bytes_per_token"] == 131_072
     assert r["kv_bytes_per_sequence"] == 2**30
     # pool = ceil(79.18 GiB x 1.0) - the printed parts (weights as stored, torch peak, non-torch, Model Runner V2's
-    # sampler state, CUDA graphs and the newest release's margin), recomputed here from the parts the report lists; 64-token blocks (0.34)
+    # sampler state, CUDA graphs and the newest release's margin), recomputed here from the parts the report lists;
+    # 64-token blocks (0.34)
     cuda = round(79.18 * 2**30)
     import math
     pool = r["vllm_pool"]

@@ -18,7 +18,7 @@ import pytest
 from kvlib.cli import main
 from kvcoach.cli import ask
 from kvcoach import drill_history as H
-from kvcoach.drills import generate, problem_set, student_problem
+from kvcoach.drills import TOPICS, generate, problem_set, student_problem
 
 
 class Terminal(io.StringIO):
@@ -68,7 +68,7 @@ def test_drill_student_shows_no_steps_and_records_nothing(monkeypatch, capsys, h
     p = student_problem("ada", "kv_per_token")
     code, out, _ = drill(monkeypatch, capsys, "--student", "ada", "--topic", "kv_per_token",
                          stdin=f"{_bpt(p.inputs) // 2}\n", terminal=True)
-    assert code == 0 and "not quite [missing_kv_factor] (exact)" in out
+    assert code == 0 and "not quite [missing_kv_factor] (within 0.5%)" in out
     assert "worked steps" not in out and "enters at step" not in out and f"{_bpt(p.inputs):,}" not in out
     assert "target " in out                              # the clock still runs at a terminal
     assert not history_file.exists()
@@ -90,15 +90,24 @@ def test_drill_at_a_terminal_records_and_stats_print_the_table(monkeypatch, caps
     assert [s["source"] for s in saved["sessions"]] == ["cli"]
     code, out, _ = drill(monkeypatch, capsys, "--stats")
     rows = out.splitlines()
-    assert code == 0 and rows[1].split()[:4] == ["fp8", "2", "1", "50%"] and "missing_kv_factor x1" in rows[1]
-    assert rows[2].startswith("2 answer(s) over 1 session(s), 50% right; history: ")
+    # coverage (issue 50 §4): a row for every topic, in the drills' order; the ones never asked are due
+    assert code == 0 and rows[0].split()[-2:] == ["next", "review"] and len(rows) == 1 + len(TOPICS) + 1
+    fp8 = rows[1 + list(TOPICS).index("fp8")]
+    assert fp8.split()[:4] == ["fp8", "2", "1", "50%"] and "missing_kv_factor x1" in fp8
+    assert fp8.endswith("missed once, last just now (slip missing_kv_factor): due")
+    never = rows[1 + list(TOPICS).index("pool")]
+    assert never.split()[:3] == ["pool", "0", "0"] and never.endswith("never asked: due")
+    assert rows[-1].startswith(f"coverage: 1 of {len(TOPICS)} topics asked; 2 answer(s) over 1 session(s), 50% right; "
+                               "history: ")
 
 
 def test_drill_no_history_records_nothing(monkeypatch, capsys, history_file):
     code, out, _ = drill(monkeypatch, capsys, "--count", "1", "--no-history", stdin="1\n", terminal=True)
     assert code == 0 and "recorded" not in out and not history_file.exists()
     code, out, _ = drill(monkeypatch, capsys, "--stats")
-    assert out.strip() == f"no drills recorded yet in {history_file}."
+    assert out.strip().splitlines()[-1] == f"coverage: 0 of {len(TOPICS)} topics asked; no drills recorded yet; " \
+                                           f"history: {history_file}"
+    assert out.count("never asked: due") == len(TOPICS)
 
 
 def test_drill_review_asks_the_missed_topic_first(monkeypatch, capsys, history_file):
@@ -108,7 +117,12 @@ def test_drill_review_asks_the_missed_topic_first(monkeypatch, capsys, history_f
     h.record(s, "kv_per_token", True, 10.0, now=0.0)
     code, out, _ = drill(monkeypatch, capsys, "--review", "--count", "3", "--seed", "1", stdin="1\n1\n1\n")
     assert code == 0
-    assert out.splitlines()[0] == "kvlib drill --review: 3 question(s), in review order: crossover, per_sequence."
+    lines = out.splitlines()
+    assert lines[0] == "kvlib drill --review: 3 question(s), in review order: crossover, per_sequence."
+    # why each was picked (issue 50 §4)
+    assert lines[1].startswith("  crossover: missed once, last ") and lines[1].endswith(
+        " days ago (slip missing_batch): due")
+    assert lines[2] == "  per_sequence: never asked: due"
     assert out.count("[crossover]") == 2 and "[per_sequence]" in out      # twice (a slip), then one never tried
 
 

@@ -4,7 +4,7 @@ JupyterLab at 1,400 px shows about 100 characters of a code cell before it clips
 scroll sideways, and a printed or HTML page cuts it). Every code cell counts: the learner's own, the graded
 ones, and the hidden generator cells, which a learner can unhide. Read from the source JSON, in process.
 
-Chapters are added to WRAPPED as they are wrapped; the others still have wider lines (issue 33).
+Chapters are added to WRAPPED as they are wrapped; the others still have wider lines ([corrections 00-04]).
 """
 
 from __future__ import annotations

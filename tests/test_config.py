@@ -160,7 +160,7 @@ def test_mla_and_chunked_and_hybrid():
 
 def test_tensor_parallel_per_gpu():
     llama70 = kv.load_model("llama-3.3-70b")
-    assert llama70.kv_bytes_per_token(tp=8) == 327_680 // 8  # seed 003: 40 KiB per GPU
+    assert llama70.kv_bytes_per_token(tp=8) == 327_680 // 8  # [kv-math]: 40 KiB per GPU
     assert llama70.kv_heads_per_gpu(16) == 1  # replicated past 8
     assert llama70.kv_bytes_per_token(tp=16) == 327_680 // 8
     assert kv.load_model("deepseek-v3").kv_bytes_per_token(tp=8) == 70_272  # MLA replicated
@@ -224,7 +224,7 @@ def test_hub_degrades_with_one_line(monkeypatch):
         kv.load_model("someone/unbundled-model", hub=True)
 
 
-# --- gaps found by mutation testing (benchmarks/mutation.py, issue 16) -------------------------
+# --- gaps found by mutation testing (benchmarks/mutation.py, [mutation testing]) -------------------------
 # Expected values below are written by hand from the inputs each test builds (the arithmetic
 # is in the comments); none is read back from kvlib.
 

@@ -273,3 +273,56 @@ def test_where_lines_name_the_step_of_the_slip():
     assert S.where_lines(p, f"{with_query_heads:,}") == [
         f"your {with_query_heads:,}: the slip [query_heads] enters at step 1 (bytes per token, one layer)."]
     assert S.where_lines(p, "7") == []
+
+
+# --- coverage and the review's reasons (issue 50 §4) -----------------------------------------------------
+def test_review_reasons_say_why_by_hand():
+    h, _ = _history((1, "pool", False, 20.0, "label_memory", 0.0), (1, "pool", False, 20.0, "gb_for_gib", DAY),
+                    (1, "fp8", True, 20.0, None, 0.0), (1, "fp8", True, 20.0, None, DAY),
+                    (1, "fp8", True, 20.0, None, 2 * DAY), (1, "crossover", True, 500.0, None, 0.0))
+    reasons = H.review_reasons(h, TOPICS, now=4 * DAY)
+    assert reasons["pool"] == "missed twice, last 3 days ago (slip gb_for_gib): due"
+    # three right within the target: box 3, due 4 days after the last (2 days): at day 4, in 2 days
+    assert reasons["fp8"] == "right 3 times in a row within the target, last 2 days ago: due in 2 days"
+    assert reasons["crossover"] == "right but over its target time, last 4 days ago: due"     # 500 s > 35 s
+    assert reasons["kv_per_token"] == "never asked: due"
+    assert H.review_reasons(h, ["fp8"], now=6 * DAY)["fp8"].endswith(": due")
+
+
+def test_stats_cover_every_topic_a_topic_never_asked_is_due():
+    h, _ = _history((1, "pool", True, 30.0, None, 10.0), (1, "pool", False, 90.0, "label_memory", 20.0))
+    lines = H.stats_table(h, TOPICS, now=30.0).splitlines()
+    assert lines[0].split() == ["topic", "asked", "right", "accuracy", "median", "time", "slips", "made", "next",
+                                "review"]
+    assert [line.split()[0] for line in lines[1:5]] == list(TOPICS)
+    assert lines[1].split() == ["kv_per_token", "0", "0", "-", "-", "-", "never", "asked:", "due"]
+    assert lines[2].split()[:7] == ["pool", "2", "1", "50%", "60", "s", "label_memory"]
+    assert lines[2].endswith("missed once, last just now (slip label_memory): due")
+    assert lines[-1] == "coverage: 1 of 4 topics asked; 2 answer(s) over 1 session(s), 50% right"
+
+
+def test_every_answer_records_its_slips_and_a_plan_its_rubric(tmp_path):
+    h = H.History(tmp_path / "drills.json")
+    s = h.new_session("cli", now=0.0)
+    h.record(s, "pool", True, 10.0, now=0.0)
+    h.record(s, "kv_per_token", False, 10.0, slips=("missing_kv_factor", "wrong_16bit_vs_fp8"), now=1.0)
+    h.record(s, "plan", False, 300.0, now=2.0, rubric={"assumptions": 1, "steps": 0.5, "binding": 0, "sanity": 1})
+    saved = json.loads((tmp_path / "drills.json").read_text())["attempts"]
+    assert [a["slips"] for a in saved] == [[], ["missing_kv_factor", "wrong_16bit_vs_fp8"], []]
+    assert saved[2]["rubric"] == {"assumptions": 1.0, "steps": 0.5, "binding": 0.0, "sanity": 1.0}
+    assert "rubric" not in saved[0]
+    assert H.load(tmp_path / "drills.json").topic_stats()["kv_per_token"].slips == {"missing_kv_factor": 1,
+                                                                                      "wrong_16bit_vs_fp8": 1}
+    for bad, field in (({"assumptions": 1}, "rubric"), ({**dict.fromkeys(H.RUBRIC_KEYS, 1), "steps": 2}, "rubric.steps"),
+                       ({**dict.fromkeys(H.RUBRIC_KEYS, 1), "sanity": True}, "rubric.sanity")):
+        with pytest.raises(H.HistoryError, match=f"^{field}"):
+            h.record(s, "plan", True, 1.0, now=3.0, rubric=bad)
+    assert len(json.loads((tmp_path / "drills.json").read_text())["attempts"]) == 3    # nothing half-written
+
+
+def test_a_file_written_before_slips_lists_still_counts_its_slip(tmp_path):
+    path = tmp_path / "drills.json"
+    path.write_text(json.dumps({"version": 1, "sessions": [{"id": "a", "started": 0.0, "source": "cli"}],
+                                "attempts": [{"session": "a", "topic": "pool", "correct": False, "seconds": 5.0,
+                                              "slip": "label_memory", "at": 0.0, "target": 65}]}))
+    assert H.load(path).topic_stats()["pool"].slips == {"label_memory": 1}

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from kvcoach.drills import TOPICS, Problem, Step, generate
+from kvcoach.drills import TOPICS, Step, generate
 from kvcoach.slips import variants
 
 SEEDS = range(12)
@@ -123,7 +123,7 @@ def test_a_slip_named_and_the_step_it_matches_agree():
     assert p.matching_step(wrong) == 0 and p.slip_step("missing_layers") == 1
 
 
-# --- the steps as ch09's worked problems show them (kvdisplay.serving_problems; issue 35 §1, issue 38 §4) -----
+# --- the steps as ch09's worked problems show them (kvdisplay.serving_problems; [drills §1], [diagnosis §4]) -----
 @pytest.mark.parametrize("topic", sorted(TOPICS))
 def test_every_step_formula_in_latex_uses_the_notation_table(topic):
     """Each step's formula, as kvdisplay writes it in LaTeX, names only letters of kvlib/notation.py (words and
@@ -182,3 +182,19 @@ def test_ch09s_serving_worked_problems():
     assert all(f"#### {HEADINGS[t]}" in whole for t in serving)
     assert r"\$4.00" in whole and whole.count("$4.00") == whole.count(r"\$4.00")   # Question 17's price, escaped
     assert "**Question 8.**" in whole and "**Question 17.**" in whole
+
+
+def test_one_of_a_unit_is_singular_and_big_rates_read_in_scientific_notation():
+    # issue 50 §1: "1 nodes" and "42,600,000,000,000.0 FLOP/s"
+    one = next(p for p in (generate("plan_step", s) for s in range(400)) if p.answer == 1)
+    assert one.check("1")[1] == "correct: 1 node."
+    assert one.steps()[-1].text().endswith("= 1 node")
+    ttft = generate("ttft", 0)
+    reached = ttft.steps()[1]
+    assert reached.units == "FLOP/s"
+    line = reached.text()
+    # 0.4-0.6 of a peak of 10^14 or more: printed as mantissa e exponent, no ",000.0"
+    assert ",000.0" not in line and line.endswith(" FLOP/s")
+    mantissa, exponent = line.rsplit(" = ", 1)[1].split()[0].split("e")
+    assert float(mantissa) * 10 ** int(exponent) == pytest.approx(ttft.inputs["mfu"] * ttft.inputs["peak_flop_per_s"],
+                                                                  rel=1e-5)

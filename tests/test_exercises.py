@@ -10,7 +10,7 @@
 
 Expected figures are hand arithmetic: Llama 3.1 8B (32 layers, 8 KV heads,
 head_dim 128, bf16) holds 2 x 32 x 8 x 128 x 2 = 131,072 bytes per token
-(seed 001 and 003 section 3); 80 GiB = 85,899,345,920 bytes.
+([build-up] and [kv-math] section 3); 80 GiB = 85,899,345,920 bytes.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from nbclient import NotebookClient
 
 from autograder import chapter, notebook
 from autograder import verdict as V
-from autograder.checks import CHECKS_PATH_ENV, chapter_exercises, core
+from autograder.checks import CHECKS_PATH_ENV, chapter_exercises, judge, runner
 from autograder.checks import answers as A
 from autograder.packages import COURSE_PACKAGES
 
@@ -37,7 +37,7 @@ COURSE = REPO / "course"
 SKELETON = REPO / "tests" / "fixtures" / "skeleton"
 SKELETON_NB = SKELETON / "course" / "source" / "ch99_skeleton" / "ch99_skeleton.ipynb"
 SKELETON_POINTS = 2 + 1 + 1 + 1 + 1 + 2      # the six test cells of the fixture notebook
-CHAPTERS = sorted(p.name for p in (COURSE / "source").iterdir() if (p / f"{p.name}.ipynb").is_file())
+CHAPTERS = chapter.CHAPTER_IDS
 
 
 def _build_course():
@@ -79,7 +79,7 @@ def skeleton():
 
 def check(skeleton, q, fn, **kw):
     gid = next(g for g in skeleton if g.startswith(f"ch99_{q}_"))
-    core.check(skeleton[gid], fn, **kw)
+    runner.check(skeleton[gid], fn, **kw)
 
 
 def fails(skeleton, q, fn, **kw) -> str:
@@ -203,8 +203,8 @@ def test_records_round_trip_as_json(skeleton):
     assert "value" not in A.encode(True)
     ex = skeleton["ch99_q5_token_and_gib"]
     cases = ex.cases()
-    records = json.loads(json.dumps(core.run_cases(ex, lambda *a: (131_072, 128.0), cases)))
-    assert [v.ok for v in core.verdicts(ex, cases, records)] == [True]
+    records = json.loads(json.dumps(runner.run_cases(ex, lambda *a: (131_072, 128.0), cases)))
+    assert [v.ok for v in judge.verdicts(ex, cases, records)] == [True]
 
 
 # --- a two-step problem, judged against the learner's own first step -----------------------------
@@ -223,7 +223,7 @@ def test_two_steps_judged_against_the_learners_first_step(skeleton):
     one_more = fails(skeleton, "q6", lambda *a: fit_with(half)(*a) + 1)
     assert ("returned 131; expected 130 sequences on what your bytes_per_token gives here (65,536 bytes), or 65 on "
             "the right bytes_per_token") in one_more, one_more
-    core._ANSWERS.clear()
+    runner._ANSWERS.clear()
     check(skeleton, "q6", fit_with(bpt))            # no step 1 on record: judged against kvlib
 
 
@@ -248,7 +248,7 @@ def test_per_learner_hidden_cases(skeleton):
 # --- diagnosis across cases ------------------------------------------------------------------------
 def test_int_wrapped_gb_answer_is_named_as_gb():
     from autograder.checks import ch01
-    q3 = functools.partial(core.check, ch01.EXERCISES["ch01_q3_kv_bytes_per_batch"])
+    q3 = functools.partial(runner.check, ch01.EXERCISES["ch01_q3_kv_bytes_per_batch"])
 
     def in_gb(layers, kv_heads, head_dim, dtype_bytes, seq_len, batch_size):
         return int(bpt(layers, kv_heads, head_dim, dtype_bytes) * seq_len * batch_size / 10**9)
@@ -266,7 +266,7 @@ def test_a_slip_that_fits_some_cases_is_not_the_lead():
         right = 2 * layers * kv_heads * head_dim * dtype_bytes * seq_len
         return right // 2 if layers == 32 else right * 8     # a missing 2 here, bits there
     with pytest.raises(AssertionError) as info:
-        core.check(q2, mixed)
+        runner.check(q2, mixed)
     message = str(info.value)
     assert "no one known slip explains every case" in message
     assert "factor 2 for K and V" not in message and "bits per element" not in message
@@ -283,7 +283,7 @@ def test_combined_slips_are_labelled_combined():
         heads = {32: 32, 80: 64, 28: 28}[layers]                   # Llama 3.1 8B, 3.3 70B, Qwen2.5 7B
         return layers * heads * head_dim * dtype_bytes * seq_len
     with pytest.raises(AssertionError) as info:
-        core.check(q2, both)
+        runner.check(q2, both)
     message = str(info.value)
     assert "two slips at once" in message and "query heads" in message and "factor 2" in message
 

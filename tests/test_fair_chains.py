@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from autograder import verdict as V
-from autograder.checks import chapter_exercises, core
+from autograder.checks import chapter_exercises, runner, schema
 from chapter_checks import slipped_learners, source_points
 from test_seed_sweep import answer_namespace
 
@@ -87,7 +87,7 @@ def _key(args) -> str:
 def _cases(ex, seeds) -> list:
     """The exercise's visible cases and its hidden ones under the checks' default seed and ``seeds``."""
     out = list(ex.cases())
-    for seed in (core.DEFAULT_HIDDEN_SEED, *seeds):
+    for seed in (schema.DEFAULT_HIDDEN_SEED, *seeds):
         out += ex.cases(True, seed)
     return out
 
@@ -148,7 +148,7 @@ def _passes(ex, fn, **kwargs) -> str | None:
     """None when ``check`` passes, else its message (its ✓ line is swallowed)."""
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            core.check(ex, fn, **kwargs)
+            runner.check(ex, fn, **kwargs)
     except AssertionError as exc:
         return str(exc)
     return None
@@ -156,9 +156,9 @@ def _passes(ex, fn, **kwargs) -> str | None:
 
 @pytest.fixture(autouse=True)
 def _nothing_on_record():
-    core._ANSWERS.clear()
+    runner._ANSWERS.clear()
     yield
-    core._ANSWERS.clear()
+    runner._ANSWERS.clear()
 
 
 # --- the notebook's check ----------------------------------------------------------------------------------
@@ -170,7 +170,7 @@ def test_in_the_notebook_only_the_slipped_step_loses_points(source, gid, later):
         learners = {x: _later_functions(namespace, earlier.function_name, fn, exercises[x].function_name)
                     for x in later}
         for order in ("earlier step checked", "earlier step never checked"):
-            core._ANSWERS.clear()
+            runner._ANSWERS.clear()
             if order == "earlier step checked":
                 # the test cell: the visible check, then (only if it passed) the hidden one
                 lost = _passes(earlier, fn) is not None or _passes(earlier, fn, hidden=True) is not None
@@ -191,7 +191,7 @@ def test_in_the_notebook_only_the_slipped_step_loses_points(source, gid, later):
 # --- the grader outside ------------------------------------------------------------------------------------
 def _records(ex, fn, cases) -> list:
     """What the grader's runner reports for ``fn`` on ``cases``, read back as JSON."""
-    return json.loads(json.dumps(core.run_cases(ex, fn, cases, quiet=True)))
+    return json.loads(json.dumps(runner.run_cases(ex, fn, cases, quiet=True)))
 
 
 @pytest.mark.parametrize("source, gid, later", CHAINS, ids=[c[1] for c in CHAINS])

@@ -15,24 +15,24 @@ from kvlib.units import GB, GiB, KiB
 
 
 def test_bytes_per_token_llama3_8b_seed000():
-    # seed 000 "Bytes per token, GQA": 2 x 32 x 8 x 128 x 2 B = 131,072 B = 128 KiB
+    # [chains] "Bytes per token, GQA": 2 x 32 x 8 x 128 x 2 B = 131,072 B = 128 KiB
     assert kv.kv_bytes_per_token(layers=32, kv_heads=8, head_dim=128, dtype_bytes=2) == 131_072
     assert 131_072 == 128 * KiB
 
 
 def test_bytes_per_token_llama3_70b_seed000():
-    # seed 000: 2 x 80 x 8 x 128 x 2 B = 327,680 B = 320 KiB
+    # [chains]: 2 x 80 x 8 x 128 x 2 B = 327,680 B = 320 KiB
     assert kv.kv_bytes_per_token(layers=80, kv_heads=8, head_dim=128, dtype_bytes=2) == 327_680
 
 
 def test_mha_penalty_seed003_example3():
-    # seed 003 example 3: MHA (K = 32) is 524,288 B = 512 KiB, 4x GQA-8
+    # [kv-math] example 3: MHA (K = 32) is 524,288 B = 512 KiB, 4x GQA-8
     assert kv.kv_bytes_per_token(32, 32, 128, 2) == 524_288
     assert kv.kv_bytes_per_token(32, 32, 128, 2) == 4 * kv.kv_bytes_per_token(32, 8, 128, 2)
 
 
 def test_mla_deepseek_v3_seed000():
-    # seed 000 "Bytes per token, MLA": 61 x (512 + 64) x 2 B = 70,272 B
+    # [chains] "Bytes per token, MLA": 61 x (512 + 64) x 2 B = 70,272 B
     assert kv.mla_bytes_per_token(layers=61, latent_dim=512, rope_dim=64, dtype_bytes=2) == 70_272
     # "Forgetting the 64-wide RoPE key understates the cache by 11%": 64/576 = 11.1%
     without_rope = kv.mla_bytes_per_token(61, 512, 0, 2)
@@ -40,18 +40,18 @@ def test_mla_deepseek_v3_seed000():
 
 
 def test_sequence_one_gib_seed000():
-    # seed 000 sanity line: one 8,192-token 8B sequence = 1 GiB
+    # [chains] sanity line: one 8,192-token 8B sequence = 1 GiB
     assert kv.kv_bytes_per_sequence(131_072, 8192) == GiB
 
 
 def test_70b_batch_80_gib_seed001():
-    # seed 001: 320 KiB x 8192 = 2.5 GiB; thirty-two of them is 80 GiB
+    # [build-up]: 320 KiB x 8192 = 2.5 GiB; thirty-two of them is 80 GiB
     assert kv.kv_bytes_per_sequence(327_680, 8192) == 2.5 * GiB
     assert kv.kv_bytes_total(327_680, 8192, 32) == 80 * GiB
 
 
 def test_pool_tokens_seed000():
-    # seed 000 "The pool left for KV": 0.92 x 85.02 GB - 16.06 GB - 3.0 GB over 131,072 B.
+    # [chains] "The pool left for KV": 0.92 x 85.02 GB - 16.06 GB - 3.0 GB over 131,072 B.
     # The exact budget is 59.1584 GB -> 451,342 tokens; the seed prints 451,355
     # because it rounded 78.2184 GB to 78.22 GB before subtracting.
     assert kv.kv_pool_tokens(85.02e9, 0.92, 16.06e9, 3.0e9, 131_072) == math.floor(59.1584e9 / 131_072)
@@ -61,7 +61,7 @@ def test_pool_tokens_seed000():
 
 
 def test_fp8_pool_doubles_seed000():
-    # seed 000 "FP8 KV": 64 KiB per token; the pool's token count doubles (902,710 in the seed,
+    # [chains] "FP8 KV": 64 KiB per token; the pool's token count doubles (902,710 in the seed,
     # again from the rounded 59.16 GB budget; exact budget gives 902,685)
     fp8 = kv.kv_bytes_per_token(32, 8, 128, 1)
     assert fp8 == 64 * KiB
@@ -70,7 +70,7 @@ def test_fp8_pool_doubles_seed000():
 
 
 def test_concurrency_seed003_example1():
-    # seed 003 example 1: 59.9 GB / 1.074 GB = 55 sequences at 8k; 111 at 4k; 13 at 32k; 3 at 128k
+    # [kv-math] example 1: 59.9 GB / 1.074 GB = 55 sequences at 8k; 111 at 4k; 13 at 32k; 3 at 128k
     per_token = 131_072
     budget = 59.9e9
     assert kv.max_concurrency(budget, per_token * 8192) == 55
@@ -85,7 +85,7 @@ def test_concurrency_is_a_floor():
 
 
 def test_block_waste_seed000():
-    # seed 000 "What block rounding wastes": 200 x 7.5 = 1,500 tokens; 256-token blocks 25,500
+    # [chains] "What block rounding wastes": 200 x 7.5 = 1,500 tokens; 256-token blocks 25,500
     assert kv.block_waste_tokens(num_seqs=200, block_size=16) == 1500
     assert kv.block_waste_tokens(num_seqs=200, block_size=256) == 25_500
     # 1,500 x 128 KiB = 196.6 MB (the seed's "197 MB")
@@ -110,17 +110,17 @@ def test_state_crossover_by_hand():
 
 
 def test_crossover_seed003_example4():
-    # seed 003: 16.06e9 / 131,072 -> the seed prints 122,543; the exact quotient is 122,528.3
+    # [kv-math]: 16.06e9 / 131,072 -> the seed prints 122,543; the exact quotient is 122,528.3
     # (16.06e9 / 131072 = 122528.07...); 141.2e9 / 327,680 = 430,908 (seed agrees).
     assert kv.crossover_tokens(16.06e9, 131_072) == pytest.approx(16.06e9 / 131_072)
     assert round(kv.crossover_tokens(16.06e9, 131_072)) == 122_528
     assert round(kv.crossover_tokens(141.2e9, 327_680)) == 430_908
-    # seed 001 uses 15.0 GB of weights: 114,441 tokens
+    # [build-up] uses 15.0 GB of weights: 114,441 tokens
     assert round(kv.crossover_tokens(15.0e9, 131_072)) == 114_441
 
 
 def test_decode_step_seed003_example5():
-    # seed 003 example 5: 16.06 GB + 17.18 GB = 33.24 GB; / 3,350 GB/s = 9.92 ms
+    # [kv-math] example 5: 16.06 GB + 17.18 GB = 33.24 GB; / 3,350 GB/s = 9.92 ms
     t = kv.decode_step_seconds(16.06e9, 131_072, 4096, 32, 3.35e12)
     assert round((16.06e9 + 131_072 * 4096 * 32) / 1e9, 2) == 33.24
     assert round(t * 1e3, 2) == 9.92
@@ -132,7 +132,7 @@ def test_decode_step_seed003_example5():
 
 
 def test_weight_bytes_seed003():
-    # seed 003: 8.03e9 x 2 = 16.06 GB
+    # [kv-math]: 8.03e9 x 2 = 16.06 GB
     assert kv.weight_bytes(8_030_000_000, 2) == 16_060_000_000
     assert kv.weight_bytes(8_030_000_001, 0.5) == 4_015_000_001  # int4 rounds up to whole bytes
 
@@ -157,7 +157,7 @@ def test_integers_in_integers_out():
 
 # --- gaps the mutation run found (benchmarks/mutation.py) -------------------------------------------
 def test_pool_budget_is_not_rounded_up_by_default():
-    # seed 000's H100 as CUDA reports it, 85,018,877,624 B x 0.92 = 78,217,367,414.08 B: V0 and V1 before 0.14
+    # [chains]'s H100 as CUDA reports it, 85,018,877,624 B x 0.92 = 78,217,367,414.08 B: V0 and V1 before 0.14
     # subtract from the float, floor -> ...414; vLLM V1 from 0.14 requests ceil(M x u) -> ...415
     assert kv_pool_bytes(85_018_877_624, 0.92, 0, 0) == 78_217_367_414
     assert kv_pool_bytes(85_018_877_624, 0.92, 0, 0, round_budget_up=True) == 78_217_367_415

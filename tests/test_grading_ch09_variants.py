@@ -1,4 +1,4 @@
-"""Two students, two variants (issue 25): each graded against their own problems on every path.
+"""Two students, two variants ([per-learner drills]): each graded against their own problems on every path.
 
 Students "ada" and "alan" draw a different answer on every graded topic (checked in
 tests/test_checks_ch09.py). Their notebooks hold LITERAL typed numbers, worked out by hand
@@ -10,9 +10,9 @@ scores are the contract's points (q1 2, each drill 1: 10 in all):
   with the other's answers: 2 (graded against its own id);
 * the solution-style notebook (answers computed from the question it draws): 10 for both (the outside
   check), and 10 for a third learner in the same class on the slow paths;
-* the hostile ch09 cases (``tests/hostile/ch09.py``, issue 35 §5): an answer read from kvlib's drill object
-  (``.answer``, ``check``'s feedback, ``repr``; read, then the id rewritten) scores 0 for its exercise with a one-line reason, on the outside
-  check and through ``python -m autograder grade``; practice, then the arithmetic: 10.
+* the hostile ch09 cases (``tests/hostile/ch09.py``, [drills §5]): an answer read from kvlib's drill object
+  (``.answer``, ``check``'s feedback, ``repr``; read, then the id rewritten) scores 0 for its exercise with a
+  one-line reason, on the outside check and through ``python -m autograder grade``; practice, then the arithmetic: 10.
 
 Paths: the outside check (``autograder.verdict``, fast), ``python -m autograder grade`` and
 ``grade-class``, and plain ``nbgrader autograde`` with the course config (its kernel learns the
@@ -103,7 +103,8 @@ def test_outside_check_names_the_slip_and_hides_the_answer():
 
 def test_outside_check_holds_the_tolerance_edge():
     """ch09.EDGES on the grader's side (a value exercise has no hidden cases: the verdict is the hidden check):
-    Exercises 5 and 6 typed 0.49% off pass, 0.51% off fail, either way; one unit off an exact count fails."""
+    the exercises asked within 0.5% typed 0.49% off pass, 0.51% off fail, either way; one unit off an exact count
+    fails."""
     from kvcoach.drills import student_problem
 
     source = SOURCES["fixture"]
@@ -112,12 +113,12 @@ def test_outside_check_holds_the_tolerance_edge():
         answers = {}
         for topic in D.TOPICS:
             right = D.hand_answer(topic, student_problem(ADA, topic).public().params)
-            answers[topic] = repr(right * factor) if topic in D.FLOAT_TOPICS else repr(right + off)
+            answers[topic] = repr(right * factor) if topic in D.TOLERANT_TOPICS else repr(right + off)
         v = V.grade(D.submission(source, answers), D.ASSIGNMENT, reference=source, student=ADA)
         assert v.status == "graded" and v.complete, v.as_dict()
         return {t.grade_id for t in v.tests if not t.passed}
 
-    floats = {D.DRILL_IDS[t] for t in D.FLOAT_TOPICS}
+    floats = {D.DRILL_IDS[t] for t in D.TOLERANT_TOPICS}
     exact = set(D.DRILL_IDS.values()) - floats
     assert scored(1.0049) == scored(0.9951) == set()
     assert scored(1.0051, off=1) == scored(0.9949, off=-1) == floats | exact
@@ -138,7 +139,7 @@ def _refused_drills(tests) -> list:
     return sorted(out)
 
 
-# the hostile ch09 cases on the fixture; on the chapter, the one line of issue 35 §5 (the solution-style
+# the hostile ch09 cases on the fixture; on the chapter, the one line of [drills §5] (the solution-style
 # notebook above already holds the chapter's honest score)
 HOSTILE = [("fixture", c[0]) for c in H9.CASES] + ([("chapter", "drill_answer")] if "chapter" in SOURCES else [])
 
@@ -160,14 +161,14 @@ def test_the_sandbox_launcher_passes_the_grading_student_and_nothing_else(tmp_pa
     probe = "import json, os; print(json.dumps({k: os.environ.get(k) for k in %r}))" % (ID_VARS,)
     env = dict(os.environ, KV_COURSE_GRADING_STUDENT=ADA, JUPYTERHUB_USER="instructor", KV_COURSE_STUDENT="x",
                STUDENT_ID="y")
-    run = subprocess.run([sys.executable, "-I", "-m", "autograder.sandbox", "run", "--", sys.executable, "-I", "-c",
+    run = subprocess.run([sys.executable, "-I", "-m", "autograder.kernel_launcher", "--", sys.executable, "-I", "-c",
                           probe], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
     seen = json.loads(run.stdout.strip().splitlines()[-1])
     assert seen == {"KV_COURSE_GRADING_STUDENT": ADA, "JUPYTERHUB_USER": None, "KV_COURSE_STUDENT": None,
                     "STUDENT_ID": None}
     env.pop("KV_COURSE_GRADING_STUDENT")
-    run = subprocess.run([sys.executable, "-I", "-m", "autograder.sandbox", "run", "--", sys.executable, "-I", "-c",
+    run = subprocess.run([sys.executable, "-I", "-m", "autograder.kernel_launcher", "--", sys.executable, "-I", "-c",
                           probe], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert json.loads(run.stdout.strip().splitlines()[-1])["KV_COURSE_GRADING_STUDENT"] is None
 
@@ -250,7 +251,7 @@ def test_grade_one_notebook_takes_the_student_from_the_flag_or_the_folder(tmp_pa
     folder = _submit(tmp_path / "class", {ALAN: notebooks(SOURCES["fixture"])["alan_own"]}) / ALAN / D.ASSIGNMENT
     result = grade(folder / f"{D.ASSIGNMENT}.ipynb")
     assert (result["student"], result["score"]) == (ALAN, D.FULL)
-    # issue 35 §5: every drill answered from the drill object; nbgrader's run and the verdict both refuse it
+    # [drills §5]: every drill answered from the drill object; nbgrader's run and the verdict both refuse it
     read = tmp_path / "read.ipynb"
     read.write_bytes(D.dump(H9.notebook(SOURCES["fixture"], "drill_answer")))
     result = grade(read, "--student", ADA)

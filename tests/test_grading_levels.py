@@ -15,7 +15,8 @@ folder, which is what let every kernel start (nothing is bound at that level).
 
 Root only (to become another user). The user's half needs an interpreter that user may start: the
 checkout and the interpreter get traversal (o+x) for the test's duration, as the hub test does; where it
-still cannot start, that half skips in one line, unless REQUIRE_ISOLATION=1 (CI), which fails instead. The eight runs go four at a time: about 40 s on 2 cores.
+still cannot start, that half skips in one line, unless REQUIRE_ISOLATION=1 (CI), which fails instead. The
+eight runs go four at a time: about 40 s on 2 cores.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from procs import REPO, grading_env, grant_traversal, restore_modes, run_in_group
+from procs import grading_env, grant_traversal, restore_modes, run_in_group
 
 import hostile as H
 from autograder import sandbox as S

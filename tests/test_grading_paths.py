@@ -212,11 +212,11 @@ def _students(release: dict, source: dict) -> dict:
         add_helper(nb)
         answer_written(nb)
 
-    from autograder.checks import ch01, core
+    from autograder.checks import ch01, schema
 
     q2 = ch01.EXERCISES[H.TEST["q2"]]
     table = {tuple(c["kwargs"][p] for p in q2.params): q2.expected(c)
-             for c in (*q2.visible_cases, *q2.hidden_cases(core.DEFAULT_HIDDEN_SEED))}
+             for c in (*q2.visible_cases, *q2.hidden_cases(schema.DEFAULT_HIDDEN_SEED))}
     memorised = H._body("q2", f"return {table!r}.get((layers, kv_heads, head_dim, dtype_bytes, seq_len), 0)")
     return {"reader": H.dump(kit.notebook({q: READER for q in H.Q})),
             "honest": H.dump(kit.notebook({"q2": HELPED_Q2}, edit=honest)),
@@ -405,7 +405,7 @@ def test_a_written_answer_passes_through_to_the_formgrader(graded_course):
                                        f"for a manual grade in the formgrader: {WRITTEN}")
     assert graded_course["results"]["blank"]["pending"] is None
     from autograder.classroom import format_summary
-    assert f"with points pending a manual grade in the formgrader" in format_summary(graded_course["summary"])
+    assert "with points pending a manual grade in the formgrader" in format_summary(graded_course["summary"])
 
 
 FORMGRADER_AUTOGRADE = """
@@ -484,8 +484,8 @@ def test_release_and_fetch_feedback_after_grade_class(graded_course, tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     released = sorted(p.name for p in (exchange / "kv-course" / "feedback").glob("*.html"))
     # nbgrader names each released file after the submission's secret and the notebook id
-    expected = sorted(f"{notebook_hash(secret=(graded_course['submitted'] / s / ASSIGNMENT / 'submission_secret.txt').read_text(), notebook_id=ASSIGNMENT)}.html"
-                      for s in STUDENTS)
+    secret = {s: (graded_course['submitted'] / s / ASSIGNMENT / 'submission_secret.txt').read_text() for s in STUDENTS}
+    expected = sorted(f"{notebook_hash(secret=secret[s], notebook_id=ASSIGNMENT)}.html" for s in STUDENTS)
     assert released == expected
     # the student side: their cached submission (as nbgrader submit left it) finds its feedback
     fetched = _fetch_feedback(graded_course["submitted"], "honest", exchange, tmp_path)

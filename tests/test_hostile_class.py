@@ -37,7 +37,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys

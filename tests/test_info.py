@@ -217,7 +217,8 @@ def test_a_deployment_that_cannot_run_says_why_not_a_negative_pool(capsys):
     assert main(["info", "llama-3.3-70b", "--context", "8192", "--gpu", "H100-SXM"]) == 0
     out = capsys.readouterr().out
     # one line says it: the pool's own (weights as stored, in GiB, over the budget), no second weights line
-    assert out.count("does not fit") == 1 and "does not fit: weights 131." in out and "-" not in out.split("KV per sequence")[1].split("GB")[0]
+    assert out.count("does not fit") == 1 and "does not fit: weights 131." in out
+    assert "-" not in out.split("KV per sequence")[1].split("GB")[0]
     assert " blocks x " not in out and "that fit" not in out   # no pool in tokens for a deployment that cannot run
 
 

@@ -21,7 +21,7 @@ HELPERS = [name for name in kvdisplay.__all__ if callable(getattr(kvdisplay, nam
 
 def _used_in_line(name):
     doc = inspect.getdoc(getattr(kvdisplay, name)) or ""
-    line = next((l for l in doc.splitlines() if l.startswith("Used in:")), None)
+    line = next((text for text in doc.splitlines() if text.startswith("Used in:")), None)
     assert line, f"kvdisplay.{name}: the docstring has no 'Used in:' line"
     return line
 

@@ -1,7 +1,7 @@
 """kvdisplay.crossover: the stacked bar, the roofline plot and the explorer's view.
 
 Expected figures by hand: Llama 3.1 8B bf16 weights 8,030,261,248 x 2 B, 131,072 B/token
-(its config), H100 SXM 3.35e12 B/s (NVIDIA datasheet); seed 003 section 7: 9.92 ms at
+(its config), H100 SXM 3.35e12 B/s (NVIDIA datasheet); [kv-math] section 7: 9.92 ms at
 batch 32 x 4,096 tokens.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from pinned import pinned
 
 import kvdisplay as kd
 import kvlib as kv
@@ -49,7 +50,7 @@ def test_roofline_plot_puts_points_at_their_intensity():
 
 def test_view_figures_by_hand():
     view = kd.crossover_view("llama-3.1-8b", 32, 4096, efficiency=0.7)
-    step_ms = (read8(32) + C8 * 4096 * 32) / 3.35e12 * 1e3     # 9.61 ms (9.92 ms, seed 003 §7, with the whole table)
+    step_ms = (read8(32) + C8 * 4096 * 32) / 3.35e12 * 1e3     # 9.61 ms (9.92 ms, [kv-math] §7, with the whole table)
     assert f"{step_ms:,.2f}" == "9.61"
     assert f"step time at the bandwidth limit: <b>{step_ms:,.2f} ms</b>" in view
     assert f"<b>{step_ms / 0.7:,.2f} ms</b>" in view
@@ -91,7 +92,7 @@ def test_view_under_tensor_parallelism_is_per_gpu():
 
 
 def test_explorer_redraws_on_a_slider():
-    pytest.importorskip("ipywidgets")
+    pinned("ipywidgets")
     box = kd.crossover_explorer(["llama-3.1-8b", "llama-3.3-70b"])
     before = box.view.value
     batch = next(w for w in box.children if getattr(w, "description", "") == "batch B (sequences)")

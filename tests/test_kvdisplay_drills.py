@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from pinned import pinned
 
 import kvdisplay
 from kvdisplay import drills as D
@@ -57,7 +58,11 @@ def test_wrong_answer_names_the_slip_and_counts():
     a = s.answer(str(without_two))
     assert not a.correct and a.scored
     assert "[missing_kv_factor]" in a.feedback and "factor 2 for K and V is missing" in a.feedback
-    assert s.score == (0, 1) and s.slips() == {"missing_kv_factor": 1}
+    # half the bytes is also bf16 read as fp8 (2 bytes per element halved): the feedback names it too ("Or: ..."),
+    # and every slip it names is counted (issue 50 §1)
+    assert "Or: " in a.feedback and "fp8" in a.feedback.split("Or: ")[1]
+    assert s.score == (0, 1) and s.slips() == {"missing_kv_factor": 1, "wrong_16bit_vs_fp8": 1}
+    assert a.slips == ("missing_kv_factor", "wrong_16bit_vs_fp8")
 
 
 def test_only_the_first_answer_to_a_question_is_scored():
@@ -144,10 +149,10 @@ def test_view_before_and_after():
 
 
 def test_widget_buttons_drive_the_session():
-    pytest.importorskip("ipywidgets")
+    pinned("ipywidgets")
     box = D.drill_mode(("kv_per_token",), seed=3, clock=FakeClock(), history=False, tick=None)
-    (topic, new, review, state), (answer, check, clock), view = (box.children[0].children, box.children[1].children,
-                                                                 box.children[2])
+    (_, new, _, _), (answer, check, clock), view = (box.children[0].children, box.children[1].children,
+                                                     box.children[2])
     assert view is box.view and clock is box.clock and "Press" in view.value
     new.click()
     p = box.session.problem
@@ -239,12 +244,12 @@ def test_scored_answers_are_recorded_and_review_asks_the_missed_topic(tmp_path):
 
 
 def test_drill_mode_history_file_and_a_corrupt_one(tmp_path, monkeypatch):
-    pytest.importorskip("ipywidgets")
+    pinned("ipywidgets")
     from kvcoach import drill_history as H
     path = tmp_path / "drills.json"
     box = D.drill_mode(("kv_per_token",), seed=3, clock=FakeClock(), history=path, tick=None)
-    (_, new, review, state), (answer, check, _), view = (box.children[0].children, box.children[1].children,
-                                                         box.children[2])
+    (_, _, review, state), (answer, check, _), view = (box.children[0].children, box.children[1].children,
+                                                       box.children[2])
     review.click()
     answer.value = "1"
     check.click()
@@ -292,7 +297,7 @@ def test_interview_sheet_figures_by_hand():
     pool = math.ceil(85_018_877_624 * 0.92) - weights - 3 * 10**9
     fit = pool // (per_token * 8192)
     assert (per_token, fit) == (131_072, 55)
-    assert f"bytes per token: <b>131,072 B (128 KiB)</b>" in view
+    assert "bytes per token: <b>131,072 B (128 KiB)</b>" in view
     assert f"that fit: <b>{fit}</b> (at 131,072 tokens: {pool // (per_token * 131072)})" in view
     step_ms = (weights + per_token * 8192 * 32) / 3.35e12 * 1e3
     ref_ms = (weights + per_token * 4096 * 32) / 3.35e12 * 1e3
@@ -312,7 +317,7 @@ def test_interview_sheet_flags_what_does_not_fit():
 
 
 def test_interview_sheet_widget_redraws():
-    pytest.importorskip("ipywidgets")
+    pinned("ipywidgets")
     box = I.interview_sheet(["llama-3.1-8b", "llama-3.3-70b"])
     before = box.view.value
     context = next(c for c in box.children if getattr(c, "description", "") == "context T (tokens)")
@@ -396,3 +401,71 @@ def test_only_graded_topics_are_questions(no_id):
     D.use_student_id("ada")
     with pytest.raises(DrillError, match="not a graded topic"):
         D.my_question("fp8")
+
+
+def test_a_new_question_clears_the_last_verdict_and_steps():
+    # issue 50 §1: after "review" (or "new question") on the same topic, the last question's verdict and worked
+    # steps -- whose numbers answer another question -- are no longer shown
+    s, _ = _session(topics=("kv_per_token",))
+    first = s.new_question()
+    s.answer("1")
+    view = D.drill_view(s)
+    assert "worked steps:" in view and "✗" in view
+    second = s.review_question()          # the only topic: the same topic, another draw
+    assert second.topic == first.topic and second.seed != first.seed
+    view = D.drill_view(s)
+    assert "worked steps:" not in view and "✗" not in view and "answered in" not in view
+    assert "score: <b>0 / 1</b>" in view  # the score stays
+    s.answer(str(_by_hand_bytes_per_token(second.params)))
+    assert "✓" in D.drill_view(s)
+
+
+def test_history_shows_every_topics_coverage_and_why_with_one_colour_each(tmp_path):
+    # issue 50 §4: the notebook shows what --stats shows (coverage, reasons), a distinct colour per topic
+    from kvcoach import drill_history as H
+    from kvcoach.drills import TOPICS
+    h = H.History(tmp_path / "drills.json")
+    day = 86_400.0
+    for n, topic in enumerate(TOPICS):                   # every topic asked once, in its own session: 21 lines
+        h.record(h.new_session("notebook", now=float(n)), topic, n % 2 == 0, 10.0, None if n % 2 == 0 else
+                 "label_memory", now=float(n))
+    h.record(h.new_session("notebook", now=day), "pool", False, 10.0, slips=("gb_for_gib",), now=day)
+    view = D.history_view(H.load(tmp_path / "drills.json"), now=4 * day)
+    assert f"{len(TOPICS)} of {len(TOPICS)} topics asked" in view
+    assert "missed twice, last 3 days ago (slip gb_for_gib): due" in view        # pool: missed at 3 and at day 1
+    assert view.count("<tr>") == 1 + len(TOPICS)
+    colors = D.topic_colors()
+    assert len(set(colors.values())) == len(TOPICS)     # never cycled: 21 topics, 21 colours
+    fig = D.history_figure(H.load(tmp_path / "drills.json"))
+    lines = {line.get_label(): line.get_color() for line in fig.axes[0].get_lines()}
+    assert len(lines) == len(TOPICS) and len(set(lines.values())) == len(TOPICS)
+    assert all(lines[t] == colors[t] and f"background:{colors[t]}" in view for t in TOPICS)   # table and plot agree
+    empty = D.history_view(H.History(), ("pool", "fp8"))
+    assert empty.count("never asked: due") == 2 and "Every topic is due" in empty
+
+
+def test_review_says_why_the_topic_was_picked(tmp_path):
+    from kvcoach import drill_history as H
+    history = H.History()
+    s0 = history.new_session("cli", now=0.0)
+    history.record(s0, "crossover", False, 20.0, "missing_batch", now=0.0)
+    history.record(s0, "crossover", False, 20.0, "missing_batch", now=86_400.0)
+    s = D.DrillSession(seed=7, clock=FakeClock(), history=history, wall=lambda: 4 * 86_400.0)
+    assert s.review_question().topic == "crossover"
+    assert s.review_reason == "missed twice, last 3 days ago (slip missing_batch): due"
+    assert "review: missed twice, last 3 days ago" in D.drill_view(s)
+    s.new_question("pool")
+    assert s.review_reason is None and "review:" not in D.drill_view(s)
+
+
+def test_a_graded_question_states_the_drills_units_line():
+    from autograder.checks import claim_student
+    from kvcoach.drills import student_problem
+    claim_student("ada")
+    try:
+        html_text = D.question_view("pool").data
+    finally:
+        claim_student(None)
+    # the same line as kvlib drill and drill mode print: the units, the one tolerance, the notations read
+    assert "answer in tokens, within 0.5% (any notation: 12800, 1.28e4, 12,800 or 12,800 tokens)" in html_text
+    assert student_problem("ada", "pool").public().units_line() in html_text.replace("&#x27;", "'")

@@ -8,6 +8,7 @@ Llama 3.1 8B at TP 16: 8 KV heads, so one whole head per GPU, 2 x 32 x 1 x 128 x
 from __future__ import annotations
 
 import pytest
+from pinned import pinned
 
 import kvdisplay as kd
 
@@ -46,7 +47,7 @@ def test_view_follows_each_control():
 
 
 def test_explorer_widget_redraws():
-    pytest.importorskip("ipywidgets")
+    pinned("ipywidgets")
     box = kd.mla_explorer()
     before = box.view.value
     layers = next(c for c in box.children if getattr(c, "description", "") == "layers L")

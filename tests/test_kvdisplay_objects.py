@@ -1,13 +1,14 @@
 """kvdisplay's objects: the numpy KV cache, the sympy build-up, the plot, the explorer.
 
 Expected byte counts are hand arithmetic: Llama 3.1 8B, 2 x 32 x 8 x 128 x 2 = 131,072 B per
-token (its config.json; seed 001 and seed 003 section 3 give the same)."""
+token (its config.json; [build-up] and [kv-math] section 3 give the same)."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
+from pinned import pinned
 
 import kvdisplay as kd
 
@@ -32,7 +33,7 @@ def test_cache_array_names_a_bad_dimension(bad):
 
 
 def test_build_up_keeps_the_formula_order_and_marks_each_new_factor():
-    sp = pytest.importorskip("sympy")
+    sp = pinned("sympy")
     L, K, D, b = sp.symbols("L K D b")
     view, products = kd.build_up([(2, "K and V", "v"), (L, "layers", "v"), (K, "heads", "v"), (D, "dim", "n"),
                                   (b, "bytes", "B")])
@@ -44,7 +45,7 @@ def test_build_up_keeps_the_formula_order_and_marks_each_new_factor():
 
 
 def test_line_plot_labels_axes_with_units():
-    pytest.importorskip("matplotlib")
+    pinned("matplotlib")
     import matplotlib
     matplotlib.use("Agg")
     fig = kd.line_plot([1, 10], {"cache": [1, 2]}, hlines={"weights": 3}, xlabel="tokens (count)",
@@ -91,7 +92,7 @@ def test_presets_flag_sliding_window_models():
 
 
 def test_explorer_widgets_redraw_from_the_view_function():
-    pytest.importorskip("ipywidgets")
+    pinned("ipywidgets")
     box = kd.kv_explorer(kd.presets_from_models(["llama-3.1-8b", "gemma-2-9b"]))
     sliders = {c.description: c for c in box.children if hasattr(c, "description")}
     assert _number(box.view.value) == "131,072"

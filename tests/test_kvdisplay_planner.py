@@ -5,9 +5,8 @@ per sequence; 500 users hold 2,147,483,648,000 B = 2,147.48 GB (2,000.00 GiB).
 """
 
 import re
-import time
 
-import pytest
+from pinned import pinned
 
 from kvdisplay.planner import planner_explorer, planner_view
 
@@ -44,7 +43,7 @@ def test_the_number_follows_users():
 
 
 def test_explorer_redraws_from_its_controls():
-    pytest.importorskip("ipywidgets")
+    pinned("ipywidgets")
     box = planner_explorer(["qwen2.5-32b"])
     before = box.view.value
     users = next(c for c in box.children if getattr(c, "description", "") == "users")

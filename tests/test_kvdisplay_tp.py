@@ -2,7 +2,7 @@
 
 Expected values by hand: a [2, 2, 4, 3, 8] float16 cache is 2*2*4*3*8*2 = 768 B; split over 2 GPUs
 each holds 2 heads (384 B); over 8 GPUs each holds 1 of the 4 heads, every head twice (192 B each).
-Llama 3.3 70B at TP 8: 2 x 80 x 1 x 128 x 2 = 40,960 B per GPU (seed 003, worked example 2).
+Llama 3.3 70B at TP 8: 2 x 80 x 1 x 128 x 2 = 40,960 B per GPU ([kv-math], worked example 2).
 """
 
 from __future__ import annotations

@@ -9,13 +9,11 @@ x 128 = 10,922 x 128 = 1,398,016 tokens.
 
 from __future__ import annotations
 
-import os
 
 import pytest
 
 import kvdisplay as kd
 import kvlib as kv
-from kvdisplay import vllm_lab
 from kvlib.vllm import cpu_engine
 
 
@@ -90,7 +88,7 @@ def test_engine_lines_are_shown_without_colour_codes():
     assert "CPU KV cache size" in html and "\x1b" not in html and "[0;36m" not in html
 
 
-# The explorer's verdict judges the range it shows (issue 34): one test per control. Llama 2 7B (32 layers,
+# The explorer's verdict judges the range it shows ([corrections 05-09]): one test per control. Llama 2 7B (32 layers,
 # 32 KV heads of 128), 56.18 GiB = 56.175 .. 56.185 GiB. A block is 2 x 32 x (32 / tp) x 128 x dtype x bs bytes.
 def _verdict(view):
     return view.split("the log printed")[1]

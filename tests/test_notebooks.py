@@ -16,14 +16,16 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+import course_chapters
+from autograder.chapter import CHAPTER_IDS
 from described import describes, img_alts
 from leaks import IMAGES, leaks
 from release_claims import unreleased_defaults
 
 REPO = Path(__file__).resolve().parents[1]
-SOURCES = sorted((REPO / "course" / "source").glob("ch*/ch*.ipynb"))
-SOLUTIONS = sorted((REPO / "solutions").glob("ch*.ipynb"))
-CHAPTERS = sorted((REPO / "chapters").glob("ch*.ipynb"))
+SOURCES = [course_chapters.source(c) for c in CHAPTER_IDS]
+SOLUTIONS = [course_chapters.solution(c) for c in CHAPTER_IDS]
+CHAPTERS = [course_chapters.release(c) for c in CHAPTER_IDS]
 CELL_TIMEOUT = 120
 # ch09's graded questions are drawn from a student id; with none set (no hub login, no STUDENT_ID) its worked
 # solutions would have no question to compute from. The kernels get a fixed test id unless one is set.

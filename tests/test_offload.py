@@ -1,4 +1,4 @@
-"""kvlib.offload: seed 000's fetch-or-recompute chain, the FLOP convention, the rule, the break-even."""
+"""kvlib.offload: [chains]'s fetch-or-recompute chain, the FLOP convention, the rule, the break-even."""
 
 import pytest
 from hypothesis import given, settings
@@ -21,12 +21,12 @@ LLAMA_8B = load_model("llama-3.1-8b")
 
 def test_seed_000_fetch_or_recompute():
     r = fetch_or_recompute(LLAMA_8B, 8192, num_params=8.03e9, link_bytes_per_s=50e9, gpu="H100-SXM", mfu=0.6)
-    # seed 000: 8,192 x 131,072 B = 1.07 GB
+    # [chains]: 8,192 x 131,072 B = 1.07 GB
     assert r.kv_bytes == 8192 * 131072 == 2**30
     assert round(r.kv_bytes / 1e9, 2) == 1.07
-    # seed 000: 1.07 GB / 50 GB/s = 21.5 ms
+    # [chains]: 1.07 GB / 50 GB/s = 21.5 ms
     assert round(r.fetch_s * 1e3, 1) == 21.5
-    # seed 000: 1.49e14 / (0.6 x 989e12) = 251 ms
+    # [chains]: 1.49e14 / (0.6 x 989e12) = 251 ms
     flops = 2 * 8.03e9 * 8192 + 2 * 32 * 32 * 128 * 8192 * 8193
     assert r.flops == pytest.approx(flops, rel=1e-12)
     assert round(r.recompute_s * 1e3) == 251
@@ -35,7 +35,7 @@ def test_seed_000_fetch_or_recompute():
 
 
 def test_the_attention_term_that_reproduces_seed_000():
-    # seed 000 quotes 1.49e14 FLOPs for 8,192 tokens, "linear plus attention"
+    # [chains] quotes 1.49e14 FLOPs for 8,192 tokens, "linear plus attention"
     linear = 2 * 8.03e9 * 8192                        # 1.316e14
     causal = 2 * 32 * 32 * 128 * 8192 * (8192 + 1)    # 2 L H D T (T + 1): QK and AV over T (T + 1) / 2 pairs
     full = 4 * 32 * 32 * 128 * 8192**2                # no causal mask
@@ -47,7 +47,7 @@ def test_the_attention_term_that_reproduces_seed_000():
 
 
 def test_seed_000_each_prefix_hit_skips_32_tflop():
-    # seed 000: 2 x 8.03e9 x 2,000 = 32 TFLOP = 65 ms of prefill at 50% MFU of 989 TFLOP/s
+    # [chains]: 2 x 8.03e9 x 2,000 = 32 TFLOP = 65 ms of prefill at 50% MFU of 989 TFLOP/s
     flops = prefill_linear_flops(8.03e9, 2000)
     assert flops == 2 * 8.03e9 * 2000
     assert round(flops / 1e12) == 32
@@ -98,16 +98,17 @@ def test_break_even_is_the_first_length_where_fetch_wins(overhead, link):
 
 
 def test_break_even_with_a_fixed_fetch_cost():
-    # fetch 5 ms + T x 131,072 / 50e9 s against recompute (2 x P x T + 2 x 32 x 4096 x T (T + 1)) / (0.6 x 989e12):
-    # per token 2.62 us against 27.1 us, so T ~ 0.005 / 24.4e-6 ~ 205 (the attention term moves it a token)
-    p = LLAMA_8B.num_params()
+    # fetch 5 ms + T x 131,072 / 50e9 s against recompute (2 x P_m x T + 2 x 32 x 4096 x T (T + 1)) / (0.6 x 989e12),
+    # P_m = 8,030,261,248 - 128,256 x 4,096 = 7,504,924,672 (the embedding lookup does no matmul):
+    # per token 2.62 us against 25.3 us, so T ~ 0.005 / 22.67e-6 ~ 220.5 (the attention term moves it a token)
+    p = 8_030_261_248 - 128_256 * 4096
 
     def gap(t):
         return (2 * p * t + 2 * 32 * 4096 * t * (t + 1)) / (0.6 * 989e12) - (0.005 + t * 131072 / 50e9)
 
     expected = next(t for t in range(1, 10_000) if gap(t) >= 0)
     assert break_even_context(LLAMA_8B, fetch_overhead_s=0.005) == expected
-    assert 195 < expected < 215
+    assert expected == 220
 
 
 def test_tensor_parallel_splits_both_sides():
@@ -168,10 +169,16 @@ def test_mla_head_dims_when_the_config_leaves_some_out():
     assert prefill_flops(mla, 3)[1] == 384
 
 
-def test_linear_flops_default_to_the_active_parameters():
-    # Llama 3.1 8B: 8,030,261,248 parameters (the model card's 8.03B, embedding and LM head both counted)
+def test_linear_flops_default_to_the_active_parameters_less_the_lookup():
+    # Llama 3.1 8B: 8,030,261,248 parameters (the model card's 8.03B) less the untied input table 128,256 x 4,096
+    # = 525,336,576 (a lookup, no matmul): 7,504,924,672; the LM head stays
     linear, _ = prefill_flops("llama-3.1-8b", 10)
-    assert linear == 2 * 8_030_261_248 * 10
+    assert linear == 2 * 7_504_924_672 * 10
+    # a tied table is the LM head too: Qwen2.5-3B keeps every parameter
+    tied = load_model("qwen2.5-3b")
+    assert tied.tie_word_embeddings and prefill_flops(tied, 10)[0] == 2 * tied.num_params() * 10
+    # a mixture of experts: its active parameters less the table (Mixtral: 12,879,925,248 - 32,000 x 4,096)
+    assert prefill_flops("mixtral-8x7b", 10)[0] == 2 * (12_879_925_248 - 32_000 * 4096) * 10
 
 
 # --- every field of the comparison ---------------------------------------------------------------------------------
@@ -179,7 +186,7 @@ def test_seed_000_fields_and_per_token_sides():
     r = fetch_or_recompute("llama-3.1-8b", 8192, num_params=8.03e9)
     assert (r.model, r.tokens, r.link_bytes_per_s, r.fetch_overhead_s) == ("meta-llama/Llama-3.1-8B", 8192, 50e9, 0.0)
     assert type(r.fetch_overhead_s) is float
-    # H100 SXM dense bf16: 989 TFLOP/s; the default MFU 0.6 (seed 000)
+    # H100 SXM dense bf16: 989 TFLOP/s; the default MFU 0.6 ([chains])
     assert (r.peak_flop_per_s, r.mfu) == (989e12, 0.6)
     # the rule's two sides: 131,072 B / 50e9 B/s = 2.62144 us of link per token; the FLOPs per token over 0.6 x 989e12
     assert r.bytes_per_token_over_link_s == pytest.approx(131072 / 50e9, rel=1e-12)
@@ -217,7 +224,7 @@ def test_a_tie_goes_to_fetch():
                            link_bytes_per_s=131_072)
     assert r.fetch_s == r.recompute_s == 1.0
     assert r.winner == "fetch" and r.speedup == 1.0
-    # seed 000's rule is strict: the same tie is not a win
+    # [chains]'s rule is strict: the same tie is not a win
     assert fetch_wins_rule(131_072, 131_072, 2**21, 2**21) is False
 
 
@@ -298,15 +305,15 @@ def test_every_layer_of_a_sliding_model_is_windowed():
     assert attention == 2 * 32 * 32 * (128 + 128) * 12_093_440
 
 
-# --- a prefill reads the weights once: its time is at least W / BW (issue 34, ch06's roofline) ----------
+# --- a prefill reads the weights once: its time is at least W / BW ([corrections 05-09], ch06's roofline) ----------
 def test_short_prefix_recompute_is_floored_by_the_weight_read():
     # Llama 3.1 8B: 16,060,522,496 B of bf16 weights less the unread embedding rows (128,256 - 128) x 4,096 x 2 B
     weights = 8_030_261_248 * 2 - (128_256 - 128) * 4096 * 2
     r = fetch_or_recompute(LLAMA_8B, 128, roofline=True)
     assert r.weight_bytes == weights
     assert abs(r.weight_read_s - weights / 3.35e12) < 1e-15            # 4.48 ms
-    flops = 2 * 8_030_261_248 * 128 + 2 * 32 * 32 * 256 * 128 * 129 // 2
-    assert abs(r.compute_s - flops / (0.6 * 989e12)) < 1e-12           # 3.47 ms
+    flops = 2 * 7_504_924_672 * 128 + 2 * 32 * 32 * 256 * 128 * 129 // 2
+    assert abs(r.compute_s - flops / (0.6 * 989e12)) < 1e-12           # 3.25 ms
     assert r.recompute_s == r.weight_read_s > r.compute_s
     plain = fetch_or_recompute(LLAMA_8B, 128)                           # the default keeps the compute side alone
     assert plain.recompute_s == plain.compute_s == r.compute_s and not plain.roofline
@@ -315,9 +322,10 @@ def test_short_prefix_recompute_is_floored_by_the_weight_read():
 
 
 def test_break_even_with_the_floor():
-    # 5 ms per fetch: the crossing at 204 tokens lies past the floor's end (about 0.6 x 295 = 177 tokens)
-    assert break_even_context(LLAMA_8B, fetch_overhead_s=0.005, roofline=True) == 204
-    # 2 GB/s: fetch wins under the floor (65.5 us a token, below 4.48 ms up to 68 tokens), loses, then wins from 87,083
+    # 5 ms per fetch: the crossing at 220 tokens lies past the floor's end (about 0.6 x 295 = 177 tokens)
+    assert break_even_context(LLAMA_8B, fetch_overhead_s=0.005, roofline=True) == 220
+    # 2 GB/s: fetch wins under the floor (65.5 us a token, below 4.48 ms up to 68 tokens), loses, then wins from 91,091
+    # ((65.536e-6 x 593.4e12 - 2 x 7,504,924,672) / 262,144 - 1 = 91,090.3)
     assert fetch_or_recompute(LLAMA_8B, 60, link_bytes_per_s=2e9, roofline=True).winner == "fetch"
     assert fetch_or_recompute(LLAMA_8B, 1000, link_bytes_per_s=2e9, roofline=True).winner == "recompute"
-    assert break_even_context(LLAMA_8B, link_bytes_per_s=2e9, roofline=True) == 87_083
+    assert break_even_context(LLAMA_8B, link_bytes_per_s=2e9, roofline=True) == 91_091

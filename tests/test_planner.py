@@ -1,4 +1,4 @@
-"""kvlib.planner: seed 003 section 8 step by step, exercise D, properties, and ``kvlib plan``."""
+"""kvlib.planner: [kv-math] section 8 step by step, exercise D, properties, and ``kvlib plan``."""
 
 import json
 import math
@@ -8,6 +8,8 @@ import sys
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from pinned import pinned
 
 from kvlib import load_model
 from kvlib.cli import main
@@ -190,7 +192,7 @@ def test_cli_plan_bad_input_exits_2_with_one_line(args):
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
-# --- headroom: ceil(nodes x spike) + redundancy (seed 003 s8: "9 x 1.3 + 1 = 13 nodes") ----------------
+# --- headroom: ceil(nodes x spike) + redundancy ([kv-math] s8: "9 x 1.3 + 1 = 13 nodes") ----------------
 SEED_003_S8 = dict(context=6000, itl_ms=60, gpu="H100-SXM", gpu_memory_bytes=80 * 10**9, utilization=1.0,
                    overhead_bytes_per_gpu=3 * 10**9, weight_bytes=141_200_000_000)
 
@@ -215,7 +217,7 @@ from kvlib.planner import itl_seconds, nodes_needed, nodes_with_headroom, sequen
 
 
 def test_step_functions_by_hand():
-    # Hand arithmetic, seed 003 s8's figures: 1.3 / 0.7 = 1.857142...; one GPU has no all-reduce: 1 / 0.7.
+    # Hand arithmetic, [kv-math] s8's figures: 1.3 / 0.7 = 1.857142...; one GPU has no all-reduce: 1 / 0.7.
     assert step_slowdown(8, 0.3, 0.7) == pytest.approx(1.857142857)
     assert step_slowdown(1, 0.3, 0.7) == pytest.approx(1.428571429)
     # 17.65e9 + 241 x 245,760,000 = 76,878,160,000 B; / 3.35e12 = 22.9487 ms; x 1.857142857 = 42.619 ms
@@ -227,13 +229,13 @@ def test_step_functions_by_hand():
     assert sequences_under_itl(0.005, 17.65e9, 245_760_000, 3.35e12, 1.3 / 0.7) < 1
     # 2,000 / 241 = 8.30 -> 9; 2,000 / 250 = 8 exactly
     assert nodes_needed(2000, 241) == 9 and nodes_needed(2000, 250) == 8
-    # 9 x 1.3 = 11.7 -> 12, + 1 = 13 (seed 003: "9 x 1.3 + 1 = 13"); 10 x 1.3 = 13 exactly, + 1 = 14
+    # 9 x 1.3 = 11.7 -> 12, + 1 = 13 ([kv-math]: "9 x 1.3 + 1 = 13"); 10 x 1.3 = 13 exactly, + 1 = 14
     assert nodes_with_headroom(9, 1.3, 1) == 13 and nodes_with_headroom(10, 1.3, 1) == 14
     assert nodes_with_headroom(5, 1.0, 0) == 5
 
 
 def test_step_functions_take_symbols():
-    sp = pytest.importorskip("sympy")
+    sp = pinned("sympy")
     w, s, n, bw, tau, slow = sp.symbols("W_g S_g n BW tau s", positive=True)
     itl = itl_seconds(w, s, n, bw, slow)
     solved = sp.solve(sp.Eq(itl, tau), n)[0]
@@ -354,7 +356,7 @@ def test_a_target_that_admits_exactly_one_sequence():
 
 
 def test_every_figure_of_seed_003_section_8():
-    # The figures the step-by-step test leaves out, same hand arithmetic (seed 003 s8's assumptions):
+    # The figures the step-by-step test leaves out, same hand arithmetic ([kv-math] s8's assumptions):
     p = plan_capacity("llama-3-70b", **SEED_8)
     assert (p.model, p.gpu, p.users, p.context, p.itl_target_s) == ("meta-llama/Llama-3.3-70B-Instruct",
                                                                      "H100-SXM", 2000, 6000, 0.060)
@@ -424,7 +426,7 @@ def test_kv_dtype_and_bandwidth_overrides():
 def test_two_gpus_pay_the_all_reduce():
     # tp = 2 already reduces across GPUs: (1 + 0.3) / 0.7 = 1.857, the same as tp = 8
     assert step_slowdown(2, 0.3, 0.7) == pytest.approx(1.3 / 0.7)
-    # the defaults are seed 003 s8's: 30% all-reduce, 70% efficiency
+    # the defaults are [kv-math] s8's: 30% all-reduce, 70% efficiency
     assert step_slowdown(8) == pytest.approx(1.3 / 0.7) and step_slowdown(1) == pytest.approx(1 / 0.7)
 
 
@@ -434,7 +436,7 @@ def test_headroom_defaults_and_symbols():
     # 3 x 1.1 = 3.3000000000000003 in floats: the guard keeps it 3.3, ceil 4 (a guard rounding to whole
     # numbers would give 3); 7 x 1.1 = 7.700000000000001 -> 8, + 2 = 10
     assert nodes_with_headroom(3, 1.1, 0) == 4 and nodes_with_headroom(7, 1.1, 2) == 10
-    sp = pytest.importorskip("sympy")
+    sp = pinned("sympy")
     n = sp.Symbol("n", positive=True, integer=True)
     expr = nodes_with_headroom(n, sp.Rational(13, 10), 1)
     assert expr.subs(n, 9) == 13 and expr.subs(n, 10) == 14
@@ -444,7 +446,7 @@ def test_nodes_needed_for_symbols_and_floats():
     # 2,000 / 241 = 8.3 -> 9; a float count of sequences goes through the same ceiling
     assert nodes_needed(2000, 241.0) == 9 and nodes_needed(2000.0, 250) == 8
     assert type(nodes_needed(2000, 241.0)) is int and type(nodes_needed(2000.0, 250)) is int   # whole nodes
-    sp = pytest.importorskip("sympy")
+    sp = pinned("sympy")
     u = sp.Symbol("u", positive=True, integer=True)
     assert nodes_needed(u, 241).subs(u, 2000) == 9
 
@@ -499,7 +501,7 @@ def test_hub_is_asked_only_when_hub_is_true(monkeypatch):
     assert (p.model, p.kv_bytes_per_token, p.kv_bytes_per_token_per_gpu) == ("someone/llama-copy", 131_072, 16_384)
 
 
-# --- issue 34: the p95 margin, the all-reduce latency, vLLM's max_num_seqs cap ---------------------------------
+# --- [corrections 05-09]: the p95 margin, the all-reduce latency, vLLM's max_num_seqs cap ---------------------------------
 def test_prefill_chunk_and_allreduce_by_hand():
     from kvlib.planner import allreduce_seconds_per_step, prefill_chunk_seconds
     # 2 x 8.03e9 x 1,024 / (1 x 989e12 x 0.5) = 33.26 ms; on 4 GPUs a quarter of it
@@ -511,7 +513,7 @@ def test_prefill_chunk_and_allreduce_by_hand():
 
 
 def test_itl_margin_is_taken_off_the_target():
-    # seed 003 s8 at 60 ms less an 18 ms margin: (0.042 x 3.35e12 x 0.7 / 1.3 - 17.65e9) / 245.76e6 = 236.5 -> 236,
+    # [kv-math] s8 at 60 ms less an 18 ms margin: (0.042 x 3.35e12 x 0.7 / 1.3 - 17.65e9) / 245.76e6 = 236.5 -> 236,
     # below memory's 241: latency binds
     p = plan_capacity("llama-3-70b", **SEED_8, itl_margin_ms=18)
     assert p.sequences_per_replica_by_latency == 236 and p.limited_by == "latency" and p.itl_margin_s == 0.018

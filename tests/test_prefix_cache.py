@@ -1,4 +1,4 @@
-"""kvlib.prefix_cache: the chained hash, the radix tree against it, LRU, and seed 000's sharing figures."""
+"""kvlib.prefix_cache: the chained hash, the radix tree against it, LRU, and [chains]'s sharing figures."""
 
 import hashlib
 import random
@@ -23,12 +23,12 @@ from kvlib.prefix_cache import (
     simulate_prefix_cache,
 )
 
-# --- seed 000: a shared system prompt --------------------------------------------------
+# --- [chains]: a shared system prompt --------------------------------------------------
 
 
 def test_seed_000_shared_system_prompt():
     s = prefix_sharing_savings(prompt_tokens=2000, num_requests=100, bytes_per_token=131072)
-    # seed 000: unshared 100 x 2,000 x 131,072 B = 26.2 GB; shared once = 262 MB; 2,000 / 16 = 125 full blocks
+    # [chains]: unshared 100 x 2,000 x 131,072 B = 26.2 GB; shared once = 262 MB; 2,000 / 16 = 125 full blocks
     assert s.unshared_bytes == 100 * 2000 * 131072 == 26_214_400_000
     assert round(s.unshared_bytes / 1e9, 1) == 26.2
     assert s.shared_bytes == 2000 * 131072 == 262_144_000
@@ -40,7 +40,7 @@ def test_seed_000_shared_system_prompt():
 
 def test_seed_000_a_2007_token_prompt_recomputes_7():
     s = prefix_sharing_savings(prompt_tokens=2007, num_requests=100, bytes_per_token=131072)
-    # seed 000: "a 2,007-token prompt shares 125 blocks and recomputes 7 tokens"
+    # [chains]: "a 2,007-token prompt shares 125 blocks and recomputes 7 tokens"
     assert (s.shared_blocks, s.tail_tokens) == (125, 7)
     # each request keeps its own 7 tail tokens, in a block of its own
     assert s.shared_bytes == (125 * 16 + 100 * 7) * 131072
@@ -323,7 +323,7 @@ def test_an_empty_run_has_a_zero_hit_rate():
 
 
 def test_saved_bytes_of_the_shared_prompt():
-    # seed 000: 26,214,400,000 B unshared - 262,144,000 B shared = 25,952,256,000 B saved
+    # [chains]: 26,214,400,000 B unshared - 262,144,000 B shared = 25,952,256,000 B saved
     s = prefix_sharing_savings(2000, 100, 131072)
     assert s.saved_bytes == 25_952_256_000
     assert (s.prompt_tokens, s.num_requests, s.block_size, s.bytes_per_token) == (2000, 100, 16, 131072)

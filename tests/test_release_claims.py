@@ -1,6 +1,6 @@
 """tests/release_claims.py: which statements give an engine default, and which of them name the release.
 
-The sentences are written here, each with the verdict a reader of the rules gives it; the two of issue 48's
+The sentences are written here, each with the verdict a reader of the rules gives it; the two of [december 2026]'s
 "Done when" come first.
 """
 

@@ -1,6 +1,7 @@
-"""kvlib.roofline: seed 003 examples 4 and 5, exercise E, the ridge point and the regimes."""
+"""kvlib.roofline: [kv-math] examples 4 and 5, exercise E, the ridge point and the regimes."""
 
 import math
+from fractions import Fraction
 
 import pytest
 from hypothesis import given, settings
@@ -11,13 +12,20 @@ from kvlib.roofline import (
     CACHE_DOMINATED,
     WEIGHT_DOMINATED,
     RooflineError,
+    StepOp,
+    compute_bound_batch,
     crossover_batch,
     crossover_context,
     decode_step,
+    expected_experts_touched,
+    matmul_ridge_batch,
+    one_intensity_seconds,
     regime,
+    step_ops,
+    weight_bytes_read,
 )
 
-W_8B = 16.06e9  # seed 003: Llama-3-8B weights, 8.03e9 x 2 B
+W_8B = 16.06e9  # [kv-math]: Llama-3-8B weights, 8.03e9 x 2 B
 
 
 def test_seed_003_example_5_context_4096():
@@ -47,7 +55,7 @@ def test_seed_003_example_5_context_32768():
 
 
 def test_seed_003_real_systems_reach_60_to_75_percent():
-    # seed 003: "expect ~2,000-2,400 tok/s and ITL ~13-16 ms"; 3,225 x 0.6 = 1,935, x 0.75 = 2,419;
+    # [kv-math]: "expect ~2,000-2,400 tok/s and ITL ~13-16 ms"; 3,225 x 0.6 = 1,935, x 0.75 = 2,419;
     # 9.92 / 0.75 = 13.2 ms, 9.92 / 0.6 = 16.5 ms
     lo = decode_step("llama-3-8b", batch=32, context=4096, weight_bytes=W_8B, efficiency=0.6)
     hi = decode_step("llama-3-8b", batch=32, context=4096, weight_bytes=W_8B, efficiency=0.75)
@@ -83,10 +91,10 @@ def test_seed_003_exercise_e_fp8_kv():
 
 
 def test_ridge_point_and_intensity():
-    # seed 001: an H100's ridge point is 295 FLOP/byte (989e12 / 3.35e12 = 295.2)
+    # [build-up]: an H100's ridge point is 295 FLOP/byte (989e12 / 3.35e12 = 295.2)
     s = decode_step("llama-3-8b", batch=8, context=1)
     assert round(s.ridge_flop_per_byte) == 295 == round(get_gpu("H100-SXM").ridge_flop_per_byte)
-    # seed 001: decode intensity equals the batch while the weights dominate: 2 P B FLOPs over 2 P bytes
+    # [build-up]: decode intensity equals the batch while the weights dominate: 2 P B FLOPs over 2 P bytes
     assert s.arithmetic_intensity == pytest.approx(8, rel=0.01)
     assert s.regime == WEIGHT_DOMINATED
 
@@ -94,7 +102,16 @@ def test_ridge_point_and_intensity():
 def test_compute_bound_when_the_batch_passes_the_ridge():
     s = decode_step("llama-3-8b", batch=1024, context=16)
     assert s.limit == "compute"
-    assert s.step_s_bound == s.compute_s > s.bandwidth_s
+    assert s.one_intensity_s == s.compute_s > s.bandwidth_s
+    # per operation: the matmuls 2 x 8,030,261,248 x 1,024 = 16,445,975,035,904 FLOP / 989e12 = 16.629 ms
+    # (compute-bound: 16,060,522,496 B / 3.35e12 = 4.794 ms); attention reads 131,072 x 16 x 1,024
+    # = 2,147,483,648 B / 3.35e12 = 0.641 ms for 2 x 32 x 32 x 256 x 16 x 1,024 = 8.59e9 FLOP (0.009 ms)
+    matmuls, attention = s.ops
+    assert (matmuls.name, matmuls.bound, attention.name, attention.bound) == (
+        "matmuls", "compute", "attention", "bandwidth")
+    assert matmuls.seconds == pytest.approx(16_445_975_035_904 / 989e12)
+    assert attention.seconds == pytest.approx(2_147_483_648 / 3.35e12)
+    assert s.step_s_bound == pytest.approx(16.629e-3 + 0.641e-3, abs=1e-6)
 
 
 def test_tensor_parallel_reads_a_slice_per_gpu():
@@ -230,14 +247,17 @@ def test_a_parameter_count_sets_the_weights_and_the_linear_flops():
     assert s.flops == 14e9 + 524_288_000
 
 
-def test_moe_flops_use_the_active_parameters_and_the_weights_all():
+def test_moe_flops_use_the_active_parameters_and_reads_the_experts_touched():
     # Mixtral 8x7B (its config.json): d 4,096, 32 layers, 32 heads / 8 KV of 128, 8 experts of FFN 14,336,
     # top 2, vocabulary 32,000 untied. Per layer: attention 4,096 x 10,240 = 41,943,040, one expert
     # 3 x 4,096 x 14,336 = 176,160,768, router 4,096 x 8 = 32,768, norms 8,192. Active (2 experts):
     # 394,305,536 x 32 = 12,617,777,152 + embeddings 2 x 32,000 x 4,096 = 262,144,000 + 4,096
     # = 12,879,925,248 (the paper: 12.9B). All 8: 1,451,270,144 x 32 + 262,148,096 = 46,702,792,704.
+    # One token is routed to 2 experts per layer: the step reads the active parameters, all of them
     s = decode_step("mixtral-8x7b", batch=1, context=1)
-    assert s.weight_bytes == 2 * 46_702_792_704
+    assert s.weight_bytes == 2 * 12_879_925_248
+    # 1,000 tokens touch all 8 experts of every layer (the share missed, 8 x 0.75^1000, is far below a byte)
+    assert decode_step("mixtral-8x7b", batch=1000, context=1).weight_bytes == 2 * 46_702_792_704
     # one cached token: 2 x 32 x 256 x 32 layers = 524,288 attention FLOPs
     assert s.flops == 2 * 12_879_925_248 + 524_288
 
@@ -261,7 +281,7 @@ def test_at_the_ridge_point_the_step_is_compute_bound():
 
 
 def test_regime_at_equal_reads():
-    # weights read = KV read: not yet cache-dominated (the KV must exceed the weights, seed 003 example 4)
+    # weights read = KV read: not yet cache-dominated (the KV must exceed the weights, [kv-math] example 4)
     assert regime(100, 100) == WEIGHT_DOMINATED and regime(100, 101) == CACHE_DOMINATED
 
 
@@ -274,7 +294,7 @@ def test_decode_flops_with_a_distinct_value_head_dim():
 
 
 
-# --- what a step reads of the input embedding (issue 34): B rows, not the table ------------------
+# --- what a step reads of the input embedding ([corrections 05-09]): B rows, not the table ------------------
 def test_weight_bytes_read_skips_the_unread_embedding_rows():
     from kvlib.roofline import weight_bytes_read
     # Llama 3.1 8B: 8,030,261,248 parameters in bf16; untied 128,256 x 4,096 table, 1,050,673,152 B (6.5%)
@@ -330,3 +350,125 @@ def test_compute_bound_batch_with_embedding_rows_by_hand():
     f512 = 2 * (p - vd) + 2 * 32 * 32 * 256 * 512
     assert 227 < f512 / (131_072 * 512 + 4096 * 2) < 229
     assert compute_bound_batch("llama-3.1-8b", context=512, embedding_rows=True) is None
+
+
+# --- mixtures of experts read only the experts their tokens touch --------------------------------------------
+# Expert sizes from each config.json: a routed expert is a gated MLP of 3 d ff parameters (+ 2 ff + d biases for
+# gpt-oss). Mixtral 8x7B: 3 x 4,096 x 14,336 = 176,160,768, 32 MoE layers, E 8, k 2. Qwen3-30B-A3B:
+# 3 x 2,048 x 768 = 4,718,592, 48 layers, E 128, k 8. DeepSeek-V3: 3 x 7,168 x 2,048 = 44,040,192, 58 MoE
+# layers (61 less 3 dense), E 256, k 8. gpt-oss-120b: 3 x 2,880 x 2,880 + 8,640 = 24,891,840, 36 layers, E 128, k 4.
+
+
+
+def test_experts_touched_uniform_routing_by_hand():
+    assert expected_experts_touched(8, 2, 1) == 2                     # one token: exactly its k
+    assert expected_experts_touched(8, 2, 6) == pytest.approx(8 * (1 - 0.75 ** 6))   # 6.576171875
+    assert expected_experts_touched(8, 2, 6) == pytest.approx(6.576171875)
+    # Qwen3-30B-A3B, 16 tokens: 128 (1 - 0.9375^16) = 128 x (1 - 0.356094) = 82.42
+    assert expected_experts_touched(128, 8, 16) == pytest.approx(82.42, abs=0.01)
+    # gpt-oss-120b, 32 tokens: 128 (1 - 0.96875^32) = 128 x (1 - 0.362019) = 81.66
+    assert expected_experts_touched(128, 4, 32) == pytest.approx(81.66, abs=0.01)
+    assert expected_experts_touched(256, 8, 10_000) == pytest.approx(256)
+    assert expected_experts_touched(4, 4, 3) == 4                     # every expert chosen by every token
+
+
+@pytest.mark.parametrize("args, field", [((0, 2, 1), "num_experts"), ((8, 9, 1), "top_k"), ((8, 2, 0), "tokens"),
+                                         ((8, 2, 1.5), "tokens")])
+def test_experts_touched_rejects_bad_input(args, field):
+    with pytest.raises(RooflineError, match=field):
+        expected_experts_touched(*args)
+
+
+def test_qwen3_moe_weights_read_by_hand():
+    # Qwen3-30B-A3B's dense part, per layer: q 2,048 x 4,096 + k, v 2 x 2,048 x 512 + o 4,096 x 2,048 + q/k norms
+    # 2 x 128 = 18,874,624; router 2,048 x 128 = 262,144; norms 4,096: 19,140,864 x 48 = 918,761,472; embedding and
+    # untied head 2 x 151,936 x 2,048 = 622,329,856; final norm 2,048: 1,541,093,376 parameters.
+    dense = 918_761_472 + 622_329_856 + 2048
+    assert weight_bytes_read("qwen3-30b-a3b", 1, embedding_rows=False) == 2 * (dense + 48 * 8 * 4_718_592)
+    touched_16 = 128 - Fraction(120 ** 16, 128 ** 15)                 # 82.42 experts
+    expected = 2 * dense + math.ceil(2 * 48 * 4_718_592 * touched_16)
+    assert weight_bytes_read("qwen3-30b-a3b", 16, embedding_rows=False) == expected
+    # the untied input table: 16 rows read, 151,920 skipped
+    assert weight_bytes_read("qwen3-30b-a3b", 16) == expected - (151_936 - 16) * 2048 * 2
+
+
+def test_mixtral_speculative_verify_reads_most_experts():
+    # a 6-token verify at batch 1 touches 6.58 of 8 experts in each of 32 layers: 32 x 6.576 x 176,160,768 x 2 B
+    verify = weight_bytes_read("mixtral-8x7b", 6, embedding_rows=False)
+    one = weight_bytes_read("mixtral-8x7b", 1, embedding_rows=False)
+    assert verify - one == pytest.approx(2 * 32 * 176_160_768 * (6.576171875 - 2), abs=1)
+    assert round(verify / one, 2) == round((1_605_636_096 + 32 * 6.576171875 * 176_160_768)
+                                           / (1_605_636_096 + 32 * 2 * 176_160_768), 2) == 3.0
+
+
+def test_expert_parallelism_splits_the_experts_touched():
+    # DeepSeek-V3 at EP 8: 32 experts per GPU; at batch 1 the 8 touched per layer average 1 per GPU
+    dense_whole = 671_026_404_352 - 58 * 256 * 44_040_192
+    one = weight_bytes_read("deepseek-v3", 1, embedding_rows=False, ep=8)
+    assert one == 2 * dense_whole + 2 * 58 * 8 * 44_040_192 // 8
+    with pytest.raises(RooflineError, match="ep"):
+        weight_bytes_read("deepseek-v3", 1, ep=3)
+    with pytest.raises(RooflineError, match="ep"):
+        weight_bytes_read("llama-3.1-8b", 1, ep=2)
+
+
+def test_gpt_oss_batch_one_reads_the_active_parameters():
+    # gpt-oss-120b, one token: 4 of 128 experts, the 5.71 B active parameters kvlib counts (OpenAI's model card: 5.1 B
+    # active without the embedding and head)
+    w = weight_bytes_read("gpt-oss-120b", 1, embedding_rows=False)
+    routed = 36 * 128 * 24_891_840
+    assert w == 2 * (116_829_156_672 - routed + 36 * 4 * 24_891_840)
+    assert w == 2 * load_model("gpt-oss-120b").num_params_active()
+
+
+def test_step_ops_sum_to_the_step_and_the_old_rule_is_kept():
+    # Llama 3.1 8B, 512 sequences of 512 tokens, H100. Weights read: 16,060,522,496 - (128,256 - 512) x 4,096 x 2
+    # = 15,014,043,648 B; matmul FLOPs 2 x (8,030,261,248 - 525,336,576) x 512 = 7,685,042,864,128 (7.77 ms at
+    # 989e12, above 15.01 GB / 3.35e12 = 4.48 ms: compute-bound). Attention: 131,072 x 512 x 512 = 34,359,738,368 B
+    # (10.26 ms) for 2 x 32 x 32 x 256 x 512 x 512 = 137,438,953,472 FLOP (0.14 ms): bandwidth-bound.
+    ops = step_ops("llama-3.1-8b", batch=512, context=512, embedding_rows=True)
+    assert [op.name for op in ops] == ["matmuls", "attention"] and all(isinstance(op, StepOp) for op in ops)
+    matmuls, attention = ops
+    assert matmuls.bytes == 15_014_043_648 and matmuls.flops == 7_685_042_864_128 and matmuls.bound == "compute"
+    assert attention.bytes == 34_359_738_368 and attention.flops == 137_438_953_472
+    assert attention.bound == "bandwidth"
+    assert matmuls.seconds == pytest.approx(7.7705e-3, rel=1e-4)
+    assert attention.seconds == pytest.approx(10.2566e-3, rel=1e-4)
+    step = decode_step("llama-3.1-8b", batch=512, context=512, embedding_rows=True)
+    assert step.step_s_bound == pytest.approx(18.03e-3, abs=0.01e-3)
+    # one intensity: (15.01 + 34.36) GB / 3.35e12 = 14.74 ms, the 3.3 ms the per-operation sum shows up
+    old = one_intensity_seconds(ops, bandwidth_bytes_per_s=3.35e12, peak_flop_per_s=989e12)
+    assert old == pytest.approx((15_014_043_648 + 34_359_738_368) / 3.35e12) == step.one_intensity_s
+    assert round(old * 1e3, 1) == 14.7 and round(step.step_s_bound * 1e3, 1) == 18.0
+
+
+def test_moe_step_has_an_experts_operation():
+    # Mixtral at batch 1: every operation bandwidth-bound, so the sum is (W + KV) / BW
+    s = decode_step("mixtral-8x7b", batch=1, context=1024)
+    assert [op.name for op in s.ops] == ["matmuls", "experts", "attention"]
+    assert all(op.bound == "bandwidth" for op in s.ops)
+    assert s.ops[1].bytes == 2 * 32 * 2 * 176_160_768
+    assert s.step_s_bound == pytest.approx((2 * 12_879_925_248 + 131_072 * 1024) / 3.35e12)
+
+
+@pytest.mark.parametrize("model, gpu, expected", [
+    # the experts turn compute-bound once all E are read and 2 k B / (E b) reaches the ridge F / BW:
+    # B = F / BW x b E / (2 k), in bf16 (b = 2): E / k times the ridge
+    ("deepseek-v3", "H200", 6594),       # 989 / 4.8 = 206.042 x 32 = 6,593.3
+    ("mixtral-8x7b", "H100-SXM", 1181),  # 989 / 3.35 = 295.224 x 4 = 1,180.9
+    ("qwen3-30b-a3b", "H100-SXM", 4724),  # 295.224 x 16 = 4,723.6
+    ("gpt-oss-120b", "H100-SXM", 9448),  # 295.224 x 32 = 9,447.2
+    ("llama-3.1-8b", "H100-SXM", 296),   # dense: 295.2, the embedding rows not enough to move it
+])
+def test_matmul_ridge_batch_counts_expert_coverage(model, gpu, expected):
+    assert matmul_ridge_batch(model, gpu=gpu) == expected
+
+
+def test_compute_bound_batch_moe_is_later_than_dense():
+    # at one token of context the whole step crosses about where its weights' matmuls do; for Mixtral that is
+    # past the ridge of the dense part (~296) as the experts are read whole only from ~20 tokens on and do
+    # k / E of the work per byte
+    b = compute_bound_batch("mixtral-8x7b", context=1)
+    assert 296 < b <= 1181
+    s = decode_step("mixtral-8x7b", batch=b, context=1)
+    assert s.limit == "compute" and decode_step("mixtral-8x7b", batch=b - 1, context=1).limit == "bandwidth"

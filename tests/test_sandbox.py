@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from autograder import sandbox as S
+from autograder.kernel_launcher import write_kernelspec
 from autograder.packages import package_dirs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -91,7 +92,8 @@ def _os_allows(argv) -> bool:
 
 def test_every_mechanism_the_os_allows_is_usable():
     """Where the bare tools work, the level built on them must work too (no silent downgrade)."""
-    unshare = ["unshare", "--mount", "--pid", "--net", "--ipc", "--uts", "--fork"] + ([] if ROOT else ["--user", "--map-root-user"])
+    unshare = ["unshare", "--mount", "--pid", "--net", "--ipc", "--uts", "--fork"] + \
+        ([] if ROOT else ["--user", "--map-root-user"])
     if shutil.which("unshare") and shutil.which("setpriv") and _os_allows(unshare + ["true"]):
         assert S.probe("unshare+setpriv") == (True, ""), S.probe("unshare+setpriv")
     if shutil.which("bwrap") and _os_allows(["bwrap", "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "true"]):
@@ -382,7 +384,7 @@ for lvl in ("bwrap", "unshare+setpriv"):
     out[lvl] = {"view": r.stdout.decode(), "rc": r.returncode, "err": r.stderr.decode()[-300:],
                 "honest": res["honest"].stdout.decode().strip()}
 print(json.dumps(out))
-'''
+'''  # noqa: E501
 
 
 @pytest.mark.skipif(not ROOT, reason="needs root to become an unprivileged user for the test")
@@ -428,7 +430,7 @@ def test_sandboxed_jupyter_kernel(level, tmp_path):
     from jupyter_client import KernelManager
     from jupyter_client.kernelspec import KernelSpecManager
 
-    S.write_kernelspec(tmp_path / "kernels", ro=package_dirs(), level=level)   # every course package
+    write_kernelspec(tmp_path / "kernels", ro=package_dirs(), level=level)   # every course package
     ipc = Path("/tmp") / f"kv-ipc-test-{os.getpid()}-{level.replace('+', '-')}"  # short: a socket path has 108 bytes
     ipc.mkdir(exist_ok=True)
     km = KernelManager(kernel_name="kv-sandboxed", transport="ipc", ip=str(ipc / "kernel"),

@@ -22,15 +22,16 @@ from pathlib import Path
 
 import pytest
 
+import course_chapters
 from autograder import notebook
 from autograder import verdict as V
-from autograder.checks import chapter_exercises, core
+from autograder.checks import answers, chapter_exercises, judge, runner, schema
+from kvcoach import learner
 
 REPO = Path(__file__).resolve().parents[1]
-SEEDS = (core.DEFAULT_HIDDEN_SEED,) + tuple(range(200))
+SEEDS = (schema.DEFAULT_HIDDEN_SEED,) + tuple(range(200))
 STUDENTS = tuple(f"learner-{k}" for k in range(60)) + ("ada",)
-GRADED = [p.name for p in sorted((REPO / "course" / "source").iterdir())
-          if (p / f"{p.name}.ipynb").is_file() and notebook.is_graded(notebook.read(p / f"{p.name}.ipynb"))]
+GRADED = list(course_chapters.GRADED)
 
 
 def answer_namespace(path: Path, exercises: dict, student: str | None = None) -> dict:
@@ -40,7 +41,7 @@ def answer_namespace(path: Path, exercises: dict, student: str | None = None) ->
     lay = V.layout(nb, exercises)
     sources = V.answer_sources(nb, lay.answer_ids)
     namespace: dict = {}
-    env = {core.GRADING_STUDENT_ENV: student} if student else {}
+    env = {learner.GRADING_STUDENT_ENV: student} if student else {}
     with _env(env), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         exec(lay.prelude, namespace)    # noqa: S102 -- our own notebooks
         for gid in lay.answer_ids:
@@ -78,7 +79,7 @@ def judged_over_seeds(exercises: dict, namespace: dict, seeds, student: str = "a
         parts += [(seed, list(ex.cases(True, seed, student))) for seed in seeds]
         flat = [case for _, cases in parts for case in cases]
         if callable(fn):
-            records = core.run_cases(ex, fn, flat, quiet=True)
+            records = runner.run_cases(ex, fn, flat, quiet=True)
         else:
             records = [{"error": "NameError", "error_message": f"{ex.function_name} is not defined"}] * len(flat)
         at, out[gid] = 0, {}
@@ -87,8 +88,8 @@ def judged_over_seeds(exercises: dict, namespace: dict, seeds, student: str = "a
             at += len(cases)
             hidden = key != "visible"
             earlier = answered.get((ex.builds_on, key)) if ex.builds_on else None
-            results = core.verdicts(ex, cases, mine, hidden=hidden, earlier=earlier)
-            answered[gid, key] = core.learner_answers(ex, mine)
+            results = judge.verdicts(ex, cases, mine, hidden=hidden, earlier=earlier)
+            answered[gid, key] = runner.learner_answers(ex, mine)
             failing = [v.message for v in results if not v.ok]
             out[gid][key] = failing[0] if failing else (None if cases else "no cases")
     return out
@@ -142,7 +143,7 @@ def test_value_exercises_right_for_every_student(assignment):
             namespace = answer_namespace(path, chapter_exercises(assignment), student)
             for gid, ex in exercises.items():
                 cases = ex.cases(False, None, student)
-                record = core.answers.encode(namespace.get(ex.function_name))
+                record = answers.encode(namespace.get(ex.function_name))
                 judged, _ = V._judge_exercise(ex, gid, 1.0, list(cases), len(cases), [record] * len(cases))
                 if judged.passed != should_pass:
                     wrong.append((path.parent.name, student, gid, judged.feedback[:200]))

@@ -12,7 +12,7 @@ GEMMA = dict(layers=42, kv_heads=8, head_dim=256, dtype_bytes=2, num_heads=16, h
 
 
 @pytest.mark.parametrize("answer,key,ratio_text", [
-    (2 * 32 * 32 * 128 * 2, "query_heads", "4x too large"),     # seed 001: 4x on Llama-3-8B
+    (2 * 32 * 32 * 128 * 2, "query_heads", "4x too large"),     # [build-up]: 4x on Llama-3-8B
     (32 * 8 * 128 * 2, "missing_kv_factor", "2x too small"),
     (2 * 32 * 8 * 128 * 16, "bits_not_bytes", "8x too large"),
     (131_072 / 1024, "answer_in_kib", "1024x too small"),
@@ -39,7 +39,7 @@ def test_coinciding_slips_are_both_named():
 
 
 def test_query_heads_70b_is_8x():
-    # seed 001: "8x on Llama-3-70B"
+    # [build-up]: "8x on Llama-3-70B"
     d = diagnose("kv_bytes_per_token", 2 * 80 * 64 * 128 * 2, layers=80, kv_heads=8, head_dim=128,
                  dtype_bytes=2, num_heads=64)
     assert d.slip.key == "query_heads" and d.message.startswith("8x too large")
@@ -63,13 +63,13 @@ def test_mla_slips():
     v3 = dict(layers=61, latent_dim=512, rope_dim=64, dtype_bytes=2)
     assert diagnose("mla_bytes_per_token", 2 * 70_272, **v3).slip.key == "extra_factor_2"
     d = diagnose("mla_bytes_per_token", 61 * 512 * 2, **v3)
-    # seed 000: forgetting the rope key understates by 11%
+    # [chains]: forgetting the rope key understates by 11%
     assert d.slip.key == "missing_rope" and d.message.startswith("11.1% too small")
 
 
 def test_concurrency_slips():
     case = dict(LLAMA8B, seq_len=8192, budget_bytes=59_900_000_000)
-    assert diagnose("max_concurrency", 55, **case).correct  # seed 003 example 1
+    assert diagnose("max_concurrency", 55, **case).correct  # [kv-math] example 1
     assert diagnose("max_concurrency", 56, **case).slip.key == "ceil_not_floor"
     assert diagnose("max_concurrency", 13, **case).slip.key == "query_heads"  # 55 // 4 ~ 13
 
@@ -85,7 +85,7 @@ def test_gib_gb_and_label():
 
 def test_tp_slips():
     case = dict(layers=80, kv_heads=8, head_dim=128, dtype_bytes=2, tp=8)
-    assert diagnose("kv_bytes_per_token_per_gpu", 40 * 1024, **case).correct  # seed 003: 40 KiB
+    assert diagnose("kv_bytes_per_token_per_gpu", 40 * 1024, **case).correct  # [kv-math]: 40 KiB
     assert diagnose("kv_bytes_per_token_per_gpu", 327_680, **case).slip.key == "total_not_per_gpu"
     rep = dict(case, tp=16)
     assert diagnose("kv_bytes_per_token_per_gpu", 327_680 / 16, **rep).slip.key == "split_replicated"
@@ -139,7 +139,7 @@ ISSUE_38_SLIPS = {"tp_floor_missing", "query_heads@split", "qk_head_dim_added", 
                   "window_not_capped", "paged_floor_not_ceil", "paged_floor_not_ceil@clamped", "oracle_extra_slot",
                   "ignored_utilization@pool", "target_ms_as_seconds", "weights_not_subtracted",
                   "partial_block_rounded_up", "history_block_rounded_up",
-                  # the edges of issue 38 §6 (test_edge_slips_by_hand)
+                  # the edges of [diagnosis §6] (test_edge_slips_by_hand)
                   "budget_rounded_down", "spike_float_noise", "ceil_as_floor_plus_one"}
 
 
@@ -156,7 +156,7 @@ def scaled(slips, factor):
 def assert_catalogue(quantity, inputs, expected, slips):
     """QUANTITIES[quantity] gives ``expected`` and exactly ``slips`` (keys in order, values and their type)."""
     got_expected, got = QUANTITIES[quantity](dict(inputs))
-    # the slips issue 38 added are checked by their own tests (test_topic_slips_*), by hand
+    # the slips [diagnosis] added are checked by their own tests (test_topic_slips_*), by hand
     got = [(base_key(key), value) for key, value in got if key not in ISSUE_38_SLIPS]
     assert got_expected == pytest.approx(expected, rel=1e-12) and type(got_expected) is type(expected)
     assert [key for key, _ in got] == [key for key, _ in slips]
@@ -1012,7 +1012,7 @@ def test_general_words_carry_no_figures():
     assert all(key in GENERAL for key in SLIPS)
 
 
-# --- issue 38: alternatives fit every case; generic slips ---------------------------------------------
+# --- [diagnosis]: alternatives fit every case; generic slips ---------------------------------------------
 def test_the_alternatives_check_has_teeth(monkeypatch):
     """With passing cases ignored (nothing ruled out), chapter 07's check offers alternatives a case
     contradicts, and the shared test finds them: e.g. 'the element size is off (you used 1)' beside the
@@ -1075,7 +1075,7 @@ def test_a_right_answer_rules_a_slip_out_only_where_the_slip_changes_it():
     assert "ignored_dtype_bytes@2" not in out and not any(k.startswith("off_by_one") for k in out)
 
 
-# --- issue 38 §2: floor for ceil, ceil for floor, round for either (from the unrounded figure) -----------
+# --- [diagnosis §2]: floor for ceil, ceil for floor, round for either (from the unrounded figure) -----------
 def test_rounding_slips_from_the_unrounded_figure():
     from fractions import Fraction
     from kvcoach.slips import rounding_slips
@@ -1116,7 +1116,7 @@ def test_rounding_slips_of_the_chapters_quantities():
 
 
 def test_edge_slips_by_hand():
-    """The slips of the edges ch07 decides (issue 38 §6), each recomputed by hand."""
+    """The slips of the edges ch07 decides ([diagnosis §6]), each recomputed by hand."""
     from kvcoach.slips import QUANTITIES
     # a budget of 1,001 B x 0.5 = 500.5 B, rounded up to 501; less 100 B of weights and 1 B: 400 B = 4 sequences
     # of 100 B exactly. Rounded down (500) it holds 399 B: 3 sequences
@@ -1142,16 +1142,16 @@ def test_the_contradiction_check_holds_the_lead_to_the_passing_cases(monkeypatch
     test finds leads that a passing case contradicts: a learner making a slip on one case only, visible and hidden
     (chapter 06's Exercise 1: the query heads on one case, the other cases passing)."""
     from chapter_checks import offered_slips_contradicting_a_case
-    from autograder.checks import ch06, core
+    from autograder.checks import ch06, diagnosis
 
-    fitting = core.fitting_slips
+    fitting = diagnosis.fitting_slips
 
     def old_fallback(ex, cases, results, records, earlier=None, *, failing_only=False, some=False):
         found = fitting(ex, cases, results, records, earlier, failing_only=failing_only, some=some)
         if not found and not failing_only:
             return fitting(ex, cases, results, records, earlier, failing_only=True)[:1]
         return found
-    monkeypatch.setattr(core, "fitting_slips", old_fallback)
+    monkeypatch.setattr(diagnosis, "fitting_slips", old_fallback)
     bad = offered_slips_contradicting_a_case(ch06.EXERCISES, hidden_seed=0)
     assert any(key == "query_heads (on one case only)" and slip == "query_heads" and where == "visible"
                for _, key, slip, _, _, where in bad)

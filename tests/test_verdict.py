@@ -1,8 +1,8 @@
 """autograder.verdict on the hostile corpus (tests/hostile): no case scores above its honest score.
 
 Expected scores are sums of the contract's points (q1 3, q2 1, q3 1, q4 2, q5 2, q6 2:
-``hostile.POINTS``, against the source notebook's test cells in ``test_layout_matches_the_contract``) for the exercises whose own code is right and
-runs: never read from the code under test. The escape cases are canaries
+``hostile.POINTS``, against the source notebook's test cells in ``test_layout_matches_the_contract``) for the
+exercises whose own code is right and runs: never read from the code under test. The escape cases are canaries
 (right answers only when the escape works); ``test_canaries_are_live`` runs
 them where nothing is hidden, to show that they do score when they can.
 """

@@ -32,10 +32,9 @@ def test_v1_predicts_no_cpu_blocks():
     assert predict_from_log(start, load_model("llama-3.1-8b")).num_cpu_blocks_default_swap is None
 
 
-# --- texts and rules of predict_from_log (gaps found by mutation testing, issue 16) ----------------
+# --- texts and rules of predict_from_log (gaps found by mutation testing, [mutation testing]) ----------------
 # Expected figures are worked by hand in the comments (the window rule of the notes, 'Working
 # backwards from the log': X GiB printed stands for [ceil((X - 0.005) 2^30), ceil((X + 0.005) 2^30) - 1]).
-from kvlib import GiB  # noqa: E402
 from kvlib.vllm import EngineStart, VllmLogError  # noqa: E402
 
 LLAMA = load_model("llama-3.1-8b")

@@ -6,7 +6,6 @@ full: ceil(mml / bs); sliding window: ceil(min(W - 1 + F, mml) / bs) + 1; chunke
 a Mamba2 / Gated DeltaNet state group its state pages (v1/kv_cache_interface.py MambaSpec).
 """
 
-import pytest
 
 from kvlib import load_model
 from kvlib.spec import ModelSpec

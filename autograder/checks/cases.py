@@ -1,7 +1,7 @@
 """Shared case builders: cases from real bundled configs and model geometries.
 
 A case is ``{"label": str, "kwargs": {...}, "context": {...}}`` (JSON-safe; see
-``autograder.checks.core``). Chapters build their visible cases from these
+``autograder.checks.schema``). Chapters build their visible cases from these
 and pass the hidden builders (``config_hidden``, ``geometry_hidden``) as an
 exercise's ``hidden_cases``.
 """
@@ -205,12 +205,17 @@ def node_budget_bytes(model: str, gpu: str, num_gpus: int, reserve_bytes: int) -
 # ---------------------------------------------------------------------------
 # The learner's own drill problem (value exercises, ch09)
 # ---------------------------------------------------------------------------
+def drill_label(topic: str) -> str:
+    """The label of every learner's one case on ``topic`` (``your <topic> question``)."""
+    return f"your {topic} question"
+
+
 def drill_cases(topic: str):
     """A visible-case builder ``f(student=None)``: one case, the learner's own problem on ``topic``
     (``kvcoach.drills.student_problem``); its context holds the id (None: no id known). The label is the same
-    for every learner (``your <topic> question``: a checks module's ``EDGES`` names it); the feedback names the id."""
+    for every learner (``drill_label``: a checks module's ``EDGES`` names it); the feedback names the id."""
     def build(student=None) -> tuple:
-        return ({"label": f"your {topic} question", "kwargs": {}, "context": {"student": student, "topic": topic}},)
+        return ({"label": drill_label(topic), "kwargs": {}, "context": {"student": student, "topic": topic}},)
     return build
 
 

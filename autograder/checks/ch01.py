@@ -58,11 +58,11 @@ from .cases import (
     short,
 )
 from .answers import INT, Tuple
-from .core import Exercise, exercises, legacy_checks
+from .schema import Edge, Exercise, exercises
 
 H100 = "H100-SXM"
-RESERVE_BYTES = 4 * kv.GB          # activations and workspace on one GPU (seed 003: 2 + 2 GB)
-NODE_RESERVE_BYTES = 20 * kv.GB    # the same on a 4-GPU node (seed 001: ~20 GB)
+RESERVE_BYTES = 4 * kv.GB          # activations and workspace on one GPU ([kv-math]: 2 + 2 GB)
+NODE_RESERVE_BYTES = 20 * kv.GB    # the same on a 4-GPU node ([build-up]: ~20 GB)
 Q1_VARIANTS = CONFIG_VARIANTS
 Q2_PARAMS = GEOMETRY + ("seq_len",)
 
@@ -95,18 +95,21 @@ def _without_kv_heads(model: str) -> dict:
     del config["num_key_value_heads"]
     return config
 
+NO_KV_HEADS_EDGE = Edge("num_key_value_heads null or absent means K = H (one KV head per query head)")
+DEFAULT_DTYPE_EDGE = Edge("dtype_bytes left out means 2")
 Q1_VISIBLE = (
-    config_case("meta-llama/Llama-3.1-8B", _cfg("meta-llama/Llama-3.1-8B")),
+    DEFAULT_DTYPE_EDGE.on(config_case("meta-llama/Llama-3.1-8B", _cfg("meta-llama/Llama-3.1-8B"))),
     config_case("meta-llama/Llama-2-7b-hf", _cfg("meta-llama/Llama-2-7b-hf"),
                 hint="dtype_bytes is an argument: do not read torch_dtype."),
     config_case("google/gemma-2-9b-it", _cfg("google/gemma-2-9b-it"), hint=_HEAD_DIM_HINT),
-    config_case("openai-community/gpt2-large", _cfg("openai-community/gpt2-large"),
-                hint="GPT-2 configs name the fields n_layer, n_head and n_embd, and have no "
-                     "num_key_value_heads (so one KV head per query head)."),
+    NO_KV_HEADS_EDGE.on(config_case("openai-community/gpt2-large", _cfg("openai-community/gpt2-large"),
+                                    hint="GPT-2 configs name the fields n_layer, n_head and n_embd, and have no "
+                                         "num_key_value_heads (so one KV head per query head).")),
     config_case("Qwen/Qwen3-0.6B", _cfg("Qwen/Qwen3-0.6B"), dtype_bytes=1, hint=_HEAD_DIM_HINT),
-    config_case("meta-llama/Llama-3.1-8B", dict(_cfg("meta-llama/Llama-3.1-8B"), num_key_value_heads=None),
-                dtype_bytes=4, variant="num_key_value_heads: null",
-                hint="num_key_value_heads set to null means the same as absent: one KV head per query head."),
+    NO_KV_HEADS_EDGE.on(config_case(
+        "meta-llama/Llama-3.1-8B", dict(_cfg("meta-llama/Llama-3.1-8B"), num_key_value_heads=None),
+        dtype_bytes=4, variant="num_key_value_heads: null",
+        hint="num_key_value_heads set to null means the same as absent: one KV head per query head.")),
     # the hidden variants, each visible once: the field removed, another layer count, an explicit dtype_bytes=2
     config_case("mistralai/Mistral-7B-v0.1", _without_kv_heads("mistralai/Mistral-7B-v0.1"), dtype_bytes=2,
                 variant="num_key_value_heads removed",
@@ -135,6 +138,9 @@ Q3_VISIBLE = (
 _B70 = node_budget_bytes("llama-3.3-70b", H100, 4, NODE_RESERVE_BYTES)
 _B8 = node_budget_bytes("llama-3.1-8b", H100, 1, RESERVE_BYTES)
 _B32 = node_budget_bytes("qwen2.5-32b", "A100-80GB", 1, RESERVE_BYTES)
+WHOLE_SEQUENCES_EDGE = Edge("whole sequences only: the count is floored (exactly k sequences, one byte less, "
+                            "one byte more)")
+BELOW_ONE_SEQUENCE_EDGE = Edge("a budget below one sequence holds 0")
 Q4_VISIBLE = (
     geometry_case("llama-3.3-70b", 2, "Llama 3.3 70B on 4 x H100 (CUDA memory less weights and 20 GB), "
                   "8,192 tokens", budget_bytes=_B70, seq_len=8192),
@@ -143,18 +149,21 @@ Q4_VISIBLE = (
     geometry_case("llama-3.1-8b", 2, "Llama 3.1 8B on one H100, 131,072 tokens", budget_bytes=_B8, seq_len=131072),
     geometry_case("qwen2.5-32b", 1, "Qwen2.5 32B on one A100-80GB, fp8 KV, 32,768 tokens",
                   budget_bytes=_B32, seq_len=32768),
-    geometry_case("llama-3.1-8b", 2, "Llama 3.1 8B, a 1 GB budget, 8,192 tokens (less than one sequence)",
-                  budget_bytes=kv.GB, seq_len=8192),
+    BELOW_ONE_SEQUENCE_EDGE.on(geometry_case(
+        "llama-3.1-8b", 2, "Llama 3.1 8B, a 1 GB budget, 8,192 tokens (less than one sequence)",
+        budget_bytes=kv.GB, seq_len=8192)),
     geometry_case("gpt2-large", 4, "GPT-2 large (MHA, head_dim 64) on one H100 (CUDA memory less weights and 4 GB), "
                   "fp32, 1,024 tokens", budget_bytes=node_budget_bytes("gpt2-large", H100, 1, RESERVE_BYTES),
                   seq_len=1024),
     # the floor's edge: Llama 3.1 8B's 8,192-token sequence is exactly 1 GiB (131,072 B x 8,192)
-    geometry_case("llama-3.1-8b", 2, "Llama 3.1 8B, a budget of exactly 3 GiB: three 8,192-token sequences",
-                  budget_bytes=3 * kv.GiB, seq_len=8192),
-    geometry_case("llama-3.1-8b", 2, "Llama 3.1 8B, a budget one byte short of 3 GiB, 8,192 tokens",
-                  budget_bytes=3 * kv.GiB - 1, seq_len=8192),
-    geometry_case("llama-3.1-8b", 2, "Llama 3.1 8B, a budget one byte over 3 GiB, 8,192 tokens",
-                  budget_bytes=3 * kv.GiB + 1, seq_len=8192),
+    *WHOLE_SEQUENCES_EDGE.on_each((
+        geometry_case("llama-3.1-8b", 2, "Llama 3.1 8B, a budget of exactly 3 GiB: three 8,192-token sequences",
+                      budget_bytes=3 * kv.GiB, seq_len=8192),
+        geometry_case("llama-3.1-8b", 2, "Llama 3.1 8B, a budget one byte short of 3 GiB, 8,192 tokens",
+                      budget_bytes=3 * kv.GiB - 1, seq_len=8192),
+        geometry_case("llama-3.1-8b", 2, "Llama 3.1 8B, a budget one byte over 3 GiB, 8,192 tokens",
+                      budget_bytes=3 * kv.GiB + 1, seq_len=8192),
+    )),
 )
 
 
@@ -267,6 +276,7 @@ def _on_a_boundary(case: dict) -> bool:
     return abs(sequences - round(sequences)) < 1e-6
 
 
+WEIGHTS_DO_NOT_FIT_EDGE = Edge("weights that do not fit leave 0 sequences, never a negative count")
 Q5_VISIBLE = (
     gpu_case("llama-3.1-8b", H100, "Llama 3.1 8B on one H100, bf16 weights and cache, u = 0.9, 4 GB other, "
              "8,192 tokens", weight_dtype_bytes=2, utilization=0.9, other_bytes=4 * kv.GB, kv_dtype_bytes=2,
@@ -283,16 +293,17 @@ Q5_VISIBLE = (
     gpu_case("mistral-7b", "RTX-4090", "Mistral 7B on one RTX 4090, bf16 weights and cache, u = 0.9, "
              "1.5 GB other, 4,096 tokens", weight_dtype_bytes=2, utilization=0.9, other_bytes=1_500_000_000,
              kv_dtype_bytes=2, seq_len=4096),
-    gpu_case("llama-3.3-70b", H100, "Llama 3.3 70B on one H100, bf16 weights (they do not fit), u = 0.9, "
-             "4 GB other, 8,192 tokens", weight_dtype_bytes=2, utilization=0.9, other_bytes=4 * kv.GB,
-             kv_dtype_bytes=2, seq_len=8192),
+    WEIGHTS_DO_NOT_FIT_EDGE.on(gpu_case(
+        "llama-3.3-70b", H100, "Llama 3.3 70B on one H100, bf16 weights (they do not fit), u = 0.9, 4 GB other, "
+        "8,192 tokens", weight_dtype_bytes=2, utilization=0.9, other_bytes=4 * kv.GB, kv_dtype_bytes=2,
+        seq_len=8192)),
 )
 
 
 def gpu_hidden(seed: int, count: int = 8) -> tuple:
     """``count`` q5 cases: bundled models on kvlib's GPUs; one whose weights leave no room, the rest fit one or more."""
     rng = random.Random(seed)
-    models, gpus = non_mla_models(), list(kv.GPUS)
+    models, gpus = non_mla_models(), list(kv.gpus.single_gpus())
     cases = []
     while len(cases) < count:
         model, gpu = rng.choice(models), rng.choice(gpus)
@@ -351,24 +362,9 @@ Q6_SEED_OFFSET = 6      # q6's hidden configs are drawn apart from q1's
 #: The edges the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), each
 #: with the visible cases that sit on it (tests/test_case_variants.py checks that they exist).
 EDGES = {
-    "ch01_q1_bytes_per_token_from_config": (
-        {"rule": "num_key_value_heads null or absent means K = H (one KV head per query head)",
-         "visible": ("Llama-3.1-8B config with num_key_value_heads: null, dtype_bytes=4",
-                     "gpt2-large config, dtype_bytes left at its default")},
-        {"rule": "dtype_bytes left out means 2", "visible": ("Llama-3.1-8B config, dtype_bytes left at its default",)},
-    ),
-    "ch01_q4_sequences_that_fit": (
-        {"rule": "whole sequences only: the count is floored (exactly k sequences, one byte less, one byte more)",
-         "visible": ("Llama 3.1 8B, a budget of exactly 3 GiB: three 8,192-token sequences",
-                     "Llama 3.1 8B, a budget one byte short of 3 GiB, 8,192 tokens",
-                     "Llama 3.1 8B, a budget one byte over 3 GiB, 8,192 tokens"), "side": budget_side},
-        {"rule": "a budget below one sequence holds 0", "visible": (
-            "Llama 3.1 8B, a 1 GB budget, 8,192 tokens (less than one sequence)",), "side": budget_side},
-    ),
-    "ch01_q5_sequences_on_gpu": (
-        {"rule": "weights that do not fit leave 0 sequences, never a negative count",
-         "visible": ("Llama 3.3 70B on one H100, bf16 weights (they do not fit), u = 0.9, 4 GB other, 8,192 tokens",)},
-    ),
+    "ch01_q1_bytes_per_token_from_config": (NO_KV_HEADS_EDGE.listing(), DEFAULT_DTYPE_EDGE.listing()),
+    "ch01_q4_sequences_that_fit": (WHOLE_SEQUENCES_EDGE.listing(budget_side), BELOW_ONE_SEQUENCE_EDGE.listing(budget_side)),
+    "ch01_q5_sequences_on_gpu": (WEIGHTS_DO_NOT_FIT_EDGE.listing(),),
 }
 
 
@@ -445,6 +441,3 @@ EXERCISES = exercises(
         hidden_note=HIDDEN_NOTE_CONFIG,
     ),
 )
-
-# Notebooks released before the registry call ch01.check_q1(fn) ... check_q4(fn).
-__getattr__ = legacy_checks(EXERCISES)

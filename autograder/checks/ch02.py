@@ -45,9 +45,9 @@ from .cases import (
     random_seq_len,
     short,
 )
-from .core import Exercise, exercises, with_sides
+from .schema import Edge, Exercise, exercises, with_sides
 
-RESERVE_BYTES = 5 * kv.GB            # activations and workspace per GPU under TP (seed 003 example 2: 3 + 2 GB)
+RESERVE_BYTES = 5 * kv.GB            # activations and workspace per GPU under TP ([kv-math] example 2: 3 + 2 GB)
 TP_SIZES = (1, 2, 4, 8, 16, 32)
 GPUS = ("H100-SXM", "H200", "A100-80GB", "A100-40GB", "L40S", "B200")
 
@@ -91,7 +91,7 @@ Q1_VISIBLE = (
 Q1_VARIANTS = ("as published", "num_key_value_heads removed", "num_key_value_heads: null", "other KV heads")
 
 
-def _q1_expected(case: dict) -> tuple:
+def kv_heads_and_group_expected(case: dict) -> tuple:
     spec = config_spec(case)
     return (spec.num_kv_heads, spec.num_heads // spec.num_kv_heads)
 
@@ -100,7 +100,7 @@ def _query_heads(config: dict) -> int:
     return config.get("num_attention_heads") or config["n_head"]
 
 
-def q1_hidden(seed: int) -> tuple:
+def attention_config_hidden(seed: int) -> tuple:
     """Ten configs: every variant at least twice, over the bundled non-MLA configs."""
     rng = random.Random(seed)
     models = non_mla_models()
@@ -119,7 +119,7 @@ def q1_hidden(seed: int) -> tuple:
         elif variant != "as published":
             config = mutate_config(rng, variant, config)
         case = config_case(model, config, variant=variant)
-        _q1_expected(case)   # every hidden config must be one kvlib reads
+        kv_heads_and_group_expected(case)   # every hidden config must be one kvlib reads
         cases.append(case)
     return tuple(cases)
 
@@ -131,14 +131,16 @@ def _tp_case(model: str, dtype_bytes: int, tp: int, label: str, **extra) -> dict
     return geometry_case(model, dtype_bytes, label, tp=tp, **extra)
 
 
+ONE_WHOLE_HEAD_EDGE = Edge("past tp = K each GPU keeps one whole head: max(1, K // tp)")
 Q2_VISIBLE = (
-    _tp_case("llama-3.3-70b", 2, 8, "Llama 3.3 70B, bf16, TP 8 (one KV head per GPU)"),
-    _tp_case("llama-3.1-8b", 2, 2, "Llama 3.1 8B, bf16, TP 2"),
+    ONE_WHOLE_HEAD_EDGE.on(_tp_case("llama-3.3-70b", 2, 8, "Llama 3.3 70B, bf16, TP 8 (one KV head per GPU)")),
+    ONE_WHOLE_HEAD_EDGE.on(_tp_case("llama-3.1-8b", 2, 2, "Llama 3.1 8B, bf16, TP 2")),
     _tp_case("llama-3.1-8b", 2, 1, "Llama 3.1 8B, bf16, TP 1 (one GPU)"),
-    _tp_case("llama-3.1-8b", 1, 16, "Llama 3.1 8B, fp8, TP 16 (more GPUs than KV heads)"),
+    ONE_WHOLE_HEAD_EDGE.on(_tp_case("llama-3.1-8b", 1, 16, "Llama 3.1 8B, fp8, TP 16 (more GPUs than KV heads)")),
     _tp_case("qwen2.5-7b", 2, 4, "Qwen2.5 7B, bf16, TP 4 (4 KV heads)"),
     _tp_case("llama-2-7b", 2, 4, "Llama 2 7B (MHA), bf16, TP 4"),
-    _tp_case("llama-3.3-70b", 2, 8, "the Llama 3.3 70B shape with MQA (K = 1), bf16, TP 8", kv_heads=1),
+    ONE_WHOLE_HEAD_EDGE.on(_tp_case("llama-3.3-70b", 2, 8, "the Llama 3.3 70B shape with MQA (K = 1), bf16, TP 8",
+                                    kv_heads=1)),
     _tp_case("gpt2-large", 4, 4, "GPT-2 large (MHA, head_dim 64), fp32, TP 4"),
 )
 
@@ -166,12 +168,16 @@ def _node_case(model: str, gpu: str, tp: int, seq_len: int, label: str, dtype_by
     return case
 
 
+REPLICATED_HEADS_EDGE = Edge("past tp = K the heads are replicated, the weights still split")
 Q3_VISIBLE = (
-    _node_case("llama-3.3-70b", "H100-SXM", 8, 8192, "Llama 3.3 70B on 8 x H100, TP 8, 8,192 tokens"),
+    REPLICATED_HEADS_EDGE.on(_node_case("llama-3.3-70b", "H100-SXM", 8, 8192,
+                                        "Llama 3.3 70B on 8 x H100, TP 8, 8,192 tokens")),
     _node_case("llama-3.3-70b", "H100-SXM", 8, 131072, "Llama 3.3 70B on 8 x H100, TP 8, 131,072 tokens"),
-    _node_case("llama-3.1-8b", "H100-SXM", 2, 32768, "Llama 3.1 8B on 2 x H100, TP 2, 32,768 tokens"),
-    _node_case("llama-3.3-70b", "A100-40GB", 16, 8192,
-               "Llama 3.3 70B on 16 x A100-40GB, TP 16 (more GPUs than KV heads), 8,192 tokens"),
+    REPLICATED_HEADS_EDGE.on(_node_case("llama-3.1-8b", "H100-SXM", 2, 32768,
+                                        "Llama 3.1 8B on 2 x H100, TP 2, 32,768 tokens")),
+    REPLICATED_HEADS_EDGE.on(_node_case("llama-3.3-70b", "A100-40GB", 16, 8192,
+                                        "Llama 3.3 70B on 16 x A100-40GB, TP 16 (more GPUs than KV heads), "
+                                        "8,192 tokens")),
     _node_case("llama-3.3-70b", "H100-SXM", 8, 8192, "the Llama 3.3 70B shape with MQA (K = 1) on 8 x H100, "
                "TP 8, 8,192 tokens", kv_heads=1),
     _node_case("llama-2-7b", "L40S", 4, 4096, "Llama 2 7B (MHA) on 4 x L40S, TP 4, 4,096 tokens"),
@@ -182,14 +188,14 @@ Q3_VISIBLE = (
 )
 
 
-def _q3_expected(case: dict) -> int:
+def sequences_per_gpu_expected(case: dict) -> int:
     a = case["kwargs"]
     budget = kv.kv_pool_bytes(a["cuda_memory_bytes"], 1, kv.weight_bytes_per_gpu(a["weight_bytes"], a["tp"]),
                               a["reserve_bytes"])
     return kv.max_concurrency(budget, kv.kv_bytes_per_sequence(_per_gpu_bytes_per_token(case), a["seq_len"]))
 
 
-def q3_hidden(seed: int) -> tuple:
+def node_hidden(seed: int) -> tuple:
     """Eight nodes: a bundled non-MLA model on a GPU of the table, an engine's TP size, any length,
     the weights' share and the reserve fitting on one GPU."""
     rng = random.Random(seed)
@@ -208,7 +214,7 @@ def q3_hidden(seed: int) -> tuple:
     return tuple(cases)
 
 
-def _q3_slip_inputs(case: dict) -> dict:
+def node_slip_inputs(case: dict) -> dict:
     inputs = dict(case["kwargs"])
     inputs["num_heads"] = case["context"]["num_heads"]
     return inputs
@@ -254,22 +260,25 @@ def unambiguous(slip: str, geometry: dict) -> bool:
     return all(colleague_bytes(other, **geometry) != claimed for other in Q4_SLIPS if other != slip)
 
 
+SLIP_NOT_FACTOR_EDGE = Edge("the slip is read from the recomputed figures, not the factor: the total past tp = K is "
+                            "K times too large, not tp times; a factor 2 at fp32 is the query heads")
+HEADS_PER_GPU_EDGE = Edge("each GPU keeps K / tp heads below tp = K, one whole head on it and past it")
 Q4_VISIBLE = (
-    _diagnose_case("llama-3.1-8b", 2, 1, "query_heads"),
+    HEADS_PER_GPU_EDGE.on(_diagnose_case("llama-3.1-8b", 2, 1, "query_heads")),
     _diagnose_case("llama-3.3-70b", 2, 2, "query_heads"),
     _diagnose_case("qwen2.5-32b", 1, 4, "query_heads"),
-    _diagnose_case("llama-3.1-8b", 2, 8, "total_not_per_gpu"),
+    HEADS_PER_GPU_EDGE.on(_diagnose_case("llama-3.1-8b", 2, 8, "total_not_per_gpu")),
     _diagnose_case("mistral-7b", 2, 1, "fp32_bytes"),
     # the factor alone does not give the slip away: the total over more GPUs than KV heads is K times too
     # large, not tp times (8, at TP 16); the query heads past tp = K are H / tp times too large, not H / K
     # (2 at TP 16); the query heads of a 256-wide head at fp32 are 2 times too large
-    _diagnose_case("llama-3.1-8b", 1, 16, "total_not_per_gpu"),
-    _diagnose_case("llama-3.1-8b", 4, 16, "query_heads"),
-    _diagnose_case("gemma-2-9b", 4, 1, "query_heads"),
+    SLIP_NOT_FACTOR_EDGE.on(HEADS_PER_GPU_EDGE.on(_diagnose_case("llama-3.1-8b", 1, 16, "total_not_per_gpu"))),
+    SLIP_NOT_FACTOR_EDGE.on(_diagnose_case("llama-3.1-8b", 4, 16, "query_heads")),
+    SLIP_NOT_FACTOR_EDGE.on(_diagnose_case("gemma-2-9b", 4, 1, "query_heads")),
 )
 
 
-def q4_hidden(seed: int) -> tuple:
+def colleague_hidden(seed: int) -> tuple:
     """Eight colleagues: each listed slip at least twice, on bundled non-MLA models, clear cases only."""
     rng = random.Random(seed)
     models = [m for m in non_mla_models() if kv.load_model(m).attention == "gqa"]
@@ -290,7 +299,7 @@ def q4_hidden(seed: int) -> tuple:
     return tuple(cases)
 
 
-def _q4_expected(case: dict) -> tuple:
+def colleague_slip_expected(case: dict) -> tuple:
     a = case["kwargs"]
     right = kv.kv_bytes_per_token(a["layers"], kv.kv_heads_per_gpu(a["kv_heads"], a["tp"]), a["head_dim"],
                                   a["dtype_bytes"])
@@ -298,7 +307,7 @@ def _q4_expected(case: dict) -> tuple:
 
 
 # ---------------------------------------------------------------------------
-# The edge tp = K: below it, on it, past it (issue 38 §6), in every seed's hidden cases
+# The edge tp = K: below it, on it, past it ([diagnosis §6]), in every seed's hidden cases
 # ---------------------------------------------------------------------------
 TP_SIDES = ("tp < K", "tp = K", "tp > K")
 
@@ -314,7 +323,7 @@ def _engine_tps_on(side: str, spec) -> list:
             if tp_side({"kwargs": {"tp": t, "kv_heads": spec.num_kv_heads}}) == side]
 
 
-def _q2_on_side(rng, side):
+def geometry_on_tp_side(rng, side):
     """A bundled model's geometry with an engine's TP on ``side`` of tp = K."""
     models = [m for m in non_mla_models() if _engine_tps_on(side, kv.load_model(m))]
     model, dtype = rng.choice(models), rng.choice([1, 2, 4])
@@ -322,10 +331,10 @@ def _q2_on_side(rng, side):
                          tp=rng.choice(_engine_tps_on(side, kv.load_model(model))))
 
 
-def _q3_on_side(rng, side):
+def node_on_tp_side(rng, side):
     """A node on ``side`` of tp = K whose weights' share and reserve fit one GPU (None if no draw does)."""
     for _ in range(200):
-        case = _q2_on_side(rng, side)
+        case = geometry_on_tp_side(rng, side)
         model, tp, gpu = case["context"]["model"], case["kwargs"]["tp"], rng.choice(GPUS)
         spec = kv.load_model(model)
         seq_len = random_seq_len(rng, {"context": {"model": model}})
@@ -340,7 +349,7 @@ def _bundled_id(name: str) -> str:
     return next(m for m in non_mla_models() if kv.load_model(m).name == name)
 
 
-def _q4_on_side(rng, side):
+def colleague_on_tp_side(rng, side):
     """A colleague's clear slip on ``side`` of tp = K."""
     models = [m for m in non_mla_models() if kv.load_model(m).attention == "gqa"
               and _engine_tps_on(side, kv.load_model(m))]
@@ -358,27 +367,9 @@ def _q4_on_side(rng, side):
 #: visible cases that sit on it and, where given, ``side(case)``: every seed's hidden cases show each side the
 #: visible ones show (tests/test_case_variants.py).
 EDGES = {
-    "ch02_q2_kv_bytes_per_token_per_gpu": (
-        {"rule": "past tp = K each GPU keeps one whole head: max(1, K // tp)",
-         "visible": ("Llama 3.1 8B, bf16, TP 2", "Llama 3.3 70B, bf16, TP 8 (one KV head per GPU)",
-                     "Llama 3.1 8B, fp8, TP 16 (more GPUs than KV heads)",
-                     "the Llama 3.3 70B shape with MQA (K = 1), bf16, TP 8"), "side": tp_side},
-    ),
-    "ch02_q3_sequences_per_gpu": (
-        {"rule": "past tp = K the heads are replicated, the weights still split",
-         "visible": ("Llama 3.1 8B on 2 x H100, TP 2, 32,768 tokens", "Llama 3.3 70B on 8 x H100, TP 8, 8,192 tokens",
-                     "Llama 3.3 70B on 16 x A100-40GB, TP 16 (more GPUs than KV heads), 8,192 tokens"),
-         "side": tp_side},
-    ),
-    "ch02_q4_diagnose_colleague": (
-        {"rule": "the slip is read from the recomputed figures, not the factor: the total past tp = K is K times "
-                 "too large, not tp times; a factor 2 at fp32 is the query heads",
-         "visible": ("Llama-3.1-8B, fp8, TP 16: a colleague's 65,536 B", "Llama-3.1-8B, fp32, TP 16: a colleague's 65,536 B",
-                     "gemma-2-9b-it, fp32, TP 1: a colleague's 1,376,256 B")},
-        {"rule": "each GPU keeps K / tp heads below tp = K, one whole head on it and past it",
-         "visible": ("Llama-3.1-8B, bf16, TP 1: a colleague's 524,288 B", "Llama-3.1-8B, bf16, TP 8: a colleague's 131,072 B",
-                     "Llama-3.1-8B, fp8, TP 16: a colleague's 65,536 B"), "side": tp_side},
-    ),
+    "ch02_q2_kv_bytes_per_token_per_gpu": (ONE_WHOLE_HEAD_EDGE.listing(tp_side),),
+    "ch02_q3_sequences_per_gpu": (REPLICATED_HEADS_EDGE.listing(tp_side),),
+    "ch02_q4_diagnose_colleague": (SLIP_NOT_FACTOR_EDGE.listing(), HEADS_PER_GPU_EDGE.listing(tp_side)),
 }
 
 
@@ -388,8 +379,8 @@ EXERCISES = exercises(
         function_name="kv_heads_and_group",
         params=("config",),
         visible_cases=Q1_VISIBLE,
-        hidden_cases=q1_hidden,
-        expected=_q1_expected,
+        hidden_cases=attention_config_hidden,
+        expected=kv_heads_and_group_expected,
         answer=Tuple((INT, INT)),
         unit="",
         hidden_note=HIDDEN_NOTE_CONFIG,
@@ -399,7 +390,7 @@ EXERCISES = exercises(
         function_name="kv_bytes_per_token_per_gpu",
         params=GEOMETRY + ("tp",),
         visible_cases=Q2_VISIBLE,
-        hidden_cases=with_sides(geometry_hidden(_with_engine_tp), tp_side, TP_SIDES, _q2_on_side),
+        hidden_cases=with_sides(geometry_hidden(_with_engine_tp), tp_side, TP_SIDES, geometry_on_tp_side),
         expected=_per_gpu_bytes_per_token,
         quantity="kv_bytes_per_token_per_gpu",
         slip_inputs=geometry_slip_inputs,
@@ -410,10 +401,10 @@ EXERCISES = exercises(
         function_name="sequences_per_gpu",
         params=("cuda_memory_bytes", "weight_bytes", "reserve_bytes") + GEOMETRY + ("tp", "seq_len"),
         visible_cases=Q3_VISIBLE,
-        hidden_cases=with_sides(q3_hidden, tp_side, TP_SIDES, _q3_on_side),
-        expected=_q3_expected,
+        hidden_cases=with_sides(node_hidden, tp_side, TP_SIDES, node_on_tp_side),
+        expected=sequences_per_gpu_expected,
         quantity="max_concurrency_per_gpu",
-        slip_inputs=_q3_slip_inputs,
+        slip_inputs=node_slip_inputs,
         unit="sequences",
         hidden_note=HIDDEN_NOTE_TP,
     ),
@@ -422,8 +413,8 @@ EXERCISES = exercises(
         function_name="diagnose_colleague",
         params=("claimed_bytes", "layers", "num_heads", "kv_heads", "head_dim", "dtype_bytes", "tp"),
         visible_cases=Q4_VISIBLE,
-        hidden_cases=with_sides(q4_hidden, tp_side, TP_SIDES, _q4_on_side),
-        expected=_q4_expected,
+        hidden_cases=with_sides(colleague_hidden, tp_side, TP_SIDES, colleague_on_tp_side),
+        expected=colleague_slip_expected,
         answer=Tuple((INT, Choice(Q4_SLIPS))),
         unit="",
         hidden_note="(Hidden cases: other models, dtypes and TP sizes; each listed slip appears.)",

@@ -33,7 +33,7 @@ import kvlib as kv
 
 from .answers import Choice
 from .cases import config_case, config_spec, dtype_name, mutate_config, non_mla_models
-from .core import Exercise, exercises, with_sides
+from .schema import Edge, Exercise, exercises, with_sides
 
 V3 = "deepseek-ai/DeepSeek-V3"
 SLIP_CHOICES = ("correct", "extra_factor_2", "missing_rope", "other")
@@ -147,7 +147,7 @@ Q1_VISIBLE = (
 )
 
 
-def _q1_hidden(seed: int) -> tuple:
+def mla_config_hidden(seed: int) -> tuple:
     rng = random.Random(seed)
     variants = list(MLA_VARIANTS) * 2
     rng.shuffle(variants)
@@ -172,22 +172,26 @@ def _gqa_case(model: str, tp: int, dtype_bytes=None, hint: str = "", variant: st
     return case
 
 
+ONE_WHOLE_HEAD_EDGE = Edge("past tp = K each GPU keeps one whole head")
+HEAD_DIM_EDGE = Edge("head_dim, when given, wins over hidden_size // num_attention_heads")
+NO_KV_HEADS_EDGE = Edge("num_key_value_heads absent means K = H")
 Q2_VISIBLE = (
     _mla_case(mla_config("as published"), "as published", tp=8,
               hint="tensor parallelism does not divide the MLA cache: count it whole on this GPU."),
-    _gqa_case("meta-llama/Llama-3.3-70B-Instruct", 8),
-    _gqa_case("meta-llama/Llama-3.1-8B", 2),
+    ONE_WHOLE_HEAD_EDGE.on(_gqa_case("meta-llama/Llama-3.3-70B-Instruct", 8)),
+    ONE_WHOLE_HEAD_EDGE.on(_gqa_case("meta-llama/Llama-3.1-8B", 2)),
     # Qwen2.5-3B, not 7B: vLLM refuses Qwen2.5-7B at TP 8 (28 query heads are not divisible by 8)
-    _gqa_case("Qwen/Qwen2.5-3B", 8, hint="2 KV heads over 8 GPUs: each GPU keeps one whole KV head "
-                                        "(heads are replicated, never split)."),
+    ONE_WHOLE_HEAD_EDGE.on(_gqa_case("Qwen/Qwen2.5-3B", 8, hint="2 KV heads over 8 GPUs: each GPU keeps one whole "
+                                                               "KV head (heads are replicated, never split).")),
     _mla_case(mla_config("as published"), "as published", 1, tp=1),
     _mla_case(mla_config("DeepSeek-V2-Lite attention fields"), "DeepSeek-V2-Lite attention fields", tp=4,
               hint="num_key_value_heads in an MLA config does not split the cache across ranks."),
     # the variants the text names: an explicit head_dim (Qwen3-0.6B: 128, not 1024 // 16 = 64), an MHA
     # config without num_key_value_heads (Llama 2 7B: K = H = 32), a dtype_bytes of 4 on ordinary attention
-    _gqa_case("Qwen/Qwen3-0.6B", 2, 4, hint="head_dim, when the config gives it, wins over "
-                                            "hidden_size // num_attention_heads."),
-    _gqa_case("meta-llama/Llama-2-7b-hf", 4, variant="num_key_value_heads removed", hint=_MHA_HINT),
+    HEAD_DIM_EDGE.on(_gqa_case("Qwen/Qwen3-0.6B", 2, 4, hint="head_dim, when the config gives it, wins over "
+                                                             "hidden_size // num_attention_heads.")),
+    NO_KV_HEADS_EDGE.on(_gqa_case("meta-llama/Llama-2-7b-hf", 4, variant="num_key_value_heads removed",
+                                  hint=_MHA_HINT)),
     # the MLA variants the hidden cases draw, each once here
     _mla_case(mla_config("nested under text_config"), "nested under text_config", 2, tp=2, hint=_NESTED_HINT),
     _mla_case(mla_config("other latent and rope widths", latent_dim=256, rope_dim=32, layers=27),
@@ -203,7 +207,7 @@ def _valid_tps(config: dict) -> list:
     return [tp for tp in (1, 2, 4, 8, 16) if kv.feasibility.tp_refusal(spec, tp) is None]   # vLLM's TP rules
 
 
-def _q2_hidden(seed: int) -> tuple:
+def gqa_config_hidden(seed: int) -> tuple:
     rng = random.Random(seed)
     cases = []
     for _ in range(6):
@@ -252,20 +256,21 @@ def _slip_case(label: str, kind: str, layers: int, latent_dim: int, rope_dim: in
     return {"label": label, "kwargs": kwargs, "context": {"hint": hint}}
 
 
+OTHER_EDGE = Edge("an answer that is none of the three named kinds is 'other'")
 Q3_VISIBLE = (
     _slip_case("DeepSeek-V3, bf16: the right figure", "correct", 61, 512, 64, 2),
     _slip_case("DeepSeek-V3, bf16: a figure twice too large", "extra_factor_2", 61, 512, 64, 2,
                hint="keys and values come from one latent: does this answer count it twice?"),
     _slip_case("DeepSeek-V3, bf16: the latent alone", "missing_rope", 61, 512, 64, 2,
                hint="compare with layers x latent_dim x dtype_bytes."),
-    _slip_case("DeepSeek-V3, fp8: ordinary attention's formula", "other_mha", 61, 512, 64, 1,
-               hint="an answer that is none of the three named kinds is 'other'."),
+    OTHER_EDGE.on(_slip_case("DeepSeek-V3, fp8: ordinary attention's formula", "other_mha", 61, 512, 64, 1,
+                             hint="an answer that is none of the three named kinds is 'other'.")),
     _slip_case("27 layers, 512 + 64, bf16: twice too large", "extra_factor_2", 27, 512, 64, 2),
     _slip_case("62 layers, 256 + 32, fp32: the latent alone", "missing_rope", 62, 256, 32, 4),
 )
 
 
-def _q3_hidden(seed: int) -> tuple:
+def slip_answer_hidden(seed: int) -> tuple:
     rng = random.Random(seed)
     kinds = ["correct", "extra_factor_2", "missing_rope", "other_mha", "other_nope"] * 2
     rng.shuffle(kinds)
@@ -310,12 +315,12 @@ def kv_heads_side(case) -> str | None:
 
 
 def _gqa_models() -> list:
-    """The bundled ordinary-attention configs with the field names the exercise states (as ``_q2_hidden``)."""
+    """The bundled ordinary-attention configs with the field names the exercise states (as ``gqa_config_hidden``)."""
     return [m for m in non_mla_models()
             if "num_hidden_layers" in (kv.bundled_config(m).get("text_config") or kv.bundled_config(m))]
 
 
-def _q2_on_side(rng, side):
+def gqa_config_on_side(rng, side):
     """An ordinary-attention case on ``side`` of one of Exercise 2's edges, from a bundled config."""
     for _ in range(200):
         model = rng.choice(_gqa_models())
@@ -339,10 +344,10 @@ def _q2_on_side(rng, side):
 TP_SIDES = ("tp < K", "tp = K", "tp > K")
 
 
-def _q2_hidden_sided(seed: int) -> tuple:
-    build = with_sides(_q2_hidden, tp_side, TP_SIDES, _q2_on_side)
-    build = with_sides(build, head_dim_side, ("explicit head_dim, not hidden // heads",), _q2_on_side)
-    return with_sides(build, kv_heads_side, ("K absent",), _q2_on_side)(seed)
+def gqa_config_hidden_sided(seed: int) -> tuple:
+    build = with_sides(gqa_config_hidden, tp_side, TP_SIDES, gqa_config_on_side)
+    build = with_sides(build, head_dim_side, ("explicit head_dim, not hidden // heads",), gqa_config_on_side)
+    return with_sides(build, kv_heads_side, ("K absent",), gqa_config_on_side)(seed)
 
 
 def other_side(case) -> str | None:
@@ -354,21 +359,9 @@ def other_side(case) -> str | None:
 #: visible cases that sit on it and, where given, ``side(case)``: every seed's hidden cases show each side the
 #: visible ones show (tests/test_case_variants.py).
 EDGES = {
-    "ch03_q2_kv_bytes_per_token_per_gpu": (
-        {"rule": "past tp = K each GPU keeps one whole head", "visible": (
-            "Llama-3.1-8B config, dtype_bytes left at its default, tp=2",
-            "Llama-3.3-70B-Instruct config, dtype_bytes left at its default, tp=8",
-            "Qwen2.5-3B config, dtype_bytes left at its default, tp=8"), "side": tp_side},
-        {"rule": "head_dim, when given, wins over hidden_size // num_attention_heads",
-         "visible": ("Qwen3-0.6B config, dtype_bytes=4, tp=2",), "side": head_dim_side},
-        {"rule": "num_key_value_heads absent means K = H", "visible": (
-            "Llama-2-7b-hf config with num_key_value_heads removed, dtype_bytes left at its default, tp=4",),
-         "side": kv_heads_side},
-    ),
-    "ch03_q3_name_the_slip": (
-        {"rule": "an answer that is none of the three named kinds is 'other'",
-         "visible": ("DeepSeek-V3, fp8: ordinary attention's formula",), "side": other_side},
-    ),
+    "ch03_q2_kv_bytes_per_token_per_gpu": (ONE_WHOLE_HEAD_EDGE.listing(tp_side), HEAD_DIM_EDGE.listing(head_dim_side),
+                                           NO_KV_HEADS_EDGE.listing(kv_heads_side)),
+    "ch03_q3_name_the_slip": (OTHER_EDGE.listing(other_side),),
 }
 
 
@@ -378,7 +371,7 @@ EXERCISES = exercises(
         function_name="mla_bytes_per_token_from_config",
         params=("config", "dtype_bytes"),
         visible_cases=Q1_VISIBLE,
-        hidden_cases=_q1_hidden,
+        hidden_cases=mla_config_hidden,
         expected=config_expected,
         quantity="mla_config_bytes_per_token",
         slip_inputs=config_slip_inputs,
@@ -389,7 +382,7 @@ EXERCISES = exercises(
         function_name="kv_bytes_per_token_per_gpu",
         params=("config", "tp", "dtype_bytes"),
         visible_cases=Q2_VISIBLE,
-        hidden_cases=_q2_hidden_sided,
+        hidden_cases=gqa_config_hidden_sided,
         expected=config_expected,
         quantity="config_kv_bytes_per_token_per_gpu",
         slip_inputs=config_slip_inputs,
@@ -400,7 +393,7 @@ EXERCISES = exercises(
         function_name="name_the_slip",
         params=("answer_bytes", "layers", "latent_dim", "rope_dim", "dtype_bytes"),
         visible_cases=Q3_VISIBLE,
-        hidden_cases=_q3_hidden,
+        hidden_cases=slip_answer_hidden,
         expected=lambda c: classify_answer(**c["kwargs"]),
         answer=Choice(SLIP_CHOICES),
         unit="",

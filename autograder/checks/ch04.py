@@ -33,7 +33,7 @@ import kvlib as kv
 from kvlib import alloc_sim
 
 from .answers import Float
-from .core import Exercise, exercises, with_sides
+from .schema import Edge, Exercise, exercises, with_sides
 
 OTHER_BYTES = 3 * kv.GB            # activation peak and other allocations, as the chapter assumes
 
@@ -96,8 +96,9 @@ def waste_case(num_seqs: int, block_size: int) -> dict:
             "kwargs": {"num_seqs": num_seqs, "block_size": block_size}, "context": {}}
 
 
-Q2_VISIBLE = (waste_case(200, 16), waste_case(200, 256), waste_case(1, 16), waste_case(37, 1),
-              waste_case(1000, 32))
+WASTE_EDGE = Edge("a 1-token block wastes nothing; one sequence still wastes its half block")
+Q2_VISIBLE = (waste_case(200, 16), waste_case(200, 256), WASTE_EDGE.on(waste_case(1, 16)),
+              WASTE_EDGE.on(waste_case(37, 1)), waste_case(1000, 32))
 
 
 def waste_hidden(seed: int) -> tuple:
@@ -135,13 +136,15 @@ def hybrid_slip_inputs(case: dict) -> dict:
 GPT_OSS = kv.bundled_config("openai/gpt-oss-20b")
 GEMMA2_TINY = kv.vllm.read_cpu_engine_run("gemma2_hybrid", "kv1g_len6000").config
 
+WINDOW_EDGE = Edge("a sliding-window layer holds min(seq_len, window) tokens: a sequence shorter than the window "
+                   "holds only its own tokens (exactly the window, one token short, one past)")
 Q3_VISIBLE = (
     hybrid_case("gpt-oss-20b", GPT_OSS, 131072),
-    hybrid_case("gpt-oss-20b", GPT_OSS, 100),
+    WINDOW_EDGE.on(hybrid_case("gpt-oss-20b", GPT_OSS, 100)),
     # the window's edge (gpt-oss-20b's 128 tokens): exactly the window, one token short of it, one past it
-    hybrid_case("gpt-oss-20b", GPT_OSS, 128),
-    hybrid_case("gpt-oss-20b", GPT_OSS, 127, dtype_bytes=1),
-    hybrid_case("gpt-oss-20b", GPT_OSS, 129),
+    WINDOW_EDGE.on(hybrid_case("gpt-oss-20b", GPT_OSS, 128)),
+    WINDOW_EDGE.on(hybrid_case("gpt-oss-20b", GPT_OSS, 127, dtype_bytes=1)),
+    WINDOW_EDGE.on(hybrid_case("gpt-oss-20b", GPT_OSS, 129)),
     hybrid_case("gpt-oss-20b", GPT_OSS, 32768, dtype_bytes=1),
     hybrid_case("tiny Gemma 2 (the CPU engine's)", GEMMA2_TINY, 6000),
 )
@@ -208,17 +211,22 @@ def fp8_slip_inputs(case: dict) -> dict:
 
 _H100_POOL = kv.kv_pool_bytes(kv.get_gpu("H100-SXM").cuda_memory_bytes, 0.92,
                               kv.load_model("llama-3.1-8b").weight_bytes(2), OTHER_BYTES)
+WHOLE_BLOCKS_EDGE = Edge("whole blocks only: exactly k blocks, one byte short of them (one block fewer), one byte over")
+WHOLE_BLOCKS_AND_A_LITTLE_EDGE = Edge("whole blocks only: a pool of whole blocks and a little")
 Q4_VISIBLE = (
     fp8_case("llama-3.1-8b", _H100_POOL, 16, "Llama 3.1 8B, the H100 pool of exercise 1, 16-token blocks"),
     fp8_case("llama-3.3-70b", 50 * kv.GiB, 16, "Llama 3.3 70B at TP 4 (2 KV heads a rank), 50 GiB, 16-token blocks",
              tp=4),
-    fp8_case("qwen2.5-7b", 30 * kv.GiB + 12345, 32, "Qwen2.5 7B, 30 GiB and a little, 32-token blocks"),
+    WHOLE_BLOCKS_AND_A_LITTLE_EDGE.on(
+        fp8_case("qwen2.5-7b", 30 * kv.GiB + 12345, 32, "Qwen2.5 7B, 30 GiB and a little, 32-token blocks")),
     fp8_case("mistral-7b", 20 * kv.GB, 128, "Mistral 7B, 20 GB, 128-token blocks"),
     fp8_case("gpt2-large", 10 * kv.GiB, 16, "GPT-2 large (MHA, head_dim 64), 10 GiB, 16-token blocks"),
     # the whole-block edge: Llama 3.1 8B's fp8 16-token block is 65,536 x 16 B = 1 MiB
-    fp8_case("llama-3.1-8b", 1000 * kv.MiB, 16, "Llama 3.1 8B, exactly 1,000 fp8 blocks (1,000 MiB), 16-token blocks"),
-    fp8_case("llama-3.1-8b", 1000 * kv.MiB - 1, 16, "Llama 3.1 8B, one byte short of 1,000 fp8 blocks, 16-token blocks"),
-    fp8_case("llama-3.1-8b", 1000 * kv.MiB + 1, 16, "Llama 3.1 8B, one byte over 1,000 fp8 blocks, 16-token blocks"),
+    *WHOLE_BLOCKS_EDGE.on_each((
+        fp8_case("llama-3.1-8b", 1000 * kv.MiB, 16, "Llama 3.1 8B, exactly 1,000 fp8 blocks (1,000 MiB), 16-token blocks"),
+        fp8_case("llama-3.1-8b", 1000 * kv.MiB - 1, 16, "Llama 3.1 8B, one byte short of 1,000 fp8 blocks, 16-token blocks"),
+        fp8_case("llama-3.1-8b", 1000 * kv.MiB + 1, 16, "Llama 3.1 8B, one byte over 1,000 fp8 blocks, 16-token blocks"),
+    )),
 )
 FP8_MODELS = ["llama-3.1-8b", "qwen2.5-7b", "mistral-7b", "llama-2-7b", "qwen2.5-32b", "llama-3.3-70b"]
 
@@ -271,16 +279,20 @@ def alloc_expected(case: dict) -> int:
 
 
 _CHAT = ((97, 206), (160, 340), (15, 1200), (640, 88), (31, 1))
+ALLOCATOR_EDGE = Edge("paged: ceil(held / block_size) blocks; a request that fills its last block exactly wastes "
+                      "nothing in it, one a token past needs a whole new block; the oracle reserves exactly prompt + "
+                      "output (no extra slot)")
 Q5_VISIBLE = (
     alloc_case(((10, 6), (10, 6)), "max_reservation", 4, 20, "two requests of 10 + 6 tokens, reserve 20 each"),
     alloc_case(((10, 6), (10, 6)), "paged", 4, 20, "the same two requests, paged in blocks of 4"),
-    alloc_case(((100, 50), (7, 300), (512, 1)), "oracle", 16, 2048, "three requests, each reserving its own length"),
-    alloc_case(((15, 3), (16, 1), (31, 10), (1000, 24)), "paged", 16, 2048,
-               "four requests paged in 16-token blocks (one fills its block exactly)"),
+    ALLOCATOR_EDGE.on(alloc_case(((100, 50), (7, 300), (512, 1)), "oracle", 16, 2048,
+                                 "three requests, each reserving its own length")),
+    ALLOCATOR_EDGE.on(alloc_case(((15, 3), (16, 1), (31, 10), (1000, 24)), "paged", 16, 2048,
+                                 "four requests paged in 16-token blocks (one fills its block exactly)")),
     alloc_case(_CHAT, "max_reservation", 16, 2048, "five chat-like requests, reserve max_seq_len = 2,048"),
     alloc_case(_CHAT, "paged", 256, 2048, "the same five requests, paged in 256-token blocks"),
     # the ceiling's other side: 16 + 1 tokens held need a second 16-token block, 15 of it empty (floor: none)
-    alloc_case(((16, 4),), "paged", 16, 2048, "one request a token past a 16-token block"),
+    ALLOCATOR_EDGE.on(alloc_case(((16, 4),), "paged", 16, 2048, "one request a token past a 16-token block")),
 )
 
 
@@ -337,34 +349,10 @@ def _waste_on_side(rng, side):
 #: The edges the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), each
 #: with the visible cases that sit on it (tests/test_case_variants.py checks that they exist).
 EDGES = {
-    "ch04_q2_block_waste": (
-        {"rule": "a 1-token block wastes nothing; one sequence still wastes its half block",
-         "visible": ("37 sequences in 1-token blocks", "1 sequences in 16-token blocks"), "side": waste_side},
-    ),
-    "ch04_q3_hybrid_sequence_bytes": (
-        {"rule": "a sliding-window layer holds min(seq_len, window) tokens: a sequence shorter than the window "
-                 "holds only its own tokens (exactly the window, one token short, one past)",
-         "visible": ("gpt-oss-20b config, 100 tokens, dtype_bytes left at its default",
-                     "gpt-oss-20b config, 128 tokens, dtype_bytes left at its default",
-                     "gpt-oss-20b config, 127 tokens, dtype_bytes=1",
-                     "gpt-oss-20b config, 129 tokens, dtype_bytes left at its default"), "side": window_side},
-    ),
-    "ch04_q4_fp8_pool_tokens": (
-        {"rule": "whole blocks only: exactly k blocks, one byte short of them (one block fewer), one byte over",
-         "visible": ("Llama 3.1 8B, exactly 1,000 fp8 blocks (1,000 MiB), 16-token blocks",
-                     "Llama 3.1 8B, one byte short of 1,000 fp8 blocks, 16-token blocks",
-                     "Llama 3.1 8B, one byte over 1,000 fp8 blocks, 16-token blocks"), "side": block_side},
-        {"rule": "whole blocks only: a pool of whole blocks and a little",
-         "visible": ("Qwen2.5 7B, 30 GiB and a little, 32-token blocks",)},
-    ),
-    "ch04_q5_allocator_waste": (
-        {"rule": "paged: ceil(held / block_size) blocks; a request that fills its last block exactly wastes nothing "
-                 "in it, one a token past needs a whole new block; the oracle reserves exactly prompt + output "
-                 "(no extra slot)",
-         "visible": ("four requests paged in 16-token blocks (one fills its block exactly)",
-                     "one request a token past a 16-token block", "three requests, each reserving its own length"),
-         "side": alloc_side},
-    ),
+    "ch04_q2_block_waste": (WASTE_EDGE.listing(waste_side),),
+    "ch04_q3_hybrid_sequence_bytes": (WINDOW_EDGE.listing(window_side),),
+    "ch04_q4_fp8_pool_tokens": (WHOLE_BLOCKS_EDGE.listing(block_side), WHOLE_BLOCKS_AND_A_LITTLE_EDGE.listing()),
+    "ch04_q5_allocator_waste": (ALLOCATOR_EDGE.listing(alloc_side),),
 }
 
 
@@ -375,20 +363,27 @@ EXERCISES = exercises(
              quantity="pool_tokens_reported", slip_inputs=pool_slip_inputs, unit="tokens",
              hidden_note=HIDDEN_NOTE_POOL),
     Exercise(grade_id="ch04_q2_block_waste", function_name="expected_block_waste",
-             params=("num_seqs", "block_size"), visible_cases=Q2_VISIBLE, hidden_cases=with_sides(waste_hidden, waste_side, ('1-token blocks', 'one sequence'), _waste_on_side),
+             params=("num_seqs", "block_size"), visible_cases=Q2_VISIBLE,
+             hidden_cases=with_sides(waste_hidden, waste_side, ('1-token blocks', 'one sequence'), _waste_on_side),
              expected=lambda case: float(kv.block_waste_tokens(**case["kwargs"])), answer=Float(rel_tol=1e-9),
              quantity="block_waste_tokens", slip_inputs=lambda case: dict(case["kwargs"]), unit="token slots",
              hidden_note=HIDDEN_NOTE_WASTE),
     Exercise(grade_id="ch04_q3_hybrid_sequence_bytes", function_name="hybrid_kv_bytes_per_sequence",
-             params=("config", "seq_len", "dtype_bytes"), visible_cases=Q3_VISIBLE, hidden_cases=with_sides(hybrid_hidden, window_side, ('shorter than the window',) + tuple(WINDOW_SIDES.values()), _window_on_side),
+             params=("config", "seq_len", "dtype_bytes"), visible_cases=Q3_VISIBLE,
+             hidden_cases=with_sides(hybrid_hidden, window_side,
+                                     ('shorter than the window',) + tuple(WINDOW_SIDES.values()), _window_on_side),
              expected=hybrid_expected, quantity="hybrid_kv_bytes_per_sequence", slip_inputs=hybrid_slip_inputs,
              hidden_note=HIDDEN_NOTE_HYBRID),
     Exercise(grade_id="ch04_q4_fp8_pool_tokens", function_name="fp8_pool_tokens",
              params=("available_bytes", "layers", "kv_heads", "head_dim", "block_size"),
-             visible_cases=Q4_VISIBLE, hidden_cases=with_sides(fp8_hidden, block_side, tuple(BLOCK_SIDES.values()), _fp8_on_side), expected=fp8_expected, quantity="fp8_pool_tokens",
+             visible_cases=Q4_VISIBLE,
+             hidden_cases=with_sides(fp8_hidden, block_side, tuple(BLOCK_SIDES.values()), _fp8_on_side),
+             expected=fp8_expected, quantity="fp8_pool_tokens",
              slip_inputs=fp8_slip_inputs, unit="tokens", hidden_note=HIDDEN_NOTE_FP8),
     Exercise(grade_id="ch04_q5_allocator_waste", function_name="allocator_waste",
              params=("requests", "policy", "block_size", "max_seq_len"), visible_cases=Q5_VISIBLE,
-             hidden_cases=with_sides(alloc_hidden, alloc_side, ('fills its block exactly', 'a token past a block', 'oracle'), _alloc_on_side), expected=alloc_expected, quantity="allocator_waste",
+             hidden_cases=with_sides(alloc_hidden, alloc_side,
+                                     ('fills its block exactly', 'a token past a block', 'oracle'), _alloc_on_side),
+             expected=alloc_expected, quantity="allocator_waste",
              slip_inputs=lambda case: dict(case["kwargs"]), unit="token slots", hidden_note=HIDDEN_NOTE_ALLOC),
 )

@@ -35,11 +35,11 @@ import kvlib.prefix_cache as pc
 from kvlib.prefix_cache import agent_requests    # the agent loop q4 is judged on
 
 from .answers import BYTES, Choice
-from .core import Exercise, exercises, with_sides
+from .schema import Edge, Exercise, exercises, with_sides
 
 H100 = "H100-SXM"
-LLAMA8_BPT = 131_072      # Llama 3.1 8B, bf16: 2 x 32 x 8 x 128 x 2 B (seed 000)
-PCIE5_ASSUMED = 50 * 10**9   # PCIe Gen5 x16, an assumed effective 50 GB/s (seed 000)
+LLAMA8_BPT = 131_072      # Llama 3.1 8B, bf16: 2 x 32 x 8 x 128 x 2 B ([chains])
+PCIE5_ASSUMED = 50 * 10**9   # PCIe Gen5 x16, an assumed effective 50 GB/s ([chains])
 CHOICES = ("fetch", "recompute")
 
 HIDDEN_NOTE_SHARING = "(Hidden cases use other prompt lengths, request counts, block sizes and models.)"
@@ -69,26 +69,40 @@ def _sharing_slip_inputs(case):
 
 
 _TAIL_HINT = "only full blocks are shared; the tokens of a partial last block are recomputed by every request."
+PARTIAL_BLOCK_EDGE = Edge("only full blocks are shared: a partial last block and a prompt under one block share "
+                          "nothing of it")
+FULL_BLOCKS_EDGE = Edge("only full blocks are shared: whole blocks, one token past them, one short of them")
+REQUESTS_EDGE = Edge("one request alone shares nothing (N - 1 = 0); two share one copy")
 Q1_VISIBLE = (
-    _sharing_case("Llama 3.1 8B, a 2,000-token system prompt, 100 requests, 16-token blocks", 2000, 100, 16,
-                  LLAMA8_BPT),
-    _sharing_case("Llama 3.1 8B, a 2,007-token prompt (7 tokens past a block), 100 requests", 2007, 100, 16,
-                  LLAMA8_BPT, hint=_TAIL_HINT),
+    FULL_BLOCKS_EDGE.on(_sharing_case("Llama 3.1 8B, a 2,000-token system prompt, 100 requests, 16-token blocks",
+                                      2000, 100, 16, LLAMA8_BPT)),
+    PARTIAL_BLOCK_EDGE.on(_sharing_case("Llama 3.1 8B, a 2,007-token prompt (7 tokens past a block), 100 requests",
+                                        2007, 100, 16, LLAMA8_BPT, hint=_TAIL_HINT)),
     _sharing_case("Llama 3.3 70B, a 5,000-token document, 12 requests, 32-token blocks", 5000, 12, 32,
                   kv.load_model("llama-3.3-70b").kv_bytes_per_token(), hint=_TAIL_HINT),
-    _sharing_case("Qwen2.5 7B, a 10-token prompt (less than one block), 50 requests", 10, 50, 16,
-                  kv.load_model("qwen2.5-7b").kv_bytes_per_token(), hint="no full block, nothing shared."),
-    _sharing_case("one request alone (nothing to share with)", 4096, 1, 16, LLAMA8_BPT),
+    PARTIAL_BLOCK_EDGE.on(FULL_BLOCKS_EDGE.on(
+        _sharing_case("Qwen2.5 7B, a 10-token prompt (less than one block), 50 requests", 10, 50, 16,
+                      kv.load_model("qwen2.5-7b").kv_bytes_per_token(), hint="no full block, nothing shared."))),
+    REQUESTS_EDGE.on(_sharing_case("one request alone (nothing to share with)", 4096, 1, 16, LLAMA8_BPT)),
     # the full-block edge, one token either side of 125 whole 16-token blocks (2,000 tokens)
-    _sharing_case("Llama 3.1 8B, a 2,001-token prompt (one token past a block), 100 requests", 2001, 100, 16,
-                  LLAMA8_BPT, hint=_TAIL_HINT),
-    _sharing_case("Llama 3.1 8B, a 1,999-token prompt (one token short of a block), 100 requests", 1999, 100, 16,
-                  LLAMA8_BPT, hint=_TAIL_HINT),
-    _sharing_case("two requests (one shares with the other)", 4096, 2, 16, LLAMA8_BPT),
+    *FULL_BLOCKS_EDGE.on_each((
+        _sharing_case("Llama 3.1 8B, a 2,001-token prompt (one token past a block), 100 requests", 2001, 100, 16,
+                      LLAMA8_BPT, hint=_TAIL_HINT),
+        _sharing_case("Llama 3.1 8B, a 1,999-token prompt (one token short of a block), 100 requests", 1999, 100,
+                      16, LLAMA8_BPT, hint=_TAIL_HINT),
+    )),
+    REQUESTS_EDGE.on(_sharing_case("two requests (one shares with the other)", 4096, 2, 16, LLAMA8_BPT)),
 )
 Q2_VISIBLE = tuple(
     _sharing_case(c["label"], c["kwargs"]["prompt_tokens"], c["kwargs"]["num_requests"], c["kwargs"]["block_size"],
                   hint=c["context"]["hint"]) for c in Q1_VISIBLE)
+# Exercise 2's edges sit on the counterparts of exercise 1's cases
+REUSED_PARTIAL_BLOCK_EDGE = Edge("only full blocks are reused")
+REUSED_FULL_BLOCKS_EDGE = Edge("only full blocks are reused: whole blocks, one token past them, one short of them")
+REUSED_REQUESTS_EDGE = Edge("N - 1 requests reuse the prefill: one alone saves nothing")
+for _q1_edge, _q2_edge in ((PARTIAL_BLOCK_EDGE, REUSED_PARTIAL_BLOCK_EDGE), (FULL_BLOCKS_EDGE, REUSED_FULL_BLOCKS_EDGE),
+                           (REQUESTS_EDGE, REUSED_REQUESTS_EDGE)):
+    _q2_edge.on_counterparts(_q1_edge, Q1_VISIBLE, Q2_VISIBLE)
 
 _BPT_CHOICES = tuple(sorted({kv.load_model(m).kv_bytes_per_token() for m in
                              ("llama-3.1-8b", "llama-3.3-70b", "qwen2.5-7b", "qwen2.5-32b", "llama-2-7b")}))
@@ -160,22 +174,23 @@ def _tokens(text):
 _PROMPT = "You are a careful assistant. Answer in one short paragraph and cite the source of every figure."
 _CHAIN_HINT = ("each block's key is hash_block(parent, its tokens), with the previous block's key as the "
                "parent; the first block's parent is NONE_HASH.")
+KEY_EDGE = Edge("no full block: NONE_HASH; a partial last block has no key")
 Q3_VISIBLE = (
-    {"label": "32 byte-level tokens, 8-token blocks (4 full blocks), no salt",
-     "kwargs": {"token_ids": _tokens(_PROMPT)[:32], "block_size": 8, "cache_salt": None},
-     "context": {"hint": _CHAIN_HINT}},
-    {"label": f"{len(_tokens(_PROMPT))} tokens, 16-token blocks (a partial last block), no salt",
-     "kwargs": {"token_ids": _tokens(_PROMPT), "block_size": 16, "cache_salt": None},
-     "context": {"hint": "a partial last block has no key: return the key of the last full block."}},
+    KEY_EDGE.on({"label": "32 byte-level tokens, 8-token blocks (4 full blocks), no salt",
+                 "kwargs": {"token_ids": _tokens(_PROMPT)[:32], "block_size": 8, "cache_salt": None},
+                 "context": {"hint": _CHAIN_HINT}}),
+    KEY_EDGE.on({"label": f"{len(_tokens(_PROMPT))} tokens, 16-token blocks (a partial last block), no salt",
+                 "kwargs": {"token_ids": _tokens(_PROMPT), "block_size": 16, "cache_salt": None},
+                 "context": {"hint": "a partial last block has no key: return the key of the last full block."}}),
     {"label": "48 tokens, 16-token blocks, cache_salt='tenant-a'",
      "kwargs": {"token_ids": _tokens(_PROMPT)[:48], "block_size": 16, "cache_salt": "tenant-a"},
      "context": {"hint": "the salt goes into the first block's key only, as extra_keys=(('cache_salt', salt),); "
                          "later blocks get no extra keys (extra_keys left at None) and carry the salt through "
                          "the chain."}},
-    {"label": "5 tokens, 16-token blocks (no full block)",
-     "kwargs": {"token_ids": _tokens("Hello"), "block_size": 16, "cache_salt": "tenant-a"},
-     "context": {"hint": "with no full block there is no key: return NONE_HASH, the parent a first block "
-                         "would chain from."}},
+    KEY_EDGE.on({"label": "5 tokens, 16-token blocks (no full block)",
+                 "kwargs": {"token_ids": _tokens("Hello"), "block_size": 16, "cache_salt": "tenant-a"},
+                 "context": {"hint": "with no full block there is no key: return NONE_HASH, the parent a first "
+                                     "block would chain from."}}),
 )
 
 
@@ -220,21 +235,28 @@ def _agent_case(label, system, observation, action, steps, bs, hint=""):
             "context": {"hint": hint}}
 
 
+AGENT_EDGE = Edge("a hit covers whole blocks only")
+AGENT_WHOLE_BLOCKS_EDGE = Edge("a hit covers whole blocks only: a cached history of whole blocks is hit whole, one a "
+                               "token past them recomputes that token, one a token short recomputes the block_size - "
+                               "1 tokens of its partial block; one step hits nothing")
 Q4_VISIBLE = (
     _agent_case("20 steps: 1,000-token system prompt, 400-token observations, 100-token actions, 16-token blocks",
                 1000, 400, 100, 20, 16),
     _agent_case("10 steps: 2,000-token system prompt, 300-token observations, 50-token actions, 16-token blocks",
                 2000, 300, 50, 10, 16),
-    _agent_case("20 steps: 500, 37 and 13 tokens, 32-token blocks (nothing block-aligned)", 500, 37, 13, 20, 32,
-                hint="a hit covers whole blocks only: the partial last block of the cached history is recomputed."),
-    _agent_case("one step (nothing cached yet)", 1000, 400, 100, 1, 16),
+    AGENT_EDGE.on(_agent_case("20 steps: 500, 37 and 13 tokens, 32-token blocks (nothing block-aligned)", 500, 37,
+                              13, 20, 32, hint="a hit covers whole blocks only: the partial last block of the cached "
+                                               "history is recomputed.")),
+    AGENT_EDGE.on(AGENT_WHOLE_BLOCKS_EDGE.on(_agent_case("one step (nothing cached yet)", 1000, 400, 100, 1, 16))),
     # the whole-block edge: 48 + 16 = 64 tokens a step keep every history's remainder that of the system prompt
-    _agent_case("5 steps: a 1,024-token system prompt, 48-token observations, 16-token actions, 16-token blocks "
-                "(every cached history in whole blocks)", 1024, 48, 16, 5, 16),
-    _agent_case("5 steps: a 1,025-token system prompt, 48-token observations, 16-token actions, 16-token blocks "
-                "(every cached history a token past a block)", 1025, 48, 16, 5, 16),
-    _agent_case("5 steps: a 1,023-token system prompt, 48-token observations, 16-token actions, 16-token blocks "
-                "(every cached history a token short of a block)", 1023, 48, 16, 5, 16),
+    *AGENT_WHOLE_BLOCKS_EDGE.on_each((
+        _agent_case("5 steps: a 1,024-token system prompt, 48-token observations, 16-token actions, 16-token blocks "
+                    "(every cached history in whole blocks)", 1024, 48, 16, 5, 16),
+        _agent_case("5 steps: a 1,025-token system prompt, 48-token observations, 16-token actions, 16-token blocks "
+                    "(every cached history a token past a block)", 1025, 48, 16, 5, 16),
+        _agent_case("5 steps: a 1,023-token system prompt, 48-token observations, 16-token actions, 16-token blocks "
+                    "(every cached history a token short of a block)", 1023, 48, 16, 5, 16),
+    )),
 )
 
 #: step 2's hit is step 1's prompt and action (system + observation + action) rounded down to a block
@@ -326,43 +348,13 @@ def _fetch_expected(case):
 
 #: The edges the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), each
 #: with the visible cases that sit on it (tests/test_case_variants.py checks that they exist).
-_FULL_BLOCK_VISIBLE = ("Llama 3.1 8B, a 2,000-token system prompt, 100 requests, 16-token blocks",
-                       "Llama 3.1 8B, a 2,001-token prompt (one token past a block), 100 requests",
-                       "Llama 3.1 8B, a 1,999-token prompt (one token short of a block), 100 requests",
-                       "Qwen2.5 7B, a 10-token prompt (less than one block), 50 requests")
-_REQUESTS_VISIBLE = ("one request alone (nothing to share with)", "two requests (one shares with the other)")
 EDGES = {
-    "ch05_q1_prefix_bytes_saved": (
-        {"rule": "only full blocks are shared: a partial last block and a prompt under one block share nothing of it",
-         "visible": ("Llama 3.1 8B, a 2,007-token prompt (7 tokens past a block), 100 requests",
-                     "Qwen2.5 7B, a 10-token prompt (less than one block), 50 requests")},
-        {"rule": "only full blocks are shared: whole blocks, one token past them, one short of them",
-         "visible": _FULL_BLOCK_VISIBLE, "side": prompt_side},
-        {"rule": "one request alone shares nothing (N - 1 = 0); two share one copy", "visible": _REQUESTS_VISIBLE,
-         "side": requests_side},
-    ),
-    "ch05_q2_prefill_tokens_saved": (
-        {"rule": "only full blocks are reused", "visible": (
-            "Llama 3.1 8B, a 2,007-token prompt (7 tokens past a block), 100 requests",
-            "Qwen2.5 7B, a 10-token prompt (less than one block), 50 requests")},
-        {"rule": "only full blocks are reused: whole blocks, one token past them, one short of them",
-         "visible": _FULL_BLOCK_VISIBLE, "side": prompt_side},
-        {"rule": "N - 1 requests reuse the prefill: one alone saves nothing", "visible": _REQUESTS_VISIBLE,
-         "side": requests_side},
-    ),
-    "ch05_q3_prefix_key": (
-        {"rule": "no full block: NONE_HASH; a partial last block has no key",
-         "visible": ("5 tokens, 16-token blocks (no full block)", "95 tokens, 16-token blocks (a partial last block), no salt",
-                     "32 byte-level tokens, 8-token blocks (4 full blocks), no salt"), "side": key_side},
-    ),
-    "ch05_q4_agent_prefill_tokens": (
-        {"rule": "a hit covers whole blocks only", "visible": (
-            "20 steps: 500, 37 and 13 tokens, 32-token blocks (nothing block-aligned)", "one step (nothing cached yet)")},
-        {"rule": "a hit covers whole blocks only: a cached history of whole blocks is hit whole, one a token past "
-                 "them recomputes that token, one a token short recomputes the block_size - 1 tokens of its "
-                 "partial block; one step hits nothing",
-         "visible": tuple(c["label"] for c in Q4_VISIBLE[3:]), "side": agent_side},
-    ),
+    "ch05_q1_prefix_bytes_saved": (PARTIAL_BLOCK_EDGE.listing(), FULL_BLOCKS_EDGE.listing(prompt_side),
+                                   REQUESTS_EDGE.listing(requests_side)),
+    "ch05_q2_prefill_tokens_saved": (REUSED_PARTIAL_BLOCK_EDGE.listing(), REUSED_FULL_BLOCKS_EDGE.listing(prompt_side),
+                                     REUSED_REQUESTS_EDGE.listing(requests_side)),
+    "ch05_q3_prefix_key": (KEY_EDGE.listing(key_side),),
+    "ch05_q4_agent_prefill_tokens": (AGENT_EDGE.listing(), AGENT_WHOLE_BLOCKS_EDGE.listing(agent_side)),
 }
 
 

@@ -39,7 +39,7 @@ import kvlib as kv
 
 from .answers import Choice, Float, Tuple
 from .cases import bytes_per_token, dtype_name, geometry_case, geometry_slip_inputs, model_spec, non_mla_models, short
-from .core import Exercise, exercises
+from .schema import Edge, Exercise, exercises
 
 STEP_TOLERANCE = 1e-3     # floats: within 0.1% (a rounding of the bandwidth or the weights stays outside)
 OPTIONS = ("quantise_weights", "shrink_kv_cache")
@@ -102,14 +102,16 @@ def _edge(case: dict, offset: int, label: str) -> dict:
 
 #: Round up (the text's rule): exactly on a whole context, one byte of weights less (still that context) and
 #: one byte more (the next one). Llama 3.1 8B at batch 32: 131,072 x 32 = 4,194,304 B per token of context.
-Q1_EDGES = tuple(
+ROUND_UP_EDGE = Edge("round up: the first whole context whose cache read reaches the weights (exactly on a whole "
+                     "context, one byte of weights short of it, one byte past it)")
+Q1_EDGES = ROUND_UP_EDGE.on_each(
     _edge(_case("llama-3.1-8b", 2, "", batch_size=32), offset,
           f"Llama 3.1 8B geometry at batch 32, weights {what} a whole context's cache read")
     for offset, what in ((0, "exactly"), (-1, "one byte short of"), (1, "one byte past")))
 Q1_VISIBLE = Q1_VISIBLE + Q1_EDGES
 
 
-def _q1_expected(case: dict) -> int:
+def crossover_context_expected(case: dict) -> int:
     k = case["kwargs"]
     return kv.roofline.first_cache_context(k["weight_bytes"], bytes_per_token(case), k["batch_size"])
 
@@ -182,11 +184,11 @@ def _speedup(case: dict, context: int) -> float:
     return step(2) / step(1)
 
 
-def _q4_expected(case: dict) -> tuple:
+def fp8_speedups_expected(case: dict) -> tuple:
     return (_speedup(case, case["kwargs"]["short_context"]), _speedup(case, case["kwargs"]["long_context"]))
 
 
-def _q4_hidden(seed: int) -> tuple:
+def fp8_speedups_hidden(seed: int) -> tuple:
     rng = random.Random(seed)
     cases = []
     while len(cases) < 6:
@@ -207,6 +209,8 @@ def _workload(model: str, label: str, seq_len: int, batch_size: int, hint: str =
     return case
 
 
+LARGER_READ_EDGE = Edge("the larger read decides: cases where the cache dtype and head_dim move the cache's read "
+                        "across the weights'")
 Q5_VISIBLE = (
     _workload("llama-3.1-8b", "Llama 3.1 8B, one user chatting on a workstation: batch 1, 2,048 tokens", 2048, 1),
     _workload("llama-3.1-8b", "Llama 3.1 8B behind a busy API: batch 64, 8,192 tokens", 8192, 64),
@@ -216,8 +220,9 @@ Q5_VISIBLE = (
     # where the cache's dtype and head_dim decide: 16 x 8,192 tokens of Llama 3.1 8B read 17.2 GB at bf16 but
     # 8.6 GB at fp8, against 16.1 GB of weights; GPT-2 large's 6 x 1,024 tokens read 1.13 GB at head_dim 64
     # (2.26 GB were it 128), against 1.55 GB of weights
-    _workload("llama-3.1-8b", "Llama 3.1 8B with an fp8 cache: batch 16, 8,192 tokens", 8192, 16, dtype_bytes=1),
-    _workload("gpt2-large", "GPT-2 large (MHA, head_dim 64): batch 6, 1,024 tokens", 1024, 6),
+    LARGER_READ_EDGE.on(_workload("llama-3.1-8b", "Llama 3.1 8B with an fp8 cache: batch 16, 8,192 tokens", 8192,
+                                  16, dtype_bytes=1)),
+    LARGER_READ_EDGE.on(_workload("gpt2-large", "GPT-2 large (MHA, head_dim 64): batch 6, 1,024 tokens", 1024, 6)),
 )
 
 def _kv_read(case: dict) -> int:
@@ -237,7 +242,7 @@ def _tie(case: dict, offset: int, label: str) -> dict:
     return case
 
 
-def _q5_ties(model: str, seq_len: int, batch: int, name: str) -> tuple:
+def optimisation_ties(model: str, seq_len: int, batch: int, name: str) -> tuple:
     return tuple(_tie(_workload(model, "", seq_len, batch), offset, f"{name}: batch {batch}, {seq_len:,} tokens, "
                                                                     f"weights {what} the cache read")
                  for offset, what in ((0, "equal to"), (-1, "one byte less than"), (1, "one byte more than")))
@@ -245,16 +250,17 @@ def _q5_ties(model: str, seq_len: int, batch: int, name: str) -> tuple:
 
 #: The tie (weights = cache read: 'quantise_weights') and one byte either side. Llama 3.1 8B, 16 x 8,192 tokens:
 #: 131,072 x 8,192 x 16 = 17,179,869,184 B of cache.
-Q5_EDGES = _q5_ties("llama-3.1-8b", 8192, 16, "Llama 3.1 8B geometry")
+TIE_EDGE = Edge("a tie is weight-dominated (weights >= cache read: 'quantise_weights'); one byte either side")
+Q5_EDGES = TIE_EDGE.on_each(optimisation_ties("llama-3.1-8b", 8192, 16, "Llama 3.1 8B geometry"))
 Q5_VISIBLE = Q5_VISIBLE + Q5_EDGES
 
 
-def _q5_expected(case: dict) -> str:
+def optimisation_expected(case: dict) -> str:
     dominated = kv.roofline.regime(case["kwargs"]["weight_bytes"], _kv_read(case))
     return OPTIONS[0] if dominated == kv.roofline.WEIGHT_DOMINATED else OPTIONS[1]
 
 
-def _q5_hidden(seed: int) -> tuple:
+def optimisation_hidden(seed: int) -> tuple:
     rng = random.Random(seed)
     cases = []
     while len(cases) < 8:
@@ -267,7 +273,7 @@ def _q5_hidden(seed: int) -> tuple:
             cases.append(case)
     model = rng.choice(_dense_models())          # and the tie, one byte either side, on a drawn geometry
     seq_len = 2 ** rng.randint(9, min(17, int(math.log2(kv.load_model(model).max_position_embeddings or 2**17))))
-    return tuple(cases) + _q5_ties(model, seq_len, rng.choice([2, 4, 8, 16, 32]), "a drawn model")
+    return tuple(cases) + optimisation_ties(model, seq_len, rng.choice([2, 4, 8, 16, 32]), "a drawn model")
 
 
 # --- hidden cases of q1-q3 -----------------------------------------------------------------------
@@ -343,18 +349,8 @@ def tie_side(case) -> str | None:
 #: visible cases that sit on it and, where given, ``side(case)``: every seed's hidden cases show each side the
 #: visible ones show (tests/test_case_variants.py).
 EDGES = {
-    "ch06_q1_crossover_context": (
-        {"rule": "round up: the first whole context whose cache read reaches the weights (exactly on a whole "
-                 "context, one byte of weights short of it, one byte past it)",
-         "visible": tuple(c["label"] for c in Q1_EDGES), "side": crossover_side},
-    ),
-    "ch06_q5_optimisation": (
-        {"rule": "a tie is weight-dominated (weights >= cache read: 'quantise_weights'); one byte either side",
-         "visible": tuple(c["label"] for c in Q5_EDGES), "side": tie_side},
-        {"rule": "the larger read decides: cases where the cache dtype and head_dim move the cache's read across "
-                 "the weights'", "visible": ("Llama 3.1 8B with an fp8 cache: batch 16, 8,192 tokens",
-                                             "GPT-2 large (MHA, head_dim 64): batch 6, 1,024 tokens")},
-    ),
+    "ch06_q1_crossover_context": (ROUND_UP_EDGE.listing(crossover_side),),
+    "ch06_q5_optimisation": (TIE_EDGE.listing(tie_side), LARGER_READ_EDGE.listing()),
 }
 
 
@@ -365,7 +361,7 @@ EXERCISES = exercises(
         params=GEOMETRY_PARAMS + ("batch_size",),
         visible_cases=Q1_VISIBLE,
         hidden_cases=_hidden(_with_batch, edges=True),
-        expected=_q1_expected,
+        expected=crossover_context_expected,
         quantity="crossover_context_tokens",
         slip_inputs=_slip_inputs,
         unit="tokens",
@@ -402,8 +398,8 @@ EXERCISES = exercises(
         function_name="fp8_kv_speedups",
         params=("weight_bytes", "layers", "kv_heads", "head_dim", "batch_size", "short_context", "long_context"),
         visible_cases=Q4_VISIBLE,
-        hidden_cases=_q4_hidden,
-        expected=_q4_expected,
+        hidden_cases=fp8_speedups_hidden,
+        expected=fp8_speedups_expected,
         answer=Tuple((Float(rel_tol=STEP_TOLERANCE), Float(rel_tol=STEP_TOLERANCE))),
         quantity="fp8_speedups",
         slip_inputs=lambda case: dict(case["kwargs"]),
@@ -415,8 +411,8 @@ EXERCISES = exercises(
         function_name="optimisation_for",
         params=GEOMETRY_PARAMS + ("seq_len", "batch_size"),
         visible_cases=Q5_VISIBLE,
-        hidden_cases=_q5_hidden,
-        expected=_q5_expected,
+        hidden_cases=optimisation_hidden,
+        expected=optimisation_expected,
         answer=Choice(OPTIONS),
         quantity="optimisation_choice",
         slip_inputs=_slip_inputs,

@@ -36,7 +36,7 @@ from kvlib import planner
 
 from .answers import Float
 from .cases import short
-from .core import Exercise, exercises
+from .schema import Edge, Exercise, exercises
 
 GEOMETRY = ("layers", "kv_heads", "head_dim", "dtype_bytes")
 Q1_PARAMS = GEOMETRY + ("context", "tp")
@@ -75,16 +75,21 @@ def plan_case(model, gpu, *, tp, users, context, itl_ms, label, gpus_per_node=8,
     return {"label": label, "kwargs": kwargs, "context": context_}
 
 
+#: The edges the plans of exercises 1 and 3 sit on (the same visible plans line up across exercises 1-3)
+HEADS_PER_GPU_EDGE = Edge("each GPU keeps kv_heads // tp heads, and at least one whole head past tp = K")
+TP_OVERHEAD_EDGE = Edge("multiply by 1 + tp_overhead only when tp > 1")
 VISIBLE = (
-    plan_case("qwen2.5-32b", "A100-80GB", tp=8, users=500, context=16384, itl_ms=80,
-              label="Qwen2.5 32B, 500 users at 16,384 tokens, 80 ms, 8 x A100-80GB, TP 8"),
-    plan_case("qwen2.5-32b", "A100-80GB", tp=4, users=500, context=16384, itl_ms=80,
-              label="the same plan with two TP-4 replicas per node"),
-    plan_case("llama-3.1-8b", "H100-SXM", tp=1, users=2000, context=4096, itl_ms=30,
-              label="Llama 3.1 8B, 2,000 users at 4,096 tokens, 30 ms, 8 x H100, TP 1 (eight replicas)"),
+    HEADS_PER_GPU_EDGE.on(plan_case("qwen2.5-32b", "A100-80GB", tp=8, users=500, context=16384, itl_ms=80,
+                                    label="Qwen2.5 32B, 500 users at 16,384 tokens, 80 ms, 8 x A100-80GB, TP 8")),
+    HEADS_PER_GPU_EDGE.on(TP_OVERHEAD_EDGE.on(plan_case("qwen2.5-32b", "A100-80GB", tp=4, users=500, context=16384,
+                                                        itl_ms=80, label="the same plan with two TP-4 replicas per node"))),
+    TP_OVERHEAD_EDGE.on(plan_case("llama-3.1-8b", "H100-SXM", tp=1, users=2000, context=4096, itl_ms=30,
+                                  label="Llama 3.1 8B, 2,000 users at 4,096 tokens, 30 ms, 8 x H100, TP 1 "
+                                        "(eight replicas)")),
     # TP > K on a model vLLM starts at TP 8 (16 query heads; Qwen2.5 7B's 28 are not divisible by 8)
-    plan_case("qwen2.5-3b", "H100-SXM", tp=8, users=2000, context=8192, itl_ms=40,
-              label="Qwen2.5 3B (2 KV heads), 2,000 users at 8,192 tokens, 40 ms, 8 x H100, TP 8"),
+    HEADS_PER_GPU_EDGE.on(plan_case("qwen2.5-3b", "H100-SXM", tp=8, users=2000, context=8192, itl_ms=40,
+                                    label="Qwen2.5 3B (2 KV heads), 2,000 users at 8,192 tokens, 40 ms, 8 x H100, "
+                                          "TP 8")),
     plan_case("qwen2.5-3b", "H100-SXM", tp=4, users=2000, context=8192, itl_ms=40,
               label="Qwen2.5 3B, the same plan with two TP-4 replicas per node"),
     # the geometry and the cache dtype are inputs: a 64-wide head and a 1-byte cache
@@ -127,7 +132,10 @@ def _pool_edge_cases(model, gpu, tp, users, context, itl_ms, name, hidden=False)
 
 #: Exercise 2's edge, visible: Llama 3.1 8B on one H100 (0.92 x 85,018,877,624 B = 78,217,367,414.08 B: the
 #: budget's rounding decides a sequence when the pool is exactly whole sequences)
-VISIBLE += tuple(_pool_edge_cases("llama-3.1-8b", "H100-SXM", 1, 2000, 4096, 30, "Llama 3.1 8B, 4,096 tokens, TP 1"))
+BUDGET_EDGE = Edge("the budget gpu_memory_bytes x utilization rounded up to a whole byte, then whole sequences "
+                   "(floor): a pool of exactly whole sequences, and one byte short of it")
+VISIBLE += BUDGET_EDGE.on_each(_pool_edge_cases("llama-3.1-8b", "H100-SXM", 1, 2000, 4096, 30,
+                                                "Llama 3.1 8B, 4,096 tokens, TP 1"))
 
 
 def nodes_edge_cases(plan: dict, base_nodes: int, name: str = "", hidden: bool = False) -> tuple:
@@ -266,7 +274,7 @@ def _kv_per_seq_gpu(case) -> int:
 def _per_seq(case, earlier):
     """One sequence's bytes per GPU: the number the learner's own q1 gave on this case (builds_on: a float, a
     numpy scalar's or a bool's number, 0 included), or kvlib's when q1 gave none. A 0 leaves q2 and q4 nothing
-    to divide by: ``core`` excuses those cases (the slip is charged in q1 only)."""
+    to divide by: ``judge`` excuses those cases (the slip is charged in q1 only)."""
     return earlier if earlier is not None else _kv_per_seq_gpu(case)
 
 
@@ -333,13 +341,18 @@ def _nodes_inputs(case) -> dict:
 
 
 #: Exercise 4's visible cases: the plans (lined up with q1's), then its "return 0" edge on Llama 3.1 8B at TP 1
-Q4_VISIBLE = VISIBLE + _itl_edge_cases(VISIBLE[2], 2, "Llama 3.1 8B on one H100")
+RETURN_ZERO_EDGE = Edge("no sequence meets the target: return 0 (the formula negative, or floored to 0); one that "
+                        "does: 1")
+Q4_VISIBLE = VISIBLE + RETURN_ZERO_EDGE.on_each(_itl_edge_cases(VISIBLE[2], 2, "Llama 3.1 8B on one H100"))
 
 #: Exercise 5's own visible cases: the plans, then its edges on the first plan (124 sequences a node): the
 #: users' ceiling at 10 nodes' worth (x 1.3 = 13 exactly), and a whole spiked count that floating point stores
 #: a hair above it (50 x 1.1 = 55, stored as 55.00000000000001: math.ceil alone gives 56)
-Q5_VISIBLE = (VISIBLE + nodes_edge_cases(VISIBLE[0], 10, "Qwen2.5 32B, TP 8")
-              + nodes_edge_cases(_with_spike(VISIBLE[0], 1.1), 50, "Qwen2.5 32B, TP 8"))
+NODES_EDGE = Edge("the users' nodes rounded up: exactly whole nodes' worth, one user short, one past")
+SPIKE_EDGE = Edge("the spiked count rounded up, a whole one kept whole (50 x 1.1 = 55, stored as 55.00000000000001)")
+_SPIKED = nodes_edge_cases(_with_spike(VISIBLE[0], 1.1), 50, "Qwen2.5 32B, TP 8")
+Q5_VISIBLE = (VISIBLE + NODES_EDGE.on_each(nodes_edge_cases(VISIBLE[0], 10, "Qwen2.5 32B, TP 8"))
+              + (SPIKE_EDGE.on(_SPIKED[0]),) + _SPIKED[1:])
 
 
 #: The edges the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), each
@@ -394,42 +407,11 @@ def spike_side(case) -> str | None:
 #: the visible ones show. Exercise 4's floor at an exact tie is not an edge here: where the target is met
 #: exactly, the float order of the learner's arithmetic decides it, not the text.
 EDGES = {
-    "ch07_q1_kv_per_sequence_per_gpu": (
-        {"rule": "each GPU keeps kv_heads // tp heads, and at least one whole head past tp = K", "visible": (
-            "the same plan with two TP-4 replicas per node",
-            "Qwen2.5 32B, 500 users at 16,384 tokens, 80 ms, 8 x A100-80GB, TP 8",
-            "Qwen2.5 3B (2 KV heads), 2,000 users at 8,192 tokens, 40 ms, 8 x H100, TP 8"), "side": tp_side},
-    ),
-    "ch07_q2_sequences_by_memory": (
-        {"rule": "the budget gpu_memory_bytes x utilization rounded up to a whole byte, then whole sequences "
-                 "(floor): a pool of exactly whole sequences, and one byte short of it",
-         "visible": ("Llama 3.1 8B, 4,096 tokens, TP 1, an overhead of 3,101,044,599 B: the pool is exactly a whole "
-                     "number of sequences",
-                     "Llama 3.1 8B, 4,096 tokens, TP 1, an overhead of 3,101,044,600 B: the pool is one byte short "
-                     "of a whole number of sequences"), "side": pool_side},
-    ),
-    "ch07_q3_itl_ms": (
-        {"rule": "multiply by 1 + tp_overhead only when tp > 1", "visible": (
-            "Llama 3.1 8B, 2,000 users at 4,096 tokens, 30 ms, 8 x H100, TP 1 (eight replicas)",
-            "the same plan with two TP-4 replicas per node"), "side": overhead_side},
-    ),
-    "ch07_q4_sequences_by_itl": (
-        {"rule": "no sequence meets the target: return 0 (the formula negative, or floored to 0); one that does: 1",
-         "visible": ("Llama 3.1 8B on one H100, a 6.1646 ms target: the weights alone miss it",
-                     "Llama 3.1 8B on one H100, a 6.964 ms target: the weights meet it, one sequence more does not",
-                     "Llama 3.1 8B on one H100, a 7.0785 ms target: one sequence meets it"), "side": zero_side},
-    ),
-    "ch07_q5_nodes": (
-        {"rule": "the users' nodes rounded up: exactly whole nodes' worth, one user short, one past",
-         "visible": ("Qwen2.5 32B, TP 8, 1,240 users: exactly 10 nodes' worth (124 sequences a node), spike x 1.3",
-                     "Qwen2.5 32B, TP 8, 1,239 users: one user short of 10 nodes' worth (124 sequences a node), "
-                     "spike x 1.3",
-                     "Qwen2.5 32B, TP 8, 1,241 users: one user past 10 nodes' worth (124 sequences a node), "
-                     "spike x 1.3"), "side": users_side},
-        {"rule": "the spiked count rounded up, a whole one kept whole (50 x 1.1 = 55, stored as 55.00000000000001)",
-         "visible": ("Qwen2.5 32B, TP 8, 6,200 users: exactly 50 nodes' worth (124 sequences a node), spike x 1.1",),
-         "side": spike_side},
-    ),
+    "ch07_q1_kv_per_sequence_per_gpu": (HEADS_PER_GPU_EDGE.listing(tp_side),),
+    "ch07_q2_sequences_by_memory": (BUDGET_EDGE.listing(pool_side),),
+    "ch07_q3_itl_ms": (TP_OVERHEAD_EDGE.listing(overhead_side),),
+    "ch07_q4_sequences_by_itl": (RETURN_ZERO_EDGE.listing(zero_side),),
+    "ch07_q5_nodes": (NODES_EDGE.listing(users_side), SPIKE_EDGE.listing(spike_side)),
 }
 
 

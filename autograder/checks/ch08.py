@@ -35,7 +35,7 @@ from kvlib.vllm.bundled import bundled_cpu_start
 from kvlib.vllm.mismatch import MISMATCH_CAUSES, block_range, classify_block_mismatch
 
 from .answers import INT, Choice, Float, Tuple
-from .core import Exercise, exercises
+from .schema import Edge, Exercise, exercises
 
 HIDDEN_NOTE_LOG = ("(Hidden cases: the same bundled logs with ANSI colours, docker-compose or process prefixes, "
                    "Windows line ends, and other printed figures.)")
@@ -262,6 +262,9 @@ def range_slip_inputs(case: dict) -> dict:
     return dict(case["kwargs"])
 
 
+WINDOW_ENDS_EDGE = Edge("the window [(X - 0.005) 2^30, (X + 0.005) 2^30): its open upper end and its closed lower "
+                        "end, each exactly on a block boundary")
+ONE_WHOLE_HEAD_EDGE = Edge("past tp = K each rank keeps one whole head")
 Q3_VISIBLE = (
     range_case("llama-2-7b", "56.18", "12.log: Llama 2 7B, 56.18 GiB (vLLM printed 7,191 blocks)"),
     range_case("llama-3.1-8b", "3.81", "07.log: Llama 3.1 8B, 3.81 GiB (vLLM printed 1,952 blocks)"),
@@ -269,14 +272,14 @@ Q3_VISIBLE = (
     range_case("llama-3.3-70b", "15.0", "Llama 3.3 70B at TP 4 printing '15.0' GiB per rank (0.14+ drops a "
                "trailing zero)", tp=4),
     range_case("llama-3.1-8b", "3.81", "Llama 3.1 8B, 3.81 GiB, an fp8 cache", dtype_bytes=1),
-    range_case("qwen3-0.6b", "1.57", "Qwen3 0.6B at TP 16: more ranks than KV heads", tp=16),
+    ONE_WHOLE_HEAD_EDGE.on(range_case("qwen3-0.6b", "1.57", "Qwen3 0.6B at TP 16: more ranks than KV heads", tp=16)),
     # the window's two edges, exactly on a block boundary (Llama 3.1 8B's block: 2 x 32 x 8 x 128 x 2 x 16 =
     # 2 MiB, and 53.375 GiB = 27,328 blocks): the open upper end of "53.37" is not a byte it stands for
     # (27,327 at most), the closed lower end of "53.38" is (27,328 at least)
-    range_case("llama-3.1-8b", "53.37", "Llama 3.1 8B, 53.37 GiB: the window's open upper end, 53.375 GiB, "
-               "is exactly 27,328 blocks"),
-    range_case("llama-3.1-8b", "53.38", "Llama 3.1 8B, 53.38 GiB: the window's closed lower end, 53.375 GiB, "
-               "is exactly 27,328 blocks"),
+    WINDOW_ENDS_EDGE.on(range_case("llama-3.1-8b", "53.37", "Llama 3.1 8B, 53.37 GiB: the window's open upper end, "
+                                   "53.375 GiB, is exactly 27,328 blocks")),
+    WINDOW_ENDS_EDGE.on(range_case("llama-3.1-8b", "53.38", "Llama 3.1 8B, 53.38 GiB: the window's closed lower "
+                                   "end, 53.375 GiB, is exactly 27,328 blocks")),
     range_case("gpt2-large", "12.34", "GPT-2 large (MHA, head_dim 64), 12.34 GiB, an fp32 cache in 32-token blocks",
                dtype_bytes=4, block_size=32),
 )
@@ -355,16 +358,21 @@ def cause_expected(case: dict) -> str:
     return classify_block_mismatch(*(case["kwargs"][p] for p in CAUSE_PARAMS))
 
 
+ROUNDING_SLACK_EDGE = Edge("rounding: at most 2 blocks outside the window (2 past, 3 past, 2 below)")
+CAUSE_ORDER_EDGE = Edge("the causes in the table's order: the first that fits wins")
 Q4_VISIBLE = (
     cause_case("llama-2-7b", "56.18", 7191, "12.log as printed: 7,191 blocks"),
-    cause_case("llama-2-7b", "56.18", 7193, "12.log with the count changed to 7,193 (a labelled perturbation)",
-               hint="two blocks past the window: the pool was not sized from exactly the printed figure."),
-    cause_case("llama-2-7b", "56.18", 7194, "12.log with the count changed to 7,194: three past the window",
-               hint="rounding covers at most 2 blocks outside the window."),
-    cause_case("llama-2-7b", "56.18", 7188, "12.log with the count changed to 7,188: two below the window"),
-    cause_case("llama-2-7b", "56.18", 14382, "12.log had it come from two GPUs: 14,382 blocks", gpus=2),
-    cause_case("llama-3.1-8b", "3.81", 3904, "07.log with an fp8 cache: 3,904 blocks",
-               hint="one byte per element doubles the blocks."),
+    *ROUNDING_SLACK_EDGE.on_each((
+        cause_case("llama-2-7b", "56.18", 7193, "12.log with the count changed to 7,193 (a labelled perturbation)",
+                   hint="two blocks past the window: the pool was not sized from exactly the printed figure."),
+        cause_case("llama-2-7b", "56.18", 7194, "12.log with the count changed to 7,194: three past the window",
+                   hint="rounding covers at most 2 blocks outside the window."),
+        cause_case("llama-2-7b", "56.18", 7188, "12.log with the count changed to 7,188: two below the window"),
+    )),
+    CAUSE_ORDER_EDGE.on(cause_case("llama-2-7b", "56.18", 14382, "12.log had it come from two GPUs: 14,382 blocks",
+                                   gpus=2)),
+    CAUSE_ORDER_EDGE.on(cause_case("llama-3.1-8b", "3.81", 3904, "07.log with an fp8 cache: 3,904 blocks",
+                                   hint="one byte per element doubles the blocks.")),
     cause_case("qwen3-0.6b", "69.66", 10190, "20.log had a backend forced 64-token blocks: 10,190 blocks"),
     cause_case("llama-3.1-8b", "3.81", 1000, "07.log's figure with another model's count: 1,000 blocks"),
     # the dtype and the head width are inputs, not assumptions: an fp8 prediction that agrees, and GPT-2 large
@@ -436,22 +444,8 @@ def slack_side(case) -> str | None:
 #: with the visible cases that sit on it (tests/test_case_variants.py checks that they exist) and, where
 #: given, ``side(case)``: which side a case sits on (hidden cases of every seed show each visible side).
 EDGES = {
-    "ch08_q3_block_range": (
-        {"rule": "the window [(X - 0.005) 2^30, (X + 0.005) 2^30): its open upper end and its closed lower end, "
-                 "each exactly on a block boundary",
-         "visible": ("Llama 3.1 8B, 53.37 GiB: the window's open upper end, 53.375 GiB, is exactly 27,328 blocks",
-                     "Llama 3.1 8B, 53.38 GiB: the window's closed lower end, 53.375 GiB, is exactly 27,328 blocks"),
-         "side": window_side},
-        {"rule": "past tp = K each rank keeps one whole head", "visible": ("Qwen3 0.6B at TP 16: more ranks than KV heads",)},
-    ),
-    "ch08_q4_mismatch_cause": (
-        {"rule": "rounding: at most 2 blocks outside the window (2 past, 3 past, 2 below)",
-         "visible": ("12.log with the count changed to 7,193 (a labelled perturbation)",
-                     "12.log with the count changed to 7,194: three past the window",
-                     "12.log with the count changed to 7,188: two below the window"), "side": slack_side},
-        {"rule": "the causes in the table's order: the first that fits wins", "visible": (
-            "12.log had it come from two GPUs: 14,382 blocks", "07.log with an fp8 cache: 3,904 blocks")},
-    ),
+    "ch08_q3_block_range": (WINDOW_ENDS_EDGE.listing(window_side), ONE_WHOLE_HEAD_EDGE.listing()),
+    "ch08_q4_mismatch_cause": (ROUNDING_SLACK_EDGE.listing(slack_side), CAUSE_ORDER_EDGE.listing()),
 }
 
 

@@ -8,24 +8,26 @@ grade id                               the learner writes
 =====================================  ==============================================================
 ch09_q1_kv_formula                     kv_cache_bytes(layers, kv_heads, head_dim, seq_len, batch,
                                        dtype_bytes) -> int (a function: "write the formula")
-ch09_q2_kv_per_token                   answer_kv_per_token = <bytes>
-ch09_q3_concurrency                    answer_concurrency = <sequences>
-ch09_q4_pool                           answer_pool = <tokens>
+ch09_q2_kv_per_token                   answer_kv_per_token = <bytes, within 0.5%>
+ch09_q3_concurrency                    answer_concurrency = <sequences, exact>
+ch09_q4_pool                           answer_pool = <tokens, within 0.5%>
 ch09_q5_crossover                      answer_crossover = <tokens, within 0.5%>
 ch09_q6_step_time                      answer_step_time = <ms, within 0.5%>
-ch09_q7_mla_vs_gqa                     answer_mla_vs_gqa = <bytes>
-ch09_q8_tp_per_gpu                     answer_tp_per_gpu = <bytes>
-ch09_q9_plan_step                      answer_plan_step = <nodes>
+ch09_q7_mla_vs_gqa                     answer_mla_vs_gqa = <bytes, within 0.5%>
+ch09_q8_tp_per_gpu                     answer_tp_per_gpu = <bytes, within 0.5%>
+ch09_q9_plan_step                      answer_plan_step = <nodes, exact>
 =====================================  ==============================================================
 
 q2-q9 are value exercises (``Exercise(value=True)``): each learner answers their
 own problem, ``kvcoach.drills.student_problem(student, topic)`` with the topics of
 ``kvcoach.drills.GRADED_TOPICS`` in this order, the student being
 ``current_student()`` in the kernel and the submission's student in the grader.
-A number is right when it equals kvlib's answer (ints: bytes, tokens,
-sequences, nodes) or lies within the problem's tolerance (crossover and step
-time: 0.5%); a wrong one is named by ``kvcoach.slips`` (the same catalogue as
-``Problem.check``). The graded answer is the learner's own arithmetic: a value
+The rule is the drills' own (issue 50 §1): a number, or text in any notation
+``kvcoach.drills.read_answer`` reads ('16.6 GB', '1.66e10'), is right within the
+tolerance its question states (``kvcoach.drills.tolerance_for``: 0.5%, exact for
+sequences and nodes, whose rounding is asked); a wrong one is named by
+``kvcoach.slips`` at the same tolerance (the same catalogue as ``Problem.check``).
+The graded answer is the learner's own arithmetic: a value
 equal to the answer of their own problem after code of theirs read it from the
 drill object (``student_problem(me, topic).answer``, the answer ``check`` shows,
 ``repr``) is refused with a one-line reason, in the kernel and in the outside
@@ -36,21 +38,24 @@ bundled models' geometry; its hidden cases vary the model, dtype_bytes
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import kvlib as kv
-from kvcoach.drills import GRADED_TOPICS, generate
+from kvcoach.drills import GRADED_TOPICS, generate, read_answer
 
 from .answers import Number
 from .cases import (
     bytes_per_token,
     drill_answer,
     drill_cases,
+    drill_label,
     drill_slip_inputs,
     geometry_case,
     geometry_hidden,
     no_hidden_cases,
     random_seq_len,
 )
-from .core import Exercise, exercises, legacy_checks
+from .schema import Exercise, exercises
 
 Q1_PARAMS = ("layers", "kv_heads", "head_dim", "seq_len", "batch", "dtype_bytes")
 HIDDEN_NOTE_Q1 = "(Hidden cases use other models' geometry, dtype_bytes of 1, 2 or 4, other lengths and batches.)"
@@ -64,12 +69,12 @@ Q1_VISIBLE = (
 )
 
 
-def _q1_expected(case: dict) -> int:
+def kv_total_expected(case: dict) -> int:
     k = case["kwargs"]
     return kv.kv_bytes_total(bytes_per_token(case), k["seq_len"], k["batch"])
 
 
-def _q1_slip_inputs(case: dict) -> dict:
+def kv_total_slip_inputs(case: dict) -> dict:
     """kvcoach.slips' keywords for kv_bytes_total (it names the batch ``batch_size``)."""
     inputs = {k: v for k, v in case["kwargs"].items() if k != "batch"}
     inputs["batch_size"] = case["kwargs"]["batch"]
@@ -80,6 +85,33 @@ def _q1_slip_inputs(case: dict) -> dict:
 def _with_length_and_batch(rng, case):
     case["kwargs"]["seq_len"] = random_seq_len(rng, case)
     case["kwargs"]["batch"] = rng.randint(1, 256)
+
+
+@dataclass(frozen=True)
+class DrillNumber(Number):
+    """A graded drill answer, read as ``kvlib drill`` and drill mode read one (issue 50 §1: one rule for every
+    drill answer): a number, or text in any notation the drills read ('16.6 GB', '1.66e10', '16,600,000,000'),
+    within the tolerance the question states."""
+
+    units: str = ""
+
+    def read(self, value):
+        """The number ``value`` names (text read by ``kvcoach.drills.read_answer``), a float where a tolerance
+        applies (so a slip is named within it, as ``Problem.check`` names it); anything else as it is."""
+        if type(value) is str:
+            number, problem, _ = read_answer(value, self.units)
+            if problem:
+                return value
+            value = number
+        if self.rel_tol and type(value) is int:
+            return float(value)
+        return value
+
+    def wrong_type(self, fn: str, type_name_: str) -> str:
+        if type_name_ == "builtins.str":
+            return (f"{fn} is text that is not a number in {self.units}: write the number (16640000000, 16.64e9) "
+                    f"or the number and its unit ('16.64 GB'), as kvlib drill reads it.")
+        return super().wrong_type(fn, type_name_)
 
 
 def drill_exercise(number: int, topic: str) -> Exercise:
@@ -95,7 +127,7 @@ def drill_exercise(number: int, topic: str) -> Exercise:
         visible_cases=drill_cases(topic),
         hidden_cases=no_hidden_cases,
         expected=drill_answer,
-        answer=Number(rel_tol=sample.tolerance),
+        answer=DrillNumber(rel_tol=sample.tolerance, units=sample.units),
         quantity=sample.quantity,
         slip_inputs=drill_slip_inputs,
         unit=sample.units,
@@ -114,7 +146,7 @@ _TOLERANCE_EDGE = {"rule": "to 0.5% of the answer (math.isclose's relative toler
 _EXACT_EDGE = {"rule": "exact: one unit more or fewer fails, named as off by one (or, on a count the text "
                        "floors or ceils, as the rounding taken the other way)", "visible": ()}
 EDGES = {f"ch09_q{n}_{topic}": (dict(_TOLERANCE_EDGE if generate(topic, 0).tolerance else _EXACT_EDGE,
-                                     visible=(f"your {topic} question",)),)
+                                     visible=(drill_label(topic),)),)
          for n, topic in enumerate(GRADED_TOPICS, start=2)}
 
 
@@ -125,12 +157,10 @@ EXERCISES = exercises(
         params=Q1_PARAMS,
         visible_cases=Q1_VISIBLE,
         hidden_cases=geometry_hidden(_with_length_and_batch),
-        expected=_q1_expected,
+        expected=kv_total_expected,
         quantity="kv_bytes_total",
-        slip_inputs=_q1_slip_inputs,
+        slip_inputs=kv_total_slip_inputs,
         hidden_note=HIDDEN_NOTE_Q1,
     ),
     *(drill_exercise(n, topic) for n, topic in enumerate(GRADED_TOPICS, start=2)),
 )
-
-__getattr__ = legacy_checks(EXERCISES)

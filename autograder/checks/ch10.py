@@ -25,7 +25,7 @@ import random
 
 import kvlib as kv
 
-from .core import Exercise, exercises
+from .schema import Edge, Exercise, exercises
 
 HYBRIDS = ("qwen3-next-80b-a3b", "nemotron-h-56b", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
 DSA_MODELS = ("deepseek-v3.2", "glm-5", "deepseek-v3")
@@ -64,12 +64,13 @@ def _hybrid_expected(case: dict) -> int:
                                                                                  tp=k["tp"])
 
 
+KV_HEADS_EDGE = Edge("each GPU keeps K // t KV heads, at least one: TP past the KV heads copies them")
 Q1_VISIBLE = (
-    _hybrid_case("qwen3-next-80b-a3b", 4096, 1),
+    KV_HEADS_EDGE.on(_hybrid_case("qwen3-next-80b-a3b", 4096, 1)),
     _hybrid_case("nemotron-h-56b", 8192, 4,
                  hint="each GPU of a TP group keeps its share of every state layer: state_bytes_per_layer / tp."),
-    _hybrid_case("qwen3-next-80b-a3b", 32768, 4,
-                 hint="2 KV heads over 4 GPUs: each GPU keeps one whole KV head (K / t, at least 1)."),
+    KV_HEADS_EDGE.on(_hybrid_case("qwen3-next-80b-a3b", 32768, 4,
+                                  hint="2 KV heads over 4 GPUs: each GPU keeps one whole KV head (K / t, at least 1).")),
     _hybrid_case("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", 1000, 2,
                  hint="the state is the same at any context: count it once, not per token."),
     _hybrid_case("nemotron-h-56b", 1, 8),
@@ -145,10 +146,11 @@ def _crossover_expected(case: dict) -> int:
     return kv.state_crossover_tokens(k["state_bytes"], k["bytes_per_token"], k["dense_bytes_per_token"])
 
 
+CEIL_EDGE = Edge("the crossover rounds up: a quotient that is a whole number stays, any fraction takes the next token")
 Q3_VISIBLE = (
-    _crossover_case("qwen3-next-80b-a3b", 1),                                   # 536.0: exactly on a whole token
-    _crossover_case("qwen3-next-80b-a3b", 1, "llama-3.3-70b",
-                    hint="the first whole context at which the hybrid holds no more: round up."),   # 130.4 -> 131
+    CEIL_EDGE.on(_crossover_case("qwen3-next-80b-a3b", 1)),                     # 536.0: exactly on a whole token
+    CEIL_EDGE.on(_crossover_case("qwen3-next-80b-a3b", 1, "llama-3.3-70b",
+                                 hint="the first whole context at which the hybrid holds no more: round up.")),  # 130.4
     _crossover_case("nemotron-h-56b", 4, hint="the hybrid keeps KV too: subtract its bytes per token."),
     _crossover_case("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", 2, "llama-3.1-8b"),
 )
@@ -169,16 +171,8 @@ def _crossover_hidden(seed: int) -> tuple:
 
 
 EDGES = {
-    "ch10_q1_hybrid_sequence_bytes_per_gpu": (
-        {"rule": "each GPU keeps K // t KV heads, at least one: TP past the KV heads copies them",
-         "visible": ("Qwen3-Next-80B-A3B-Thinking, 4,096 tokens, TP 1",
-                     "Qwen3-Next-80B-A3B-Thinking, 32,768 tokens, TP 4")},
-    ),
-    "ch10_q3_state_crossover": (
-        {"rule": "the crossover rounds up: a quotient that is a whole number stays, any fraction takes the next token",
-         "visible": ("Qwen3-Next-80B-A3B-Thinking against its all-attention twin, TP 1",
-                     "Qwen3-Next-80B-A3B-Thinking against Llama-3.3-70B-Instruct, TP 1")},
-    ),
+    "ch10_q1_hybrid_sequence_bytes_per_gpu": (KV_HEADS_EDGE.listing(),),
+    "ch10_q3_state_crossover": (CEIL_EDGE.listing(),),
 }
 
 

@@ -32,6 +32,18 @@ SLIP_WORDS = {
     "ridge_as_batch": ("the ridge point is FLOPs per byte, not a batch: with {dtype_bytes:g}-byte weights a sequence "
                        "adds 2 / b FLOP per weight byte, so the batch is ridge x b / 2.",
                        "the ridge point is FLOP per byte, not a batch."),
+    "moe_coverage_forgotten": ("a mixture of experts reads only the experts its batch touches, and each token works "
+                               "with its own {top_k} of {num_experts}: the experts' intensity is 2 k B / (E_B b), "
+                               "so they reach the ridge near E / k times the dense batch, once the batch covers "
+                               "them.",
+                               "a mixture of experts' experts reach the ridge only once the batch covers them."),
+    "moe_total_weights": ("at batch 1 a mixture of experts reads only its active experts: a target step costs "
+                          "W_one, not the total weights, and the verify of gamma + 1 tokens touches more experts "
+                          "(W_verify).",
+                          "a MoE target step reads its active experts, and the verify reads more."),
+    "moe_verify_as_one_step": ("the verify of {draft_tokens} + 1 tokens touches more experts than one token: it "
+                               "costs W_verify / W_one target steps, not one.",
+                               "a MoE verify reads more experts than one token's step."),
     "batch_rounded_down": ("the first batch that reaches the ridge is the ceiling: one sequence fewer stays below it.",
                            "round the batch up: the first batch that reaches the ridge."),
     "per_replica_not_per_gpu": ("that is the whole replica's rate; it runs on {tp} GPUs, so per GPU divide by {tp}.",
@@ -69,6 +81,10 @@ SLIP_WORDS = {
     "no_bonus_token": ("the target's own token comes with every verification: expected tokens are (1 - alpha^(gamma + "
                        "1)) / (1 - alpha), counting it.",
                        "the target's own token per verification is missing."),
+    "acceptance_exponent_gamma": ("the exponent is gamma + 1, not gamma: a verification yields up to gamma + 1 tokens "
+                                  "(the {draft_tokens} drafts and the target's own), so the expected "
+                                  "count is (1 - alpha^(gamma + 1)) / (1 - alpha); alpha^gamma counts one token fewer.",
+                                  "the exponent is gamma + 1, not gamma: (1 - alpha^(gamma + 1)) / (1 - alpha)."),
     "acceptance_linear": ("acceptance stops at the first rejected token: the expected count is the geometric sum (1 - "
                           "alpha^(gamma + 1)) / (1 - alpha), not 1 + gamma x alpha.",
                           "the expected count is a geometric sum."),
@@ -124,9 +140,12 @@ def _q_ridge_batch(i):
     from fractions import Fraction
     sv = _serving()
     f, bw, b = i["peak_flop_per_s"], i["bandwidth_bytes_per_s"], i["dtype_bytes"]
-    expected = sv.ridge_batch(f, bw, b)
+    experts = (i["num_experts"], i["top_k"]) if i.get("num_experts") else ()
+    expected = sv.ridge_batch(f, bw, b, *experts)
     exact = Fraction(f) * Fraction(b) / (2 * Fraction(bw))
-    slips = [("ridge_no_factor_2", sv.ridge_batch(f, bw, 2 * b))]
+    slips = [("ridge_no_factor_2", sv.ridge_batch(f, bw, 2 * b, *experts))]
+    if experts:
+        slips.append(("moe_coverage_forgotten", sv.ridge_batch(f, bw, b)))
     if b != 2:      # with 2-byte weights the ridge is the batch itself: no slip
         slips += [("ridge_as_batch", math.ceil(Fraction(f, bw))), ("ridge_as_batch", math.floor(Fraction(f, bw)))]
     slips += [("batch_rounded_down", math.floor(exact)), ("batch_rounded_down", round(exact))]
@@ -210,6 +229,8 @@ def _q_cached_ttft_ms(i):
     slips = [("partial_block_shared", ms(t - s)), ("no_cache", ms(t)), ("hit_not_miss", ms(hit)),
              ("ignored_mfu", ms(t - hit, util=1)), ("prefill_missing_factor_2", expected / 2),
              ("mfu_multiplied", expected * mfu * mfu), ("seconds_for_ms", expected / 1e3)]
+    if i.get("total_params") and i["total_params"] != p:      # a mixture of experts: all its parameters counted
+        slips.append(("moe_total_params", sv.prefill_seconds(i["total_params"], t - hit, f, mfu) * 1e3))
     return expected, [(k, v) for k, v in slips if not close(v, expected, 1e-9)]
 
 
@@ -230,10 +251,15 @@ def _q_spec_speedup(i):
     sv = _serving()
     a, g = i["acceptance"], i["draft_tokens"]
     c = i["draft_weight_bytes"] / i["weight_bytes"]
+    v = i.get("verify_weight_bytes", i["weight_bytes"]) / i["weight_bytes"]   # a MoE verify touches more experts
     e = sv.speculative_expected_tokens(a, g)
-    expected = sv.speculative_speedup(a, g, c)
-    slips = [("draft_cost_ignored", e), ("no_bonus_token", (e - 1) / (g * c + 1)),
-             ("acceptance_linear", (1 + g * a) / (g * c + 1)), ("acceptance_linear", 1 + g * a)]
+    expected = sv.speculative_speedup(a, g, c, v)
+    slips = [("draft_cost_ignored", e), ("no_bonus_token", (e - 1) / (g * c + v)),
+             ("acceptance_linear", (1 + g * a) / (g * c + v)), ("acceptance_linear", 1 + g * a),
+             ("acceptance_exponent_gamma", sv.speculative_expected_tokens(a, g - 1) / (g * c + v))]
+    if "verify_weight_bytes" in i:
+        slips += [("moe_verify_as_one_step", sv.speculative_speedup(a, g, c)),
+                  ("moe_total_weights", sv.speculative_speedup(a, g, i["draft_weight_bytes"] / i["total_weight_bytes"]))]
     return expected, [(k, v) for k, v in slips if not close(v, expected, 1e-9)]
 
 

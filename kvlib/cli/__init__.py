@@ -26,7 +26,7 @@ from ..dtypes import KV_DTYPES
 from ..gpus import GPUS
 from ..info import InfoError, info_report
 from ..spec import ParamsError
-from ..units import GB, format_bytes, format_gb_gib
+from ..units import format_bytes, format_gb_gib
 from . import plan, vllm_log
 from .common import Parser as _Parser, UsageError, print_table as _print_table
 
@@ -201,14 +201,23 @@ def _billions(n) -> str:
 
 
 def _cmd_gpus(args):
-    rows = [dict(vars(g), ridge_flop_per_byte=round(g.ridge_flop_per_byte, 1)) for g in GPUS.values()]
+    rows = [dict(vars(g), label=g.label, ridge_flop_per_byte=round(g.ridge_flop_per_byte, 1)) for g in GPUS.values()]
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print(f"{'gpu':<10} {'label':>8} {'CUDA reports':>24} {'HBM':>10} {'bf16 dense':>12}")
+
+    def peak(x):
+        return "-" if x is None else f"{x / 1e12:,.0f}TF/s"
+
+    print(f"{'gpu':<12} {'label':>8} {'CUDA reports':>30} {'HBM':>10} {'bf16 dense':>12} {'fp8 dense':>12} "
+          f"{'fp4 dense':>12} {'GPU link':>10}")
     for g in GPUS.values():
-        print(f"{g.name:<10} {g.memory_bytes / GB:>5.0f} GB {format_gb_gib(g.cuda_memory_bytes):>24} "
-              f"{g.bandwidth_bytes_per_s / 1e12:>6.2f}TB/s {g.bf16_flop_per_s / 1e12:>8.0f}TF/s")
+        link = "-" if g.interconnect_bytes_per_s is None else f"{g.interconnect_bytes_per_s / 1e12:g}TB/s"
+        print(f"{g.name:<12} {g.label:>8} {format_gb_gib(g.cuda_memory_bytes):>30} "
+              f"{g.bandwidth_bytes_per_s / 1e12:>6.2f}TB/s {peak(g.bf16_flop_per_s):>12} {peak(g.fp8_flop_per_s):>12} "
+              f"{peak(g.fp4_flop_per_s):>12} {link:>10}")
+    print("dense FLOP/s (no 2:4 sparsity); GPU link: NVLink / Infinity Fabric per GPU, both directions; "
+          "GB200-NVL72 is the whole 72-GPU domain")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -20,8 +20,10 @@ from ..planner import (
     DEFAULT_UTILIZATION,
     Plan,
     PlanError,
+    RequestPlan,
     _number,
     plan_capacity,
+    plan_requests,
 )
 from ..units import GB, GiB, format_gb_gib
 from .common import UsageError, print_table
@@ -88,6 +90,41 @@ def plan_rows(p: Plan) -> list[tuple[str, str]]:
     return rows
 
 
+def request_rows(r: RequestPlan) -> list[tuple[str, str]]:
+    """The request-based plan as (label, value) rows.
+
+    >>> rows = dict(request_rows(plan_requests("llama-3.3-70b", rate_per_s=10, prompt_tokens=2000,
+    ...                                        output_tokens=300, itl_ms=50, ttft_ms=1000)))
+    >>> rows["1. Little's law"]
+    '10 req/s x (1,000 ms + 300 x 50 ms) = 160.0 requests in flight'
+    """
+    d, ms = r.decode, 1e3
+    p95 = (f" (p95 {r.prompt_tokens_p95:,} in, {r.output_tokens_p95:,} out)"
+           if (r.prompt_tokens_p95, r.output_tokens_p95) != (r.prompt_tokens, r.output_tokens) else "")
+    return [
+        ("requirement", f"{r.model}: {r.rate_per_s:g} req/s, {r.prompt_tokens:,} prompt + {r.output_tokens:,} output "
+                        f"tokens{p95}, TTFT <= {r.ttft_target_s * ms:g} ms, ITL <= {r.itl_target_s * ms:g} ms, "
+                        f"prefix hits {r.prefix_hit_rate:.0%}"),
+        ("1. Little's law", f"{r.rate_per_s:g} req/s x ({r.ttft_target_s * ms:,.0f} ms + {r.output_tokens:,} x "
+                            f"{r.itl_target_s * ms:g} ms) = {r.concurrency:,.1f} requests in flight"),
+        ("1. cache per request", f"{r.mean_context:,} tokens on average (prompt + output / 2): "
+                                 f"{_gb(d.kv_bytes_per_sequence)}"),
+        ("2. p95 ITL margin", f"one {r.token_budget}-token chunk: {r.itl_margin_s * ms:.1f} ms held back"),
+        ("2. per replica", f"memory {d.sequences_per_replica_by_memory:,}, ITL {d.sequences_per_replica_by_latency:,} "
+                           f"(all-reduce modelled: {d.allreduce_s_per_step * ms:.2f} ms a step), after the TTFT "
+                           f"cut {r.max_sequences_per_replica:,}"),
+        ("3. TTFT at p95", f"{r.prefill_steps_p95} step(s) for the prompt's uncached tokens: "
+                           f"{r.ttft_s_p95 * ms:,.0f} ms"),
+        ("4. prefill", f"{r.prefill_tokens_per_s_per_replica:,.0f} prompt tokens/s per replica at "
+                       f"{r.sequences_per_replica:,} sequences each"),
+        ("5. nodes", f"{r.nodes_for_decode} for the sequences, {r.nodes} with the prompts kept up with "
+                     f"({r.binding_constraint} binds)"),
+        ("5. with headroom", f"{r.nodes_with_headroom} nodes ({r.nodes_with_headroom * d.gpus_per_node:,} x {d.gpu})"),
+        ("assumptions", f"MFU {r.mfu:g} for prefill, token budget {r.token_budget} a step, efficiency "
+                        f"{d.efficiency:g}, all-reduce 2 per layer; queueing left to the spike headroom"),
+    ]
+
+
 def _forward_defaults(args) -> tuple[int | None, int | None, float]:
     """Weights, overhead per GPU and utilization as vLLM will size them (``kvlib.vllm.forecast_pool``), for
     whichever of --weight-bytes/--num-params/--weight-dtype, --overhead and --utilization were not given: the
@@ -118,11 +155,40 @@ def _forward_defaults(args) -> tuple[int | None, int | None, float]:
 def _cmd_plan(args):
     if args.weight_bytes is not None and args.num_params is not None:
         raise UsageError("kvlib plan: give --weight-bytes or --num-params, not both")
+    request_flags = {"--rate": args.rate, "--prompt-tokens": args.prompt_tokens, "--output-tokens": args.output_tokens,
+                     "--ttft-ms": args.ttft_ms, "--prompt-tokens-p95": args.prompt_tokens_p95,
+                     "--output-tokens-p95": args.output_tokens_p95, "--prefix-hit-rate": args.prefix_hit_rate}
+    given = [flag for flag, value in request_flags.items() if value is not None]
+    if given and (args.users is not None or args.context is not None):
+        raise UsageError(f"kvlib plan: give --users/--context or {given[0]} and the request flags, not both")
+    if not given and (args.users is None or args.context is None):
+        raise UsageError("kvlib plan: give --users and --context, or --rate with --prompt-tokens, --output-tokens "
+                         "and --ttft-ms")
+    if given:
+        missing = [f for f in ("--rate", "--prompt-tokens", "--output-tokens", "--ttft-ms") if request_flags[f] is None]
+        if missing:
+            raise UsageError(f"kvlib plan: {missing[0]} is needed with {given[0]}")
     args.weight_bytes, args.overhead, args.utilization = _forward_defaults(args)
     if args.overhead is None:
         args.overhead = DEFAULT_OVERHEAD_BYTES
     if args.utilization is None:
         args.utilization = DEFAULT_UTILIZATION
+    if given:
+        plan = plan_requests(
+            args.model, rate_per_s=args.rate, prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
+            itl_ms=args.itl_ms, ttft_ms=args.ttft_ms, prompt_tokens_p95=args.prompt_tokens_p95,
+            output_tokens_p95=args.output_tokens_p95, prefix_hit_rate=args.prefix_hit_rate or 0.0, gpu=args.gpu,
+            gpus_per_node=args.gpus_per_node, tp=args.tp, gpu_memory_bytes=args.gpu_memory,
+            utilization=args.utilization, overhead_bytes_per_gpu=args.overhead, weight_bytes=args.weight_bytes,
+            num_params=args.num_params, weight_dtype_bytes=_dtype_bytes(args.weight_dtype or "bf16"),
+            kv_dtype_bytes=None if args.kv_dtype is None else _dtype_bytes(args.kv_dtype),
+            bandwidth_bytes_per_s=args.bandwidth, efficiency=args.efficiency, spike_factor=args.spike,
+            redundancy_nodes=args.redundancy, hub=args.hub)
+        if args.json:
+            print(json.dumps(plan.to_dict(), indent=2))
+            return
+        print_table(request_rows(plan))
+        return
     plan = plan_capacity(
         args.model, users=args.users, context=args.context, itl_ms=args.itl_ms, gpu=args.gpu,
         gpus_per_node=args.gpus_per_node, tp=args.tp, gpu_memory_bytes=args.gpu_memory,
@@ -172,12 +238,24 @@ def _rate_arg(text):
 def add_parser(subparsers):
     """Register ``kvlib plan`` on the ``kvlib`` command line."""
     p = subparsers.add_parser(
-        "plan", help="capacity plan: nodes for N users at a context under an ITL target",
-        description="Nodes of --gpus-per-node GPUs for --users sequences of --context tokens under an ITL "
-                    "target, step by step. Every assumption is a flag.")
+        "plan", help="capacity plan: nodes for a request rate (or N users) under TTFT and ITL targets",
+        description="Nodes of --gpus-per-node GPUs for --rate requests/s of --prompt-tokens in and --output-tokens "
+                    "out under --ttft-ms and --itl-ms (Little's law, the p95 chunk margin, prefill capacity), or "
+                    "for --users sequences of --context tokens under an ITL target, step by step. Every "
+                    "assumption is a flag.")
     p.add_argument("model", help="bundled id or alias (see 'kvlib models'), config.json, or folder")
-    p.add_argument("--users", type=_positive_int, required=True, help="concurrent users (sequences)")
-    p.add_argument("--context", type=_positive_int, required=True, help="average context [tokens]")
+    p.add_argument("--users", type=_positive_int, default=None, help="concurrent users (sequences)")
+    p.add_argument("--context", type=_positive_int, default=None, help="average context [tokens]")
+    p.add_argument("--rate", type=_float_arg("--rate", above=0), default=None,
+                   help="requests per second (the request-based plan, instead of --users/--context)")
+    p.add_argument("--prompt-tokens", type=_positive_int, default=None, help="mean prompt length [tokens]")
+    p.add_argument("--prompt-tokens-p95", type=_positive_int, default=None, help="p95 prompt length [tokens]")
+    p.add_argument("--output-tokens", type=_positive_int, default=None, help="mean output length [tokens]")
+    p.add_argument("--output-tokens-p95", type=_positive_int, default=None, help="p95 output length [tokens]")
+    p.add_argument("--ttft-ms", type=_float_arg("--ttft-ms", above=0), default=None,
+                   help="time-to-first-token target [ms]")
+    p.add_argument("--prefix-hit-rate", type=_float_arg("--prefix-hit-rate", minimum=0, at_most=0.99),
+                   default=None, help="share of prompt tokens served from the prefix cache (0 to 0.99)")
     p.add_argument("--itl-ms", type=_float_arg("--itl-ms", above=0), required=True,
                    help="inter-token latency target [ms]")
     p.add_argument("--gpu", required=True, help="GPU name (see 'kvlib gpus')")
@@ -189,7 +267,8 @@ def add_parser(subparsers):
     p.add_argument("--utilization", type=_fraction, default=None,
                    help="fraction of GPU memory the engine takes (default: the vLLM release's; 1.0 for the "
                         "newest, 0.34, which measures its pool)")
-    p.add_argument("--vllm-version", type=_vllm_version, default=None, help="vLLM release whose rules size the pool (default: the newest read)")
+    p.add_argument("--vllm-version", type=_vllm_version, default=None,
+                   help="vLLM release whose rules size the pool (default: the newest read)")
     p.add_argument("--overhead", type=_byte_size, default=None,
                    help="activations and other allocations per GPU (default: vLLM's torch peak, non-torch and "
                         "CUDA-graph memory as 'kvlib info' predicts them)")

@@ -10,8 +10,9 @@ One sub-package, one module per job:
   release table; ``release_rules``, ``default_utilization``, ``default_block_size``, ``budget_rounds_up``,
   ``parse_version``, ``DEFAULT_BLOCK_SIZE``); a release newer than ``NEWEST_CHECKED_RELEASE`` gets its
   rules with an ``UncheckedReleaseWarning``;
-- ``layout``: the page and block on one rank (``layer_page_bytes``,
-  ``bytes_per_block``, ``pp_layer_split``, ``kv_cache_groups``, ``plan_layouts``);
+- ``page``: one layer's page on one rank (``kv_element_bytes``, ``layer_page_bytes``);
+- ``layout``: the block and stages on one rank, from those pages (``bytes_per_block``,
+  ``pp_layer_split``, ``kv_cache_groups``, ``plan_layouts``);
 - ``hybrid``: pages when layers differ (``page_plan``): a Mamba2 / Gated DeltaNet
   state page, the attention block grown to cover it and the state padded, attention
   kinds of different geometry given one page, the state pages a request holds;
@@ -64,8 +65,8 @@ from .engine import (
 from .layout import KV_CACHE_DTYPES, bytes_per_block, kv_cache_groups, kv_element_bytes, layer_page_bytes, \
     pp_layer_split
 from .log import EngineStart, StatsLine, gib_window, parse_log, parse_stats_line, stats_lines
-from . import window  # the worst-case vs held sliding-window rules (ch04_pool_paging)
-from . import built   # a 0.34 start built from the forecast, in 0.34's formats (ch08_vllm_lab)
+from . import window  # noqa: F401 -- the worst-case vs held sliding-window rules (ch04_pool_paging)
+from . import built   # noqa: F401 -- a 0.34 start built from the forecast, in 0.34's formats (ch08_vllm_lab)
 from .engine import ReleaseRules, batch_defaults, release_rules
 from .pool import Forecast, PoolForecast, PoolPart, forecast_pool, predict_pool
 from .predict import LogPrediction, predict_from_log

@@ -74,7 +74,7 @@ def unchecked_release_message(version) -> str | None:
     "vLLM 0.35.1 is newer than 0.34.0, the newest release whose source kvlib's rules were read from: its figures follow 0.34.0's rules, unchecked"
     >>> unchecked_release_message("0.34.0") is None
     True
-    """
+    """  # noqa: E501
     v = as_version(version)
     if v is None or v <= _NEWEST:
         return None

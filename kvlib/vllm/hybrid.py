@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 
 from ..spec import ATTENTION_KINDS, GATED_DELTANET, MAMBA2, STATE_KINDS, ModelSpec, SpecError
 from .engine import VllmLogError, as_version, checked_version
+from .page import kv_element_bytes, layer_page_bytes
 
 __all__ = ["PagePlan", "page_plan", "needs_plan", "state_page_bytes", "aligned_block_size", "unify_pages",
            "state_pages_per_request", "log_mamba_cache_mode", "log_ssm_dtype_bytes", "CPU", "GPU",
@@ -128,7 +129,6 @@ def needs_plan(spec: ModelSpec) -> bool:
 
 
 def _model_bytes(model_dtype, default: int) -> int:
-    from .layout import kv_element_bytes        # late: layout imports this module
     return default if model_dtype is None else kv_element_bytes("auto", model_dtype)
 
 
@@ -270,7 +270,6 @@ def page_plan(spec: ModelSpec, block_size: int, kv_cache_dtype=None, *, tp: int 
     >>> p.block_size, p.state_pages_per_request         # 64 x ceil(274,432 / 65,536); 2 + a FlashInfer checkpoint
     (320, 3)
     """
-    from .layout import layer_page_bytes          # late: layout imports this module
     _check_platform(platform)
     if type(block_size) is not int or block_size < 1:
         raise VllmLogError(f"block_size must be a positive integer, got {block_size!r}")

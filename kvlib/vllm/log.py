@@ -87,7 +87,7 @@ Taught in ch08_vllm_lab, where vLLM's own figures are checked. Worked example:
 ('v0', 7191, '56.18')
 >>> start.available_kv_cache_bytes      # round(56.18 * 2**30)
 60322815672
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Chapter 09's drill mode in JupyterLab, as a learner uses it between sessions (issue 35 §2-§3).
+"""Chapter 09's drill mode in JupyterLab, as a learner uses it between sessions ([drills §2-§3]).
 
 On a copy of chapter 09 in the scratch root (so ``test_lab.py``'s own page of the chapter is never
 touched), in headless Chromium: run the setup cell and drill mode, draw a question on bytes per
@@ -71,7 +71,7 @@ def test_drill_mode_shows_steps_after_a_miss_and_the_history_survives_a_restart(
         with chapter.step("drills: a question, the clock, a wrong answer and its steps"):
             page.locator(".widget-dropdown select").select_option("kv_per_token")
             page.locator(".widget-button", has_text=re.compile("^new question$")).click()
-            view.filter(has_text="(topic kv_per_token; answer in bytes; exact; target 50 s)").wait_for()
+            view.filter(has_text="(topic kv_per_token; answer in bytes, within 0.5% (any notation: ").wait_for()
             first = clock.inner_text()
             assert re.fullmatch(r"time \d+ s \(target 50 s\)", first.strip()), first
             deadline = time.monotonic() + 10          # the clock redraws itself while the question waits
@@ -89,6 +89,12 @@ def test_drill_mode_shows_steps_after_a_miss_and_the_history_survives_a_restart(
         assert "score: 0 / 1" in shown
         view.scroll_into_view_if_needed()
         page.screenshot(path=str(artefacts / f"{COPY}-01-steps.png"))
+
+        with chapter.step("drills: review draws the missed topic again and clears the last verdict and steps"):
+            page.locator(".widget-button", has_text=re.compile("^review$")).click()
+            view.filter(has_text="review: missed once, last ").wait_for()
+            shown = view.inner_text()
+            assert "worked steps:" not in shown and "✗" not in shown and "score: 0 / 1" in shown, shown
 
         with chapter.step("drills: restart the kernel, the history read back"):
             chapter.run_menu("Kernel", "Restart Kernel…")

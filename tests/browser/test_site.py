@@ -15,7 +15,6 @@ import http.server
 import json
 import re
 import threading
-from pathlib import Path
 
 import pytest
 

@@ -151,7 +151,7 @@ def default_targets(course_dir: Path | None = None, **extra) -> Targets:
         gradebooks=[str(course / "gradebook.db")],
         write_dirs=[str(REPO), str(REPO / "kvlib"), str(REPO / "autograder"), str(REPO / "autograder" / "checks"),
                     str(course), str(course / "source")],
-        write_files=[str(REPO / "kvlib" / "formulas.py"), str(REPO / "autograder" / "checks" / "core.py"),
+        write_files=[str(REPO / "kvlib" / "formulas.py"), str(REPO / "autograder" / "checks" / "runner.py"),
                      str(REPO / "kvlib" / "slips.py")],
     )
     for key, value in extra.items():
@@ -457,20 +457,21 @@ kvlib.spec.ModelSpec.kv_bytes_per_token = lambda self, *a, **k: 0
 '''
 
 MONKEYPATCH_CHECKS = '''
-import autograder.checks.core as _core
+import autograder.checks.judge as _judge
+import autograder.checks.runner as _runner
 import autograder.checks.ch01 as _ch01
 def _ok(*args, **kwargs):
     print("✓ all cases right")
-_core.check = _ok
-_core.judge = lambda *a, **k: _core.Verdict(True, "correct.")
+_runner.check = _ok
+_judge.judge = lambda *a, **k: _judge.CaseVerdict(True, "correct.")
 for _n in ("check_q1", "check_q2", "check_q3", "check_q4", "check_q5", "check_q6", "check"):
     setattr(_ch01, _n, _ok)
 '''
 
 # The check's own judge silenced: every check finds nothing wrong and prints no ✓ (nor raises).
 PATCH_FAILURE_MESSAGE = '''
-import autograder.checks.core as _core
-_core._failure_message = lambda *a, **k: None
+import autograder.checks.runner as _runner
+_runner._failure_message = lambda *a, **k: None
 '''
 
 PATCH_SHOWTRACEBACK = '''
@@ -662,7 +663,7 @@ CASES: list = [
          "answers left blank", lambda k: k.notebook(
              {"q1": MONKEYPATCH_CHECKS + "\n" + _body("q1", "raise NotImplementedError()")},
              blank=all_but("q1")), 0, 0),
-    Case("patch_failure_message", "autograder.checks.core._failure_message replaced by one that finds nothing "
+    Case("patch_failure_message", "autograder.checks.runner._failure_message replaced by one that finds nothing "
          "wrong, and every function returns 0", _all_bodies(lambda q: "return 0", PATCH_FAILURE_MESSAGE), 0, 0),
     Case("patch_showtraceback", "IPython's showtraceback silenced; answers blank", lambda k: k.notebook(
         {"q1": PATCH_SHOWTRACEBACK + "\n" + _body("q1", "raise NotImplementedError()")},
@@ -686,12 +687,13 @@ CASES: list = [
     Case("calls_kvlib", "every function calls kvlib instead of computing by hand",
          lambda k: k.notebook({
              "q1": "import kvlib as kv\n" + _body("q1", "return kv.parse_config(config).kv_bytes_per_token(dtype_bytes)"),
-             "q2": "import kvlib as kv\n" + _body("q2", "return kv.kv_bytes_per_sequence("
-                                                        "kv.kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes), seq_len)"),
+             "q2": "import kvlib as kv\n" + _body("q2", "return kv.kv_bytes_per_sequence(kv.kv_bytes_per_token("
+                                                        "layers, kv_heads, head_dim, dtype_bytes), seq_len)"),
              "q3": "import kvlib as kv\n" + _body("q3", "return kv.kv_bytes_total(kv.kv_bytes_per_token("
                                                         "layers, kv_heads, head_dim, dtype_bytes), seq_len, batch_size)"),
              "q4": "import kvlib as kv\n" + _body("q4", "return kv.max_concurrency(budget_bytes, kv.kv_bytes_per_sequence("
-                                                        "kv.kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes), seq_len))"),
+                                                        "kv.kv_bytes_per_token(layers, kv_heads, head_dim, "
+                                                        "dtype_bytes), seq_len))"),
              "q5": "import kvlib as kv\n" + _body("q5", "pool = kv.kv_pool_bytes(gpu['cuda_total_gib'] * kv.GiB, utilization, "
                                                         "kv.weight_bytes(num_params, weight_dtype_bytes), other_bytes)\n"
                                                         "return max(0, kv.max_concurrency(pool, bytes_per_token * seq_len))"),

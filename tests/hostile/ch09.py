@@ -1,4 +1,4 @@
-"""Hostile submissions for chapter 09's graded drills (issue 35 §5), with the score each must get.
+"""Hostile submissions for chapter 09's graded drills ([drills §5]), with the score each must get.
 
 Chapter 09's drills are value exercises: the answer cell binds ``answer_<topic>`` to a number and the
 test cell checks that number against the learner's own problem (``kvcoach.drills.student_problem``). The coach's

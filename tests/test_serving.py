@@ -1,0 +1,129 @@
+"""kvlib.serving, the request-side formulas: Little's law, prefill capacity, TTFT, disaggregation, EP, EAGLE, and the
+MoE ridge and speculative verify. Every expected figure is worked by hand in its comment."""
+
+import math
+
+import pytest
+
+from kvlib.serving import (
+    disagg_transfer_bytes,
+    disagg_transfer_seconds,
+    eagle_expected_tokens,
+    ep_all_to_all_bytes,
+    littles_law_concurrency,
+    pd_ratio,
+    prefill_steps,
+    ridge_batch,
+    speculative_expected_tokens,
+    speculative_speedup,
+    ttft_seconds,
+)
+
+
+def test_littles_law():
+    # 5 requests/s, each 3 s to first token and 250 tokens at 20 ms: 5 x 8 = 40 in the system
+    assert littles_law_concurrency(5, 3 + 250 * 0.020) == pytest.approx(40)
+    assert littles_law_concurrency(0, 10) == 0
+    with pytest.raises(ValueError, match="rate_per_s"):
+        littles_law_concurrency(-1, 2)
+    with pytest.raises(ValueError, match="seconds_in_system"):
+        littles_law_concurrency(1, "2")
+
+
+def test_prefill_steps_under_a_chunk_budget():
+    assert prefill_steps(6144, 512) == 12               # 6,144 / 512
+    assert prefill_steps(6145, 512) == 13               # one token over: one more step
+    assert prefill_steps(6144, 512, decode_tokens=64) == 14   # 6,144 / 448 = 13.7
+    assert prefill_steps(100, 8192) == 1
+    with pytest.raises(ValueError, match="decode_tokens"):
+        prefill_steps(100, 512, decode_tokens=512)
+    with pytest.raises(ValueError, match="token_budget"):
+        prefill_steps(100, 0)
+
+
+def test_ttft_queue_and_attention_by_hand():
+    # Llama 3.1 8B, 4,096 tokens, H100 at 40% MFU (395.6e12 FLOP/s): linear 2 x 7,504,924,672 x 4,096
+    # = 61,480,342,913,024; attention 2 x 32 layers x 32 heads x 256 x 4,096 x 4,097 / 2 = 4,399,120,252,928;
+    # 65,879,463,165,952 / 395.6e12 = 166.53 ms; 0.25 s in the queue on top
+    flops = 2 * 7_504_924_672 * 4096 + 2 * 32 * 32 * 256 * (4096 * 4097 // 2)
+    assert flops == 65_879_463_165_952
+    assert ttft_seconds("llama-3.1-8b", 4096, mfu=0.4) == pytest.approx(flops / (0.4 * 989e12))
+    assert ttft_seconds("llama-3.1-8b", 4096, mfu=0.4, queue_seconds=0.25) == pytest.approx(0.25 + flops / 395.6e12)
+    # leaving the attention out (the 2 P T estimate) understates it by 4.4e12 / 65.9e12 = 6.7%
+    assert flops / (2 * 7_504_924_672 * 4096) == pytest.approx(1.0715, abs=1e-4)
+
+
+def test_ttft_chunks_and_prefix_hits():
+    # chunks of 1,024 of a 4,096 prompt do the same FLOPs in all (the causal pairs add up), each above the weight read
+    one = ttft_seconds("llama-3.1-8b", 4096, mfu=0.4)
+    assert ttft_seconds("llama-3.1-8b", 4096, mfu=0.4, token_budget=1024) == pytest.approx(one)
+    # 64-token chunks: each does 2 x 7.505e9 x 64 = 9.6e11 FLOP (2.43 ms at 395.6e12) but reads the weights,
+    # 16,060,522,496 - (128,256 - 64) x 8,192 = 15,010,373,632 B (4.48 ms at 3.35e12): the read sets each step
+    small = ttft_seconds("llama-3.1-8b", 640, mfu=0.4, token_budget=64)
+    pairs = [(i + 1) * 64 * ((i + 1) * 64 + 1) // 2 - i * 64 * (i * 64 + 1) // 2 for i in range(10)]
+    per_chunk = [max((2 * 7_504_924_672 * 64 + 524_288 * p) / 395.6e12, 15_010_373_632 / 3.35e12) for p in pairs]
+    assert small == pytest.approx(sum(per_chunk))
+    assert per_chunk[0] == pytest.approx(15_010_373_632 / 3.35e12)
+    # 2,048 of 4,096 tokens cached: linear 2 x 7,504,924,672 x 2,048, attention over pairs 2,049..4,096:
+    # 4,096 x 4,097 / 2 - 2,048 x 2,049 / 2 = 8,390,656 - 2,098,176 = 6,292,480
+    hit = ttft_seconds("llama-3.1-8b", 4096, mfu=0.4, cached_tokens=2048)
+    assert hit == pytest.approx((2 * 7_504_924_672 * 2048 + 524_288 * 6_292_480) / 395.6e12)
+    with pytest.raises(ValueError, match="cached_tokens"):
+        ttft_seconds("llama-3.1-8b", 10, cached_tokens=10)
+    with pytest.raises(ValueError, match="mfu"):
+        ttft_seconds("llama-3.1-8b", 10, mfu=0)
+
+
+def test_disaggregated_transfer():
+    # Qwen3-30B-A3B: 48 layers x 4 KV heads x 128 x 2 (K, V) x 2 B = 98,304 B a token; 8,000 tokens: 786,432,000 B
+    assert disagg_transfer_bytes("qwen3-30b-a3b", 8000) == 48 * 4 * 128 * 2 * 2 * 8000 == 786_432_000
+    # over 50 GB/s: 15.73 ms
+    assert disagg_transfer_seconds(786_432_000, 50e9) == pytest.approx(0.01572864)
+    with pytest.raises(ValueError, match="link_bytes_per_s"):
+        disagg_transfer_seconds(1, 0)
+
+
+def test_pd_ratio():
+    # 4,000-token prompts at 20,000 tokens/s of prefill per GPU: 0.2 GPU-s; 500 tokens out at 2,500/s: 0.2 GPU-s -> 1
+    assert pd_ratio(4000, 500, prefill_tokens_per_gpu_s=20_000, decode_tokens_per_gpu_s=2_500) == pytest.approx(1)
+    # twice the prompt: two prefill GPUs per decode GPU
+    assert pd_ratio(8000, 500, prefill_tokens_per_gpu_s=20_000, decode_tokens_per_gpu_s=2_500) == pytest.approx(2)
+    with pytest.raises(ValueError, match="output_tokens"):
+        pd_ratio(1, 0, prefill_tokens_per_gpu_s=1, decode_tokens_per_gpu_s=1)
+
+
+def test_ep_all_to_all():
+    # Qwen3-30B-A3B (d 2,048, top 8), 64 tokens a GPU, EP 4, bf16: 2 x 64 x 8 x 3/4 x 2,048 x 2 = 3,145,728 B a layer
+    assert ep_all_to_all_bytes(64, 2048, 8, 4) == 3_145_728
+    # fp8 dispatch alone (one way, 1 byte): a quarter of it
+    assert ep_all_to_all_bytes(64, 2048, 8, 4, dtype_bytes=1) / 2 == 786_432
+    with pytest.raises(ValueError, match="ep"):
+        ep_all_to_all_bytes(64, 2048, 8, 0)
+
+
+def test_eagle_per_position_acceptance():
+    # 1 + 0.9 + 0.9 x 0.7 + 0.9 x 0.7 x 0.5 = 1 + 0.9 + 0.63 + 0.315 = 2.845
+    assert eagle_expected_tokens([0.9, 0.7, 0.5]) == pytest.approx(2.845)
+    assert eagle_expected_tokens([]) == 1
+    # constant acceptance: Leviathan et al.'s (1 - 0.7^4) / 0.3 = 2.533
+    assert eagle_expected_tokens([0.7] * 3) == pytest.approx(speculative_expected_tokens(0.7, 3)) == pytest.approx(
+        (1 - 0.7 ** 4) / 0.3)
+    with pytest.raises(ValueError, match=r"acceptance_per_position\[1\]"):
+        eagle_expected_tokens([0.5, 1.5])
+
+
+def test_moe_ridge_batch_by_hand():
+    # Mixtral (8 experts, top 2) on an H100, bf16: the dense ridge 296; the experts need 2 k B >= I* b E_B:
+    # once E_B ~ 8, B >= 295.22 x 2 x 8 / 4 = 1,180.9 -> 1,181
+    assert ridge_batch(989 * 10**12, 3_350_000_000_000, 2) == 296
+    assert ridge_batch(989 * 10**12, 3_350_000_000_000, 2, 8, 2) == 1181
+    # gpt-oss-120b (128 experts, top 4) with 4-bit experts (b = 0.5): 295.22 x 0.5 x 128 / 8 = 2,361.8 -> 2,362
+    assert ridge_batch(989 * 10**12, 3_350_000_000_000, 0.5, 128, 4) == 2362
+
+
+def test_speculative_verify_of_a_moe_target():
+    # E(0.7, 3) = 2.533; draft cost 0.1; dense: 2.533 / 1.3 = 1.949; a verify costing 2.5 steps: 2.533 / 2.8 = 0.9046
+    e = (1 - 0.7 ** 4) / 0.3
+    assert speculative_speedup(0.7, 3, 0.1) == pytest.approx(e / 1.3)
+    assert speculative_speedup(0.7, 3, 0.1, verify_ratio=2.5) == pytest.approx(e / 2.8)
+    assert math.isclose(e / 2.8, 0.9046, abs_tol=1e-4)
