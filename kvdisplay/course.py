@@ -22,24 +22,31 @@ def _code(text: str) -> str:
     return f"`{text}`" if text else ""
 
 
-def notation_table(symbols) -> Markdown:
+def notation_table(symbols, summary: str | None = None) -> Markdown:
     """The notation table: letter (as LaTeX), name in code, kvlib's other names, where a config or vLLM gives it.
 
-    ``symbols`` are ``kvlib.notation.Symbol`` rows (``kv.notation.SYMBOLS``).
+    ``symbols`` are ``kvlib.notation.Symbol`` rows (``kv.notation.SYMBOLS``). With ``summary`` the table is
+    folded under that line (the whole table, kept as a reference a learner opens when a letter is new).
 
     >>> import kvlib.notation as n
     >>> print(notation_table([n.by_letter("K")]).data.splitlines()[2])
     | $K$ | `num_kv_heads` | `kv_heads` | `num_key_value_heads` | key/value heads per layer; a config without the field (or null) means K = H | count |
+    >>> folded = notation_table(n.SYMBOLS, summary="Every letter").data
+    >>> folded.startswith("<details><summary>Every letter</summary>") and folded.endswith("</details>")
+    True
 
-    Used in: ch00_orientation, ch01_kv_formula.
+    Used in: ch00_orientation, ch01_kv_formula, ch03_mla.
     """
     rows = []
     for s in symbols:
         where = [_code(f) for f in s.config_fields] + [f"vLLM `{e}`" for e in s.engine_settings]
         rows.append([f"${s.latex}$", _code(s.name), ", ".join(_code(k) for k in s.kvlib_keywords if k != s.name)
                      or "the same", ", ".join(where) or "—", s.meaning, s.unit])
-    return table(["letter", "name in code", "kvlib also says", "config field or vLLM setting", "meaning", "unit"],
-                 rows)
+    shown = table(["letter", "name in code", "kvlib also says", "config field or vLLM setting", "meaning", "unit"],
+                  rows)
+    if summary is None:
+        return shown
+    return Markdown(f"<details><summary>{summary}</summary>\n\n{shown.data}\n\n</details>")
 
 
 def terminal(*args: str, cwd=None, stdin: str | None = None, timeout: float = 60) -> Markdown:
