@@ -9,9 +9,11 @@ Used in: ch00_orientation, ch01_kv_formula.
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 import sys
+import textwrap
 
 from IPython.display import Markdown
 
@@ -66,4 +68,29 @@ def terminal(*args: str, cwd=None, stdin: str | None = None, timeout: float = 60
     command = "kvlib " + " ".join(shlex.quote(a) for a in args)
     if run.returncode != 0:
         raise RuntimeError(f"`{command}` exited {run.returncode}: {run.stderr.strip() or run.stdout.strip()}")
-    return Markdown(f"```\n$ {command}\n{run.stdout.rstrip()}\n```")
+    return Markdown(f"```\n$ {command}\n{wrap_output(run.stdout.rstrip())}\n```")
+
+
+#: The characters of a code block JupyterLab shows at 1,400 px before it wraps a line, anywhere in a word.
+TERMINAL_WIDTH = 110
+
+
+def wrap_output(text: str, width: int = TERMINAL_WIDTH) -> str:
+    """``text`` with each line over ``width`` characters broken between words, its continuation lines indented
+    to the line's value column (where a run of two or more spaces ends), so a browser never breaks a word.
+
+    >>> print(wrap_output("weights    15.23 GB (14.19 GiB) as stored, embedding 1.02, lm_head 1.02", width=40))
+    weights    15.23 GB (14.19 GiB) as
+               stored, embedding 1.02,
+               lm_head 1.02
+    """
+    out = []
+    for line in text.splitlines():
+        if len(line) <= width:
+            out.append(line)
+            continue
+        column = re.match(r"\s*\S.*?\s{2,}", line)
+        indent = " " * (column.end() if column and column.end() < width // 2 else len(line) - len(line.lstrip()))
+        out += textwrap.wrap(line, width=width, subsequent_indent=indent, break_long_words=False,
+                             break_on_hyphens=False, drop_whitespace=True) or [line]
+    return "\n".join(out)
