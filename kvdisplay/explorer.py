@@ -83,17 +83,20 @@ def _bar(segments, memory: int) -> str:
 
 def kv_explorer_view(layers: int, kv_heads: int, head_dim: int, dtype_bytes: int, seq_len: int, batch_size: int,
                      gpu: str = "H100-SXM", weight_bytes: int = 0, reserve_bytes: int = DEFAULT_RESERVE_BYTES,
-                     sliding_note: str = "") -> str:
+                     sliding_note: str = "", num_gpus: int = 1) -> str:
     """The explorer's view as HTML, every figure from kvlib.
 
     bytes per token = ``kv.kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes)``;
-    per sequence and per batch from ``kv.kv_bytes_per_sequence`` and ``kv.kv_bytes_total``;
-    sequences that fit = ``kv.max_concurrency(M - W - R, per sequence)`` with M the GPU's
-    memory as CUDA reports it, W ``weight_bytes`` and R ``reserve_bytes`` [B].
+    per sequence and per batch from ``kv.kv_bytes_total`` and ``kv.kv_bytes_per_sequence``;
+    sequences that fit = ``kv.max_concurrency(N M - W - N R, per sequence)`` with N ``num_gpus``, M one GPU's
+    memory as CUDA reports it, W ``weight_bytes`` and R ``reserve_bytes`` per GPU [B]: weights and cache
+    spread evenly over the N GPUs, as tensor parallelism spreads them while the KV heads divide.
 
     >>> view = kv_explorer_view(32, 8, 128, 2, 8192, 16, weight_bytes=16_060_522_496)
     >>> "bytes per token: <b>131,072 B (128 KiB)</b>" in view, "fits" in view
     (True, True)
+    >>> "4 × H100-SXM" in kv_explorer_view(80, 8, 128, 2, 8192, 16, weight_bytes=141 * 10**9, num_gpus=4)
+    True
 
     Used in: ch01_kv_formula (through kv_explorer); benchmarks/run.py times it.
     """
@@ -101,13 +104,17 @@ def kv_explorer_view(layers: int, kv_heads: int, head_dim: int, dtype_bytes: int
     per_seq = kv.kv_bytes_per_sequence(per_token, seq_len)
     per_batch = kv.kv_bytes_total(per_token, seq_len, batch_size)
     device = kv.get_gpu(gpu)
-    memory = device.cuda_memory_bytes
+    if not isinstance(num_gpus, int) or num_gpus < 1:
+        raise ValueError(f"num_gpus: a whole number of GPUs, at least 1 (got {num_gpus!r})")
+    memory = num_gpus * device.cuda_memory_bytes
+    reserve_bytes = num_gpus * reserve_bytes
+    where = device.name if num_gpus == 1 else f"{num_gpus} × {device.name}"
     budget = memory - weight_bytes - reserve_bytes
     fit = kv.max_concurrency(budget, per_seq) if budget > 0 else 0
     over = weight_bytes + reserve_bytes + per_batch - memory
     gb = kv.format_gb_gib
     if weight_bytes > memory:
-        verdict = f"<b style='color:#c0392b'>the weights alone do not fit</b> on one {device.name}"
+        verdict = f"<b style='color:#c0392b'>the weights alone do not fit</b> on {where}"
     elif over > 0:
         verdict = f"<b style='color:#c0392b'>does not fit</b>: {gb(over)} over"
     else:
@@ -119,7 +126,7 @@ def kv_explorer_view(layers: int, kv_heads: int, head_dim: int, dtype_bytes: int
             f"bytes per token: <b>{kv.format_bytes(per_token)}</b><br>"
             f"per sequence of {seq_len:,} tokens: <b>{gb(per_seq)}</b><br>"
             f"per batch of {batch_size}: <b>{gb(per_batch)}</b>, {verdict}<br>"
-            f"{device.name}, as CUDA reports it: {gb(memory)} = weights {gb(weight_bytes)} (bf16, whatever the "
+            f"{where}, as CUDA reports it: {gb(memory)} = weights {gb(weight_bytes)} (bf16, whatever the "
             f"cache dtype) + reserve {gb(reserve_bytes)} + cache; sequences of this length that fit: <b>{fit}</b>"
             f"{bar}"
             "<span style='color:#4c72b0'>■</span> weights &nbsp;<span style='color:#b0b0b0'>■</span> reserve "
@@ -160,7 +167,7 @@ def wire(controls, render):
 
 
 def kv_explorer(presets: dict, *, gpu: str = "H100-SXM", reserve_bytes: int = DEFAULT_RESERVE_BYTES):
-    """The explorer as ipywidgets: a preset menu, sliders for L, K, D, T, B, the cache dtype, a GPU.
+    """The explorer as ipywidgets: a preset menu, sliders for L, K, D, T, B, the cache dtype, a GPU and their number.
 
     ``presets`` is ``presets_from_models(...)``. Choosing a preset sets L, K, D and the
     weights; the sliders then change the geometry only. Returns the ``VBox`` (the cell's
@@ -186,7 +193,9 @@ def kv_explorer(presets: dict, *, gpu: str = "H100-SXM", reserve_bytes: int = DE
     context_w = widgets.SelectionSlider(options=[(f"{t:,}", t) for t in CONTEXTS], value=8192,
                                         description="context T (tokens)", style=style, layout=layout)
     batch_w = widgets.IntSlider(16, min=1, max=512, description="batch B (sequences)", style=style, layout=layout)
-    gpu_w = widgets.Dropdown(options=list(kv.gpus.single_gpus()), value=kv.get_gpu(gpu).name, description="GPU", style=style)
+    gpu_w = widgets.Dropdown(options=list(kv.gpus.single_gpus()), value=kv.get_gpu(gpu).name, description="GPU",
+                             style=style)
+    gpus_w = widgets.IntSlider(1, min=1, max=8, description="GPUs N (TP)", style=style, layout=layout)
     view = widgets.HTML()
 
     def redraw(_=None):
@@ -194,7 +203,7 @@ def kv_explorer(presets: dict, *, gpu: str = "H100-SXM", reserve_bytes: int = DE
         view.value = kv_explorer_view(layers_w.value, kv_heads_w.value, head_dim_w.value, dtype_w.value,
                                       context_w.value, batch_w.value, gpu=gpu_w.value,
                                       weight_bytes=preset.weight_bytes, reserve_bytes=reserve_bytes,
-                                      sliding_note=_sliding_note(preset))
+                                      sliding_note=_sliding_note(preset), num_gpus=gpus_w.value)
 
     def apply_preset(_=None):
         preset = presets[preset_w.value]
@@ -202,10 +211,10 @@ def kv_explorer(presets: dict, *, gpu: str = "H100-SXM", reserve_bytes: int = DE
         redraw()
 
     preset_w.observe(apply_preset, "value")
-    for control in (layers_w, kv_heads_w, head_dim_w, dtype_w, context_w, batch_w, gpu_w):
+    for control in (layers_w, kv_heads_w, head_dim_w, dtype_w, context_w, batch_w, gpu_w, gpus_w):
         control.observe(redraw, "value")
     apply_preset()
     box = widgets.VBox([preset_w, layers_w, kv_heads_w, head_dim_w, dtype_w, dtype_note, context_w, batch_w,
-                        gpu_w, view])
+                        gpu_w, gpus_w, view])
     box.view = view
     return box

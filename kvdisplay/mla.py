@@ -117,7 +117,7 @@ def mla_explorer(gqa_models=("llama-3.3-70b", "llama-3.1-8b", "qwen2.5-32b", "mi
     style = {"description_width": LABEL_WIDTH}
     layout = widgets.Layout(width=SLIDER_WIDTH)
     latent_w = widgets.SelectionSlider(options=sorted(set(LATENT_DIMS) | {start.kv_lora_rank}),
-                                       value=start.kv_lora_rank, description="latent width r", style=style,
+                                       value=start.kv_lora_rank, description="latent width d_c", style=style,
                                        layout=layout)
     rope_w = widgets.SelectionSlider(options=sorted(set(ROPE_DIMS) | {start.qk_rope_head_dim}),
                                      value=start.qk_rope_head_dim, description="rope width d_R", style=style,

@@ -17,7 +17,7 @@ _UNIT = re.compile(r"\(.+\)")
 
 
 def line_plot(x, series, *, xlabel: str, ylabel: str, title: str = "", hlines=None, xlog=False, ylog=False,
-              figsize=(8, 4.4), xticks=None):
+              figsize=(8, 4.4), xticks=None, yticks=None):
     """A line plot; returns the matplotlib Figure (the notebook's last expression shows it).
 
     ``series`` maps a legend label to y values (one per x, or a ``(ys, style)`` pair
@@ -25,7 +25,8 @@ def line_plot(x, series, *, xlabel: str, ylabel: str, title: str = "", hlines=No
     ``(y, style)``). Both axis labels must name their unit in parentheses, e.g.
     "memory (GB, 10⁹ B)": a ValueError says which label lacks one. ``xticks`` lists the x
     values to mark, each labelled in full ("1", "2", "4", "1,024"); a log x axis then runs in
-    base 2, for axes in powers of two (TP sizes, contexts).
+    base 2, for axes in powers of two (TP sizes, contexts). ``yticks`` does the same on the y axis, so a
+    floor the plot is about gets its own labelled tick.
 
     >>> fig = line_plot([1, 2], {"cache": [1, 2]}, xlabel="tokens (count)", ylabel="memory (GB)")
     >>> fig.axes[0].get_xlabel()
@@ -34,6 +35,10 @@ def line_plot(x, series, *, xlabel: str, ylabel: str, title: str = "", hlines=No
     ...                 xlog=True, xticks=[1, 2, 4, 8])
     >>> [t.get_text() for t in fig.axes[0].get_xticklabels()]
     ['1', '2', '4', '8']
+    >>> fig = line_plot([1, 2, 4], {"per GPU": [160, 80, 40]}, xlabel="TP (GPUs)", ylabel="cache (KiB)",
+    ...                 ylog=True, yticks=[40, 80, 160])
+    >>> [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    ['40', '80', '160']
 
     Used in: ch01_kv_formula, ch02_gqa_tp, ch03_mla, ch04_pool_paging, ch06_crossover, ch07_capacity_plan, ch05_prefix_reuse, ch08_vllm_lab, ch09_interview_drills, ch10_state_and_sparsity.
     """  # noqa: E501
@@ -60,7 +65,15 @@ def line_plot(x, series, *, xlabel: str, ylabel: str, title: str = "", hlines=No
         from matplotlib.ticker import NullLocator
 
         ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_yscale("log" if ylog else "linear")
+    if ylog and yticks is not None:
+        ax.set_yscale("log", base=2)
+    else:
+        ax.set_yscale("log" if ylog else "linear")
+    if yticks is not None:
+        from matplotlib.ticker import NullLocator
+
+        ax.set_yticks(list(yticks), [f"{t:,}" for t in yticks])
+        ax.yaxis.set_minor_locator(NullLocator())
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:

@@ -75,12 +75,13 @@ ERRATUM_STYLE = ("border-left:5px solid #c0392b;background:#fdf0ee;padding:0.5em
 def erratum(who: str, claim: str, where_wrong: str, computed: str) -> HTML:
     """A red box for a real error in a published figure, shown after the folded answer.
 
-    ``who`` says in plain words who makes the claim ("a widely shared explainer");
+    ``who`` says in plain words who makes the claim: the kind of source, with its date where it is known ("a
+    worked-example sheet", "a 2024 serving blog"), never a popularity a learner cannot check ("widely shared");
     ``claim`` is the claim verbatim, in “…” (write the quotes in the notebook, so the source
     reads as a quotation; they are added if missing); it is escaped. ``where_wrong`` and
     ``computed`` are HTML the notebook built from kvlib figures.
 
-    >>> box = erratum("a widely shared explainer", "“80 < 79”", "the order", "<b>80 > 79</b>").data
+    >>> box = erratum("an explainer", "“80 < 79”", "the order", "<b>80 > 79</b>").data
     >>> "“80 &lt; 79”" in box and "Erratum" in box
     True
 

@@ -132,11 +132,11 @@ def prefix_sharing_explorer(models, *, prompt_tokens: int = 2007, block_size: in
     widgets, style, layout = _controls()
     specs = {model_name(kv.load_model(m)): kv.load_model(m) for m in models}
     model_w = widgets.Dropdown(options=list(specs), description="model", style=style)
-    prompt_w = widgets.IntSlider(prompt_tokens, min=1, max=8192, description="prompt P (tokens)",
+    prompt_w = widgets.IntSlider(prompt_tokens, min=1, max=8192, description="prompt T_p (tokens)",
                                  style=style, layout=layout)
     block_w = widgets.SelectionSlider(options=BLOCK_SIZES, value=block_size, description="block size (tokens)",
                                       style=style, layout=layout)
-    requests_w = widgets.IntSlider(num_requests, min=1, max=1000, description="requests N", style=style,
+    requests_w = widgets.IntSlider(num_requests, min=1, max=1000, description="sequences B (requests)", style=style,
                                    layout=layout)
     return wire((model_w, prompt_w, block_w, requests_w),
                 lambda: prefix_sharing_view(prompt_w.value, block_w.value, requests_w.value,

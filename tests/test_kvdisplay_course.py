@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 import kvdisplay as kd
+from kvdisplay.course import TERMINAL_WIDTH
 from kvlib import notation
 
 
@@ -33,3 +37,13 @@ def test_terminal_feeds_stdin():
 def test_terminal_raises_on_a_failing_command():
     with pytest.raises(RuntimeError, match=r"`kvlib info no-such-model` exited 2"):
         kd.terminal("info", "no-such-model")
+
+
+def test_terminal_breaks_long_lines_between_words():
+    # ch00's `kvlib info` prints lines of 200+ characters; the browser would break them inside a word
+    args = ("info", "qwen2.5-7b", "--context", "32768", "--gpu", "l40s", "--vllm-version", "0.32.0")
+    raw = subprocess.run([sys.executable, "-m", "kvlib", *args], capture_output=True, text=True, check=True).stdout
+    assert max(map(len, raw.splitlines())) > TERMINAL_WIDTH          # the case is real
+    lines = kd.terminal(*args).data.splitlines()[2:-1]
+    assert max(map(len, lines)) <= TERMINAL_WIDTH
+    assert " ".join(" ".join(lines).split()) == " ".join(raw.split())        # every word whole, none lost

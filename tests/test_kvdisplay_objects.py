@@ -75,6 +75,18 @@ def test_explorer_view_figures():
     assert "the weights alone do not fit" in kd.kv_explorer_view(32, 8, 128, 2, 8192, 1, weight_bytes=10**12)
 
 
+def test_explorer_view_spreads_over_several_gpus():
+    # Llama-3.3-70B's shape (80 layers, 8 KV heads of 128) with 141 GB of weights: not on one H100, on four
+    # (by hand: 4 x 85,018,877,624 B reported - 141e9 - 4 x 4e9 reserve = 183,075,510,496 B;
+    #  / (327,680 B x 8,192) = 68.2, so 68 sequences)
+    assert "the weights alone do not fit</b> on H100-SXM" in kd.kv_explorer_view(80, 8, 128, 2, 8192, 16,
+                                                                                 weight_bytes=141 * 10**9)
+    four = kd.kv_explorer_view(80, 8, 128, 2, 8192, 16, weight_bytes=141 * 10**9, num_gpus=4)
+    assert "sequences of this length that fit: <b>68</b>" in four and "4 × H100-SXM, as CUDA reports it" in four
+    with pytest.raises(ValueError, match="num_gpus"):
+        kd.kv_explorer_view(80, 8, 128, 2, 8192, 16, num_gpus=0)
+
+
 def test_explorer_view_fp8_halves_the_cache_not_the_weights():
     bf16 = kd.kv_explorer_view(32, 8, 128, 2, 8192, 16, weight_bytes=16 * 10**9)
     fp8 = kd.kv_explorer_view(32, 8, 128, 1, 8192, 16, weight_bytes=16 * 10**9)

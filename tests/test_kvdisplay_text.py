@@ -42,8 +42,8 @@ def test_worked_problem_refuses_an_unlabelled_substitution():
 
 
 def test_erratum_quotes_the_claim_once_and_escapes_it():
-    box = kd.erratum("a widely shared explainer", "“a < b”", "here", "<b>b</b>").data
-    assert "A widely shared explainer says <i>“a &lt; b”</i>" in box
+    box = kd.erratum("a 2024 serving blog", "“a < b”", "here", "<b>b</b>").data
+    assert "A 2024 serving blog says <i>“a &lt; b”</i>" in box
     assert box.count("“") == 1 and "<b>b</b>" in box
 
 

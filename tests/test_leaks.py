@@ -80,14 +80,59 @@ def test_an_explorer_line_leaks_through_its_saved_widget_state():
     assert _leaked(nb) == [("373", 1)]
 
 
-def test_what_is_folded_in_another_section_or_trivial_does_not_leak():
+def test_what_is_folded_after_the_question_or_trivial_does_not_leak():
     erratum_inside = kd.worked_problem(1, "How many 8,192-token sequences fit?", "bf16.", "$B$", [("S", "2", "x")],
                                        "373 sequences", "ok.", after=[kd.erratum("a sheet", "“370”", "rounding",
                                                                                  "<b>373</b>")]).data
-    nb = _nb(new_markdown_cell("## 2. Before\n\n373 of them, 3.22 GB"),   # another section, above
+    nb = _nb(new_markdown_cell("## 2. Before\n\nOn 8 GPUs, 4,096 tokens each, 3.22 GB"),   # above: inputs only
              new_markdown_cell("## 3. Sequences\n\n### A subsection\n\nOn 8 GPUs, 4,096 tokens each"),
              _shown(erratum_inside),
-             new_markdown_cell("## 4. After\n\n373 again"))                  # the next section
+             new_markdown_cell("## 4. After\n\n373 again"))                  # after the question, unfolded
+    assert leaks(nb) == []
+
+
+def test_a_result_anywhere_above_its_question_leaks():
+    # a teaching table two sections above the question prints its result: the learner read it on the way
+    nb = _nb(new_markdown_cell("## 1. Tables\n\n| model | sequences |\n|---|---|\n| 8B | 373 |"),
+             new_markdown_cell("## 2. Something else"),
+             new_markdown_cell("## 3. Sequences"), _shown(QUESTION))
+    assert _leaked(nb) == [("373", 0)]
+    # a figure of the fold that is no result (its sanity line's 1,500 tokens spare) is checked in its section only
+    nb.cells[0].source = "## 1. Tables\n\n1,500 tokens"
+    assert _leaked(nb) == []
+
+
+def test_a_later_questions_text_that_quotes_an_answer_leaks():
+    # the learner reads Question 2 before opening Question 1's fold, even in another section
+    nb = _nb(new_markdown_cell("## 3. Sequences"), _shown(QUESTION), new_markdown_cell("## 4. Later"),
+             _shown(kd.worked_problem(2, "Question 1's 373 sequences grow to 16,384 tokens: how many fit?", "bf16.",
+                                      "$B$", [("B", "186", "sequences")], "186 sequences", "half.").data))
+    assert _leaked(nb) == [("373", 3)]
+
+
+def test_a_near_figure_of_a_result_leaks_and_another_unit_does_not():
+    # 451,330 tokens (the pool from a slightly different memory) gives away 451,342; 373 GB is no count of sequences
+    question = kd.worked_problem(1, "How many tokens hold the pool?", "bf16.", "$T$", [("b", "2", "bytes")],
+                                 "451,342 tokens", "ok.").data
+    nb = _nb(new_markdown_cell("## 1. Pool\n\nFrom the table's memory: 451,330 tokens; 451,000 is round"),
+             new_markdown_cell("## 2. Q"), _shown(question))
+    assert [leak.written for leak in leaks(nb)] == ["451,330"]
+    nb = _nb(new_markdown_cell("## 1. HBM\n\nAn MI300X holds 373 GB."), new_markdown_cell("## 3. Q"), _shown(QUESTION))
+    assert leaks(nb) == []
+
+
+def test_a_question_that_states_a_figure_as_its_input_is_no_leak():
+    # Question 2 names the log's 652,144 tokens as its input; its answer, a window around it, is near it
+    question = kd.worked_problem(2, "A log prints 652,144 tokens. Do they agree?", "bf16.", "$n$",
+                                 [("n", "40,759", "blocks")], "652,128 to 652,208 tokens; it is inside", "ok.").data
+    nb = _nb(new_markdown_cell("## 1. Logs\n\nThe log: 652,144 tokens"), new_markdown_cell("## 2. Q"), _shown(question))
+    assert leaks(nb) == []
+
+
+def test_several_questions_in_one_output_each_have_their_own_text():
+    both = QUESTION + "\n\n" + kd.worked_problem(2, "Now 16,384 tokens each?", "bf16.", "$B$",
+                                                   [("B", "186", "sequences")], "186 sequences", "half.").data
+    nb = _nb(new_markdown_cell("## 3. Sequences"), _shown(both))
     assert leaks(nb) == []
 
 
@@ -96,8 +141,10 @@ def test_a_subsection_is_part_of_its_sections_span_but_not_of_its_parents():
              new_markdown_cell("### 3.1 The question"), _shown(QUESTION),
              new_markdown_cell("#### 3.1.1 A deeper note\n\n373 in a deeper subsection"),
              new_markdown_cell("### 3.2 Next\n\n373 in the next subsection"))
-    assert _leaked(nb) == [("373", 3)]
+    # the deeper note under the closed fold is in its span; the parent's line above is before the question
+    assert _leaked(nb) == [("373", 0), ("373", 3)]
 
 
 def test_names_are_not_figures():
     assert figures("Llama-3.1-8B on 8 × H100-SXM, fp8, ch04, GQA-8, <div style='width:42.0%'></div>") == {"8": "8"}
+    assert figures("Question 13, Exercise 12, chapter 05, §6 and section 4.2: 4,321 B") == {"4321": "4,321"}

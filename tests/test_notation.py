@@ -370,3 +370,80 @@ def test_kvdisplay_writes_the_table_letters():
             for letter in undefined_in_latex(math):
                 found.setdefault(letter, f"{module.name}: ${math}$")
     assert not found, found
+
+
+# -- widget labels and plot axes ---------------------------------------------------------------------
+
+#: Keyword arguments whose string a learner reads as a label: a widget's description, a plot's axes.
+LABEL_KEYWORDS = ("description", "xlabel", "ylabel")
+LABEL_SYMBOL = re.compile(r"(?<![\w\-/.'’])([A-Za-z](?:_\{?[A-Za-z0-9]+\}?)?)(?![\w\-'’])")
+#: One-letter English words a label may hold that are no symbol.
+NOT_SYMBOLS = {"a", "A"}
+
+
+def label_strings(source: str) -> list:
+    """The strings a code cell or module hands to a widget's ``description`` or a plot's ``xlabel`` /
+    ``ylabel`` (an f-string with each placeholder as 0)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    return [text for node in ast.walk(tree) if isinstance(node, ast.Call)
+            for keyword in node.keywords if keyword.arg in LABEL_KEYWORDS
+            for text in [_string(keyword.value)] if text]
+
+
+def _stems(text: str) -> set:
+    return {w.lower().rstrip("s") for w in re.findall(r"[A-Za-z]{3,}", text)}
+
+
+def _row_words(letter: str) -> set:
+    row = notation.by_letter(letter)
+    return _stems(" ".join([row.name.replace("_", " "), row.meaning, *row.kvlib_keywords, *row.config_fields])
+                  .replace("_", " "))
+
+
+def misnamed_in_label(label: str) -> list:
+    """What is wrong with the symbols of a label: a letter the table lacks, or letters whose rows share no word
+    with the label's words ("latent width r": r is the tokens of a last block; "tensor-parallel size N": N is
+    GPUs in a node, the table's TP is t). Units in parentheses are not read."""
+    text = re.sub(r"\([^)]*\)", " ", label)
+    text = re.sub(r"\$([^$]*)\$", r" \1 ", text).replace("\\", " ")
+    symbols = [s.replace("{", "").replace("}", "") for s in LABEL_SYMBOL.findall(text) if s not in NOT_SYMBOLS]
+    if not symbols:
+        return []
+    unknown = [s for s in symbols if s not in notation.letters()]
+    if unknown:
+        return [f"{label!r}: {', '.join(unknown)} not in the table"]
+    words = _stems(LABEL_SYMBOL.sub(" ", text))
+    if words and not words & set().union(*(_row_words(s) for s in symbols)):
+        rows = "; ".join(f"{s} is {notation.by_letter(s).meaning}" for s in symbols)
+        return [f"{label!r}: {rows}"]
+    return []
+
+
+def test_the_label_scan_can_fail():
+    # what ch03's explorer and plot wrote before: the latent called r, TP called N
+    assert misnamed_in_label("latent width r") and misnamed_in_label("tensor-parallel size N (GPUs)")
+    assert misnamed_in_label("latent width q") == ["'latent width q': q not in the table"]
+    assert [misnamed_in_label(label) for label in ("latent width d_c", "rope width d_R", "layers L",
+            "tensor-parallel size t (GPUs)", "tokens in flight, B × T (tokens)", "memory (GB)")] == [[]] * 6
+    assert label_strings('w = W.IntSlider(3, description="layers L")\nkd.line_plot(x, y, xlabel=f"TP {t}")') == \
+        ["layers L", "TP 0"]
+
+
+def _label_sources():
+    import kvdisplay
+    yield from ((f"kvdisplay/{m.name}", m.read_text(encoding="utf-8"))
+                for m in sorted(Path(kvdisplay.__file__).parent.glob("*.py")))
+    for path in SOURCES:
+        yield from ((path.parent.name, source) for source in _code_cells(path))
+
+
+def test_widget_labels_and_plot_axes_use_the_table():
+    """A letter in a widget's label or on a plot's axis is the table's letter for that quantity: the
+    explorer's "latent width" is d_c, a TP axis is t."""
+    found = sorted({f"{where}: {problem}" for where, source in _label_sources()
+                    for label in label_strings(source) for problem in misnamed_in_label(label)})
+    assert found == [], "labels whose letters the notation table gives another meaning, or lacks:\n" + \
+        "\n".join(found)

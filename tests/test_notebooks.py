@@ -117,9 +117,10 @@ def test_release_fails_only_in_its_exercises(path, executed_release):
 @pytest.mark.parametrize("path", CHAPTERS, ids=_ids(CHAPTERS))
 def test_no_answer_in_view_before_it_is_asked(path, executed_release):
     """What the learner sees of the executed release (markdown, HTML and text outputs, a plot's title and
-    legend) shows no figure of a folded answer outside its fold, anywhere in the answer's section: not in a
-    table or explorer above the question, an erratum or footnote under the closed fold, the next question's text
-    (tests/leaks.py has the rules: what a section, an answer figure and a trivial number are)."""
+    legend) shows no figure of a folded answer outside its fold: not in its section (a table or explorer above
+    the question, an erratum or footnote under the closed fold), not anywhere in the chapter above it, not in
+    any question's text (tests/leaks.py has the rules: what a section, an answer figure, a result and a trivial
+    number are). Reads the release every other test here executes: no kernel of its own."""
     found = leaks(executed_release(path))
     assert found == [], f"{len(found)} answer figure(s) in view before their fold is opened:\n" + "\n".join(
         map(str, found))

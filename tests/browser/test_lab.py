@@ -174,7 +174,7 @@ PLANS = {
         shows=("the factor 2 for K and V is missing", "not quite [query_heads]"),
     ),
     "ch05_prefix_reuse": Plan(
-        slider="prompt P (tokens)",
+        slider="prompt T_p (tokens)",
         number=r"tokens recomputed per request:\s*([\d,]+)",
         answer_id="ch05_q1_answer",
         # Shares the partial last block too: whole blocks only.
