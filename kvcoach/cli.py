@@ -15,6 +15,10 @@ ones first) and says why each was picked ("missed twice, last 3 days ago").
 ``--assumptions`` asks a structured answer (``tokens=... utilization=... memory=cuda``) where an
 assumption changes the figure, checked field by field (``kvcoach.drill_assumptions``).
 
+``--plan`` asks a whiteboard capacity plan instead (``kvcoach.plan_mode``): a drawn scenario (``--seed``),
+the assumptions it leaves open asked for, each step of the plan judged with the slip named where it
+enters, and a rubric at the end, recorded with the plan's scores like a drill.
+
 ``--student ID`` asks that learner's own graded drills (``kvcoach.drills.student_problem``, the
 topics of ``GRADED_TOPICS``; with ``--topic``, that one), without showing answers, steps or
 where a number went wrong; those runs are never recorded (a graded question is the same every
@@ -34,7 +38,7 @@ import time
 from kvlib.argtypes import positive_int as _positive_int
 from kvlib.cli.common import UsageError
 
-from . import drill_assumptions, drill_history, drill_steps
+from . import drill_assumptions, drill_history, drill_steps, plan_mode
 from .drills import GRADED_TOPICS, TOPICS, problem_set, generate, student_problem
 
 __all__ = ["ask", "add_parser"]
@@ -121,7 +125,22 @@ def _history(args):
     return history, history.new_session("cli")
 
 
+def _cmd_plan(args):
+    clashes = [flag for flag, on in (("--topic", args.topic), ("--count", args.count), ("--student", args.student),
+                                     ("--review", args.review), ("--stats", args.stats),
+                                     ("--assumptions", args.assumptions)) if on]
+    if clashes:
+        raise UsageError(f"kvlib drill: --plan asks one whiteboard plan; it takes no {', '.join(clashes)}")
+    history, session = _history(args)
+    plan_mode.run(0 if args.seed is None else args.seed, stdin=sys.stdin, stdout=sys.stdout, history=history,
+                  session=session, echo=not _is_terminal(sys.stdin))
+    if history is not None and history.attempts:
+        print(f"(recorded in {history.path}; kvlib drill --stats shows the table)")
+
+
 def _cmd_drill(args):
+    if args.plan:
+        return _cmd_plan(args)
     if args.stats:
         if args.student is not None or args.review:
             raise UsageError("kvlib drill: --stats prints the history; it takes no --student or --review")
@@ -199,5 +218,7 @@ def add_parser(subparsers):
     p.add_argument("--no-history", action="store_true", help="do not record this run's answers")
     p.add_argument("--assumptions", action="store_true", help="answer as key=value pairs: the figure and the "
                                                               "assumptions it rests on (utilization, memory, dtype)")
+    p.add_argument("--plan", action="store_true", help="size a cluster for a drawn scenario, step by step, timed "
+                                                       "and scored against a rubric (--seed picks the scenario)")
     p.set_defaults(func=_cmd_drill)
     return p
