@@ -435,7 +435,8 @@ class PlanSession:
         if key == "sanity":
             held = self.plan.nodes * self.plan.decode.replicas_per_node * self.plan.max_sequences_per_replica
             verdict = "it holds" if held >= self.plan.concurrency else "it does not"
-            feedback += (f" The plan's {_amount(self.plan.nodes, 'nodes')} hold up to {held:,} sequences against "
+            hold = "holds" if self.plan.nodes == 1 else "hold"
+            feedback += (f" The plan's {_amount(self.plan.nodes, 'nodes')} {hold} up to {held:,} sequences against "
                          f"{self.plan.concurrency:,.1f} in flight: {verdict}.")
         return StepResult(key, text, v.correct, True, feedback, v.slips)
 

@@ -97,7 +97,7 @@ def plan_mode(*, seed: int | None = None, clock=time.monotonic, history=True, ti
     state = {"session": None, "seed": random.randrange(10**6) if seed is None else seed, "recorded": False}
     history_session = kept.new_session("notebook") if kept is not None else None
     new_w = widgets.Button(description="new scenario", button_style="primary")
-    answer_w = widgets.Text(placeholder="this step's answer, e.g. efficiency=0.7 ... or 131072 or itl",
+    answer_w = widgets.Text(placeholder="efficiency=… allreduce_us=… spike=…, then one figure per step",
                             description="plan", layout=widgets.Layout(width="520px"))
     enter_w = widgets.Button(description="enter")
     clock_w = widgets.HTML(plan_clock_text(None))
