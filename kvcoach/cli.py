@@ -13,7 +13,8 @@ every topic's coverage (asked, right, median time, slips) and its next review wi
 never asked is due); ``--review`` asks ``--count`` questions of the topics the review rule picks (missed
 ones first) and says why each was picked ("missed twice, last 3 days ago").
 ``--assumptions`` asks a structured answer (``tokens=... utilization=... memory=cuda``) where an
-assumption changes the figure, checked field by field (``kvcoach.drill_assumptions``).
+assumption changes the figure, checked field by field (``kvcoach.drill_assumptions``); the question then
+withholds the assumptions left to the learner (utilization, MFU), and the figure is judged with the stated ones.
 
 ``--plan`` asks a whiteboard capacity plan instead (``kvcoach.plan_mode``): a drawn scenario (``--seed``),
 the assumptions it leaves open asked for, each step of the plan judged with the slip named where it
@@ -72,7 +73,8 @@ def ask(problems, *, stdin=None, stdout=None, reveal: bool = True, timings: bool
     for n, p in enumerate(problems, 1):
         structured = assumptions and len(drill_assumptions.fields(p)) > 1
         target = drill_history.target_seconds(p)
-        say("", f"Question {n}/{len(problems)} [{p.topic}]", p.question)
+        say("", f"Question {n}/{len(problems)} [{p.topic}]", drill_assumptions.open_question(p) if structured else
+            p.question)
         if structured:
             say(f"answer as key=value: {drill_assumptions.prompt(p)}")
         else:
@@ -103,7 +105,8 @@ def ask(problems, *, stdin=None, stdout=None, reveal: bool = True, timings: bool
         for key in named:                     # every slip the feedback named: the summary, --stats, the history
             slips[key] = slips.get(key, 0) + 1
         if reveal and not (structured and verdict.figure_ok()) and not ok:
-            say(*drill_steps.worked_lines(p), *drill_steps.where_lines(p, figure))
+            shown = drill_assumptions.as_stated(p, text) if structured else p    # the steps on the stated premise
+            say(*drill_steps.worked_lines(shown), *drill_steps.where_lines(shown, figure))
         if timed:
             over = "" if seconds <= target else f", {seconds - target:.0f} s over"
             say(f"(answered in {seconds:.1f} s; target {target} s{over})")
