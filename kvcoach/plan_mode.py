@@ -223,7 +223,7 @@ def read_assumptions(text: str) -> dict:
         if key == "allreduce_us" and scale == 0.01:
             raise PlanModeError(f"allreduce_us: expected a time in µs, got {value!r}")
         low, high = ASSUMPTIONS[key][2]
-        if not (low <= number <= high) or (key == "efficiency" and number == low):
+        if not low <= number <= high:
             raise PlanModeError(f"{key}: {value} is outside the plausible range {low:g} to {high:g} "
                                 f"({ASSUMPTIONS[key][1]})")
         out[key] = round(number, 12)

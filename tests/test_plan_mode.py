@@ -219,3 +219,14 @@ def test_no_plan_slip_falls_within_a_right_answer_s_tolerance():
             expected, slipped = QUANTITIES[p.quantity](dict(p.inputs))
             for slip, value in slipped:
                 assert abs(value - expected) > p._rel_tol() * abs(expected), (seed, key, slip)
+
+
+def test_no_assumption_stated_scores_zero_and_one_node_holds():
+    s = pm.PlanSession(pm.draw(5), clock=lambda: 0.0)
+    r = s.answer("")                                            # nothing stated: scored, kvlib's values used
+    assert r.scored and r.feedback.count("not stated") == 3 and s.rubric()["assumptions"] == 0
+    for key, _, _ in pm.STEPS:
+        s.answer(str(s.expected(key)))
+    assert s.expected("nodes") == 1
+    assert "The plan's 1 node holds up to " in s.results[-1].feedback
+    assert s.rubric() == {"assumptions": 0, "steps": 1, "binding": 1, "sanity": 1}
