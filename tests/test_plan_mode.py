@@ -189,9 +189,10 @@ def test_plan_sequences_nodes_headroom_and_little_slips_by_hand():
     seq = dict(sequences_per_replica=40, sequences_by_memory=90, sequences_by_itl=60, max_num_seqs=1024,
                token_budget=512, itl_margin_ms=5.0, allreduce_ms=3.2, sequences_by_itl_without_margin=70,
                sequences_by_itl_without_allreduce=65, sequences_before_ttft=60)
+    # the TTFT cut took 60 to 40; ITL without the 5 ms margin 70, without the all-reduce 65; memory 90
     assert QUANTITIES["plan_sequences_per_replica"](seq) == (40, [
-        ("non_binding_constraint", 90), ("itl_margin_left_out", 70), ("allreduce_left_out", 65),
-        ("ttft_cut_left_out", 60)])
+        ("ttft_cut_left_out", 60), ("itl_margin_left_out", 70), ("allreduce_left_out", 65),
+        ("non_binding_constraint", 90)])
     nodes = dict(nodes=5, users=1000, replicas=2, sequences_per_replica=120, nodes_for_decode=5, gpus_per_node=8,
                  tp=4, rate_per_s=10, prompt_tokens=1000)
     # 1,000 / (2 x 120) = 4.17 -> 5; floor 4; 40 GPUs; one replica a node: 1,000 / 120 = 8.3 -> 9

@@ -62,10 +62,12 @@ def _q_sequences_per_replica(i):
     expected = i["sequences_per_replica"]
     mem, itl = i["sequences_by_memory"], i["sequences_by_itl"]
     cap = min(i["max_num_seqs"], i["token_budget"] - 1)
-    slips = [("non_binding_constraint", min(max(mem, itl), cap)),
+    # the limit applied last leads where two slips give one number: the TTFT cut, the ITL's margin and all-reduce,
+    # then the larger of memory and ITL
+    slips = [("ttft_cut_left_out", i["sequences_before_ttft"]),
              ("itl_margin_left_out", min(mem, i["sequences_by_itl_without_margin"], cap)),
              ("allreduce_left_out", min(mem, i["sequences_by_itl_without_allreduce"], cap)),
-             ("ttft_cut_left_out", i["sequences_before_ttft"])]
+             ("non_binding_constraint", min(max(mem, itl), cap))]
     return expected, [(k, v) for k, v in slips if v != expected]
 
 
