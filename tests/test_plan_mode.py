@@ -231,3 +231,18 @@ def test_no_assumption_stated_scores_zero_and_one_node_holds():
     assert s.expected("nodes") == 1
     assert "The plan's 1 node holds up to " in s.results[-1].feedback
     assert s.rubric() == {"assumptions": 0, "steps": 1, "binding": 1, "sanity": 1}
+
+
+def test_the_itl_margin_left_out_is_named_at_the_sequences_step():
+    # Scenario 3: Qwen2.5-7B (28 layers, 4 KV heads of 128; 7,615,616,512 parameters) on an H100-SXM, tp 1,
+    # 2,000-token prompts and 600 out (mean context 2,300), ITL 30 ms. Aiming the mean step at the whole 30 ms:
+    # floor((0.030 x 3.35e12 x 0.7 - 15,231,233,024) / (57,344 x 2,300)) = floor(55,118,766,976 / 131,891,200) = 417
+    margin_left_out = (round(0.030 * 3.35e12 * 0.7) - 7_615_616_512 * 2) // (2 * 28 * 4 * 128 * 2 * 2300)
+    assert margin_left_out == 417
+    s = pm.PlanSession(pm.draw(3), clock=lambda: 0.0)
+    s.answer(ASSUMED)
+    s.answer(str(2 * 28 * 4 * 128 * 2))
+    s.answer(str(s.expected("pool")))
+    r = s.answer(str(margin_left_out))
+    assert not r.ok and r.slips == ("itl_margin_left_out",)
+    assert "aim the mean step at the target less that chunk's compute" in r.feedback
