@@ -277,27 +277,6 @@ def _open_check(name, value) -> FieldVerdict:
     return FieldVerdict(name, value, True, f"{u:g}, stated: the figure is judged with it.")
 
 
-def _share(name, right_text, wrong_text):
-    """A checker for a share between 0 and 1 (``0.92`` or ``92%``) that the question states as ``inputs[name]``."""
-    def check_share(problem, i, value, figure) -> FieldVerdict:
-        u = _number(value.rstrip("%"))
-        if u is not None and value.endswith("%"):
-            u = u / 100
-        if u is None or not 0 < u <= 1:
-            return FieldVerdict(name, value, False, f"expected a share between 0 and 1 (0.92 or 92%), got {value!r}.")
-        if math.isclose(u, i[name], rel_tol=1e-9):
-            return FieldVerdict(name, value, True, right_text.format(u=u))
-        follows = " Your figure follows from the share you stated." if _follows(problem, {name: u}, figure) else ""
-        return FieldVerdict(name, value, False, wrong_text.format(q=i[name], u=u) + follows)
-    return check_share
-
-
-_utilization = _share("utilization", "{u:g} of what CUDA reports, as the question states.",
-                      "the question's engine takes {q:g} of GPU memory (vLLM's gpu_memory_utilization), not {u:g}.")
-_mfu = _share("mfu", "{u:g} of the GPU's peak FLOP/s, as the question states.",
-              "the question assumes the prefill reaches {q:g} of the GPU's peak FLOP/s (its MFU), not {u:g}.")
-
-
 def _memory(problem, i, value, figure) -> FieldVerdict:
     said = MEMORY.get(value.lower())
     if said is None:
@@ -327,4 +306,4 @@ def _dtype(problem, i, value, figure) -> FieldVerdict:
                                               f"{_DTYPE_NAMES[b]}.{follows}")
 
 
-_CHECKS = {"utilization": _utilization, "mfu": _mfu, "memory": _memory, "dtype": _dtype}
+_CHECKS = {"memory": _memory, "dtype": _dtype}     # the OPEN fields are checked by _open_check
