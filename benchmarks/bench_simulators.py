@@ -13,7 +13,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import md_table, median, time_call  # noqa: E402  (benchmarks/common.py)
 
-from kvcoach import drills  # noqa: E402
+from kvcoach import drills, plan_mode  # noqa: E402
 from kvlib import alloc_sim, offload, planner, prefix_cache, roofline  # noqa: E402
 
 
@@ -46,6 +46,9 @@ def cases():
     out.append(("offload.break_even_context", "5 ms fixed fetch cost",
                 lambda: offload.break_even_context("llama-3.1-8b", fetch_overhead_s=0.005)))
     out.append(("drills.problem_set", "11 problems", lambda: drills.problem_set(0, 11)))
+    out.append(("plan_mode: draw + assumptions", "scenario 2: plan_requests and its steps",
+                lambda: plan_mode.PlanSession(plan_mode.draw(2), clock=lambda: 0.0).answer(
+                    "efficiency=0.7 allreduce_us=20 spike=1.3")))
     return out
 
 

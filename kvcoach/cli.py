@@ -13,7 +13,12 @@ every topic's coverage (asked, right, median time, slips) and its next review wi
 never asked is due); ``--review`` asks ``--count`` questions of the topics the review rule picks (missed
 ones first) and says why each was picked ("missed twice, last 3 days ago").
 ``--assumptions`` asks a structured answer (``tokens=... utilization=... memory=cuda``) where an
-assumption changes the figure, checked field by field (``kvcoach.drill_assumptions``).
+assumption changes the figure, checked field by field (``kvcoach.drill_assumptions``); the question then
+withholds the assumptions left to the learner (utilization, MFU), and the figure is judged with the stated ones.
+
+``--plan`` asks a whiteboard capacity plan instead (``kvcoach.plan_mode``): a drawn scenario (``--seed``),
+the assumptions it leaves open asked for, each step of the plan judged with the slip named where it
+enters, and a rubric at the end, recorded with the plan's scores like a drill.
 
 ``--student ID`` asks that learner's own graded drills (``kvcoach.drills.student_problem``, the
 topics of ``GRADED_TOPICS``; with ``--topic``, that one), without showing answers, steps or
@@ -34,7 +39,7 @@ import time
 from kvlib.argtypes import positive_int as _positive_int
 from kvlib.cli.common import UsageError
 
-from . import drill_assumptions, drill_history, drill_steps
+from . import drill_assumptions, drill_history, drill_steps, plan_mode
 from .drills import GRADED_TOPICS, TOPICS, problem_set, generate, student_problem
 
 __all__ = ["ask", "add_parser"]
@@ -68,7 +73,8 @@ def ask(problems, *, stdin=None, stdout=None, reveal: bool = True, timings: bool
     for n, p in enumerate(problems, 1):
         structured = assumptions and len(drill_assumptions.fields(p)) > 1
         target = drill_history.target_seconds(p)
-        say("", f"Question {n}/{len(problems)} [{p.topic}]", p.question)
+        say("", f"Question {n}/{len(problems)} [{p.topic}]", drill_assumptions.open_question(p) if structured else
+            p.question)
         if structured:
             say(f"answer as key=value: {drill_assumptions.prompt(p)}")
         else:
@@ -99,7 +105,8 @@ def ask(problems, *, stdin=None, stdout=None, reveal: bool = True, timings: bool
         for key in named:                     # every slip the feedback named: the summary, --stats, the history
             slips[key] = slips.get(key, 0) + 1
         if reveal and not (structured and verdict.figure_ok()) and not ok:
-            say(*drill_steps.worked_lines(p), *drill_steps.where_lines(p, figure))
+            shown = drill_assumptions.as_stated(p, text) if structured else p    # the steps on the stated premise
+            say(*drill_steps.worked_lines(shown), *drill_steps.where_lines(shown, figure))
         if timed:
             over = "" if seconds <= target else f", {seconds - target:.0f} s over"
             say(f"(answered in {seconds:.1f} s; target {target} s{over})")
@@ -121,7 +128,22 @@ def _history(args):
     return history, history.new_session("cli")
 
 
+def _cmd_plan(args):
+    clashes = [flag for flag, on in (("--topic", args.topic), ("--count", args.count), ("--student", args.student),
+                                     ("--review", args.review), ("--stats", args.stats),
+                                     ("--assumptions", args.assumptions)) if on]
+    if clashes:
+        raise UsageError(f"kvlib drill: --plan asks one whiteboard plan; it takes no {', '.join(clashes)}")
+    history, session = _history(args)
+    plan_mode.run(0 if args.seed is None else args.seed, stdin=sys.stdin, stdout=sys.stdout, history=history,
+                  session=session, echo=not _is_terminal(sys.stdin))
+    if history is not None and history.attempts:
+        print(f"(recorded in {history.path}; kvlib drill --stats shows the table)")
+
+
 def _cmd_drill(args):
+    if args.plan:
+        return _cmd_plan(args)
     if args.stats:
         if args.student is not None or args.review:
             raise UsageError("kvlib drill: --stats prints the history; it takes no --student or --review")
@@ -199,5 +221,7 @@ def add_parser(subparsers):
     p.add_argument("--no-history", action="store_true", help="do not record this run's answers")
     p.add_argument("--assumptions", action="store_true", help="answer as key=value pairs: the figure and the "
                                                               "assumptions it rests on (utilization, memory, dtype)")
+    p.add_argument("--plan", action="store_true", help="size a cluster for a drawn scenario, step by step, timed "
+                                                       "and scored against a rubric (--seed picks the scenario)")
     p.set_defaults(func=_cmd_drill)
     return p

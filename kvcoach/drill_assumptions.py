@@ -16,11 +16,22 @@ is ``Problem.check``'s (the slip named); a wrong assumption says what the questi
 whether the figure follows from the assumption the learner stated (kvlib recomputes it with that
 assumption: a consistent answer on a wrong premise, or a slip on top of it).
 
+The assumptions of ``OPEN`` (the engine's share of memory, the MFU) are the learner's to make, so a
+structured question does not state them (``open_question``: an interviewer waits to hear them, and
+echoing them back would grade nothing): a stated value in its plausible range is right, and the figure
+is judged against kvlib's with that value (``as_stated``). The memory figure and the element type stay
+stated facts (the data sheet and CUDA's figure, the config's dtype) of which the learner names the one used.
+
 >>> from kvcoach.drills import generate
 >>> p = generate("pool", 1)
 >>> fields(p)
 ('tokens', 'utilization', 'memory')
->>> v = check(p, "tokens=885,301 utilization=0.9 memory=label")
+>>> "The engine takes 0.90 of what CUDA reports;" in p.question
+True
+>>> "The engine takes its share of what CUDA reports (state the share you assume);" in open_question(p)
+True
+>>> right = expected_value(p.quantity, **dict(p.inputs, utilization=0.9))   # kvlib's figure at the stated 0.9
+>>> v = check(p, f"tokens={right} utilization=0.9 memory=label")
 >>> v.correct, [f.ok for f in v.fields]
 (False, [True, True, False])
 
@@ -29,13 +40,16 @@ Taught in ch09_interview_drills (drill mode's "state assumptions"); ``kvlib dril
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from .slips import expected_value
 
-__all__ = ["AssumptionError", "FieldVerdict", "StatedVerdict", "fields", "parse", "check", "prompt", "DTYPES"]
+__all__ = ["AssumptionError", "FieldVerdict", "StatedVerdict", "fields", "parse", "check", "prompt", "DTYPES", "OPEN",
+           "open_question", "as_stated"]
 
 #: Element types a learner may name, and their bytes per element.
 DTYPES = {"bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "half": 2, "16bit": 2, "16-bit": 2,
@@ -45,6 +59,14 @@ _DTYPE_NAMES = {2: "bf16 (2 bytes per element)", 1: "fp8 (1 byte per element)", 
 MEMORY = {"cuda": "cuda", "reported": "cuda", "cuda-reported": "cuda", "torch": "cuda", "label": "label",
           "datasheet": "label", "data-sheet": "label", "nominal": "label"}
 FIGURE_ALIASES = ("answer", "value", "figure")
+#: The assumptions a structured question leaves open: field -> (plausible range, how the question states it, what
+#: it says instead). vLLM's gpu_memory_utilization defaults to 0.9-0.92 and is set from about half to nearly all of
+#: the memory; a prefill's MFU runs from a tenth to about 0.8 of peak.
+OPEN = {
+    "utilization": ((0.5, 0.99), re.compile(r"The engine takes \d+(?:\.\d+)? of what CUDA reports"),
+                    "The engine takes its share of what CUDA reports (state the share you assume)"),
+    "mfu": ((0.1, 0.9), re.compile(r"\d+(?:\.\d+)?% MFU"), "an MFU you state"),
+}
 
 
 class AssumptionError(ValueError):
@@ -139,6 +161,41 @@ def parse(text: str, problem) -> dict:
     return out
 
 
+def open_question(problem) -> str:
+    """The question as a structured answer asks it: the assumptions of ``OPEN`` are withheld, to be stated."""
+    text = problem.question
+    for name in fields(problem)[1:]:
+        if name in OPEN:
+            text = OPEN[name][1].sub(OPEN[name][2], text)
+    return text
+
+
+def _open_values(problem, stated: dict) -> dict:
+    """``{field: share}`` of the open assumptions stated within their plausible range."""
+    out = {}
+    for name in fields(problem)[1:]:
+        if name in OPEN and stated.get(name):
+            u = _share_value(stated[name])
+            low, high = OPEN[name][0]
+            if u is not None and low <= u <= high:
+                out[name] = u
+    return out
+
+
+def as_stated(problem, text):
+    """``problem`` with the open assumptions ``text`` states (plausible ones) in place of the question's: its
+    answer kvlib's figure with them, so its check and worked steps follow the learner's premise."""
+    try:
+        values = _open_values(problem, parse(text, problem))
+    except AssumptionError:
+        values = {}
+    if not values:
+        return problem
+    inputs = dict(problem.inputs, **values)
+    return dataclasses.replace(problem, inputs=MappingProxyType(inputs), params=MappingProxyType(
+        dict(problem.params, **values)), answer=expected_value(problem.quantity, **inputs))
+
+
 def _follows(problem, override: dict, figure) -> bool:
     """Whether ``figure`` is what kvlib computes with the learner's stated assumption instead of the question's."""
     try:
@@ -169,21 +226,25 @@ def check(problem, text, reveal: bool = True) -> StatedVerdict:
         return StatedVerdict((FieldVerdict("answer", str(text), False, str(e)),))
     names = fields(problem)
     figure_text = stated.get(names[0])
+    judged = as_stated(problem, text)          # the figure follows the open assumptions the learner stated
     verdicts = []
     if not figure_text:
         verdicts.append(FieldVerdict(names[0], None, False, f"missing: give the figure as {names[0]}=..."))
         figure = None
         slip = None
     else:
-        ok, message = problem.check(figure_text, reveal=reveal)
+        ok, message = judged.check(figure_text, reveal=reveal)
         verdicts.append(FieldVerdict(names[0], figure_text, ok, message))
         figure = _number(figure_text)
-        slip = None if ok else problem.slip_key(figure_text)
+        slip = None if ok else judged.slip_key(figure_text)
     i = problem.inputs
     for name in names[1:]:
         value = stated.get(name)
         if not value:
             verdicts.append(FieldVerdict(name, None, False, _MISSING[name]))
+            continue
+        if name in OPEN:
+            verdicts.append(_open_check(name, value.strip()))
             continue
         verdicts.append(_CHECKS[name](problem, i, value.strip(), figure))
     return StatedVerdict(tuple(verdicts), slip)
@@ -197,25 +258,23 @@ _MISSING = {
 }
 
 
-def _share(name, right_text, wrong_text):
-    """A checker for a share between 0 and 1 (``0.92`` or ``92%``) that the question states as ``inputs[name]``."""
-    def check_share(problem, i, value, figure) -> FieldVerdict:
-        u = _number(value.rstrip("%"))
-        if u is not None and value.endswith("%"):
-            u = u / 100
-        if u is None or not 0 < u <= 1:
-            return FieldVerdict(name, value, False, f"expected a share between 0 and 1 (0.92 or 92%), got {value!r}.")
-        if math.isclose(u, i[name], rel_tol=1e-9):
-            return FieldVerdict(name, value, True, right_text.format(u=u))
-        follows = " Your figure follows from the share you stated." if _follows(problem, {name: u}, figure) else ""
-        return FieldVerdict(name, value, False, wrong_text.format(q=i[name], u=u) + follows)
-    return check_share
+def _share_value(value):
+    """A share typed as ``0.92`` or ``92%``; None when it is not a number."""
+    value = str(value).strip()
+    u = _number(value.rstrip("%"))
+    return None if u is None else (u / 100 if value.endswith("%") else u)
 
 
-_utilization = _share("utilization", "{u:g} of what CUDA reports, as the question states.",
-                      "the question's engine takes {q:g} of GPU memory (vLLM's gpu_memory_utilization), not {u:g}.")
-_mfu = _share("mfu", "{u:g} of the GPU's peak FLOP/s, as the question states.",
-              "the question assumes the prefill reaches {q:g} of the GPU's peak FLOP/s (its MFU), not {u:g}.")
+def _open_check(name, value) -> FieldVerdict:
+    """An open assumption: right when it is a share in its plausible range (the figure is judged with it)."""
+    u = _share_value(value)
+    low, high = OPEN[name][0]
+    if u is None:
+        return FieldVerdict(name, value, False, f"expected a share between 0 and 1 (0.92 or 92%), got {value!r}.")
+    if not low <= u <= high:
+        return FieldVerdict(name, value, False, f"{u:g} is outside the plausible range {low:g} to {high:g}; the "
+                                                f"figure is judged with the question's own value.")
+    return FieldVerdict(name, value, True, f"{u:g}, stated: the figure is judged with it.")
 
 
 def _memory(problem, i, value, figure) -> FieldVerdict:
@@ -247,4 +306,4 @@ def _dtype(problem, i, value, figure) -> FieldVerdict:
                                               f"{_DTYPE_NAMES[b]}.{follows}")
 
 
-_CHECKS = {"utilization": _utilization, "mfu": _mfu, "memory": _memory, "dtype": _dtype}
+_CHECKS = {"memory": _memory, "dtype": _dtype}     # the OPEN fields are checked by _open_check

@@ -27,6 +27,7 @@ from .mla import MLA_LATENT_AXES, MLA_ROPE_AXES, mla_cache_arrays, mla_explorer,
 from .plots import figure_text, line_plot, show_figure_text
 from .pool import pool_explorer, pool_explorer_view
 from .planner import planner_explorer, planner_view
+from .plan_drill import plan_clock_text, plan_mode, plan_view
 from .problems import erratum, footnote, footnote_ref, worked_problem
 from .serving_problems import serving_problem, serving_worked_problems
 from .reuse import fetch_recompute_explorer, fetch_recompute_view, prefix_sharing_explorer, prefix_sharing_view
@@ -54,6 +55,7 @@ __all__ = [
     "DrillSession", "drill_mode", "drill_view", "my_question", "my_questions", "show_question", "use_student_id",
     "interview_sheet", "interview_sheet_view",
     "clock_text", "drill_stats", "history_figure", "history_view",
+    "plan_clock_text", "plan_mode", "plan_view",
     "serving_problem",
     "serving_worked_problems",
     "all_attention_bytes_per_token", "sequence_memory_view", "state_arrays", "state_explorer",

@@ -200,7 +200,8 @@ class DrillSession:
             verdicts = ()
         scored = is_number and not self._scored_current
         figure_wrong = is_number and not (verdicts[0].ok if verdicts else correct)
-        steps = tuple(drill_steps.worked_lines(p) + drill_steps.where_lines(p, figure)) if figure_wrong else ()
+        shown = drill_assumptions.as_stated(p, text) if verdicts else p     # the steps on the stated premise
+        steps = tuple(drill_steps.worked_lines(shown) + drill_steps.where_lines(shown, figure)) if figure_wrong else ()
         if scored:
             self._scored_current = True
             self.asked += 1
@@ -282,7 +283,8 @@ def drill_view(session: DrillSession) -> str:
                      f"target {session.target()} s)</span></div>"
                      + (f"<div style='color:#555'>review: {html.escape(session.review_reason)}</div>"
                         if session.review_reason else "")
-                     + f"<div style='margin:4px 0 6px 0'>{html.escape(p.question)}</div>")
+                     + f"<div style='margin:4px 0 6px 0'>"
+                     f"{html.escape(drill_assumptions.open_question(p) if session.structured() else p.question)}</div>")
         if session.structured():
             parts.append("<div style='color:#555'>Answer as key=value pairs: <code>"
                          f"{html.escape(drill_assumptions.prompt(p))}</code></div>")

@@ -196,8 +196,12 @@ def test_an_mfu_field_where_the_question_assumes_one():
     i = p.inputs
     v = A.check(p, f"ms=1 mfu={i['mfu'] * 100:g}%")
     assert v.fields[1].ok and not v.fields[0].ok
-    v = A.check(p, "ms=1 mfu=0.99" if i["mfu"] != 0.99 else "ms=1 mfu=0.5")
-    assert not v.fields[1].ok and f"reaches {i['mfu']:g} of the GPU's peak FLOP/s" in v.fields[1].message
+    # the MFU is the learner's to state (the structured question withholds it): 0.99 is past any prefill's
+    v = A.check(p, "ms=1 mfu=0.99")
+    assert not v.fields[1].ok and "0.99 is outside the plausible range 0.1 to 0.9" in v.fields[1].message
+    # a plausible MFU other than the question's is right, and the figure is judged with it: 2 P T / (F x 0.45)
+    ms = 2 * i["num_params"] * i["prompt_tokens"] / (i["peak_flop_per_s"] * 0.45) * 1e3
+    assert [f.ok for f in A.check(p, f"ms={ms:.6g} mfu=0.45").fields] == [True, True]
 
 
 def _pool_by_hand(i, memory):
@@ -218,11 +222,15 @@ def test_pool_fields_each_get_their_message():
     assert v.slip == "label_memory" and "[label_memory]" in v.fields[0].message
     assert "follows from the label's memory" in v.fields[2].message
     assert f"CUDA reports ({i['gpu_bytes'] / 2**30:,.2f} GiB)" in v.fields[2].message
-    # the right figure, a utilization not the question's and no memory said
-    v = A.check(p, f"{right} utilization=0.5")
+    # the right figure, an implausible utilization (judged with the question's own) and no memory said
+    v = A.check(p, f"{right} utilization=0.3")
     assert [f.ok for f in v.fields] == [True, False, False]
-    assert f"takes {i['utilization']:g} of GPU memory" in v.fields[1].message and "follows" not in v.fields[1].message
+    assert "0.3 is outside the plausible range 0.5 to 0.99" in v.fields[1].message
     assert v.fields[2].stated is None and v.fields[2].message.startswith("missing")
+    # a plausible share other than the question's is the learner's premise: the figure follows it, not the question's
+    at_half = math.floor((math.floor(i["gpu_bytes"] * 0.5) - i["weight_bytes"] - i["other_bytes"]) / i["bytes_per_token"])
+    assert [f.ok for f in A.check(p, f"tokens={at_half} utilization=0.5 memory=cuda").fields] == [True, True, True]
+    assert [f.ok for f in A.check(p, f"tokens={right} utilization=0.5 memory=cuda").fields] == [False, True, True]
 
 
 def test_dtype_field_and_a_figure_that_follows_from_the_dtype_stated():

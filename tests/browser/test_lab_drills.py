@@ -5,7 +5,8 @@ touched), in headless Chromium: run the setup cell and drill mode, draw a questi
 token, watch the clock tick, answer it wrong (the K and V factor dropped, computed here from the
 geometry the question states), see the worked steps and the step where the slip enters; then restart
 the kernel (Kernel > Restart Kernel), run the setup and the history cell, and see the topic in the
-history table, read back from ``$XDG_DATA_HOME/kv-course/drills.json`` (the server's scratch data
+history table; between the two, run plan mode and enter one right plan step by step to its full rubric (the plan
+saved with its rubric scores), read back from ``$XDG_DATA_HOME/kv-course/drills.json`` (the server's scratch data
 folder, see conftest), a 0600 file. About 15 s with the server and the browser already up.
 """
 
@@ -17,6 +18,8 @@ import stat
 import time
 
 import pytest
+
+from kvcoach import plan_mode as pm
 
 from .test_lab import TIMEOUT_MS, ChapterPage, _shut_down_kernels
 
@@ -96,6 +99,27 @@ def test_drill_mode_shows_steps_after_a_miss_and_the_history_survives_a_restart(
             shown = view.inner_text()
             assert "worked steps:" not in shown and "✗" not in shown and "score: 0 / 1" in shown, shown
 
+        with chapter.step("drills: plan mode, one plan entered step by step to its rubric"):
+            # the right plan for the scenario shown, from kvlib (its figures are checked by hand in test_plan_mode.py)
+            _run_cell(chapter, _cell_index(chapter.nb, "kd.plan_mode("))
+            plan = page.locator(".kv-plan-mode")
+            plan.locator(".widget-button", has_text=re.compile("^new scenario$")).click()
+            plan_view = plan.locator(".widget-html", has_text="next:")
+            seed = int(re.search(r"Scenario (\d+)\.", plan_view.inner_text()).group(1))
+            s = pm.PlanSession(pm.draw(seed), clock=lambda: 0.0)
+            s.answer("efficiency=0.7 allreduce_us=20 spike=1.3")
+            lines = ["efficiency=0.7 allreduce_us=20 spike=1.3"] + [str(s.expected(k)) for k, _, _ in pm.STEPS]
+            box, enter = plan.locator(".widget-text input"), plan.locator(".widget-button", has_text=re.compile("^enter$"))
+            for n, line in enumerate(lines):
+                box.fill(line)
+                enter.click()
+                plan.locator(".widget-html", has_text=re.compile(r"rubric" if n == len(lines) - 1 else rf"step {n + 1}/")
+                              ).first.wait_for()
+            summary = plan.locator(".widget-html", has_text="rubric 4/4").inner_text()
+            assert "binding constraint named; sanity line right." in summary, summary
+            plan.scroll_into_view_if_needed()
+            page.screenshot(path=str(artefacts / f"{COPY}-02-plan.png"))
+
         with chapter.step("drills: restart the kernel, the history read back"):
             chapter.run_menu("Kernel", "Restart Kernel…")
             page.locator(".jp-Dialog .jp-mod-accept").click()
@@ -111,9 +135,11 @@ def test_drill_mode_shows_steps_after_a_miss_and_the_history_survives_a_restart(
         text = table.inner_text()
         assert "Your drill history over" in text and re.search(r"bytes per token from a config kv_per_token\s+\d+", text), text
         table.scroll_into_view_if_needed()
-        page.screenshot(path=str(artefacts / f"{COPY}-02-history.png"))
+        page.screenshot(path=str(artefacts / f"{COPY}-03-history.png"))
         saved = lab_server["data_home"] / "kv-course" / "drills.json"
         assert stat.S_IMODE(saved.stat().st_mode) == 0o600
+        plans = [a for a in json.loads(saved.read_text())["attempts"] if a["topic"] == "plan"]
+        assert [a["rubric"] for a in plans] == [{"assumptions": 1, "steps": 1, "binding": 1, "sanity": 1}], plans
         assert chapter.console == [], chapter.console
     finally:
         context.close()
