@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import random
 import re
 import sys
@@ -35,7 +36,8 @@ from kvlib.config import course_models, load_model
 from kvlib.feasibility import check_deployment, tp_refusal
 from kvlib.gpus import GPUS
 from kvlib.offload import prefill_linear_flops
-from kvlib.roofline import crossover_context, expected_experts_touched, weight_bytes_read
+from kvlib.params import routed_expert_params
+from kvlib.roofline import all_experts_batch, crossover_context, expected_experts_touched, weight_bytes_read
 from kvlib.spec import FULL
 from kvlib.units import GB, GiB, parse_bytes
 from kvlib.vllm.engine import default_utilization
@@ -45,7 +47,7 @@ from . import slips
 from .guard import GuardedField
 from .slips import COMBINED, PREFIX_MIX_KEYS, base_key, diagnose
 
-__all__ = ["GRADED_TOPICS", "TOPICS", "MAX_REPEATS", "TOLERANCE", "EXACT_UNITS", "Problem", "Question", "Step",
+__all__ = ["FAMILIES_2026", "GRADED_TOPICS", "TOPICS", "MAX_REPEATS", "TOLERANCE", "EXACT_UNITS", "Problem", "Question", "Step",
            "Verdict", "DrillError", "answer_reads", "generate", "problem_set", "read_answer", "seed_for_student",
            "student_problem", "swallowed_slips", "tolerance_for", "units_line", "variety_key"]
 
@@ -305,8 +307,8 @@ def _amount(x, units: str) -> str:
 #: to about three significant figures. ``tolerance_for`` gives each unit's; the units line states it.
 TOLERANCE = 0.005
 #: Counts whose rounding is the question (how many sequences fit, how many nodes, from which batch, how many
-#: slot-steps or token slots): exact, so a floor taken as a ceiling is a slip, not a near miss.
-EXACT_UNITS = frozenset({"sequences", "nodes", "slot-steps", "token slots"})
+#: slot-steps, token slots or engine steps): exact, so a floor taken as a ceiling is a slip, not a near miss.
+EXACT_UNITS = frozenset({"sequences", "nodes", "slot-steps", "token slots", "steps"})
 
 
 def tolerance_for(units: str) -> float:
@@ -776,23 +778,23 @@ _GPU_NAMES = ("A10", "A100-40GB", "A100-80GB", "A10G", "B200", "H100-PCIe", "H10
               "MI300X", "RTX-3090", "RTX-4090", "T4")
 
 
-def _gpu(rng):
-    return GPUS[rng.choice(_GPU_NAMES)]
+def _gpu(rng, names=_GPU_NAMES):
+    return GPUS[rng.choice(names)]
 
 
 def _deployment(rng, *, models=None, batches=(1,), contexts=_CONTEXTS, tps=_TPS, extra=lambda spec, tp, t, b: 0,
-                weights=None):
+                weights=None, gpus=_GPU_NAMES):
     """Draw (spec, gpu, tp, batch, context, check) until check_deployment passes (and TP is one vLLM accepts).
 
     ``check`` is the keywords check_deployment(spec, gpu, ...) passed with: a problem keeps them in its
     params as ``deployments`` (every check its draw passed), so a test can run them again.
 
     ``extra(spec, tp, context, batch)`` adds bytes per GPU besides the weights (a draft model);
-    ``weights(spec)`` the weight bytes (default: as served)."""
+    ``weights(spec)`` the weight bytes (default: as served); ``gpus`` the cards drawn from (names of GPUS)."""
     models = models or _all_models()
     while True:
         spec = _spec(rng.choice(models))
-        gpu = _gpu(rng)
+        gpu = _gpu(rng, gpus)
         tp = rng.choice(tps)
         batch, context = rng.choice(batches), rng.choice(contexts)
         if tp_refusal(spec, tp) is not None or not _within_context(spec, context):
@@ -1516,6 +1518,186 @@ _CHAINS.update({
 })
 
 
+# --- the families of a 2026 inference interview (issue 50 §2) ------------------------------------------------
+# moe_decode: a mixture of experts at decode -- the experts one layer reads at batch B, the weight bytes a step
+# reads, the batch from which every expert is read (kvlib.roofline). requests_concurrency: Little's law, and the
+# steps a prompt's chunked prefill takes under a token budget (kvlib.serving). Models and GPUs of 2026: Llama 4,
+# Qwen3 MoE and Qwen3-Next, DeepSeek-V3.2, Kimi K2, gpt-oss, Nemotron 3; H200, B200, B300, GB200.
+#: Mixtures of experts of 2026, bundled configs (sorted ids).
+MOE_MODELS = ("Qwen/Qwen3-30B-A3B", "Qwen/Qwen3-Next-80B-A3B-Thinking", "deepseek-ai/DeepSeek-V3.2",
+              "meta-llama/Llama-4-Scout-17B-16E-Instruct", "moonshotai/Kimi-K2-Instruct",
+              "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "openai/gpt-oss-120b", "openai/gpt-oss-20b")
+#: The cards these families are written for (single GPUs; the NVL72 rack is a domain, not a card).
+GPUS_2026 = ("B200", "B300", "GB200", "H200")
+
+
+def _bf16(spec) -> int:
+    return spec.weight_bytes(2)
+
+
+def _moe_figures(spec) -> dict:
+    layers, per_expert = routed_expert_params(spec)
+    return {"num_params": spec.num_params(), "moe_layers": layers, "expert_params": per_expert,
+            "num_experts": spec.num_experts, "top_k": spec.num_experts_per_tok}
+
+
+def _moe_head(spec, f) -> str:
+    return (f"{spec.name} is a mixture of experts: {f['num_experts']} routed experts in each of its "
+            f"{f['moe_layers']} MoE layers (config.json: {f['num_experts']} experts, {f['top_k']} per token), each "
+            f"token sent to its top {f['top_k']}")
+
+
+# --- moe_decode ------------------------------------------------------------------------------------
+def _moe_decode(rng, seed):
+    kind = rng.choice(("experts", "bytes", "all_read"))
+    while True:
+        spec, gpu, tp, batch, context, dep = _deployment(
+            rng, models=MOE_MODELS, batches=(4, 8, 16, 32, 64, 128), contexts=(2048, 4096, 8192),
+            weights=_bf16, gpus=GPUS_2026)
+        f = _moe_figures(spec)
+        # a batch that already reads (nearly) every expert asks nothing about routing: draw again
+        if kind == "all_read" or expected_experts_touched(f["num_experts"], f["top_k"], batch) < 0.99 * \
+                f["num_experts"]:
+            break
+    where = (f"On {_tp_text(gpu, tp)} (bf16 weights), a decode step carries {batch} sequences of {context:,} "
+             f"tokens; each token is routed independently and uniformly.")
+    common = dict(deployments=(dep,), model=spec.name, gpu=gpu.name)
+    if kind == "experts":
+        inputs = {k: f[k] for k in ("num_experts", "top_k")} | {"batch_size": batch}
+        q = (f"{_moe_head(spec, f)}. {where} On average, how many distinct routed experts does one MoE layer read "
+             f"in that step?")
+        return _problem("moe_decode", seed, q, "moe_experts_read", inputs, "experts", template="moe_decode/experts",
+                        **common)
+    if kind == "bytes":
+        inputs = dict(f, model=spec.name, batch_size=batch, dtype_bytes=2)
+        dense = f["num_params"] - f["moe_layers"] * f["num_experts"] * f["expert_params"]
+        q = (f"{_moe_head(spec, f)}. It has {f['num_params']:,} parameters; each routed expert holds "
+             f"{f['expert_params']:,}, and the other {dense:,} (attention, shared experts, routers, embeddings) are "
+             f"read whole every step. {where} Counting 2 bytes per parameter and the routed experts the batch "
+             f"touches on average, how many weight bytes does one step read, across all its GPUs?")
+        return _problem("moe_decode", seed, q, "moe_step_bytes", inputs, "bytes", template="moe_decode/bytes",
+                        **common)
+    inputs = {k: f[k] for k in ("num_experts", "top_k")}
+    q = (f"{_moe_head(spec, f)}, routed independently and uniformly. Served on {_tp_text(gpu, tp)}, from which "
+         f"decode batch on is fewer than one routed expert per MoE layer expected to stay unread (so a step reads "
+         f"every expert, in effect)?")
+    return _problem("moe_decode", seed, q, "all_experts_batch", inputs, "sequences", template="moe_decode/all_read",
+                    **common)
+
+
+def _miss_step(e, k):
+    return Step("chance one token misses a given expert", "1 − k_e / N_e", f"1 − {k} / {e}", 1 - k / e,
+                "probability")
+
+
+def _chain_moe_experts(i):
+    e, k, b = i["num_experts"], i["top_k"], i["batch_size"]
+    return (_miss_step(e, k),
+            Step("chance all B tokens miss it", "(1 − k_e / N_e)^B", f"(1 − {k} / {e})^{b}", (1 - k / e) ** b,
+                 "probability"),
+            Step("experts one MoE layer reads", "N_B = N_e (1 − (1 − k_e / N_e)^B)", f"{e} (1 − (1 − {k} / {e})^{b})",
+                 expected_experts_touched(e, k, b), "experts"))
+
+
+def _chain_moe_bytes(i):
+    p, le, pe, e, k, b, batch = (i["num_params"], i["moe_layers"], i["expert_params"], i["num_experts"], i["top_k"],
+                                 i["dtype_bytes"], i["batch_size"])
+    routed = le * e * pe
+    dense = (p - routed) * b
+    total = weight_bytes_read(i["model"], batch, dtype_bytes=b, embedding_rows=False)
+    touched = expected_experts_touched(e, k, batch)
+    return (Step("routed expert parameters", "L_e · N_e · P_e", f"{_n(le)} · {_n(e)} · {_n(pe)}", routed,
+                 "parameters"),
+            Step("dense part, read whole every step", "(P − L_e · N_e · P_e) · b", f"({_n(p)} − {_n(routed)}) · {b}",
+                 dense, "bytes"),
+            Step("experts one MoE layer reads", "N_B = N_e (1 − (1 − k_e / N_e)^B)",
+                 f"{e} (1 − (1 − {k} / {e})^{batch})", touched, "experts"),
+            Step("routed expert bytes read", "ceil(L_e · N_B · P_e · b)",
+                 f"ceil({_n(le)} · {_n(touched)} · {_n(pe)} · {b})", total - dense, "bytes"),
+            Step("weight bytes one step reads", "W_r = (P − L_e · N_e · P_e) · b + ceil(L_e · N_B · P_e · b)",
+                 f"{_n(dense)} + {_n(total - dense)}", total, "bytes"))
+
+
+def _chain_all_experts(i):
+    e, k = i["num_experts"], i["top_k"]
+    return (_miss_step(e, k),
+            Step("the batch where one expert is left unread", "ln N_e / (−ln(1 − k_e / N_e))",
+                 f"ln {e} / (−ln(1 − {k} / {e}))", math.log(e) / -math.log1p(-k / e), "sequences"),
+            Step("first batch with fewer than one expert unread", "floor(ln N_e / (−ln(1 − k_e / N_e))) + 1",
+                 f"floor({_n(math.log(e) / -math.log1p(-k / e))}) + 1", all_experts_batch(e, k), "sequences"))
+
+
+# --- requests_concurrency --------------------------------------------------------------------------
+#: 2026 models these questions name (dense and mixtures of experts alike: the figures are the traffic's).
+_SERVED = ("Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V3.2", "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+           "moonshotai/Kimi-K2-Instruct", "openai/gpt-oss-120b", "openai/gpt-oss-20b")
+
+
+def _requests_concurrency(rng, seed):
+    kind = rng.choice(("littles_law", "prefill_steps"))
+    spec = _spec(rng.choice(_SERVED))
+    if kind == "littles_law":
+        rate = rng.choice((2, 5, 8, 10, 20, 40))
+        ttft = rng.choice((0.2, 0.4, 0.5, 1.0, 1.5, 2.0))
+        t_o = rng.choice((150, 300, 500, 800, 1200))
+        itl = rng.choice((8, 12, 20, 25, 40, 50))
+        inputs = {"rate_per_s": rate, "ttft_s": ttft, "output_tokens": t_o, "itl_ms": itl}
+        q = (f"A chat service on {spec.name} receives {rate} requests per second, steadily. Each request waits "
+             f"{ttft:g} s for its first token, then streams {t_o:,} more tokens at {itl:g} ms per token. On "
+             f"average, how many requests are in the system at once (queued, prefilling or decoding)?")
+        return _problem("requests_concurrency", seed, q, "requests_in_system", inputs, "requests",
+                        template="requests_concurrency/littles_law", model=spec.name)
+    while True:
+        prompt = rng.choice((6144, 10000, 16384, 20000, 32768, 50000))
+        budget = rng.choice((512, 1024, 2048, 4096))
+        decodes = rng.choice((64, 96, 128, 192, 256))
+        if decodes < budget // 2 and (spec.max_position_embeddings is None or prompt <= spec.max_position_embeddings):
+            break
+    inputs = {"prompt_tokens": prompt, "token_budget": budget, "decode_tokens": decodes}
+    q = (f"vLLM serves {spec.name} with chunked prefill and max_num_batched_tokens = {budget:,}: each step first "
+         f"schedules the {decodes} running decodes (one token each), then gives a waiting prompt the rest of the "
+         f"budget as a chunk. A {prompt:,}-token prompt arrives; the decodes keep running. How many engine steps "
+         f"does its prefill take?")
+    return _problem("requests_concurrency", seed, q, "prefill_steps", inputs, "steps",
+                    template="requests_concurrency/prefill_steps", model=spec.name)
+
+
+def _chain_littles_law(i):
+    rate, ttft, t_o, itl = i["rate_per_s"], i["ttft_s"], i["output_tokens"], i["itl_ms"]
+    decode = t_o * itl / 1e3
+    return (Step("decode time of one request", "T_o · tau", f"{_n(t_o)} · {_n(itl / 1e3)}", decode, "s"),
+            Step("time one request spends in the system", "TTFT + T_o · tau", f"{_n(ttft)} + {_n(decode)}",
+                 ttft + decode, "s"),
+            Step("requests in the system (Little's law)", "lambda · (TTFT + T_o · tau)",
+                 f"{_n(rate)} · {_n(ttft + decode)}", formulas_serving.littles_law_concurrency(rate, ttft + decode),
+                 "requests"))
+
+
+def _chain_prefill_steps(i):
+    t, c, n = i["prompt_tokens"], i["token_budget"], i["decode_tokens"]
+    return (Step("prompt tokens one step takes", "C − n_d", f"{_n(c)} − {_n(n)}", c - n, "tokens"),
+            Step("engine steps of the prefill", "ceil(T_p / (C − n_d))", f"ceil({_n(t)} / {_n(c - n)})",
+                 formulas_serving.prefill_steps(t, c, n), "steps"))
+
+
+#: The families of a 2026 inference interview (issue 50 §2), after the topics above (whose seeds draw what they drew).
+FAMILIES_2026 = ("moe_decode", "requests_concurrency")
+TOPICS.update({"moe_decode": _moe_decode, "requests_concurrency": _requests_concurrency})
+_CHAINS.update({
+    "moe_decode": (_chain_moe_experts, {"experts_top_k_only": 0, "experts_batch_times_k": 2, "experts_all_read": 2,
+                                        "experts_unread_not_read": 2, "moe_read_all_weights": 0,
+                                        "moe_dense_left_out": 4, "moe_read_top_k_only": 2,
+                                        "all_read_top_k_forgotten": 0, "all_read_at_e_over_k": 1,
+                                        "all_read_rounded_down": 2}),
+    "requests_concurrency": (_chain_littles_law, {"itl_ms_as_seconds": 0, "one_token_not_output": 0,
+                                                  "decode_time_left_out": 1, "ttft_left_out": 1,
+                                                  "decodes_not_subtracted": 0, "decodes_counted_once": 0,
+                                                  "prefill_steps_rounded_down": 1}),
+})
+_QUANTITY_CHAINS.update({"moe_step_bytes": _chain_moe_bytes, "all_experts_batch": _chain_all_experts,
+                         "prefill_steps": _chain_prefill_steps})
+
+
 #: The graded drills of ch09_interview_drills, in notebook order (grade ids ch09_q2_ ... ch09_q9_).
 GRADED_TOPICS = ("kv_per_token", "concurrency", "pool", "crossover", "step_time", "mla_vs_gqa", "tp_per_gpu",
                  "plan_step")
@@ -1704,3 +1886,4 @@ def run_drill(problems, stdin=None, stdout=None, timings: bool = False, clock=ti
     if timings:
         print(f"time {clock() - start:.1f} s", file=stdout)
     return correct, asked
+

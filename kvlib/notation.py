@@ -218,6 +218,14 @@ SYMBOLS: tuple[Symbol, ...] = (
            "the experts they touch)", "B", chapter="ch09_interview_drills"),
     Symbol("c_v", "verify_ratio", "a verify step's time over a plain target step's (1 for a dense target)", "ratio",
            chapter="ch09_interview_drills"),
+    Symbol("L_e", "moe_layers", "layers whose MLP is a mixture of routed experts", "count",
+           chapter="ch09_interview_drills"),
+    Symbol("P_e", "expert_params", "parameters of one routed expert (its gate, up and down projections)", "count",
+           chapter="ch09_interview_drills"),
+    Symbol("lambda", "rate_per_s", "requests arriving per second, in steady state", "requests/s",
+           chapter="ch09_interview_drills"),
+    Symbol("n_d", "decode_tokens", "running decodes scheduled in a step, one token each, before a prompt's chunk",
+           "tokens", chapter="ch09_interview_drills"),
 )
 
 def by_letter(letter: str) -> Symbol:

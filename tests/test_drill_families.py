@@ -1,0 +1,180 @@
+"""The drill families of a 2026 interview (issue 50 §2): kvcoach.drills.FAMILIES_2026.
+
+Every answer is recomputed here from what the question states, the formula written out; the figures of
+real configs are worked by hand (Qwen3-30B-A3B's config.json: 128 experts, 8 per token, 48 layers,
+hidden_size 2,048, moe_intermediate_size 768); one characteristic wrong answer per template is named
+as its slip; every draw's deployment runs; the families are in ``kvlib drill`` and ch09's drill mode.
+Fast and in-process.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvcoach.drills import FAMILIES_2026, GRADED_TOPICS, TOPICS, generate
+from kvcoach.slips import moe_decode, requests_concurrency, variants
+from kvlib.feasibility import check_deployment
+from kvlib.roofline import all_experts_batch, expected_experts_touched
+from kvlib.serving import littles_law_concurrency, prefill_steps
+
+SEEDS = range(30)
+CONFIGS = Path(__file__).resolve().parents[1] / "kvlib" / "data" / "configs"
+
+
+def _draws(topic, template, count=4, limit=400):
+    out = [p for p in (generate(topic, s) for s in range(limit)) if p.template == template]
+    assert len(out) >= count, (topic, template)
+    return out[:count]
+
+
+def _independent(p) -> float:
+    i = p.params
+    if p.template == "moe_decode/experts":
+        e, k, b = i["num_experts"], i["top_k"], i["batch_size"]
+        return e * (1 - (1 - k / e) ** b)
+    if p.template == "moe_decode/bytes":
+        e, k, b = i["num_experts"], i["top_k"], i["batch_size"]
+        routed = i["moe_layers"] * e * i["expert_params"]
+        return (i["num_params"] - routed) * 2 + i["moe_layers"] * i["expert_params"] * 2 * e * (1 - (1 - k / e) ** b)
+    if p.template == "moe_decode/all_read":
+        e, k = i["num_experts"], i["top_k"]
+        b = 1
+        while e * (1 - k / e) ** b >= 1:       # the first batch with fewer than one expert expected unread
+            b += 1
+        return b
+    if p.template == "requests_concurrency/littles_law":
+        return i["rate_per_s"] * (i["ttft_s"] + i["output_tokens"] * i["itl_ms"] / 1000)
+    if p.template == "requests_concurrency/prefill_steps":
+        return -(-i["prompt_tokens"] // (i["token_budget"] - i["decode_tokens"]))
+    raise AssertionError(p.template)
+
+
+def test_the_families_follow_the_older_topics_and_are_not_graded():
+    assert FAMILIES_2026 == ("moe_decode", "requests_concurrency")
+    assert list(TOPICS)[-len(FAMILIES_2026):] == list(FAMILIES_2026)
+    assert not set(FAMILIES_2026) & set(GRADED_TOPICS)
+
+
+@pytest.mark.parametrize("topic", FAMILIES_2026)
+def test_answers_match_the_formula_written_out(topic):
+    templates = set()
+    for seed in SEEDS:
+        p = generate(topic, seed)
+        templates.add(p.template)
+        assert p.answer == pytest.approx(_independent(p), rel=1e-9), (seed, p.question)
+        assert p.check(p.answer)[0] and p.steps()[-1].value == p.answer
+        assert p.params["model"] in p.question
+        if p.tolerance:
+            assert p.check(p.answer * 1.004)[0] and not p.check(p.answer * 1.01)[0]
+        else:
+            assert type(p.answer) is int and not p.check(p.answer + 1)[0] and not p.check(p.answer - 1)[0]
+    assert len(templates) == {"moe_decode": 3, "requests_concurrency": 2}[topic]
+
+
+def test_qwen3_moe_figures_by_hand():
+    config = json.loads((CONFIGS / "Qwen__Qwen3-30B-A3B.json").read_text(encoding="utf-8"))
+    e, k, d, inter = (config[f] for f in ("num_experts", "num_experts_per_tok", "hidden_size", "moe_intermediate_size"))
+    assert (e, k, d, inter) == (128, 8, 2048, 768)
+    # 16 tokens: 128 (1 - (15/16)^16) = 128 (1 - 0.356074) = 82.42 experts per layer, not 16 x 8 = 128
+    assert round(expected_experts_touched(e, k, 16), 2) == 82.42
+    # fewer than one unread: 128 x (15/16)^75 = 1.0116, 128 x (15/16)^76 = 0.948 -> 76 sequences (not 128 / 8 = 16)
+    assert all_experts_batch(e, k) == 76
+    # the drill states the same figures: an expert's gate, up and down projections, 3 d I = 4,718,592 parameters
+    p = next(p for p in (generate("moe_decode", s) for s in range(400))
+             if p.template == "moe_decode/bytes" and p.params["model"] == "Qwen/Qwen3-30B-A3B")
+    assert p.params["expert_params"] == 3 * 2048 * 768 == 4_718_592
+    assert (p.params["moe_layers"], p.params["num_experts"], p.params["top_k"]) == (48, 128, 8)
+    assert f"{3 * 2048 * 768:,}" in p.question
+    # Mixtral 8x7B (8 experts, top 2): 8 x 0.75^7 = 1.07, 8 x 0.75^8 = 0.80; DeepSeek-V3 (256, top 8): 175
+    assert all_experts_batch(8, 2) == 8 and all_experts_batch(256, 8) == 175
+
+
+def test_requests_figures_by_hand():
+    # ten requests a second, 2 s to the first token and 400 tokens at 40 ms: 10 x (2 + 16) = 180 in the system
+    assert littles_law_concurrency(10, 2 + 400 * 0.040) == 180
+    # a 6,144-token prompt, a budget of 512 beside 64 decodes: 448 a step, ceil(13.71) = 14 steps (not 12)
+    assert prefill_steps(6144, 512, 64) == 14 and prefill_steps(6144, 512) == 12
+
+
+def _slipped(p):
+    """(a wrong answer computed here, the slip it must be named as)."""
+    i = p.params
+    if p.template == "moe_decode/experts":
+        return i["batch_size"] * i["top_k"], "experts_batch_times_k"
+    if p.template == "moe_decode/bytes":
+        return i["num_params"] * 2, "moe_read_all_weights"
+    if p.template == "moe_decode/all_read":
+        return math.ceil(i["num_experts"] / i["top_k"]), "all_read_at_e_over_k"
+    if p.template == "requests_concurrency/littles_law":
+        return i["rate_per_s"] * i["ttft_s"], "decode_time_left_out"
+    return math.ceil(i["prompt_tokens"] / i["token_budget"]), "decodes_not_subtracted"
+
+
+@pytest.mark.parametrize("template", ["moe_decode/experts", "moe_decode/bytes", "moe_decode/all_read",
+                                      "requests_concurrency/littles_law", "requests_concurrency/prefill_steps"])
+def test_a_known_mistake_is_named_with_its_step(template):
+    named = 0
+    draws = _draws(template.split("/")[0], template, count=6)
+    for p in draws:
+        wrong, key = _slipped(p)
+        if wrong == p.answer:
+            continue
+        v = p.verdict(wrong)
+        assert not v.correct and f"[{key}]" in v.feedback, (p.question, v.feedback)
+        assert p.slip_step(key) is not None and "{" not in v.feedback
+        named += 1
+    assert named >= 4
+
+
+@pytest.mark.parametrize("topic, module", [("moe_decode", moe_decode),
+                                           ("requests_concurrency", requests_concurrency)])
+def test_at_least_three_named_slips_each_made_on_some_draw(topic, module):
+    made = set()
+    for seed in SEEDS:
+        p = generate(topic, seed)
+        _, table = variants(p.quantity, unit=p.units, **p.inputs)
+        made |= {k.split("@")[0] for k, _ in table} & set(module.SLIP_WORDS)
+    assert len(module.SLIP_WORDS) >= 3 and made == set(module.SLIP_WORDS)
+
+
+def test_moe_draws_run_on_the_2026_gpus():
+    gpus, models = set(), set()
+    for seed in range(60):
+        p = generate("moe_decode", seed)
+        gpus.add(p.params["gpu"])
+        models.add(p.params["model"])
+        for check in p.params["deployments"]:
+            r = check_deployment(p.params["model"], p.params["gpu"], **check)
+            assert r.fits, (seed, r.summary())
+    assert gpus <= {"H200", "B200", "B300", "GB200"} and len(gpus) >= 3
+    assert {"moonshotai/Kimi-K2-Instruct", "meta-llama/Llama-4-Scout-17B-16E-Instruct"} & models
+
+
+class _Pipe(io.StringIO):
+    def isatty(self):
+        return False
+
+
+@pytest.mark.parametrize("topic", FAMILIES_2026)
+def test_kvlib_drill_asks_them(topic, monkeypatch, capsys, tmp_path):
+    from kvlib.cli import main
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    monkeypatch.setattr(sys, "stdin", _Pipe("1\n"))
+    assert main(["drill", "--topic", topic, "--count", "1", "--seed", "2", "--no-history"]) == 0
+    out, err = capsys.readouterr()
+    assert f"[{topic}]" in out and "worked steps:" in out and err == ""
+
+
+@pytest.mark.parametrize("topic", FAMILIES_2026)
+def test_ch09_drill_mode_asks_them(topic):
+    from kvdisplay.drills import DrillSession
+    session = DrillSession((topic,), seed=5, history=None)
+    p = session.new_question()
+    assert p.topic == topic
+    assert session.answer("1").correct in (True, False)
