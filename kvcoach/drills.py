@@ -1680,9 +1680,117 @@ def _chain_prefill_steps(i):
                  formulas_serving.prefill_steps(t, c, n), "steps"))
 
 
+# disagg_transfer: the prompt's cache handed from a prefill instance to a decode instance (DistServe, Splitwise,
+# vLLM's KV connectors), its time over the NICs, and the P:D ratio (kvlib.serving)
+_DISAGG_MODELS = ("Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V3", "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+                  "moonshotai/Kimi-K2-Instruct", "openai/gpt-oss-120b", "openai/gpt-oss-20b")
+
+
+def _fp8(spec) -> int:
+    return spec.weight_bytes(1)
+
+
+def _disagg_transfer(rng, seed):
+    kind = rng.choice(("bytes", "time", "pd_ratio"))
+    spec, gpu, tp, _, prompt, dep = _deployment(rng, models=_DISAGG_MODELS, contexts=(2048, 4096, 8192, 16384, 32768),
+                                                weights=_fp8, gpus=GPUS_2026)
+    output = rng.choice((200, 500, 1000, 2000))
+    common = dict(deployments=(dep,), model=spec.name, gpu=gpu.name)
+    head = (f"{spec.name} (fp8 weights, a bf16 KV cache) is served disaggregated: a prefill instance on "
+            f"{_tp_text(gpu, tp)} computes each prompt's cache and hands it to a decode instance on other GPUs")
+    if kind == "bytes":
+        inputs = {"model": spec.name, "prompt_tokens": prompt, "output_tokens": output}
+        q = (f"{head}. Its config.json: {_cache_layout(spec)[2]}. A request has a {prompt:,}-token prompt and will "
+             f"generate {output:,} tokens. How many bytes of KV cache move from prefill to decode for it?")
+        return _problem("disagg_transfer", seed, q, "disagg_transfer_bytes", inputs, "bytes",
+                        template="disagg_transfer/bytes", **common)
+    if kind == "time":
+        moved = formulas_serving.disagg_transfer_bytes(spec.name, prompt)
+        gbit = rng.choice((200, 400, 800))
+        inputs = {"transfer_bytes": moved, "tp": tp, "link_gbit_per_s": gbit}
+        nics = (f"one NIC of {gbit} Gb/s" if tp == 1 else
+                f"one NIC per GPU, {gbit} Gb/s each, and each of its {tp} GPUs sends its share of the cache")
+        q = (f"{head}. A {prompt:,}-token prompt's cache is {moved:,} bytes; the prefill instance has {nics} (RDMA "
+             f"at line rate). How long does the hand-over take, in milliseconds?")
+        return _problem("disagg_transfer", seed, q, "disagg_transfer_ms", inputs, "ms",
+                        template="disagg_transfer/time", **common)
+    r_p = rng.choice((15_000, 20_000, 30_000, 45_000, 60_000))
+    r_d = rng.choice((1_200, 2_000, 3_000, 4_500, 6_000))
+    inputs = {"prompt_tokens": prompt, "output_tokens": output, "prefill_tokens_per_gpu_s": r_p,
+              "decode_tokens_per_gpu_s": r_d}
+    q = (f"{head}. Requests bring {prompt:,}-token prompts and generate {output:,} tokens. A prefill GPU "
+         f"processes {r_p:,} prompt tokens per second; a decode GPU, at the batch that meets the ITL SLO, generates "
+         f"{r_d:,} tokens per second. How many prefill GPUs does the deployment need per decode GPU?")
+    return _problem("disagg_transfer", seed, q, "pd_ratio", inputs, "ratio", template="disagg_transfer/pd_ratio",
+                    **common)
+
+
+def _cache_layout(spec) -> tuple:
+    """(bytes per token in one layer, (kind, layers, tokens a layer of that kind keeps or None), ...) of a model whose
+    KV layers share one geometry (GQA: 2 K D b; MLA: (d_c + d_R) b), and its config's words."""
+    if spec.is_mla:
+        per_layer = (spec.kv_lora_rank + spec.qk_rope_head_dim) * 2
+        words = f"kv_lora_rank {spec.kv_lora_rank}, qk_rope_head_dim {spec.qk_rope_head_dim} (MLA)"
+    else:
+        per_layer = 2 * spec.num_kv_heads * spec.head_dim * 2
+        words = f"num_key_value_heads {spec.num_kv_heads}, head_dim {spec.head_dim}"
+    kinds = {}
+    for kind in spec.layer_kinds:
+        kinds[kind] = kinds.get(kind, 0) + 1
+    window = {"sliding": spec.sliding_window, "chunked": spec.attention_chunk_size}
+    groups = tuple((kind, n, window.get(kind)) for kind, n in sorted(kinds.items()))
+    words = f"num_hidden_layers {spec.num_layers}, {words}" + "".join(
+        f"; {n} of the layers {'slide over' if kind == 'sliding' else 'attend in chunks of'} {w:,} tokens"
+        for kind, n, w in groups if w)
+    return per_layer, groups, words
+
+
+def _chain_disagg_bytes(i):
+    spec = _spec(i["model"])
+    t = i["prompt_tokens"]
+    per_layer, groups, _ = _cache_layout(spec)
+    moved = formulas_serving.disagg_transfer_bytes(spec.name, t)
+    if spec.is_mla:
+        one = Step("bytes per token, one layer", "(d_c + d_R) · b", f"({spec.kv_lora_rank} + {spec.qk_rope_head_dim}) · 2",
+                   per_layer, "bytes")
+    else:
+        one = Step("bytes per token, one layer", "2 · K · D · b", _times(2, spec.num_kv_heads, spec.head_dim, 2),
+                   per_layer, "bytes")
+    if len(groups) == 1:
+        return (one, Step("the prompt's cache, every layer", "L · (2 · K · D · b) · T_p" if not spec.is_mla else
+                          "L · (d_c + d_R) · b · T_p", _times(spec.num_layers, per_layer, t), moved, "bytes"))
+    full = sum(n for kind, n, w in groups if not w)
+    capped = [(n, w) for kind, n, w in groups if w]
+    held = " + ".join(f"{n} · min({_n(t)}, {_n(w)})" for n, w in capped)
+    return (one, Step("the prompt's cache: full layers hold T_p, windowed ones at most w",
+                      "(2 · K · D · b) · (L_full · T_p + L_window · min(T_p, w))",
+                      f"{_n(per_layer)} · ({full} · {_n(t)} + {held})",
+                      moved, "bytes"))
+
+
+def _chain_disagg_ms(i):
+    s, tp, gbit = i["transfer_bytes"], i["tp"], i["link_gbit_per_s"]
+    link = gbit * 1e9 / 8
+    return (Step("one link in bytes per second", "Gb/s · 10^9 / 8", f"{_n(gbit)} · 10^9 / 8", link, "bytes/s"),
+            Step("the prefill GPUs' links together", "t · BW", f"{tp} · {_n(link)}", tp * link, "bytes/s"),
+            Step("the hand-over", "S / (t · BW) · 1000", f"{_n(s)} / {_n(tp * link)} · 1000",
+                 formulas_serving.disagg_transfer_seconds(s, tp * link) * 1e3, "ms"))
+
+
+def _chain_pd_ratio(i):
+    t_p, t_o, r_p, r_d = (i["prompt_tokens"], i["output_tokens"], i["prefill_tokens_per_gpu_s"],
+                          i["decode_tokens_per_gpu_s"])
+    return (Step("prefill GPU-seconds per request", "T_p / r_p", f"{_n(t_p)} / {_n(r_p)}", t_p / r_p, "s"),
+            Step("decode GPU-seconds per request", "T_o / r_d", f"{_n(t_o)} / {_n(r_d)}", t_o / r_d, "s"),
+            Step("prefill GPUs per decode GPU", "(T_p / r_p) / (T_o / r_d)", f"{_n(t_p / r_p)} / {_n(t_o / r_d)}",
+                 formulas_serving.pd_ratio(t_p, t_o, prefill_tokens_per_gpu_s=r_p, decode_tokens_per_gpu_s=r_d),
+                 "ratio"))
+
+
 #: The families of a 2026 inference interview (issue 50 §2), after the topics above (whose seeds draw what they drew).
-FAMILIES_2026 = ("moe_decode", "requests_concurrency")
-TOPICS.update({"moe_decode": _moe_decode, "requests_concurrency": _requests_concurrency})
+FAMILIES_2026 = ("moe_decode", "requests_concurrency", "disagg_transfer")
+TOPICS.update({"moe_decode": _moe_decode, "requests_concurrency": _requests_concurrency,
+               "disagg_transfer": _disagg_transfer})
 _CHAINS.update({
     "moe_decode": (_chain_moe_experts, {"experts_top_k_only": 0, "experts_batch_times_k": 2, "experts_all_read": 2,
                                         "experts_unread_not_read": 2, "moe_read_all_weights": 0,
@@ -1693,9 +1801,14 @@ _CHAINS.update({
                                                   "decode_time_left_out": 1, "ttft_left_out": 1,
                                                   "decodes_not_subtracted": 0, "decodes_counted_once": 0,
                                                   "prefill_steps_rounded_down": 1}),
+    "disagg_transfer": (_chain_disagg_bytes, {"transfer_window_layers_full": 1, "transfer_output_tokens_added": 1,
+                                              "missing_seq_len": 1,
+                                              "link_bits_as_bytes": 0, "one_link_for_all": 1, "pd_tokens_only": 0,
+                                              "pd_rates_only": 0, "pd_ratio_inverted": 2}),
 })
 _QUANTITY_CHAINS.update({"moe_step_bytes": _chain_moe_bytes, "all_experts_batch": _chain_all_experts,
-                         "prefill_steps": _chain_prefill_steps})
+                         "prefill_steps": _chain_prefill_steps, "disagg_transfer_ms": _chain_disagg_ms,
+                         "pd_ratio": _chain_pd_ratio})
 
 
 #: The graded drills of ch09_interview_drills, in notebook order (grade ids ch09_q2_ ... ch09_q9_).

@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 
 from kvcoach.drills import FAMILIES_2026, GRADED_TOPICS, TOPICS, generate
-from kvcoach.slips import moe_decode, requests_concurrency, variants
+from kvcoach.slips import disagg_transfer, moe_decode, requests_concurrency, variants
+from kvlib import load_model
 from kvlib.feasibility import check_deployment
 from kvlib.roofline import all_experts_batch, expected_experts_touched
-from kvlib.serving import littles_law_concurrency, prefill_steps
+from kvlib.serving import disagg_transfer_bytes, disagg_transfer_seconds, littles_law_concurrency, pd_ratio, prefill_steps
 
 SEEDS = range(30)
 CONFIGS = Path(__file__).resolve().parents[1] / "kvlib" / "data" / "configs"
@@ -33,7 +34,7 @@ def _draws(topic, template, count=4, limit=400):
     return out[:count]
 
 
-def _independent(p) -> float:
+def _independent(p, prompt_tokens=None) -> float:
     i = p.params
     if p.template == "moe_decode/experts":
         e, k, b = i["num_experts"], i["top_k"], i["batch_size"]
@@ -52,11 +53,22 @@ def _independent(p) -> float:
         return i["rate_per_s"] * (i["ttft_s"] + i["output_tokens"] * i["itl_ms"] / 1000)
     if p.template == "requests_concurrency/prefill_steps":
         return -(-i["prompt_tokens"] // (i["token_budget"] - i["decode_tokens"]))
+    if p.template == "disagg_transfer/bytes":
+        spec = load_model(i["model"])
+        t = prompt_tokens or i["prompt_tokens"]
+        per_layer = ((spec.kv_lora_rank + spec.qk_rope_head_dim) * 2 if spec.is_mla
+                     else 2 * spec.num_kv_heads * spec.head_dim * 2)
+        held = {"full": t, "sliding": min(t, spec.sliding_window or t), "chunked": min(t, spec.attention_chunk_size or t)}
+        return per_layer * sum(held[kind] for kind in spec.layer_kinds)
+    if p.template == "disagg_transfer/time":
+        return i["transfer_bytes"] / (i["tp"] * i["link_gbit_per_s"] * 1e9 / 8) * 1000
+    if p.template == "disagg_transfer/pd_ratio":
+        return (i["prompt_tokens"] / i["prefill_tokens_per_gpu_s"]) / (i["output_tokens"] / i["decode_tokens_per_gpu_s"])
     raise AssertionError(p.template)
 
 
 def test_the_families_follow_the_older_topics_and_are_not_graded():
-    assert FAMILIES_2026 == ("moe_decode", "requests_concurrency")
+    assert FAMILIES_2026 == ("moe_decode", "requests_concurrency", "disagg_transfer")
     assert list(TOPICS)[-len(FAMILIES_2026):] == list(FAMILIES_2026)
     assert not set(FAMILIES_2026) & set(GRADED_TOPICS)
 
@@ -74,7 +86,7 @@ def test_answers_match_the_formula_written_out(topic):
             assert p.check(p.answer * 1.004)[0] and not p.check(p.answer * 1.01)[0]
         else:
             assert type(p.answer) is int and not p.check(p.answer + 1)[0] and not p.check(p.answer - 1)[0]
-    assert len(templates) == {"moe_decode": 3, "requests_concurrency": 2}[topic]
+    assert len(templates) == {"moe_decode": 3, "requests_concurrency": 2, "disagg_transfer": 3}[topic]
 
 
 def test_qwen3_moe_figures_by_hand():
@@ -102,6 +114,20 @@ def test_requests_figures_by_hand():
     assert prefill_steps(6144, 512, 64) == 14 and prefill_steps(6144, 512) == 12
 
 
+def test_disaggregation_figures_by_hand():
+    # Qwen3-30B-A3B (48 layers, 4 KV heads of 128, bf16): 2 x 4 x 128 x 2 = 2,048 B a layer; 6,144 tokens:
+    # 48 x 2,048 x 6,144 = 603,979,776 B, 12.08 ms over one 400 Gb/s NIC (50 GB/s)
+    assert disagg_transfer_bytes("Qwen/Qwen3-30B-A3B", 6144) == 603_979_776
+    assert round(disagg_transfer_seconds(603_979_776, 400e9 / 8) * 1e3, 2) == 12.08
+    # gpt-oss-20b: 12 full layers and 12 sliding over 128 tokens, 8 KV heads of 64: 2,048 B a layer;
+    # 8,192 tokens: 2,048 x (12 x 8,192 + 12 x 128) = 204,472,320 B (counting every layer in full: 402,653,184)
+    assert disagg_transfer_bytes("openai/gpt-oss-20b", 8192) == 204_472_320
+    # Kimi K2 (MLA, 61 layers, kv_lora_rank 512 + rope 64): 61 x 576 x 2 x 8,192 = 575,668,224 B
+    assert disagg_transfer_bytes("moonshotai/Kimi-K2-Instruct", 8192) == 575_668_224
+    # 4,096-token prompts at 20,000 tokens/s against 200 tokens at 1,200/s: 0.2048 s / 0.1667 s = 1.2288
+    assert pd_ratio(4096, 200, prefill_tokens_per_gpu_s=20_000, decode_tokens_per_gpu_s=1_200) == pytest.approx(1.2288)
+
+
 def _slipped(p):
     """(a wrong answer computed here, the slip it must be named as)."""
     i = p.params
@@ -113,11 +139,18 @@ def _slipped(p):
         return math.ceil(i["num_experts"] / i["top_k"]), "all_read_at_e_over_k"
     if p.template == "requests_concurrency/littles_law":
         return i["rate_per_s"] * i["ttft_s"], "decode_time_left_out"
-    return math.ceil(i["prompt_tokens"] / i["token_budget"]), "decodes_not_subtracted"
+    if p.template == "requests_concurrency/prefill_steps":
+        return math.ceil(i["prompt_tokens"] / i["token_budget"]), "decodes_not_subtracted"
+    if p.template == "disagg_transfer/bytes":
+        return _independent(p, i["prompt_tokens"] + i["output_tokens"]), "transfer_output_tokens_added"
+    if p.template == "disagg_transfer/time":
+        return i["transfer_bytes"] / (i["tp"] * i["link_gbit_per_s"] * 1e9) * 1000, "link_bits_as_bytes"
+    return i["prompt_tokens"] / i["output_tokens"], "pd_tokens_only"
 
 
 @pytest.mark.parametrize("template", ["moe_decode/experts", "moe_decode/bytes", "moe_decode/all_read",
-                                      "requests_concurrency/littles_law", "requests_concurrency/prefill_steps"])
+                                      "requests_concurrency/littles_law", "requests_concurrency/prefill_steps",
+                                      "disagg_transfer/bytes", "disagg_transfer/time", "disagg_transfer/pd_ratio"])
 def test_a_known_mistake_is_named_with_its_step(template):
     named = 0
     draws = _draws(template.split("/")[0], template, count=6)
@@ -132,8 +165,8 @@ def test_a_known_mistake_is_named_with_its_step(template):
     assert named >= 4
 
 
-@pytest.mark.parametrize("topic, module", [("moe_decode", moe_decode),
-                                           ("requests_concurrency", requests_concurrency)])
+@pytest.mark.parametrize("topic, module", [("moe_decode", moe_decode), ("requests_concurrency", requests_concurrency),
+                                           ("disagg_transfer", disagg_transfer)])
 def test_at_least_three_named_slips_each_made_on_some_draw(topic, module):
     made = set()
     for seed in SEEDS:
@@ -143,17 +176,18 @@ def test_at_least_three_named_slips_each_made_on_some_draw(topic, module):
     assert len(module.SLIP_WORDS) >= 3 and made == set(module.SLIP_WORDS)
 
 
-def test_moe_draws_run_on_the_2026_gpus():
+@pytest.mark.parametrize("topic", ["moe_decode", "disagg_transfer"])
+def test_draws_run_on_the_2026_gpus(topic):
     gpus, models = set(), set()
     for seed in range(60):
-        p = generate("moe_decode", seed)
+        p = generate(topic, seed)
         gpus.add(p.params["gpu"])
         models.add(p.params["model"])
         for check in p.params["deployments"]:
             r = check_deployment(p.params["model"], p.params["gpu"], **check)
             assert r.fits, (seed, r.summary())
     assert gpus <= {"H200", "B200", "B300", "GB200"} and len(gpus) >= 3
-    assert {"moonshotai/Kimi-K2-Instruct", "meta-llama/Llama-4-Scout-17B-16E-Instruct"} & models
+    assert {"moonshotai/Kimi-K2-Instruct", "meta-llama/Llama-4-Scout-17B-16E-Instruct"} <= models
 
 
 class _Pipe(io.StringIO):
