@@ -35,7 +35,8 @@ from kvlib.assumptions import DEFAULT_OVERHEAD_BYTES
 from kvlib.config import course_models, load_model
 from kvlib.feasibility import check_deployment, tp_refusal
 from kvlib.gpus import GPUS
-from kvlib.offload import prefill_linear_flops
+from kvlib.offload import (attention_pairs, prefill_attention_flops, prefill_linear_flops,
+                           prefill_params_per_token)
 from kvlib.params import routed_expert_params
 from kvlib.roofline import all_experts_batch, crossover_context, expected_experts_touched, weight_bytes_read
 from kvlib.spec import FULL
@@ -1787,10 +1788,61 @@ def _chain_pd_ratio(i):
                  "ratio"))
 
 
+# long_ttft: a long prompt's time to first token, the causal attention's FLOPs beside the linear layers' (one
+# chunk, compute-bound; kvlib.serving.ttft_seconds)
+_LONG_MODELS = ("Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V3", "meta-llama/Llama-3.3-70B-Instruct",
+                "moonshotai/Kimi-K2-Instruct")
+
+
+def _long_ttft(rng, seed):
+    while True:
+        spec, gpu, tp, _, prompt, dep = _deployment(rng, models=_LONG_MODELS, contexts=(16384, 32768, 65536, 131072),
+                                                    weights=_fp8, gpus=GPUS_2026)
+        mfu = _mfu(rng)
+        f = gpu.fp8_flop_per_s
+        d_qk, d_v = (((spec.qk_nope_head_dim or 0) + spec.qk_rope_head_dim, spec.v_head_dim) if spec.is_mla else
+                     (spec.head_dim, spec.head_dim))
+        inputs = {"num_params": prefill_params_per_token(spec.name), "total_params": spec.num_params(),
+                  "layers": spec.num_layers, "num_heads": spec.num_heads, "kv_heads": spec.num_kv_heads,
+                  "qk_head_dim": d_qk, "v_head_dim": d_v, "prompt_tokens": prompt, "tp": tp,
+                  "peak_flop_per_s": f, "mfu": mfu}
+        one_chunk = formulas_serving.ttft_seconds(spec.name, prompt, gpu=gpu.name, mfu=mfu, tp=tp, peak_flop_per_s=f)
+        # compute-bound (the weight read is shorter), so kvlib's TTFT is the FLOPs' time
+        if abs(one_chunk * 1e3 - diagnose("long_ttft_ms", 0, **inputs).expected) < 1e-9 * one_chunk * 1e3:
+            break
+    heads = (f"{spec.num_heads} query heads with query-key dims {d_qk} and value dims {d_v} (MLA)" if spec.is_mla else
+             f"{spec.num_heads} query heads and {spec.num_kv_heads} KV heads of {d_qk}")
+    q = (f"{spec.name} (fp8 weights and compute) prefills one {prompt:,}-token prompt on {_tp_text(gpu, tp)}, "
+         f"{f / 1e12:g} TFLOP/s dense fp8 each, at {mfu:.0%} MFU, the FLOPs split evenly over the GPUs (no "
+         f"communication time). It multiplies each token by {inputs['num_params']:,} parameters (the embedding "
+         f"lookup excluded; {_params_text(spec)}); its {spec.num_layers} layers have {heads}. Counting 2 FLOPs per "
+         f"parameter per token and the causal attention (2 FLOPs per multiply-add in QK^T and in PV, every "
+         f"query against the keys up to it), what is the time to first token, in milliseconds?")
+    return _problem("long_ttft", seed, q, "long_ttft_ms", inputs, "ms", deployments=(dep,), model=spec.name,
+                    gpu=gpu.name)
+
+
+def _chain_long_ttft(i):
+    t, tp, f, mfu = i["prompt_tokens"], i["tp"], i["peak_flop_per_s"], i["mfu"]
+    L, h, d_qk, d_v = i["layers"], i["num_heads"], i["qk_head_dim"], i["v_head_dim"]
+    linear = prefill_linear_flops(i["num_params"], t)
+    pairs = attention_pairs(t)
+    attention = prefill_attention_flops(L, h, d_qk, t, d_v)
+    return (Step("linear FLOPs", "2 · P · T_p", _times(2, i["num_params"], t), linear, "FLOP"),
+            Step("causal (query, key) pairs per head and layer", "T_p (T_p + 1) / 2", f"{_n(t)} · {_n(t + 1)} / 2",
+                 pairs, "pairs"),
+            Step("attention FLOPs", "2 · L · H · (d_qk + d_v) · T_p (T_p + 1) / 2",
+                 f"2 · {L} · {h} · ({d_qk} + {d_v}) · {_n(pairs)}", attention, "FLOP"),
+            Step("FLOP/s reached on the GPUs", "t · eta · F", f"{tp} · {_pct(mfu)} · {_n(f)}", tp * mfu * f, "FLOP/s"),
+            Step("time to first token", "(linear + attention) / (t · eta · F) · 1000",
+                 f"({_n(linear)} + {_n(attention)}) / {_n(tp * mfu * f)} · 1000",
+                 (linear + attention) / (tp * mfu * f) * 1e3, "ms"))
+
+
 #: The families of a 2026 inference interview (issue 50 §2), after the topics above (whose seeds draw what they drew).
-FAMILIES_2026 = ("moe_decode", "requests_concurrency", "disagg_transfer")
+FAMILIES_2026 = ("moe_decode", "requests_concurrency", "disagg_transfer", "long_ttft")
 TOPICS.update({"moe_decode": _moe_decode, "requests_concurrency": _requests_concurrency,
-               "disagg_transfer": _disagg_transfer})
+               "disagg_transfer": _disagg_transfer, "long_ttft": _long_ttft})
 _CHAINS.update({
     "moe_decode": (_chain_moe_experts, {"experts_top_k_only": 0, "experts_batch_times_k": 2, "experts_all_read": 2,
                                         "experts_unread_not_read": 2, "moe_read_all_weights": 0,
@@ -1805,6 +1857,9 @@ _CHAINS.update({
                                               "missing_seq_len": 1,
                                               "link_bits_as_bytes": 0, "one_link_for_all": 1, "pd_tokens_only": 0,
                                               "pd_rates_only": 0, "pd_ratio_inverted": 2}),
+    "long_ttft": (_chain_long_ttft, {"moe_total_params": 0, "attention_not_causal": 1,
+                                     "attention_kv_heads_for_query_heads": 2, "attention_flops_left_out": 2,
+                                     "attention_tp_not_split": 3, "ignored_mfu": 3}),
 })
 _QUANTITY_CHAINS.update({"moe_step_bytes": _chain_moe_bytes, "all_experts_batch": _chain_all_experts,
                          "prefill_steps": _chain_prefill_steps, "disagg_transfer_ms": _chain_disagg_ms,
