@@ -1839,10 +1839,87 @@ def _chain_long_ttft(i):
                  (linear + attention) / (tp * mfu * f) * 1e3, "ms"))
 
 
+# expert_parallel: the all-to-all of expert parallelism (dispatch and combine, DeepEP's fp8 dispatch), and EP against
+# TP's all-reduce (kvlib.serving.ep_all_to_all_bytes, ring_allreduce_bytes_sent); one 8-GPU node, or EP over a
+# GB200 NVL72 rack's NVLink domain
+_EP_MODELS = ("Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V3", "moonshotai/Kimi-K2-Instruct", "openai/gpt-oss-120b")
+
+
+def _ep_draw(rng):
+    """(spec, card, domain name, ep, deployment check): fp8 weights split over ep GPUs hold with room to spare."""
+    while True:
+        spec = _spec(rng.choice(_EP_MODELS))
+        domain = rng.choice(("B200", "B300", "H200", "GB200-NVL72"))   # HGX nodes of 8, or the NVL72 rack
+        card = GPUS["GB200" if domain == "GB200-NVL72" else domain]
+        ep = rng.choice((16, 32, 64)) if domain == "GB200-NVL72" else 8
+        w = spec.weight_bytes(1)
+        # the memory rule of check_deployment with the weights split ep ways (as stages would split them)
+        dep = {"pp": ep, "batch_size": 1, "seq_len": 4096, "weight_bytes": w}
+        if spec.num_experts % ep == 0 and w / ep < 0.5 * card.memory_bytes and _runs(spec, card, **dep):
+            return spec, card, domain, ep, dep
+
+
+def _expert_parallel(rng, seed):
+    spec, card, domain, ep, dep = _ep_draw(rng)
+    layers, _ = routed_expert_params(spec)
+    d, k = spec.hidden_size, spec.num_experts_per_tok
+    where = (f"a GB200 NVL72 rack, expert parallelism over {ep} of its GPUs on one NVLink domain" if
+             domain == "GB200-NVL72" else f"one node of 8 x {domain}, expert parallelism 8")
+    head = (f"{spec.name} ({spec.num_experts} routed experts in each of {layers} MoE layers, {k} per token, "
+            f"hidden_size {d}) is served on {where}: each GPU holds {spec.num_experts // ep} whole experts, and the "
+            f"attention runs data-parallel (each GPU its own sequences)")
+    common = dict(deployments=(dep,), model=spec.name, gpu=domain)
+    if rng.random() < 0.6:
+        tokens = rng.choice((16, 32, 64, 128, 256))
+        fp8 = rng.random() < 0.5
+        inputs = {"tokens": tokens, "hidden_size": d, "top_k": k, "ep": ep, "moe_layers": layers,
+                  "dispatch_bytes": 1 if fp8 else 2, "combine_bytes": 2}
+        how = ("DeepEP dispatches the hidden vectors in fp8 (1 byte a number) and combines in bf16 (2 bytes)" if fp8
+               else "dispatch and combine carry bf16 hidden vectors (2 bytes a number)")
+        q = (f"{head}. In a decode step each GPU routes its own {tokens} tokens; {how}; the experts are spread evenly "
+             f"and routing is uniform. How many bytes does each GPU send in the all-to-alls of one step, all MoE "
+             f"layers together?")
+        return _problem("expert_parallel", seed, q, "ep_step_bytes", inputs, "bytes",
+                        template="expert_parallel/bytes", **common)
+    batch = ep * rng.choice((8, 16, 32, 64))
+    inputs = {"batch_size": batch, "hidden_size": d, "top_k": k, "ep": ep}
+    q = (f"{head}. Compare it with tensor parallelism over the same {ep} GPUs, which all-reduces the whole batch's "
+         f"bf16 hidden vectors after each MoE layer with a ring all-reduce. For a decode batch of {batch} tokens "
+         f"(bf16 everywhere, uniform routing), how many times the bytes a GPU sends per MoE layer under TP does it "
+         f"send under EP?")
+    return _problem("expert_parallel", seed, q, "ep_over_tp", inputs, "times", template="expert_parallel/vs_tp",
+                    **common)
+
+
+def _chain_ep_bytes(i):
+    n, d, k, ep, le = i["tokens"], i["hidden_size"], i["top_k"], i["ep"], i["moe_layers"]
+    b_in, b_out = i["dispatch_bytes"], i["combine_bytes"]
+    routes = formulas.exact_div(n * k * (ep - 1), ep)
+    one_layer = formulas.exact_div(formulas_serving.ep_all_to_all_bytes(n, d, k, ep, b_in)
+                                   + formulas_serving.ep_all_to_all_bytes(n, d, k, ep, b_out), 2)
+    return (Step("routes that leave the GPU (its B tokens, k_e experts each)", "B · k_e · (ep − 1) / ep",
+                 f"{n} · {k} · ({ep} − 1) / {ep}", routes, "routes"),
+            Step("bytes sent per MoE layer (dispatch and combine)", "B · k_e · (ep − 1) / ep · d · (b dispatch + b combine)",
+                 f"{_n(routes)} · {d} · ({b_in} + {b_out})", one_layer, "bytes"),
+            Step("bytes sent per step, all MoE layers", "L_e · B · k_e · (ep − 1) / ep · d · (b dispatch + b combine)",
+                 f"{le} · {_n(one_layer)}", le * one_layer, "bytes"))
+
+
+def _chain_ep_over_tp(i):
+    b, d, k, t = i["batch_size"], i["hidden_size"], i["top_k"], i["ep"]
+    tp = formulas_serving.ring_allreduce_bytes_sent(b * d * 2, t)
+    ep = formulas_serving.ep_all_to_all_bytes(b // t, d, k, t)
+    return (Step("TP: one ring all-reduce of the batch", "2 · (t − 1) / t · B · d · b", f"2 · ({t} − 1) / {t} · {b} · "
+                 f"{d} · 2", tp, "bytes"),
+            Step("EP: each GPU's own tokens to their experts and back", "2 · (B / t) · k_e · (t − 1) / t · d · b",
+                 f"2 · {b // t} · {k} · ({t} − 1) / {t} · {d} · 2", ep, "bytes"),
+            Step("EP over TP", "k_e / t", f"{_n(ep)} / {_n(tp)}", ep / tp, "times"))
+
+
 #: The families of a 2026 inference interview (issue 50 §2), after the topics above (whose seeds draw what they drew).
-FAMILIES_2026 = ("moe_decode", "requests_concurrency", "disagg_transfer", "long_ttft")
+FAMILIES_2026 = ("moe_decode", "requests_concurrency", "disagg_transfer", "long_ttft", "expert_parallel")
 TOPICS.update({"moe_decode": _moe_decode, "requests_concurrency": _requests_concurrency,
-               "disagg_transfer": _disagg_transfer, "long_ttft": _long_ttft})
+               "disagg_transfer": _disagg_transfer, "long_ttft": _long_ttft, "expert_parallel": _expert_parallel})
 _CHAINS.update({
     "moe_decode": (_chain_moe_experts, {"experts_top_k_only": 0, "experts_batch_times_k": 2, "experts_all_read": 2,
                                         "experts_unread_not_read": 2, "moe_read_all_weights": 0,
@@ -1860,10 +1937,13 @@ _CHAINS.update({
     "long_ttft": (_chain_long_ttft, {"moe_total_params": 0, "attention_not_causal": 1,
                                      "attention_kv_heads_for_query_heads": 2, "attention_flops_left_out": 2,
                                      "attention_tp_not_split": 3, "ignored_mfu": 3}),
+    "expert_parallel": (_chain_ep_bytes, {"a2a_local_routes_counted": 0, "a2a_top_k_missing": 0,
+                                          "a2a_combine_missing": 1, "a2a_one_dtype": 1, "a2a_moe_layers_missing": 2,
+                                          "ep_tokens_not_split": 1, "ep_tp_ratio_inverted": 2}),
 })
 _QUANTITY_CHAINS.update({"moe_step_bytes": _chain_moe_bytes, "all_experts_batch": _chain_all_experts,
                          "prefill_steps": _chain_prefill_steps, "disagg_transfer_ms": _chain_disagg_ms,
-                         "pd_ratio": _chain_pd_ratio})
+                         "pd_ratio": _chain_pd_ratio, "ep_over_tp": _chain_ep_over_tp})
 
 
 #: The graded drills of ch09_interview_drills, in notebook order (grade ids ch09_q2_ ... ch09_q9_).

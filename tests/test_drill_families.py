@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from kvcoach.drills import FAMILIES_2026, GRADED_TOPICS, TOPICS, generate
-from kvcoach.slips import disagg_transfer, long_ttft, moe_decode, requests_concurrency, variants
+from kvcoach.slips import disagg_transfer, expert_parallel, long_ttft, moe_decode, requests_concurrency, variants
 from kvlib import load_model
 from kvlib.feasibility import check_deployment
 from kvlib.roofline import all_experts_batch, expected_experts_touched
@@ -67,13 +67,19 @@ def _independent(p, prompt_tokens=None) -> float:
         flops = 2 * i["num_params"] * t + 2 * i["layers"] * i["num_heads"] * (i["qk_head_dim"] + i["v_head_dim"]) \
             * t * (t + 1) / 2
         return flops / (i["tp"] * i["mfu"] * i["peak_flop_per_s"]) * 1000
+    if p.template == "expert_parallel/bytes":
+        return i["moe_layers"] * i["tokens"] * i["top_k"] * (i["ep"] - 1) / i["ep"] * i["hidden_size"] \
+            * (i["dispatch_bytes"] + i["combine_bytes"])
+    if p.template == "expert_parallel/vs_tp":
+        b, t = i["batch_size"], i["ep"]
+        return (2 * b / t * i["top_k"] * (t - 1) / t * i["hidden_size"] * 2) / (2 * (t - 1) / t * b * i["hidden_size"] * 2)
     if p.template == "disagg_transfer/pd_ratio":
         return (i["prompt_tokens"] / i["prefill_tokens_per_gpu_s"]) / (i["output_tokens"] / i["decode_tokens_per_gpu_s"])
     raise AssertionError(p.template)
 
 
 def test_the_families_follow_the_older_topics_and_are_not_graded():
-    assert FAMILIES_2026 == ("moe_decode", "requests_concurrency", "disagg_transfer", "long_ttft")
+    assert FAMILIES_2026 == ("moe_decode", "requests_concurrency", "disagg_transfer", "long_ttft", "expert_parallel")
     assert list(TOPICS)[-len(FAMILIES_2026):] == list(FAMILIES_2026)
     assert not set(FAMILIES_2026) & set(GRADED_TOPICS)
 
@@ -91,7 +97,8 @@ def test_answers_match_the_formula_written_out(topic):
             assert p.check(p.answer * 1.004)[0] and not p.check(p.answer * 1.01)[0]
         else:
             assert type(p.answer) is int and not p.check(p.answer + 1)[0] and not p.check(p.answer - 1)[0]
-    assert len(templates) == {"moe_decode": 3, "requests_concurrency": 2, "disagg_transfer": 3, "long_ttft": 1}[topic]
+    assert len(templates) == {"moe_decode": 3, "requests_concurrency": 2, "disagg_transfer": 3, "long_ttft": 1,
+                              "expert_parallel": 2}[topic]
 
 
 def test_qwen3_moe_figures_by_hand():
@@ -146,6 +153,21 @@ def test_long_ttft_by_hand():
         pytest.approx(hand, rel=1e-12)
 
 
+def test_expert_parallel_by_hand():
+    # DeepSeek-V3 (hidden 7,168, top 8, 58 MoE layers), 128 tokens a GPU over EP 8, bf16 both ways: 128 x 8 x 7/8 =
+    # 896 routes leave, x 7,168 x (2 + 2) = 25,690,112 B a layer (kvlib's docstring figure), 1,490,026,496 B a step
+    from kvlib.serving import ep_all_to_all_bytes
+    assert ep_all_to_all_bytes(128, 7168, 8, 8) == 896 * 7168 * 4 == 25_690_112
+    p = next(p for p in (generate("expert_parallel", s) for s in range(400)) if p.template == "expert_parallel/bytes"
+             and p.params["model"] == "deepseek-ai/DeepSeek-V3" and p.params["tokens"] == 128 and p.params["ep"] == 8
+             and p.params["dispatch_bytes"] == 2)
+    assert p.answer == 58 * 25_690_112 == 1_490_026_496
+    # against TP 8's ring all-reduce of a 512-token batch: 2 x 7/8 x 512 x 7,168 x 2 B; EP sends k / t = 8 / 8 of it
+    q = next(p for p in (generate("expert_parallel", s) for s in range(400)) if p.template == "expert_parallel/vs_tp"
+             and p.params["top_k"] == 4 and p.params["ep"] == 8)
+    assert q.answer == pytest.approx(0.5)                      # gpt-oss: top 4 over 8 GPUs
+
+
 def _slipped(p):
     """(a wrong answer computed here, the slip it must be named as)."""
     i = p.params
@@ -163,6 +185,10 @@ def _slipped(p):
         return _independent(p, i["prompt_tokens"] + i["output_tokens"]), "transfer_output_tokens_added"
     if p.template == "disagg_transfer/time":
         return i["transfer_bytes"] / (i["tp"] * i["link_gbit_per_s"] * 1e9) * 1000, "link_bits_as_bytes"
+    if p.template == "expert_parallel/bytes":
+        return p.answer / i["moe_layers"], "a2a_moe_layers_missing"
+    if p.template == "expert_parallel/vs_tp":
+        return i["top_k"], "ep_tokens_not_split"
     if p.template == "long_ttft":
         return 2 * i["num_params"] * i["prompt_tokens"] / (i["tp"] * i["mfu"] * i["peak_flop_per_s"]) * 1000, \
             "attention_flops_left_out"
@@ -172,7 +198,7 @@ def _slipped(p):
 @pytest.mark.parametrize("template", ["moe_decode/experts", "moe_decode/bytes", "moe_decode/all_read",
                                       "requests_concurrency/littles_law", "requests_concurrency/prefill_steps",
                                       "disagg_transfer/bytes", "disagg_transfer/time", "disagg_transfer/pd_ratio",
-                                      "long_ttft"])
+                                      "long_ttft", "expert_parallel/bytes", "expert_parallel/vs_tp"])
 def test_a_known_mistake_is_named_with_its_step(template):
     named = 0
     draws = _draws(template.split("/")[0], template, count=6)
@@ -188,7 +214,8 @@ def test_a_known_mistake_is_named_with_its_step(template):
 
 
 @pytest.mark.parametrize("topic, module", [("moe_decode", moe_decode), ("requests_concurrency", requests_concurrency),
-                                           ("disagg_transfer", disagg_transfer), ("long_ttft", long_ttft)])
+                                           ("disagg_transfer", disagg_transfer), ("long_ttft", long_ttft),
+                                           ("expert_parallel", expert_parallel)])
 def test_at_least_three_named_slips_each_made_on_some_draw(topic, module):
     made = set()
     for seed in SEEDS:
@@ -198,17 +225,18 @@ def test_at_least_three_named_slips_each_made_on_some_draw(topic, module):
     assert len(module.SLIP_WORDS) >= 3 and made == set(module.SLIP_WORDS)
 
 
-@pytest.mark.parametrize("topic", ["moe_decode", "disagg_transfer", "long_ttft"])
+@pytest.mark.parametrize("topic", ["moe_decode", "disagg_transfer", "long_ttft", "expert_parallel"])
 def test_draws_run_on_the_2026_gpus(topic):
     gpus, models = set(), set()
     for seed in range(60):
         p = generate(topic, seed)
         gpus.add(p.params["gpu"])
         models.add(p.params["model"])
+        card = "GB200" if p.params["gpu"] == "GB200-NVL72" else p.params["gpu"]    # a rack's GPUs are GB200s
         for check in p.params["deployments"]:
-            r = check_deployment(p.params["model"], p.params["gpu"], **check)
+            r = check_deployment(p.params["model"], card, **check)
             assert r.fits, (seed, r.summary())
-    assert gpus <= {"H200", "B200", "B300", "GB200"} and len(gpus) >= 3
+    assert gpus <= {"H200", "B200", "B300", "GB200", "GB200-NVL72"} and len(gpus) >= 3
     assert "moonshotai/Kimi-K2-Instruct" in models
 
 
@@ -221,7 +249,7 @@ class _Pipe(io.StringIO):
 def test_kvlib_drill_asks_them(topic, monkeypatch, capsys, tmp_path):
     from kvlib.cli import main
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
-    monkeypatch.setattr(sys, "stdin", _Pipe("1\n"))
+    monkeypatch.setattr(sys, "stdin", _Pipe("0.0001\n"))          # wrong on every draw: the steps follow
     assert main(["drill", "--topic", topic, "--count", "1", "--seed", "2", "--no-history"]) == 0
     out, err = capsys.readouterr()
     assert f"[{topic}]" in out and "worked steps:" in out and err == ""
