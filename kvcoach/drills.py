@@ -1916,10 +1916,82 @@ def _chain_ep_over_tp(i):
             Step("EP over TP", "k_e / t", f"{_n(ep)} / {_n(tp)}", ep / tp, "times"))
 
 
+# eagle_mtp: speculative decoding with draft heads whose acceptance falls with the position (EAGLE-3 drafts,
+# DeepSeek-V3's multi-token prediction module; kvlib.serving.eagle_expected_tokens)
+_EAGLE_MODELS = ("Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V3", "meta-llama/Llama-3.3-70B-Instruct",
+                 "meta-llama/Llama-4-Scout-17B-16E-Instruct", "moonshotai/Kimi-K2-Instruct", "openai/gpt-oss-120b")
+
+
+def _acceptances(rng, count) -> tuple:
+    first = rng.choice((0.7, 0.75, 0.8, 0.85, 0.9))
+    out = [first]
+    for _ in range(count - 1):
+        out.append(round(out[-1] * rng.choice((0.75, 0.8, 0.85, 0.9)), 2))
+    return tuple(out)
+
+
+def _eagle_mtp(rng, seed):
+    spec, gpu, tp, _, context, dep = _deployment(rng, models=_EAGLE_MODELS, contexts=(2048, 4096, 8192),
+                                                 weights=_fp8, gpus=GPUS_2026)
+    mtp = spec.name == "deepseek-ai/DeepSeek-V3"
+    gamma = rng.choice((2, 3)) if mtp else rng.choice((2, 3, 4, 5))
+    acc = _acceptances(rng, gamma)
+    drafts = (f"its multi-token-prediction module, run {gamma} times in a chain" if mtp else
+              f"an EAGLE-3 draft head proposing {gamma} tokens in a chain")
+    rates = ", ".join(f"{a:g}" for a in acc)
+    head = (f"{spec.name} on {_tp_text(gpu, tp)} decodes one sequence with speculative decoding: {drafts}. vLLM "
+            f"reports the acceptance per position: the j-th draft is accepted with probability {rates} (j = 1 .. "
+            f"{gamma}) given the drafts before it were; the first rejection ends the chain, and the target's verify "
+            f"adds a token of its own")
+    common = dict(deployments=(dep,), model=spec.name, gpu=gpu.name)
+    if rng.random() < 0.5:
+        inputs = {"acceptance_per_position": acc, "draft_tokens": gamma}
+        q = f"{head}. How many tokens does one verification yield, on average?"
+        return _problem("eagle_mtp", seed, q, "eagle_tokens", inputs, "tokens", template="eagle_mtp/tokens", **common)
+    cost = rng.choice((0.02, 0.03, 0.05, 0.08))
+    if spec.num_experts:
+        # a mixture of experts: the verify of gamma + 1 tokens reads the experts they touch (batch 1, bandwidth-bound)
+        verify = round(_moe_read(spec, gamma + 1, 1) / _moe_read(spec, 1, 1), 3)
+        why = (f"as {spec.name} is a mixture of experts, its verify of {gamma + 1} tokens reads the experts they "
+               f"touch: it costs {verify:g} plain steps")
+    else:
+        verify = 1
+        why = "as the model is dense, its verify of the drafts costs one plain step (the weights read once)"
+    inputs = {"acceptance_per_position": acc, "draft_tokens": gamma, "cost_ratio": cost, "verify_ratio": verify}
+    q = (f"{head}. At batch 1 a step costs its weight read: a draft step costs {cost:g} of a plain target step, and, "
+         f"{why}. What is the expected speed-up over plain decoding?")
+    return _problem("eagle_mtp", seed, q, "eagle_speedup", inputs, "times", template="eagle_mtp/speedup", **common)
+
+
+def _eagle_steps(i) -> list:
+    acc = list(i["acceptance_per_position"])
+    steps = []
+    products = " + ".join(" · ".join(_n(a) for a in acc[:j]) for j in range(1, len(acc) + 1))
+    steps.append(Step("drafts accepted on average", "sum_i prod_(j ≤ i) a_j", products,
+                      formulas_serving.eagle_expected_tokens(acc) - 1, "tokens"))
+    steps.append(Step("tokens per verification, the target's own included", "E = 1 + sum_i prod_(j ≤ i) a_j",
+                      f"1 + {_n(steps[0].value)}", formulas_serving.eagle_expected_tokens(acc), "tokens"))
+    return steps
+
+
+def _chain_eagle_tokens(i):
+    return tuple(_eagle_steps(i))
+
+
+def _chain_eagle_speedup(i):
+    steps = _eagle_steps(i)
+    e, g, c, v = steps[-1].value, i["draft_tokens"], i["cost_ratio"], i["verify_ratio"]
+    steps.append(Step("cost of one verification, in target steps", "gamma · c_d + c_v", f"{g} · {_n(c)} + {_n(v)}",
+                      g * c + v, "steps"))
+    steps.append(Step("speed-up", "E / (gamma · c_d + c_v)", f"{_n(e)} / {_n(g * c + v)}", e / (g * c + v), "times"))
+    return tuple(steps)
+
+
 #: The families of a 2026 inference interview (issue 50 §2), after the topics above (whose seeds draw what they drew).
-FAMILIES_2026 = ("moe_decode", "requests_concurrency", "disagg_transfer", "long_ttft", "expert_parallel")
+FAMILIES_2026 = ("moe_decode", "requests_concurrency", "disagg_transfer", "long_ttft", "expert_parallel", "eagle_mtp")
 TOPICS.update({"moe_decode": _moe_decode, "requests_concurrency": _requests_concurrency,
-               "disagg_transfer": _disagg_transfer, "long_ttft": _long_ttft, "expert_parallel": _expert_parallel})
+               "disagg_transfer": _disagg_transfer, "long_ttft": _long_ttft, "expert_parallel": _expert_parallel,
+               "eagle_mtp": _eagle_mtp})
 _CHAINS.update({
     "moe_decode": (_chain_moe_experts, {"experts_top_k_only": 0, "experts_batch_times_k": 2, "experts_all_read": 2,
                                         "experts_unread_not_read": 2, "moe_read_all_weights": 0,
@@ -1940,10 +2012,13 @@ _CHAINS.update({
     "expert_parallel": (_chain_ep_bytes, {"a2a_local_routes_counted": 0, "a2a_top_k_missing": 0,
                                           "a2a_combine_missing": 1, "a2a_one_dtype": 1, "a2a_moe_layers_missing": 2,
                                           "ep_tokens_not_split": 1, "ep_tp_ratio_inverted": 2}),
+    "eagle_mtp": (_chain_eagle_tokens, {"eagle_sum_not_product": 0, "eagle_first_rate_for_all": 0,
+                                        "eagle_no_bonus": 1, "moe_verify_as_one_step": 2, "draft_cost_ignored": 2}),
 })
 _QUANTITY_CHAINS.update({"moe_step_bytes": _chain_moe_bytes, "all_experts_batch": _chain_all_experts,
                          "prefill_steps": _chain_prefill_steps, "disagg_transfer_ms": _chain_disagg_ms,
-                         "pd_ratio": _chain_pd_ratio, "ep_over_tp": _chain_ep_over_tp})
+                         "pd_ratio": _chain_pd_ratio, "ep_over_tp": _chain_ep_over_tp,
+                         "eagle_speedup": _chain_eagle_speedup})
 
 
 #: The graded drills of ch09_interview_drills, in notebook order (grade ids ch09_q2_ ... ch09_q9_).

@@ -9,6 +9,7 @@ Fast and in-process.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from kvcoach.drills import FAMILIES_2026, GRADED_TOPICS, TOPICS, generate
-from kvcoach.slips import disagg_transfer, expert_parallel, long_ttft, moe_decode, requests_concurrency, variants
+from kvcoach.slips import disagg_transfer, eagle_mtp, expert_parallel, long_ttft, moe_decode, requests_concurrency, variants
 from kvlib import load_model
 from kvlib.feasibility import check_deployment
 from kvlib.roofline import all_experts_batch, expected_experts_touched
@@ -67,6 +68,14 @@ def _independent(p, prompt_tokens=None) -> float:
         flops = 2 * i["num_params"] * t + 2 * i["layers"] * i["num_heads"] * (i["qk_head_dim"] + i["v_head_dim"]) \
             * t * (t + 1) / 2
         return flops / (i["tp"] * i["mfu"] * i["peak_flop_per_s"]) * 1000
+    if p.template.startswith("eagle_mtp"):
+        expected, reach = 1.0, 1.0
+        for a in i["acceptance_per_position"]:
+            reach *= a
+            expected += reach
+        if p.template == "eagle_mtp/tokens":
+            return expected
+        return expected / (i["draft_tokens"] * i["cost_ratio"] + i["verify_ratio"])
     if p.template == "expert_parallel/bytes":
         return i["moe_layers"] * i["tokens"] * i["top_k"] * (i["ep"] - 1) / i["ep"] * i["hidden_size"] \
             * (i["dispatch_bytes"] + i["combine_bytes"])
@@ -79,7 +88,8 @@ def _independent(p, prompt_tokens=None) -> float:
 
 
 def test_the_families_follow_the_older_topics_and_are_not_graded():
-    assert FAMILIES_2026 == ("moe_decode", "requests_concurrency", "disagg_transfer", "long_ttft", "expert_parallel")
+    assert FAMILIES_2026 == ("moe_decode", "requests_concurrency", "disagg_transfer", "long_ttft", "expert_parallel",
+                             "eagle_mtp")
     assert list(TOPICS)[-len(FAMILIES_2026):] == list(FAMILIES_2026)
     assert not set(FAMILIES_2026) & set(GRADED_TOPICS)
 
@@ -98,7 +108,7 @@ def test_answers_match_the_formula_written_out(topic):
         else:
             assert type(p.answer) is int and not p.check(p.answer + 1)[0] and not p.check(p.answer - 1)[0]
     assert len(templates) == {"moe_decode": 3, "requests_concurrency": 2, "disagg_transfer": 3, "long_ttft": 1,
-                              "expert_parallel": 2}[topic]
+                              "expert_parallel": 2, "eagle_mtp": 2}[topic]
 
 
 def test_qwen3_moe_figures_by_hand():
@@ -168,6 +178,19 @@ def test_expert_parallel_by_hand():
     assert q.answer == pytest.approx(0.5)                      # gpt-oss: top 4 over 8 GPUs
 
 
+def test_eagle_figures_by_hand():
+    from kvlib.serving import eagle_expected_tokens
+    # DeepSeek-V3's report (section 5.4.3): one MTP token accepted 85% of the time gives 1.85 tokens a step
+    assert eagle_expected_tokens([0.85]) == pytest.approx(1.85)
+    # a falling chain 0.9, 0.68: 1 + 0.9 + 0.9 x 0.68 = 2.512; at a draft cost of 0.08 and a verify of 2 plain steps,
+    # 2.512 / (2 x 0.08 + 2) = 1.163x; a constant 0.9 would claim 1 + 0.9 + 0.81 = 2.71
+    assert eagle_expected_tokens([0.9, 0.68]) == pytest.approx(2.512)
+    p = next(p for p in (generate("eagle_mtp", s) for s in range(400)) if p.template == "eagle_mtp/tokens"
+             and p.params["acceptance_per_position"] == (0.9, 0.68))
+    assert p.answer == pytest.approx(2.512) and p.slip_key("2.71") == "eagle_first_rate_for_all"
+    assert p.slip_key("2.58") == "eagle_sum_not_product"                # 1 + 0.9 + 0.68
+
+
 def _slipped(p):
     """(a wrong answer computed here, the slip it must be named as)."""
     i = p.params
@@ -185,6 +208,10 @@ def _slipped(p):
         return _independent(p, i["prompt_tokens"] + i["output_tokens"]), "transfer_output_tokens_added"
     if p.template == "disagg_transfer/time":
         return i["transfer_bytes"] / (i["tp"] * i["link_gbit_per_s"] * 1e9) * 1000, "link_bits_as_bytes"
+    if p.template == "eagle_mtp/tokens":
+        return p.answer - 1, "eagle_no_bonus"
+    if p.template == "eagle_mtp/speedup":
+        return _independent(dataclasses.replace(p, template="eagle_mtp/tokens")), "draft_cost_ignored"
     if p.template == "expert_parallel/bytes":
         return p.answer / i["moe_layers"], "a2a_moe_layers_missing"
     if p.template == "expert_parallel/vs_tp":
@@ -198,7 +225,8 @@ def _slipped(p):
 @pytest.mark.parametrize("template", ["moe_decode/experts", "moe_decode/bytes", "moe_decode/all_read",
                                       "requests_concurrency/littles_law", "requests_concurrency/prefill_steps",
                                       "disagg_transfer/bytes", "disagg_transfer/time", "disagg_transfer/pd_ratio",
-                                      "long_ttft", "expert_parallel/bytes", "expert_parallel/vs_tp"])
+                                      "long_ttft", "expert_parallel/bytes", "expert_parallel/vs_tp",
+                                      "eagle_mtp/tokens", "eagle_mtp/speedup"])
 def test_a_known_mistake_is_named_with_its_step(template):
     named = 0
     draws = _draws(template.split("/")[0], template, count=6)
@@ -215,7 +243,7 @@ def test_a_known_mistake_is_named_with_its_step(template):
 
 @pytest.mark.parametrize("topic, module", [("moe_decode", moe_decode), ("requests_concurrency", requests_concurrency),
                                            ("disagg_transfer", disagg_transfer), ("long_ttft", long_ttft),
-                                           ("expert_parallel", expert_parallel)])
+                                           ("expert_parallel", expert_parallel), ("eagle_mtp", eagle_mtp)])
 def test_at_least_three_named_slips_each_made_on_some_draw(topic, module):
     made = set()
     for seed in SEEDS:

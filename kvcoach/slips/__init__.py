@@ -27,7 +27,7 @@ from .engine import (COMBINED, COUNT_SLIPS, DESCRIPTIVE, GENERAL, PREFIX_MIX_KEY
                      ruled_out, unrounded, variants)
 # the engine's helpers the chapters' shared test helpers call (tests/chapter_checks.py)
 from .engine import _VARIANTS, _matches, close as _close  # noqa: F401
-from . import (capacity_plan, crossover, disagg_transfer, expert_parallel, generic, gqa_tp, kv_formula, long_ttft, mla,
+from . import (capacity_plan, crossover, disagg_transfer, eagle_mtp, expert_parallel, generic, gqa_tp, kv_formula, long_ttft, mla,
                moe_decode, pool_paging, prefix_reuse, requests_concurrency, serving, vllm_lab)
 
 __all__ = ["COMBINED", "COUNT_SLIPS", "DESCRIPTIVE", "GENERAL", "PREFIX_MIX_KEYS", "QUANTITIES", "ROUNDING_KEYS",
@@ -37,7 +37,8 @@ __all__ = ["COMBINED", "COUNT_SLIPS", "DESCRIPTIVE", "GENERAL", "PREFIX_MIX_KEYS
 
 #: The topic modules, in the order their declarations join the catalogue (one home per slip and quantity).
 TOPICS = (generic, kv_formula, gqa_tp, mla, pool_paging, prefix_reuse, crossover, capacity_plan, vllm_lab, serving,
-          moe_decode, requests_concurrency, disagg_transfer, long_ttft, expert_parallel)
+          moe_decode, requests_concurrency, disagg_transfer, long_ttft, expert_parallel,
+          eagle_mtp)
 for _topic in TOPICS:
     register(_topic)
 del _topic
