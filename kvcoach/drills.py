@@ -1987,11 +1987,73 @@ def _chain_eagle_speedup(i):
     return tuple(steps)
 
 
+# low_precision_compute: FP8 and FP4 dense peaks (kvlib.gpus.GPU.peak_flop_per_s) -- a prefill at that peak, and the
+# decode batch that reaches the ridge with weights and compute in that dtype (kvlib.serving.ridge_batch)
+_LOW_PRECISION_MODELS = ("Qwen/Qwen3-0.6B", "meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.3-70B-Instruct",
+                         "Qwen/Qwen2.5-32B")
+_DTYPE_BYTES = {"bf16": 2, "fp8": 1, "fp4": 0.5}
+
+
+def _low_precision_compute(rng, seed):
+    while True:
+        spec, gpu, tp, _, prompt, dep = _deployment(rng, models=_LOW_PRECISION_MODELS, tps=(1,),
+                                                    contexts=(4096, 8192, 16384, 32768), weights=_fp8, gpus=GPUS_2026)
+        dtype = rng.choice(("fp8", "fp4"))
+        if gpu.fp4_flop_per_s or dtype == "fp8":
+            break
+    f = gpu.peak_flop_per_s(dtype)
+    other = "bf16" if dtype == "fp8" else rng.choice(("bf16", "fp8"))
+    peaks = ", ".join(f"{gpu.peak_flop_per_s(d) / 1e12:g} TFLOP/s {d}" for d in ("bf16", "fp8", "fp4")
+                      if d != "fp4" or gpu.fp4_flop_per_s)
+    sheet = (f"The {gpu.name} data sheet lists dense peaks of {peaks} (twice each with 2:4 sparsity), and "
+             f"{gpu.bandwidth_bytes_per_s / 1e12:g} TB/s of HBM")
+    common = dict(deployments=(dep,), model=spec.name, gpu=gpu.name)
+    if rng.random() < 0.5:
+        mfu = _mfu(rng)
+        inputs = {"num_params": prefill_params_per_token(spec.name), "prompt_tokens": prompt, "peak_flop_per_s": f,
+                  "mfu": mfu, "other_peak_flop_per_s": gpu.peak_flop_per_s(other), "dtype": dtype,
+                  "other_dtype": other}
+        q = (f"{spec.name} ({inputs['num_params']:,} parameters multiplied per token, the embedding lookup "
+             f"excluded), quantized to {dtype} weights and activations, prefills a {prompt:,}-token prompt on one "
+             f"{gpu.name} at {mfu:.0%} MFU. {sheet}. Counting the linear layers only (2 FLOPs per parameter per "
+             f"token), how long does the prefill take, in milliseconds?")
+        return _problem("low_precision_compute", seed, q, "low_precision_ttft_ms", inputs, "ms",
+                        template=f"low_precision_compute/prefill/{dtype}", **common)
+    inputs = {"peak_flop_per_s": f, "bandwidth_bytes_per_s": gpu.bandwidth_bytes_per_s,
+              "dtype_bytes": _DTYPE_BYTES[dtype], "other_peak_flop_per_s": gpu.peak_flop_per_s(other), "dtype": dtype,
+              "other_dtype": other}
+    q = (f"{spec.name} runs with {dtype} weights ({_DTYPE_BYTES[dtype]:g} byte per parameter) and {dtype} matmuls on "
+         f"one {gpu.name}. {sheet}. Counting only the weight reads and the linear layers' 2 FLOPs per parameter per "
+         f"sequence (short contexts), from which batch on does a decode step reach the ridge point and turn "
+         f"compute-bound?")
+    return _problem("low_precision_compute", seed, q, "low_precision_ridge", inputs, "sequences",
+                    template=f"low_precision_compute/ridge/{dtype}", **common)
+
+
+def _chain_low_precision_ttft(i):
+    p, t, f, mfu = i["num_params"], i["prompt_tokens"], i["peak_flop_per_s"], i["mfu"]
+    flops = prefill_linear_flops(p, t)
+    return (Step("prefill FLOPs (linear layers)", "2 · P · T_p", _times(2, p, t), flops, "FLOP"),
+            Step(f"dense {i['dtype']} FLOP/s reached", "eta · F", f"{_pct(mfu)} · {_n(f)}", mfu * f, "FLOP/s"),
+            Step("prefill time", "2 · P · T_p / (eta · F) · 1000", f"{_n(flops)} / {_n(mfu * f)} · 1000",
+                 formulas_serving.prefill_seconds(p, t, f, mfu) * 1e3, "ms"))
+
+
+def _chain_low_precision_ridge(i):
+    f, bw, b = i["peak_flop_per_s"], i["bandwidth_bytes_per_s"], i["dtype_bytes"]
+    return (Step(f"the ridge point at the dense {i['dtype']} peak", "I = F / BW", f"{_n(f)} / {_n(bw)}", f / bw,
+                 "FLOP/B"),
+            Step("FLOPs per weight byte one sequence adds", "2 / b", f"2 / {_n(b)}", 2 / b, "FLOP/B"),
+            Step("first batch at the ridge", "ceil(I · b / 2)", f"ceil({_n(f / bw)} · {_n(b)} / 2)",
+                 formulas_serving.ridge_batch(f, bw, b), "sequences"))
+
+
 #: The families of a 2026 inference interview (issue 50 §2), after the topics above (whose seeds draw what they drew).
-FAMILIES_2026 = ("moe_decode", "requests_concurrency", "disagg_transfer", "long_ttft", "expert_parallel", "eagle_mtp")
+FAMILIES_2026 = ("moe_decode", "requests_concurrency", "disagg_transfer", "long_ttft", "expert_parallel", "eagle_mtp",
+                 "low_precision_compute")
 TOPICS.update({"moe_decode": _moe_decode, "requests_concurrency": _requests_concurrency,
                "disagg_transfer": _disagg_transfer, "long_ttft": _long_ttft, "expert_parallel": _expert_parallel,
-               "eagle_mtp": _eagle_mtp})
+               "eagle_mtp": _eagle_mtp, "low_precision_compute": _low_precision_compute})
 _CHAINS.update({
     "moe_decode": (_chain_moe_experts, {"experts_top_k_only": 0, "experts_batch_times_k": 2, "experts_all_read": 2,
                                         "experts_unread_not_read": 2, "moe_read_all_weights": 0,
@@ -2014,11 +2076,15 @@ _CHAINS.update({
                                           "ep_tokens_not_split": 1, "ep_tp_ratio_inverted": 2}),
     "eagle_mtp": (_chain_eagle_tokens, {"eagle_sum_not_product": 0, "eagle_first_rate_for_all": 0,
                                         "eagle_no_bonus": 1, "moe_verify_as_one_step": 2, "draft_cost_ignored": 2}),
+    "low_precision_compute": (_chain_low_precision_ttft, {"peak_of_wrong_dtype": 1, "sparse_peak_used": 1,
+                                                          "ignored_mfu": 1, "prefill_missing_factor_2": 0,
+                                                          "ridge_no_factor_2": 1, "fp4_half_byte_missed": 1,
+                                                          "batch_rounded_down": 2}),
 })
 _QUANTITY_CHAINS.update({"moe_step_bytes": _chain_moe_bytes, "all_experts_batch": _chain_all_experts,
                          "prefill_steps": _chain_prefill_steps, "disagg_transfer_ms": _chain_disagg_ms,
                          "pd_ratio": _chain_pd_ratio, "ep_over_tp": _chain_ep_over_tp,
-                         "eagle_speedup": _chain_eagle_speedup})
+                         "eagle_speedup": _chain_eagle_speedup, "low_precision_ridge": _chain_low_precision_ridge})
 
 
 #: The graded drills of ch09_interview_drills, in notebook order (grade ids ch09_q2_ ... ch09_q9_).

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from kvcoach.drills import FAMILIES_2026, GRADED_TOPICS, TOPICS, generate
-from kvcoach.slips import disagg_transfer, eagle_mtp, expert_parallel, long_ttft, moe_decode, requests_concurrency, variants
+from kvcoach.slips import (disagg_transfer, eagle_mtp, expert_parallel, long_ttft, low_precision_compute, moe_decode,
+                           requests_concurrency, variants)
 from kvlib import load_model
 from kvlib.feasibility import check_deployment
 from kvlib.roofline import all_experts_batch, expected_experts_touched
@@ -68,6 +69,10 @@ def _independent(p, prompt_tokens=None) -> float:
         flops = 2 * i["num_params"] * t + 2 * i["layers"] * i["num_heads"] * (i["qk_head_dim"] + i["v_head_dim"]) \
             * t * (t + 1) / 2
         return flops / (i["tp"] * i["mfu"] * i["peak_flop_per_s"]) * 1000
+    if p.template.startswith("low_precision_compute/prefill"):
+        return 2 * i["num_params"] * i["prompt_tokens"] / (i["mfu"] * i["peak_flop_per_s"]) * 1000
+    if p.template.startswith("low_precision_compute/ridge"):
+        return math.ceil(i["peak_flop_per_s"] / i["bandwidth_bytes_per_s"] * i["dtype_bytes"] / 2)
     if p.template.startswith("eagle_mtp"):
         expected, reach = 1.0, 1.0
         for a in i["acceptance_per_position"]:
@@ -89,7 +94,7 @@ def _independent(p, prompt_tokens=None) -> float:
 
 def test_the_families_follow_the_older_topics_and_are_not_graded():
     assert FAMILIES_2026 == ("moe_decode", "requests_concurrency", "disagg_transfer", "long_ttft", "expert_parallel",
-                             "eagle_mtp")
+                             "eagle_mtp", "low_precision_compute")
     assert list(TOPICS)[-len(FAMILIES_2026):] == list(FAMILIES_2026)
     assert not set(FAMILIES_2026) & set(GRADED_TOPICS)
 
@@ -108,7 +113,7 @@ def test_answers_match_the_formula_written_out(topic):
         else:
             assert type(p.answer) is int and not p.check(p.answer + 1)[0] and not p.check(p.answer - 1)[0]
     assert len(templates) == {"moe_decode": 3, "requests_concurrency": 2, "disagg_transfer": 3, "long_ttft": 1,
-                              "expert_parallel": 2, "eagle_mtp": 2}[topic]
+                              "expert_parallel": 2, "eagle_mtp": 2, "low_precision_compute": 4}[topic]
 
 
 def test_qwen3_moe_figures_by_hand():
@@ -191,6 +196,17 @@ def test_eagle_figures_by_hand():
     assert p.slip_key("2.58") == "eagle_sum_not_product"                # 1 + 0.9 + 0.68
 
 
+def test_low_precision_figures_by_hand():
+    # B200: 4,500 TFLOP/s dense fp8, 9,000 fp4, 8 TB/s. fp8: 562.5 FLOP/B x 1 / 2 = 281.25 -> 282 sequences; fp4:
+    # 1,125 x 0.5 / 2 = 281.25 -> 282 too (the peak doubles as the bytes halve); B300's fp4 (13,125): 410.2 -> 411
+    from kvlib.gpus import GPUS
+    from kvlib.serving import ridge_batch
+    b200, b300 = GPUS["B200"], GPUS["B300"]
+    assert ridge_batch(b200.peak_flop_per_s("fp8"), b200.bandwidth_bytes_per_s, 1) == 282
+    assert ridge_batch(b200.peak_flop_per_s("fp4"), b200.bandwidth_bytes_per_s, 0.5) == 282
+    assert ridge_batch(b300.peak_flop_per_s("fp4"), b300.bandwidth_bytes_per_s, 0.5) == 411
+
+
 def _slipped(p):
     """(a wrong answer computed here, the slip it must be named as)."""
     i = p.params
@@ -208,6 +224,12 @@ def _slipped(p):
         return _independent(p, i["prompt_tokens"] + i["output_tokens"]), "transfer_output_tokens_added"
     if p.template == "disagg_transfer/time":
         return i["transfer_bytes"] / (i["tp"] * i["link_gbit_per_s"] * 1e9) * 1000, "link_bits_as_bytes"
+    if p.template.startswith("low_precision_compute/prefill"):
+        return 2 * i["num_params"] * i["prompt_tokens"] / (i["mfu"] * 2 * i["peak_flop_per_s"]) * 1000, \
+            "sparse_peak_used"
+    if p.template.startswith("low_precision_compute/ridge"):
+        return math.ceil(i["other_peak_flop_per_s"] / i["bandwidth_bytes_per_s"] * i["dtype_bytes"] / 2), \
+            "peak_of_wrong_dtype"
     if p.template == "eagle_mtp/tokens":
         return p.answer - 1, "eagle_no_bonus"
     if p.template == "eagle_mtp/speedup":
@@ -226,7 +248,9 @@ def _slipped(p):
                                       "requests_concurrency/littles_law", "requests_concurrency/prefill_steps",
                                       "disagg_transfer/bytes", "disagg_transfer/time", "disagg_transfer/pd_ratio",
                                       "long_ttft", "expert_parallel/bytes", "expert_parallel/vs_tp",
-                                      "eagle_mtp/tokens", "eagle_mtp/speedup"])
+                                      "eagle_mtp/tokens", "eagle_mtp/speedup", "low_precision_compute/prefill/fp8",
+                                      "low_precision_compute/prefill/fp4", "low_precision_compute/ridge/fp8",
+                                      "low_precision_compute/ridge/fp4"])
 def test_a_known_mistake_is_named_with_its_step(template):
     named = 0
     draws = _draws(template.split("/")[0], template, count=6)
@@ -243,7 +267,8 @@ def test_a_known_mistake_is_named_with_its_step(template):
 
 @pytest.mark.parametrize("topic, module", [("moe_decode", moe_decode), ("requests_concurrency", requests_concurrency),
                                            ("disagg_transfer", disagg_transfer), ("long_ttft", long_ttft),
-                                           ("expert_parallel", expert_parallel), ("eagle_mtp", eagle_mtp)])
+                                           ("expert_parallel", expert_parallel), ("eagle_mtp", eagle_mtp),
+                                           ("low_precision_compute", low_precision_compute)])
 def test_at_least_three_named_slips_each_made_on_some_draw(topic, module):
     made = set()
     for seed in SEEDS:
@@ -253,7 +278,8 @@ def test_at_least_three_named_slips_each_made_on_some_draw(topic, module):
     assert len(module.SLIP_WORDS) >= 3 and made == set(module.SLIP_WORDS)
 
 
-@pytest.mark.parametrize("topic", ["moe_decode", "disagg_transfer", "long_ttft", "expert_parallel"])
+@pytest.mark.parametrize("topic", ["moe_decode", "disagg_transfer", "long_ttft", "expert_parallel", "eagle_mtp",
+                                   "low_precision_compute"])
 def test_draws_run_on_the_2026_gpus(topic):
     gpus, models = set(), set()
     for seed in range(60):
@@ -265,7 +291,9 @@ def test_draws_run_on_the_2026_gpus(topic):
             r = check_deployment(p.params["model"], card, **check)
             assert r.fits, (seed, r.summary())
     assert gpus <= {"H200", "B200", "B300", "GB200", "GB200-NVL72"} and len(gpus) >= 3
-    assert "moonshotai/Kimi-K2-Instruct" in models
+    assert len(models) >= 3
+    if topic not in ("low_precision_compute", "eagle_mtp"):          # dense models there: the ridge of one dtype
+        assert "moonshotai/Kimi-K2-Instruct" in models
 
 
 class _Pipe(io.StringIO):
