@@ -2048,12 +2048,94 @@ def _chain_low_precision_ridge(i):
                  formulas_serving.ridge_batch(f, bw, b), "sequences"))
 
 
+# hybrid_state: the constant state of a hybrid's Mamba2 or Gated DeltaNet layers (ModelSpec.state_tensor_shapes, as
+# vLLM's MambaStateShapeCalculator), alone or beside its attention layers' KV
+_HYBRID_MODELS = ("Qwen/Qwen3-Next-80B-A3B-Thinking", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+                  "nvidia/Nemotron-H-56B-Base-8K")
+
+
+def _state_text(spec, kind) -> str:
+    if kind == "mamba2":
+        return (f"{spec.layer_kinds.count(kind)} Mamba2 layers (mamba_num_heads {spec.mamba_num_heads}, mamba_head_dim "
+                f"{spec.mamba_head_dim}, ssm_state_size {spec.mamba_state_size}, n_groups {spec.mamba_n_groups}, "
+                f"conv_kernel {spec.mamba_conv_kernel}, expand x hidden_size = {spec.mamba_intermediate_size}); vLLM "
+                f"keeps the conv state in bf16 and the SSM state in float32")
+    return (f"{spec.layer_kinds.count(kind)} Gated DeltaNet layers (linear_num_key_heads {spec.linear_num_key_heads}, "
+            f"linear_num_value_heads {spec.linear_num_value_heads}, linear_key_head_dim {spec.linear_key_head_dim}, "
+            f"linear_value_head_dim {spec.linear_value_head_dim}, linear_conv_kernel_dim "
+            f"{spec.linear_conv_kernel_dim}); vLLM keeps both states in bf16")
+
+
+def _hybrid_state(rng, seed):
+    from kvlib.spec import SpecError
+    while True:
+        spec, gpu, tp, batch, context, dep = _deployment(rng, models=_HYBRID_MODELS, batches=(1, 8, 32),
+                                                         contexts=(4096, 8192, 32768), weights=_bf16, gpus=GPUS_2026)
+        kind = next(k for k in spec.layer_kinds if k in ("mamba2", "gated_deltanet"))
+        try:
+            spec.state_tensor_shapes(kind, tp)
+        except SpecError:           # vLLM's head split refuses this TP for the state layers
+            continue
+        break
+    attention = spec.layer_kinds.count("full")
+    head = (f"{spec.name} on {_tp_text(gpu, tp)} is a hybrid of {spec.num_layers} layers: {_state_text(spec, kind)}; "
+            f"{attention} attention layers ({spec.num_kv_heads} KV heads of {spec.head_dim}, bf16 KV cache)"
+            + (f"; the other {spec.layer_kinds.count('none')} layers are MLPs only" if "none" in spec.layer_kinds
+               else ""))
+    inputs = {"model": spec.name, "tp": tp, "seq_len": context}
+    common = dict(deployments=(dep,), model=spec.name, gpu=gpu.name)
+    per = "one GPU keep" if tp > 1 else "the GPU keep"
+    if rng.random() < 0.5:
+        q = (f"{head}. A sequence of {context:,} tokens is running. How many bytes of state (conv and recurrent, "
+             f"every state layer; the attention KV left out) does {per} for it?")
+        return _problem("hybrid_state", seed, q, "hybrid_state_bytes", inputs, "bytes", template="hybrid_state/state",
+                        **common)
+    q = (f"{head}. A sequence of {context:,} tokens is running. How many bytes does {per} for it, the state layers' "
+         f"state and the attention layers' KV cache together?")
+    return _problem("hybrid_state", seed, q, "hybrid_sequence_bytes", inputs, "bytes",
+                    template="hybrid_state/sequence", **common)
+
+
+def _state_steps(i) -> list:
+    spec, tp = _spec(i["model"]), i["tp"]
+    kind = next(k for k in spec.layer_kinds if k in ("mamba2", "gated_deltanet"))
+    shapes, sizes = spec.state_tensor_shapes(kind, tp), spec.state_dtype_bytes(kind)
+    temporal = "ssm" if kind == "mamba2" else "recurrent"
+    conv = math.prod(shapes["conv"]) * sizes["conv"]
+    rec = math.prod(shapes[temporal]) * sizes[temporal]
+    layers = spec.layer_kinds.count(kind)
+    return [Step("conv state, one layer", "(kernel − 1) · width · b", f"{_times(*shapes['conv'])} · {sizes['conv']}",
+                 conv, "bytes"),
+            Step(f"{'SSM' if kind == 'mamba2' else 'recurrent'} state, one layer", "heads · head dim · state dim · b",
+                 f"{_times(*shapes[temporal])} · {sizes[temporal]}", rec, "bytes"),
+            Step("state, all state layers", "L_state · (conv + recurrent)", f"{layers} · ({_n(conv)} + {_n(rec)})",
+                 spec.state_bytes_per_sequence(tp), "bytes")]
+
+
+def _chain_hybrid_state(i):
+    return tuple(_state_steps(i))
+
+
+def _chain_hybrid_sequence(i):
+    spec, tp, t = _spec(i["model"]), i["tp"], i["seq_len"]
+    steps = _state_steps(i)
+    attention = spec.layer_kinds.count("full")
+    kv = spec.kv_bytes_per_sequence(t, tp=tp)
+    steps.append(Step("KV cache of the attention layers", "L_full · 2 · K_g · D · b · T",
+                      f"{attention} · 2 · {formulas.kv_heads_per_gpu(spec.num_kv_heads, tp)} · {spec.head_dim} · 2 · "
+                      f"{_n(t)}", kv, "bytes"))
+    steps.append(Step("the sequence on one GPU", "state + KV", f"{_n(steps[2].value)} + {_n(kv)}",
+                      steps[2].value + kv, "bytes"))
+    return tuple(steps)
+
+
 #: The families of a 2026 inference interview (issue 50 §2), after the topics above (whose seeds draw what they drew).
 FAMILIES_2026 = ("moe_decode", "requests_concurrency", "disagg_transfer", "long_ttft", "expert_parallel", "eagle_mtp",
-                 "low_precision_compute")
+                 "low_precision_compute", "hybrid_state")
 TOPICS.update({"moe_decode": _moe_decode, "requests_concurrency": _requests_concurrency,
                "disagg_transfer": _disagg_transfer, "long_ttft": _long_ttft, "expert_parallel": _expert_parallel,
-               "eagle_mtp": _eagle_mtp, "low_precision_compute": _low_precision_compute})
+               "eagle_mtp": _eagle_mtp, "low_precision_compute": _low_precision_compute,
+               "hybrid_state": _hybrid_state})
 _CHAINS.update({
     "moe_decode": (_chain_moe_experts, {"experts_top_k_only": 0, "experts_batch_times_k": 2, "experts_all_read": 2,
                                         "experts_unread_not_read": 2, "moe_read_all_weights": 0,
@@ -2080,11 +2162,16 @@ _CHAINS.update({
                                                           "ignored_mfu": 1, "prefill_missing_factor_2": 0,
                                                           "ridge_no_factor_2": 1, "fp4_half_byte_missed": 1,
                                                           "batch_rounded_down": 2}),
+    "hybrid_state": (_chain_hybrid_state, {"conv_state_left_out": 0, "ssm_state_in_model_dtype": 1,
+                                           "state_all_layers": 2, "state_not_split_by_tp": 2,
+                                           "state_grows_with_context": 2, "hybrid_state_left_out": 4,
+                                           "hybrid_kv_every_layer": 3}),
 })
 _QUANTITY_CHAINS.update({"moe_step_bytes": _chain_moe_bytes, "all_experts_batch": _chain_all_experts,
                          "prefill_steps": _chain_prefill_steps, "disagg_transfer_ms": _chain_disagg_ms,
                          "pd_ratio": _chain_pd_ratio, "ep_over_tp": _chain_ep_over_tp,
-                         "eagle_speedup": _chain_eagle_speedup, "low_precision_ridge": _chain_low_precision_ridge})
+                         "eagle_speedup": _chain_eagle_speedup, "low_precision_ridge": _chain_low_precision_ridge,
+                         "hybrid_sequence_bytes": _chain_hybrid_sequence})
 
 
 #: The graded drills of ch09_interview_drills, in notebook order (grade ids ch09_q2_ ... ch09_q9_).

@@ -226,6 +226,8 @@ SYMBOLS: tuple[Symbol, ...] = (
            chapter="ch09_interview_drills"),
     Symbol("n_d", "decode_tokens", "running decodes scheduled in a step, one token each, before a prompt's chunk",
            "tokens", chapter="ch09_interview_drills"),
+    Symbol("L_state", "num_state_layers", "layers that keep a constant state (Mamba2, Gated DeltaNet) instead of a KV "
+           "cache", "count", chapter="ch09_interview_drills"),
     Symbol("r_p", "prefill_tokens_per_gpu_s", "prompt tokens one prefill GPU processes per second", "tokens/s",
            chapter="ch09_interview_drills"),
     Symbol("r_d", "decode_tokens_per_gpu_s", "tokens one decode GPU generates per second at its SLO batch", "tokens/s",

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from kvcoach.drills import FAMILIES_2026, GRADED_TOPICS, TOPICS, generate
-from kvcoach.slips import (disagg_transfer, eagle_mtp, expert_parallel, long_ttft, low_precision_compute, moe_decode,
-                           requests_concurrency, variants)
+from kvcoach.slips import (disagg_transfer, eagle_mtp, expert_parallel, hybrid_state, long_ttft, low_precision_compute,
+                           moe_decode, requests_concurrency, variants)
 from kvlib import load_model
 from kvlib.feasibility import check_deployment
 from kvlib.roofline import all_experts_batch, expected_experts_touched
@@ -34,6 +34,40 @@ def _draws(topic, template, count=4, limit=400):
     out = [p for p in (generate(topic, s) for s in range(limit)) if p.template == template]
     assert len(out) >= count, (topic, template)
     return out[:count]
+
+
+def _hybrid_by_hand(model, tp, seq_len, with_kv) -> int:
+    """State bytes per sequence on one GPU from the config's fields (vLLM's state shapes), plus the KV if asked."""
+    c = json.loads((CONFIGS / (model.replace("/", "__") + ".json")).read_text(encoding="utf-8"))
+    spec = load_model(model)
+    if "linear_num_value_heads" in c:           # Gated DeltaNet, bf16 states
+        conv = (c["linear_conv_kernel_dim"] - 1) * (2 * c["linear_num_key_heads"] * c["linear_key_head_dim"]
+                                                   + c["linear_num_value_heads"] * c["linear_value_head_dim"]) // tp * 2
+        state = c["linear_num_value_heads"] // tp * c["linear_value_head_dim"] * c["linear_key_head_dim"] * 2
+        layers = spec.layer_kinds.count("gated_deltanet")
+    else:                                       # Mamba2: bf16 conv, float32 SSM
+        inner = c["mamba_num_heads"] * c["mamba_head_dim"]
+        conv = (c["conv_kernel"] - 1) * (inner + 2 * c["n_groups"] * c["ssm_state_size"]) // tp * 2
+        state = c["mamba_num_heads"] // tp * c["mamba_head_dim"] * c["ssm_state_size"] * 4
+        layers = spec.layer_kinds.count("mamba2")
+    kv = 0
+    if with_kv:
+        kv = spec.layer_kinds.count("full") * 2 * max(1, spec.num_kv_heads // tp) * spec.head_dim * 2 * seq_len
+    return layers * (conv + state) + kv
+
+
+def test_hybrid_state_by_hand():
+    # Qwen3-Next (36 Gated DeltaNet layers): conv 3 x (2 x 16 x 128 + 32 x 128) x 2 = 49,152 B and recurrent
+    # 32 x 128 x 128 x 2 = 1,048,576 B a layer: 39,518,208 B a sequence, whatever its length
+    assert _hybrid_by_hand("Qwen/Qwen3-Next-80B-A3B-Thinking", 1, 4096, False) == 36 * (49_152 + 1_048_576) == 39_518_208
+    # Nemotron 3 Nano (23 Mamba2 layers): conv 3 x (4,096 + 2 x 8 x 128) x 2 = 36,864 B, SSM 64 x 64 x 128 x 4 (fp32)
+    # = 2,097,152 B: 49,082,368 B
+    assert _hybrid_by_hand("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", 1, 4096, False) == 23 * (36_864 + 2_097_152)
+    p = next(p for p in (generate("hybrid_state", s) for s in range(200)) if p.template == "hybrid_state/state"
+             and p.params["model"] == "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16" and p.params["tp"] == 1)
+    assert p.answer == 49_082_368
+    assert p.slip_key(str(23 * (36_864 + 64 * 64 * 128 * 2))) == "ssm_state_in_model_dtype"
+    assert p.slip_key(str(49_082_368 * p.params["seq_len"])) == "state_grows_with_context"
 
 
 def _independent(p, prompt_tokens=None) -> float:
@@ -69,6 +103,8 @@ def _independent(p, prompt_tokens=None) -> float:
         flops = 2 * i["num_params"] * t + 2 * i["layers"] * i["num_heads"] * (i["qk_head_dim"] + i["v_head_dim"]) \
             * t * (t + 1) / 2
         return flops / (i["tp"] * i["mfu"] * i["peak_flop_per_s"]) * 1000
+    if p.template.startswith("hybrid_state"):
+        return _hybrid_by_hand(i["model"], i["tp"], i["seq_len"], with_kv=p.template == "hybrid_state/sequence")
     if p.template.startswith("low_precision_compute/prefill"):
         return 2 * i["num_params"] * i["prompt_tokens"] / (i["mfu"] * i["peak_flop_per_s"]) * 1000
     if p.template.startswith("low_precision_compute/ridge"):
@@ -94,7 +130,7 @@ def _independent(p, prompt_tokens=None) -> float:
 
 def test_the_families_follow_the_older_topics_and_are_not_graded():
     assert FAMILIES_2026 == ("moe_decode", "requests_concurrency", "disagg_transfer", "long_ttft", "expert_parallel",
-                             "eagle_mtp", "low_precision_compute")
+                             "eagle_mtp", "low_precision_compute", "hybrid_state")
     assert list(TOPICS)[-len(FAMILIES_2026):] == list(FAMILIES_2026)
     assert not set(FAMILIES_2026) & set(GRADED_TOPICS)
 
@@ -113,7 +149,8 @@ def test_answers_match_the_formula_written_out(topic):
         else:
             assert type(p.answer) is int and not p.check(p.answer + 1)[0] and not p.check(p.answer - 1)[0]
     assert len(templates) == {"moe_decode": 3, "requests_concurrency": 2, "disagg_transfer": 3, "long_ttft": 1,
-                              "expert_parallel": 2, "eagle_mtp": 2, "low_precision_compute": 4}[topic]
+                              "expert_parallel": 2, "eagle_mtp": 2, "low_precision_compute": 4,
+                              "hybrid_state": 2}[topic]
 
 
 def test_qwen3_moe_figures_by_hand():
@@ -224,6 +261,12 @@ def _slipped(p):
         return _independent(p, i["prompt_tokens"] + i["output_tokens"]), "transfer_output_tokens_added"
     if p.template == "disagg_transfer/time":
         return i["transfer_bytes"] / (i["tp"] * i["link_gbit_per_s"] * 1e9) * 1000, "link_bits_as_bytes"
+    if p.template == "hybrid_state/state":
+        return _hybrid_by_hand(i["model"], i["tp"], i["seq_len"], False) * i["seq_len"], "state_grows_with_context"
+    if p.template == "hybrid_state/sequence":
+        kv_only = _hybrid_by_hand(i["model"], i["tp"], i["seq_len"], True) - \
+            _hybrid_by_hand(i["model"], i["tp"], i["seq_len"], False)
+        return kv_only, "hybrid_state_left_out"
     if p.template.startswith("low_precision_compute/prefill"):
         return 2 * i["num_params"] * i["prompt_tokens"] / (i["mfu"] * 2 * i["peak_flop_per_s"]) * 1000, \
             "sparse_peak_used"
@@ -250,7 +293,8 @@ def _slipped(p):
                                       "long_ttft", "expert_parallel/bytes", "expert_parallel/vs_tp",
                                       "eagle_mtp/tokens", "eagle_mtp/speedup", "low_precision_compute/prefill/fp8",
                                       "low_precision_compute/prefill/fp4", "low_precision_compute/ridge/fp8",
-                                      "low_precision_compute/ridge/fp4"])
+                                      "low_precision_compute/ridge/fp4", "hybrid_state/state",
+                                      "hybrid_state/sequence"])
 def test_a_known_mistake_is_named_with_its_step(template):
     named = 0
     draws = _draws(template.split("/")[0], template, count=6)
@@ -268,7 +312,8 @@ def test_a_known_mistake_is_named_with_its_step(template):
 @pytest.mark.parametrize("topic, module", [("moe_decode", moe_decode), ("requests_concurrency", requests_concurrency),
                                            ("disagg_transfer", disagg_transfer), ("long_ttft", long_ttft),
                                            ("expert_parallel", expert_parallel), ("eagle_mtp", eagle_mtp),
-                                           ("low_precision_compute", low_precision_compute)])
+                                           ("low_precision_compute", low_precision_compute),
+                                           ("hybrid_state", hybrid_state)])
 def test_at_least_three_named_slips_each_made_on_some_draw(topic, module):
     made = set()
     for seed in SEEDS:
@@ -279,7 +324,7 @@ def test_at_least_three_named_slips_each_made_on_some_draw(topic, module):
 
 
 @pytest.mark.parametrize("topic", ["moe_decode", "disagg_transfer", "long_ttft", "expert_parallel", "eagle_mtp",
-                                   "low_precision_compute"])
+                                   "low_precision_compute", "hybrid_state"])
 def test_draws_run_on_the_2026_gpus(topic):
     gpus, models = set(), set()
     for seed in range(60):
@@ -292,7 +337,7 @@ def test_draws_run_on_the_2026_gpus(topic):
             assert r.fits, (seed, r.summary())
     assert gpus <= {"H200", "B200", "B300", "GB200", "GB200-NVL72"} and len(gpus) >= 3
     assert len(models) >= 3
-    if topic not in ("low_precision_compute", "eagle_mtp"):          # dense models there: the ridge of one dtype
+    if topic not in ("low_precision_compute", "eagle_mtp", "hybrid_state"):          # dense models there: the ridge of one dtype
         assert "moonshotai/Kimi-K2-Instruct" in models
 
 
