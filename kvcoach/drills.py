@@ -2129,13 +2129,71 @@ def _chain_hybrid_sequence(i):
     return tuple(steps)
 
 
+# indexer_cache: DeepSeek Sparse Attention's indexer keys beside the MLA latent (DeepSeek-V3.2, GLM-5;
+# ModelSpec.indexer_bytes_per_token, vLLM's DeepseekV32IndexerCache)
+_INDEXER_MODELS = ("deepseek-ai/DeepSeek-V3.2", "zai-org/GLM-5")
+
+
+def _indexer_cache(rng, seed):
+    spec, gpu, tp, _, context, dep = _deployment(rng, models=_INDEXER_MODELS, contexts=(8192, 32768),
+                                                 weights=_fp8, gpus=GPUS_2026)
+    layers = len(spec.indexer_layers)
+    inputs = {"model": spec.name, "tp": tp, "index_head_dim": spec.index_head_dim, "indexer_layers": layers,
+              "layers": layers}
+    head = (f"{spec.name} (config.json: num_hidden_layers {spec.num_layers}, kv_lora_rank {spec.kv_lora_rank}, "
+            f"qk_rope_head_dim {spec.qk_rope_head_dim}, index_head_dim {spec.index_head_dim}, index_n_heads "
+            f"{spec.index_n_heads}, index_topk {spec.index_topk}) runs on {_tp_text(gpu, tp)} with a bf16 KV cache. "
+            f"Its sparse attention's indexer caches, in each of the {layers} layers that build one, one key per token "
+            f"of index_head_dim values stored in fp8 with one float32 scale per 128 values, beside the MLA latent "
+            f"and RoPE key")
+    common = dict(deployments=(dep,), model=spec.name, gpu=gpu.name)
+    if rng.random() < 0.5:
+        q = f"{head}. How many bytes of indexer cache does one token take on each GPU, all layers together?"
+        return _problem("indexer_cache", seed, q, "indexer_bytes", inputs, "bytes", template="indexer_cache/bytes",
+                        **common)
+    budget = _gb_value(rng, 20, 60)
+    inputs["budget_bytes"] = budget
+    q = (f"{head}. After weights and overhead each GPU has {_gb_text(budget)} (10^9 bytes) for the cache. How many "
+         f"tokens does it hold (MLA latent, RoPE key and indexer key per token)?")
+    return _problem("indexer_cache", seed, q, "indexer_pool_tokens", inputs, "tokens", template="indexer_cache/pool",
+                    **common)
+
+
+def _indexer_steps(i) -> list:
+    d, L = i["index_head_dim"], i["indexer_layers"]
+    one = d + d // 128 * 4
+    return [Step("indexer key, one layer (fp8 values and float32 scales)", "D_idx + D_idx / 128 · 4",
+                 f"{d} + {d} / 128 · 4", one, "bytes"),
+            Step("indexer bytes per token, every layer (whole on each GPU)", "L_idx · (D_idx + D_idx / 128 · 4)",
+                 f"{L} · {one}", _spec(i["model"]).indexer_bytes_per_token(i["tp"]), "bytes")]
+
+
+def _chain_indexer_bytes(i):
+    return tuple(_indexer_steps(i))
+
+
+def _chain_indexer_pool(i):
+    spec = _spec(i["model"])
+    steps = _indexer_steps(i)
+    mla = formulas.mla_bytes_per_token(spec.num_layers, spec.kv_lora_rank, spec.qk_rope_head_dim, 2)
+    per_token = spec.kv_bytes_per_token(tp=i["tp"])
+    steps.append(Step("MLA latent and RoPE key per token", "L · (d_c + d_R) · b",
+                      f"{spec.num_layers} · ({spec.kv_lora_rank} + {spec.qk_rope_head_dim}) · 2", mla, "bytes"))
+    steps.append(Step("bytes per token on each GPU", "MLA + indexer", f"{_n(mla)} + {_n(steps[1].value)}", per_token,
+                      "bytes"))
+    steps.append(Step("tokens the budget holds", "floor(M_kv / bytes per token)",
+                      f"floor({_n(i['budget_bytes'])} / {_n(per_token)})",
+                      formulas.max_concurrency(i["budget_bytes"], per_token), "tokens"))
+    return tuple(steps)
+
+
 #: The families of a 2026 inference interview (issue 50 §2), after the topics above (whose seeds draw what they drew).
 FAMILIES_2026 = ("moe_decode", "requests_concurrency", "disagg_transfer", "long_ttft", "expert_parallel", "eagle_mtp",
-                 "low_precision_compute", "hybrid_state")
+                 "low_precision_compute", "hybrid_state", "indexer_cache")
 TOPICS.update({"moe_decode": _moe_decode, "requests_concurrency": _requests_concurrency,
                "disagg_transfer": _disagg_transfer, "long_ttft": _long_ttft, "expert_parallel": _expert_parallel,
                "eagle_mtp": _eagle_mtp, "low_precision_compute": _low_precision_compute,
-               "hybrid_state": _hybrid_state})
+               "hybrid_state": _hybrid_state, "indexer_cache": _indexer_cache})
 _CHAINS.update({
     "moe_decode": (_chain_moe_experts, {"experts_top_k_only": 0, "experts_batch_times_k": 2, "experts_all_read": 2,
                                         "experts_unread_not_read": 2, "moe_read_all_weights": 0,
@@ -2166,12 +2224,14 @@ _CHAINS.update({
                                            "state_all_layers": 2, "state_not_split_by_tp": 2,
                                            "state_grows_with_context": 2, "hybrid_state_left_out": 4,
                                            "hybrid_kv_every_layer": 3}),
+    "indexer_cache": (_chain_indexer_bytes, {"indexer_scale_left_out": 0, "indexer_in_bf16": 0, "missing_layers": 1,
+                                             "indexer_split_by_tp": 1, "indexer_left_out": 3}),
 })
 _QUANTITY_CHAINS.update({"moe_step_bytes": _chain_moe_bytes, "all_experts_batch": _chain_all_experts,
                          "prefill_steps": _chain_prefill_steps, "disagg_transfer_ms": _chain_disagg_ms,
                          "pd_ratio": _chain_pd_ratio, "ep_over_tp": _chain_ep_over_tp,
                          "eagle_speedup": _chain_eagle_speedup, "low_precision_ridge": _chain_low_precision_ridge,
-                         "hybrid_sequence_bytes": _chain_hybrid_sequence})
+                         "hybrid_sequence_bytes": _chain_hybrid_sequence, "indexer_pool_tokens": _chain_indexer_pool})
 
 
 #: The graded drills of ch09_interview_drills, in notebook order (grade ids ch09_q2_ ... ch09_q9_).

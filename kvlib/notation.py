@@ -228,6 +228,10 @@ SYMBOLS: tuple[Symbol, ...] = (
            "tokens", chapter="ch09_interview_drills"),
     Symbol("L_state", "num_state_layers", "layers that keep a constant state (Mamba2, Gated DeltaNet) instead of a KV "
            "cache", "count", chapter="ch09_interview_drills"),
+    Symbol("D_idx", "index_head_dim", "values in one sparse-attention indexer key (DeepSeek-V3.2, GLM-5)", "elements",
+           ("index_head_dim",), chapter="ch09_interview_drills"),
+    Symbol("L_idx", "indexer_layers", "layers that build a sparse-attention indexer, each caching one key per token",
+           "count", chapter="ch09_interview_drills"),
     Symbol("r_p", "prefill_tokens_per_gpu_s", "prompt tokens one prefill GPU processes per second", "tokens/s",
            chapter="ch09_interview_drills"),
     Symbol("r_d", "decode_tokens_per_gpu_s", "tokens one decode GPU generates per second at its SLO batch", "tokens/s",

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from kvcoach.drills import FAMILIES_2026, GRADED_TOPICS, TOPICS, generate
-from kvcoach.slips import (disagg_transfer, eagle_mtp, expert_parallel, hybrid_state, long_ttft, low_precision_compute,
-                           moe_decode, requests_concurrency, variants)
+from kvcoach.slips import (disagg_transfer, eagle_mtp, expert_parallel, hybrid_state, indexer_cache, long_ttft,
+                           low_precision_compute, moe_decode, requests_concurrency, variants)
 from kvlib import load_model
 from kvlib.feasibility import check_deployment
 from kvlib.roofline import all_experts_batch, expected_experts_touched
@@ -70,6 +70,18 @@ def test_hybrid_state_by_hand():
     assert p.slip_key(str(49_082_368 * p.params["seq_len"])) == "state_grows_with_context"
 
 
+def test_indexer_cache_by_hand():
+    # DeepSeek-V3.2: 61 layers, each an fp8 indexer key of 128 values and a float32 scale: 132 B, 8,052 B a token,
+    # beside 61 x (512 + 64) x 2 = 70,272 B of MLA: 78,324 B, whole on every GPU at any TP
+    from kvlib import load_model as load
+    assert load("deepseek-ai/DeepSeek-V3.2").indexer_bytes_per_token(tp=8) == 61 * 132 == 8052
+    assert load("deepseek-ai/DeepSeek-V3.2").kv_bytes_per_token(tp=8) == 70_272 + 8052
+    p = next(p for p in (generate("indexer_cache", s) for s in range(200)) if p.template == "indexer_cache/pool"
+             and p.params["model"] == "deepseek-ai/DeepSeek-V3.2")
+    assert p.answer == p.params["budget_bytes"] // 78_324
+    assert p.slip_key(str(p.params["budget_bytes"] // 70_272)) == "indexer_left_out"
+
+
 def _independent(p, prompt_tokens=None) -> float:
     i = p.params
     if p.template == "moe_decode/experts":
@@ -103,6 +115,12 @@ def _independent(p, prompt_tokens=None) -> float:
         flops = 2 * i["num_params"] * t + 2 * i["layers"] * i["num_heads"] * (i["qk_head_dim"] + i["v_head_dim"]) \
             * t * (t + 1) / 2
         return flops / (i["tp"] * i["mfu"] * i["peak_flop_per_s"]) * 1000
+    if p.template.startswith("indexer_cache"):
+        c = json.loads((CONFIGS / (i["model"].replace("/", "__") + ".json")).read_text(encoding="utf-8"))
+        indexer = c["num_hidden_layers"] * (c["index_head_dim"] + c["index_head_dim"] // 128 * 4)   # every layer
+        if p.template == "indexer_cache/bytes":
+            return indexer
+        return i["budget_bytes"] // (c["num_hidden_layers"] * (c["kv_lora_rank"] + c["qk_rope_head_dim"]) * 2 + indexer)
     if p.template.startswith("hybrid_state"):
         return _hybrid_by_hand(i["model"], i["tp"], i["seq_len"], with_kv=p.template == "hybrid_state/sequence")
     if p.template.startswith("low_precision_compute/prefill"):
@@ -130,7 +148,7 @@ def _independent(p, prompt_tokens=None) -> float:
 
 def test_the_families_follow_the_older_topics_and_are_not_graded():
     assert FAMILIES_2026 == ("moe_decode", "requests_concurrency", "disagg_transfer", "long_ttft", "expert_parallel",
-                             "eagle_mtp", "low_precision_compute", "hybrid_state")
+                             "eagle_mtp", "low_precision_compute", "hybrid_state", "indexer_cache")
     assert list(TOPICS)[-len(FAMILIES_2026):] == list(FAMILIES_2026)
     assert not set(FAMILIES_2026) & set(GRADED_TOPICS)
 
@@ -150,7 +168,7 @@ def test_answers_match_the_formula_written_out(topic):
             assert type(p.answer) is int and not p.check(p.answer + 1)[0] and not p.check(p.answer - 1)[0]
     assert len(templates) == {"moe_decode": 3, "requests_concurrency": 2, "disagg_transfer": 3, "long_ttft": 1,
                               "expert_parallel": 2, "eagle_mtp": 2, "low_precision_compute": 4,
-                              "hybrid_state": 2}[topic]
+                              "hybrid_state": 2, "indexer_cache": 2}[topic]
 
 
 def test_qwen3_moe_figures_by_hand():
@@ -261,6 +279,10 @@ def _slipped(p):
         return _independent(p, i["prompt_tokens"] + i["output_tokens"]), "transfer_output_tokens_added"
     if p.template == "disagg_transfer/time":
         return i["transfer_bytes"] / (i["tp"] * i["link_gbit_per_s"] * 1e9) * 1000, "link_bits_as_bytes"
+    if p.template == "indexer_cache/bytes":
+        return i["indexer_layers"] * i["index_head_dim"], "indexer_scale_left_out"
+    if p.template == "indexer_cache/pool":
+        return i["budget_bytes"] // (p.steps()[2].value), "indexer_left_out"
     if p.template == "hybrid_state/state":
         return _hybrid_by_hand(i["model"], i["tp"], i["seq_len"], False) * i["seq_len"], "state_grows_with_context"
     if p.template == "hybrid_state/sequence":
@@ -294,7 +316,7 @@ def _slipped(p):
                                       "eagle_mtp/tokens", "eagle_mtp/speedup", "low_precision_compute/prefill/fp8",
                                       "low_precision_compute/prefill/fp4", "low_precision_compute/ridge/fp8",
                                       "low_precision_compute/ridge/fp4", "hybrid_state/state",
-                                      "hybrid_state/sequence"])
+                                      "hybrid_state/sequence", "indexer_cache/bytes", "indexer_cache/pool"])
 def test_a_known_mistake_is_named_with_its_step(template):
     named = 0
     draws = _draws(template.split("/")[0], template, count=6)
@@ -313,7 +335,7 @@ def test_a_known_mistake_is_named_with_its_step(template):
                                            ("disagg_transfer", disagg_transfer), ("long_ttft", long_ttft),
                                            ("expert_parallel", expert_parallel), ("eagle_mtp", eagle_mtp),
                                            ("low_precision_compute", low_precision_compute),
-                                           ("hybrid_state", hybrid_state)])
+                                           ("hybrid_state", hybrid_state), ("indexer_cache", indexer_cache)])
 def test_at_least_three_named_slips_each_made_on_some_draw(topic, module):
     made = set()
     for seed in SEEDS:
@@ -324,7 +346,7 @@ def test_at_least_three_named_slips_each_made_on_some_draw(topic, module):
 
 
 @pytest.mark.parametrize("topic", ["moe_decode", "disagg_transfer", "long_ttft", "expert_parallel", "eagle_mtp",
-                                   "low_precision_compute", "hybrid_state"])
+                                   "low_precision_compute", "hybrid_state", "indexer_cache"])
 def test_draws_run_on_the_2026_gpus(topic):
     gpus, models = set(), set()
     for seed in range(60):
@@ -336,8 +358,9 @@ def test_draws_run_on_the_2026_gpus(topic):
             r = check_deployment(p.params["model"], card, **check)
             assert r.fits, (seed, r.summary())
     assert gpus <= {"H200", "B200", "B300", "GB200", "GB200-NVL72"} and len(gpus) >= 3
-    assert len(models) >= 3
-    if topic not in ("low_precision_compute", "eagle_mtp", "hybrid_state"):          # dense models there: the ridge of one dtype
+    assert len(models) >= (2 if topic == "indexer_cache" else 3)
+    # Kimi K2 where the family draws mixtures of experts (dense models, hybrids and DSA models elsewhere)
+    if topic not in ("low_precision_compute", "eagle_mtp", "hybrid_state", "indexer_cache"):
         assert "moonshotai/Kimi-K2-Instruct" in models
 
 
