@@ -1570,7 +1570,7 @@ def _moe_decode(rng, seed):
         return _problem("moe_decode", seed, q, "moe_experts_read", inputs, "experts", template="moe_decode/experts",
                         **common)
     if kind == "bytes":
-        inputs = dict(f, model=spec.name, batch_size=batch, dtype_bytes=2)
+        inputs = dict(f, model=spec.name, batch_size=batch, weight_dtype_bytes=2)
         dense = f["num_params"] - f["moe_layers"] * f["num_experts"] * f["expert_params"]
         q = (f"{_moe_head(spec, f)}. It has {f['num_params']:,} parameters; each routed expert holds "
              f"{f['expert_params']:,}, and the other {dense:,} (attention, shared experts, routers, embeddings) are "
@@ -1602,7 +1602,7 @@ def _chain_moe_experts(i):
 
 def _chain_moe_bytes(i):
     p, le, pe, e, k, b, batch = (i["num_params"], i["moe_layers"], i["expert_params"], i["num_experts"], i["top_k"],
-                                 i["dtype_bytes"], i["batch_size"])
+                                 i["weight_dtype_bytes"], i["batch_size"])
     routed = le * e * pe
     dense = (p - routed) * b
     total = weight_bytes_read(i["model"], batch, dtype_bytes=b, embedding_rows=False)
@@ -2020,8 +2020,8 @@ def _low_precision_compute(rng, seed):
         return _problem("low_precision_compute", seed, q, "low_precision_ttft_ms", inputs, "ms",
                         template=f"low_precision_compute/prefill/{dtype}", **common)
     inputs = {"peak_flop_per_s": f, "bandwidth_bytes_per_s": gpu.bandwidth_bytes_per_s,
-              "dtype_bytes": _DTYPE_BYTES[dtype], "other_peak_flop_per_s": gpu.peak_flop_per_s(other), "dtype": dtype,
-              "other_dtype": other}
+              "weight_dtype_bytes": _DTYPE_BYTES[dtype], "other_peak_flop_per_s": gpu.peak_flop_per_s(other),
+              "dtype": dtype, "other_dtype": other}
     q = (f"{spec.name} runs with {dtype} weights ({_DTYPE_BYTES[dtype]:g} byte per parameter) and {dtype} matmuls on "
          f"one {gpu.name}. {sheet}. Counting only the weight reads and the linear layers' 2 FLOPs per parameter per "
          f"sequence (short contexts), from which batch on does a decode step reach the ridge point and turn "
@@ -2040,7 +2040,7 @@ def _chain_low_precision_ttft(i):
 
 
 def _chain_low_precision_ridge(i):
-    f, bw, b = i["peak_flop_per_s"], i["bandwidth_bytes_per_s"], i["dtype_bytes"]
+    f, bw, b = i["peak_flop_per_s"], i["bandwidth_bytes_per_s"], i["weight_dtype_bytes"]
     return (Step(f"the ridge point at the dense {i['dtype']} peak", "I = F / BW", f"{_n(f)} / {_n(bw)}", f / bw,
                  "FLOP/B"),
             Step("FLOPs per weight byte one sequence adds", "2 / b", f"2 / {_n(b)}", 2 / b, "FLOP/B"),

@@ -126,7 +126,7 @@ def _independent(p, prompt_tokens=None) -> float:
     if p.template.startswith("low_precision_compute/prefill"):
         return 2 * i["num_params"] * i["prompt_tokens"] / (i["mfu"] * i["peak_flop_per_s"]) * 1000
     if p.template.startswith("low_precision_compute/ridge"):
-        return math.ceil(i["peak_flop_per_s"] / i["bandwidth_bytes_per_s"] * i["dtype_bytes"] / 2)
+        return math.ceil(i["peak_flop_per_s"] / i["bandwidth_bytes_per_s"] * i["weight_dtype_bytes"] / 2)
     if p.template.startswith("eagle_mtp"):
         expected, reach = 1.0, 1.0
         for a in i["acceptance_per_position"]:
@@ -293,7 +293,7 @@ def _slipped(p):
         return 2 * i["num_params"] * i["prompt_tokens"] / (i["mfu"] * 2 * i["peak_flop_per_s"]) * 1000, \
             "sparse_peak_used"
     if p.template.startswith("low_precision_compute/ridge"):
-        return math.ceil(i["other_peak_flop_per_s"] / i["bandwidth_bytes_per_s"] * i["dtype_bytes"] / 2), \
+        return math.ceil(i["other_peak_flop_per_s"] / i["bandwidth_bytes_per_s"] * i["weight_dtype_bytes"] / 2), \
             "peak_of_wrong_dtype"
     if p.template == "eagle_mtp/tokens":
         return p.answer - 1, "eagle_no_bonus"

@@ -41,7 +41,8 @@ def _q_low_precision_ridge(i):
     from fractions import Fraction
 
     from kvlib.serving import ridge_batch
-    f, bw, b, other = i["peak_flop_per_s"], i["bandwidth_bytes_per_s"], i["dtype_bytes"], i["other_peak_flop_per_s"]
+    f, bw, b = i["peak_flop_per_s"], i["bandwidth_bytes_per_s"], i["weight_dtype_bytes"]
+    other = i["other_peak_flop_per_s"]
     expected = ridge_batch(f, bw, b)
     slips = [("peak_of_wrong_dtype", ridge_batch(other, bw, b)), ("sparse_peak_used", ridge_batch(2 * f, bw, b)),
              ("ridge_no_factor_2", ridge_batch(f, bw, 2 * b)),

@@ -71,7 +71,7 @@ def _q_moe_step_bytes(i):
     """Weight bytes a decode step reads: (P - L_e N_e P_e) b + ceil(L_e N_B P_e b) (roofline.weight_bytes_read)."""
     from kvlib.roofline import weight_bytes_read
     p, le, pe, e, k, b, batch = (i["num_params"], i["moe_layers"], i["expert_params"], i["num_experts"], i["top_k"],
-                                 i["dtype_bytes"], i["batch_size"])
+                                 i["weight_dtype_bytes"], i["batch_size"])
     expected = weight_bytes_read(i["model"], batch, dtype_bytes=b, embedding_rows=False)
     dense = (p - le * e * pe) * b
 
