@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import random
 import re
 import sys
@@ -34,8 +35,10 @@ from kvlib.assumptions import DEFAULT_OVERHEAD_BYTES
 from kvlib.config import course_models, load_model
 from kvlib.feasibility import check_deployment, tp_refusal
 from kvlib.gpus import GPUS
-from kvlib.offload import prefill_linear_flops
-from kvlib.roofline import crossover_context, expected_experts_touched, weight_bytes_read
+from kvlib.offload import (attention_pairs, prefill_attention_flops, prefill_linear_flops,
+                           prefill_params_per_token)
+from kvlib.params import routed_expert_params
+from kvlib.roofline import all_experts_batch, crossover_context, expected_experts_touched, weight_bytes_read
 from kvlib.spec import FULL
 from kvlib.units import GB, GiB, parse_bytes
 from kvlib.vllm.engine import default_utilization
@@ -45,7 +48,7 @@ from . import slips
 from .guard import GuardedField
 from .slips import COMBINED, PREFIX_MIX_KEYS, base_key, diagnose
 
-__all__ = ["GRADED_TOPICS", "TOPICS", "MAX_REPEATS", "TOLERANCE", "EXACT_UNITS", "Problem", "Question", "Step",
+__all__ = ["FAMILIES_2026", "GRADED_TOPICS", "TOPICS", "MAX_REPEATS", "TOLERANCE", "EXACT_UNITS", "Problem", "Question", "Step",
            "Verdict", "DrillError", "answer_reads", "generate", "problem_set", "read_answer", "seed_for_student",
            "student_problem", "swallowed_slips", "tolerance_for", "units_line", "variety_key"]
 
@@ -305,8 +308,8 @@ def _amount(x, units: str) -> str:
 #: to about three significant figures. ``tolerance_for`` gives each unit's; the units line states it.
 TOLERANCE = 0.005
 #: Counts whose rounding is the question (how many sequences fit, how many nodes, from which batch, how many
-#: slot-steps or token slots): exact, so a floor taken as a ceiling is a slip, not a near miss.
-EXACT_UNITS = frozenset({"sequences", "nodes", "slot-steps", "token slots"})
+#: slot-steps, token slots or engine steps): exact, so a floor taken as a ceiling is a slip, not a near miss.
+EXACT_UNITS = frozenset({"sequences", "nodes", "slot-steps", "token slots", "steps"})
 
 
 def tolerance_for(units: str) -> float:
@@ -776,23 +779,23 @@ _GPU_NAMES = ("A10", "A100-40GB", "A100-80GB", "A10G", "B200", "H100-PCIe", "H10
               "MI300X", "RTX-3090", "RTX-4090", "T4")
 
 
-def _gpu(rng):
-    return GPUS[rng.choice(_GPU_NAMES)]
+def _gpu(rng, names=_GPU_NAMES):
+    return GPUS[rng.choice(names)]
 
 
 def _deployment(rng, *, models=None, batches=(1,), contexts=_CONTEXTS, tps=_TPS, extra=lambda spec, tp, t, b: 0,
-                weights=None):
+                weights=None, gpus=_GPU_NAMES):
     """Draw (spec, gpu, tp, batch, context, check) until check_deployment passes (and TP is one vLLM accepts).
 
     ``check`` is the keywords check_deployment(spec, gpu, ...) passed with: a problem keeps them in its
     params as ``deployments`` (every check its draw passed), so a test can run them again.
 
     ``extra(spec, tp, context, batch)`` adds bytes per GPU besides the weights (a draft model);
-    ``weights(spec)`` the weight bytes (default: as served)."""
+    ``weights(spec)`` the weight bytes (default: as served); ``gpus`` the cards drawn from (names of GPUS)."""
     models = models or _all_models()
     while True:
         spec = _spec(rng.choice(models))
-        gpu = _gpu(rng)
+        gpu = _gpu(rng, gpus)
         tp = rng.choice(tps)
         batch, context = rng.choice(batches), rng.choice(contexts)
         if tp_refusal(spec, tp) is not None or not _within_context(spec, context):
@@ -1516,6 +1519,721 @@ _CHAINS.update({
 })
 
 
+# --- the families of a 2026 inference interview (issue 50 §2) ------------------------------------------------
+# moe_decode: a mixture of experts at decode -- the experts one layer reads at batch B, the weight bytes a step
+# reads, the batch from which every expert is read (kvlib.roofline). requests_concurrency: Little's law, and the
+# steps a prompt's chunked prefill takes under a token budget (kvlib.serving). Models and GPUs of 2026: Llama 4,
+# Qwen3 MoE and Qwen3-Next, DeepSeek-V3.2, Kimi K2, gpt-oss, Nemotron 3; H200, B200, B300, GB200.
+#: Mixtures of experts of 2026, bundled configs (sorted ids).
+MOE_MODELS = ("Qwen/Qwen3-30B-A3B", "Qwen/Qwen3-Next-80B-A3B-Thinking", "deepseek-ai/DeepSeek-V3.2",
+              "meta-llama/Llama-4-Scout-17B-16E-Instruct", "moonshotai/Kimi-K2-Instruct",
+              "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "openai/gpt-oss-120b", "openai/gpt-oss-20b")
+#: The cards these families are written for (single GPUs; the NVL72 rack is a domain, not a card).
+GPUS_2026 = ("B200", "B300", "GB200", "H200")
+
+
+def _bf16(spec) -> int:
+    return spec.weight_bytes(2)
+
+
+def _moe_figures(spec) -> dict:
+    layers, per_expert = routed_expert_params(spec)
+    return {"num_params": spec.num_params(), "moe_layers": layers, "expert_params": per_expert,
+            "num_experts": spec.num_experts, "top_k": spec.num_experts_per_tok}
+
+
+def _moe_head(spec, f) -> str:
+    return (f"{spec.name} is a mixture of experts: {f['num_experts']} routed experts in each of its "
+            f"{f['moe_layers']} MoE layers (config.json: {f['num_experts']} experts, {f['top_k']} per token), each "
+            f"token sent to its top {f['top_k']}")
+
+
+# --- moe_decode ------------------------------------------------------------------------------------
+def _moe_decode(rng, seed):
+    kind = rng.choice(("experts", "bytes", "all_read"))
+    while True:
+        spec, gpu, tp, batch, context, dep = _deployment(
+            rng, models=MOE_MODELS, batches=(4, 8, 16, 32, 64, 128), contexts=(2048, 4096, 8192),
+            weights=_bf16, gpus=GPUS_2026)
+        f = _moe_figures(spec)
+        # a batch that already reads (nearly) every expert asks nothing about routing: draw again
+        if kind == "all_read" or expected_experts_touched(f["num_experts"], f["top_k"], batch) < 0.99 * \
+                f["num_experts"]:
+            break
+    where = (f"On {_tp_text(gpu, tp)} (bf16 weights), a decode step carries {batch} sequences of {context:,} "
+             f"tokens; each token is routed independently and uniformly.")
+    common = dict(deployments=(dep,), model=spec.name, gpu=gpu.name)
+    if kind == "experts":
+        inputs = {k: f[k] for k in ("num_experts", "top_k")} | {"batch_size": batch}
+        q = (f"{_moe_head(spec, f)}. {where} On average, how many distinct routed experts does one MoE layer read "
+             f"in that step?")
+        return _problem("moe_decode", seed, q, "moe_experts_read", inputs, "experts", template="moe_decode/experts",
+                        **common)
+    if kind == "bytes":
+        inputs = dict(f, model=spec.name, batch_size=batch, weight_dtype_bytes=2)
+        dense = f["num_params"] - f["moe_layers"] * f["num_experts"] * f["expert_params"]
+        q = (f"{_moe_head(spec, f)}. It has {f['num_params']:,} parameters; each routed expert holds "
+             f"{f['expert_params']:,}, and the other {dense:,} (attention, shared experts, routers, embeddings) are "
+             f"read whole every step. {where} Counting 2 bytes per parameter and the routed experts the batch "
+             f"touches on average, how many weight bytes does one step read, across all its GPUs?")
+        return _problem("moe_decode", seed, q, "moe_step_bytes", inputs, "bytes", template="moe_decode/bytes",
+                        **common)
+    inputs = {k: f[k] for k in ("num_experts", "top_k")}
+    q = (f"{_moe_head(spec, f)}, routed independently and uniformly. Served on {_tp_text(gpu, tp)}, from which "
+         f"decode batch on is fewer than one routed expert per MoE layer expected to stay unread (so a step reads "
+         f"every expert, in effect)?")
+    return _problem("moe_decode", seed, q, "all_experts_batch", inputs, "sequences", template="moe_decode/all_read",
+                    **common)
+
+
+def _miss_step(e, k):
+    return Step("chance one token misses a given expert", "1 − k_e / N_e", f"1 − {k} / {e}", 1 - k / e,
+                "probability")
+
+
+def _chain_moe_experts(i):
+    e, k, b = i["num_experts"], i["top_k"], i["batch_size"]
+    return (_miss_step(e, k),
+            Step("chance all B tokens miss it", "(1 − k_e / N_e)^B", f"(1 − {k} / {e})^{b}", (1 - k / e) ** b,
+                 "probability"),
+            Step("experts one MoE layer reads", "N_B = N_e (1 − (1 − k_e / N_e)^B)", f"{e} (1 − (1 − {k} / {e})^{b})",
+                 expected_experts_touched(e, k, b), "experts"))
+
+
+def _chain_moe_bytes(i):
+    p, le, pe, e, k, b, batch = (i["num_params"], i["moe_layers"], i["expert_params"], i["num_experts"], i["top_k"],
+                                 i["weight_dtype_bytes"], i["batch_size"])
+    routed = le * e * pe
+    dense = (p - routed) * b
+    total = weight_bytes_read(i["model"], batch, dtype_bytes=b, embedding_rows=False)
+    touched = expected_experts_touched(e, k, batch)
+    return (Step("routed expert parameters", "L_e · N_e · P_e", f"{_n(le)} · {_n(e)} · {_n(pe)}", routed,
+                 "parameters"),
+            Step("dense part, read whole every step", "(P − L_e · N_e · P_e) · b", f"({_n(p)} − {_n(routed)}) · {b}",
+                 dense, "bytes"),
+            Step("experts one MoE layer reads", "N_B = N_e (1 − (1 − k_e / N_e)^B)",
+                 f"{e} (1 − (1 − {k} / {e})^{batch})", touched, "experts"),
+            Step("routed expert bytes read", "ceil(L_e · N_B · P_e · b)",
+                 f"ceil({_n(le)} · {_n(touched)} · {_n(pe)} · {b})", total - dense, "bytes"),
+            Step("weight bytes one step reads", "W_r = (P − L_e · N_e · P_e) · b + ceil(L_e · N_B · P_e · b)",
+                 f"{_n(dense)} + {_n(total - dense)}", total, "bytes"))
+
+
+def _chain_all_experts(i):
+    e, k = i["num_experts"], i["top_k"]
+    return (_miss_step(e, k),
+            Step("the batch where one expert is left unread", "ln N_e / (−ln(1 − k_e / N_e))",
+                 f"ln {e} / (−ln(1 − {k} / {e}))", math.log(e) / -math.log1p(-k / e), "sequences"),
+            Step("first batch with fewer than one expert unread", "floor(ln N_e / (−ln(1 − k_e / N_e))) + 1",
+                 f"floor({_n(math.log(e) / -math.log1p(-k / e))}) + 1", all_experts_batch(e, k), "sequences"))
+
+
+# --- requests_concurrency --------------------------------------------------------------------------
+#: 2026 models these questions name (dense and mixtures of experts alike: the figures are the traffic's).
+_SERVED = ("Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V3.2", "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+           "moonshotai/Kimi-K2-Instruct", "openai/gpt-oss-120b", "openai/gpt-oss-20b")
+
+
+def _requests_concurrency(rng, seed):
+    kind = rng.choice(("littles_law", "prefill_steps"))
+    spec = _spec(rng.choice(_SERVED))
+    if kind == "littles_law":
+        rate = rng.choice((2, 5, 8, 10, 20, 40))
+        ttft = rng.choice((0.2, 0.4, 0.5, 1.0, 1.5, 2.0))
+        t_o = rng.choice((150, 300, 500, 800, 1200))
+        itl = rng.choice((8, 12, 20, 25, 40, 50))
+        inputs = {"rate_per_s": rate, "ttft_s": ttft, "output_tokens": t_o, "itl_ms": itl}
+        q = (f"A chat service on {spec.name} receives {rate} requests per second, steadily. Each request waits "
+             f"{ttft:g} s for its first token, then streams {t_o:,} more tokens at {itl:g} ms per token. On "
+             f"average, how many requests are in the system at once (queued, prefilling or decoding)?")
+        return _problem("requests_concurrency", seed, q, "requests_in_system", inputs, "requests",
+                        template="requests_concurrency/littles_law", model=spec.name)
+    while True:
+        prompt = rng.choice((6144, 10000, 16384, 20000, 32768, 50000))
+        budget = rng.choice((512, 1024, 2048, 4096))
+        decodes = rng.choice((64, 96, 128, 192, 256))
+        if decodes < budget // 2 and (spec.max_position_embeddings is None or prompt <= spec.max_position_embeddings):
+            break
+    inputs = {"prompt_tokens": prompt, "token_budget": budget, "decode_tokens": decodes}
+    q = (f"vLLM serves {spec.name} with chunked prefill and max_num_batched_tokens = {budget:,}: each step first "
+         f"schedules the {decodes} running decodes (one token each), then gives a waiting prompt the rest of the "
+         f"budget as a chunk. A {prompt:,}-token prompt arrives; the decodes keep running. How many engine steps "
+         f"does its prefill take?")
+    return _problem("requests_concurrency", seed, q, "prefill_steps", inputs, "steps",
+                    template="requests_concurrency/prefill_steps", model=spec.name)
+
+
+def _chain_littles_law(i):
+    rate, ttft, t_o, itl = i["rate_per_s"], i["ttft_s"], i["output_tokens"], i["itl_ms"]
+    decode = t_o * itl / 1e3
+    return (Step("decode time of one request", "T_o · tau", f"{_n(t_o)} · {_n(itl / 1e3)}", decode, "s"),
+            Step("time one request spends in the system", "TTFT + T_o · tau", f"{_n(ttft)} + {_n(decode)}",
+                 ttft + decode, "s"),
+            Step("requests in the system (Little's law)", "lambda · (TTFT + T_o · tau)",
+                 f"{_n(rate)} · {_n(ttft + decode)}", formulas_serving.littles_law_concurrency(rate, ttft + decode),
+                 "requests"))
+
+
+def _chain_prefill_steps(i):
+    t, c, n = i["prompt_tokens"], i["token_budget"], i["decode_tokens"]
+    return (Step("prompt tokens one step takes", "C − n_d", f"{_n(c)} − {_n(n)}", c - n, "tokens"),
+            Step("engine steps of the prefill", "ceil(T_p / (C − n_d))", f"ceil({_n(t)} / {_n(c - n)})",
+                 formulas_serving.prefill_steps(t, c, n), "steps"))
+
+
+# disagg_transfer: the prompt's cache handed from a prefill instance to a decode instance (DistServe, Splitwise,
+# vLLM's KV connectors), its time over the NICs, and the P:D ratio (kvlib.serving)
+_DISAGG_MODELS = ("Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V3", "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+                  "moonshotai/Kimi-K2-Instruct", "openai/gpt-oss-120b", "openai/gpt-oss-20b")
+
+
+def _fp8(spec) -> int:
+    return spec.weight_bytes(1)
+
+
+def _disagg_transfer(rng, seed):
+    kind = rng.choice(("bytes", "time", "pd_ratio"))
+    spec, gpu, tp, _, prompt, dep = _deployment(rng, models=_DISAGG_MODELS, contexts=(2048, 4096, 8192, 16384, 32768),
+                                                weights=_fp8, gpus=GPUS_2026)
+    output = rng.choice((200, 500, 1000, 2000))
+    common = dict(deployments=(dep,), model=spec.name, gpu=gpu.name)
+    head = (f"{spec.name} (fp8 weights, a bf16 KV cache) is served disaggregated: a prefill instance on "
+            f"{_tp_text(gpu, tp)} computes each prompt's cache and hands it to a decode instance on other GPUs")
+    if kind == "bytes":
+        inputs = {"model": spec.name, "prompt_tokens": prompt, "output_tokens": output}
+        q = (f"{head}. Its config.json: {_cache_layout(spec)[2]}. A request has a {prompt:,}-token prompt and will "
+             f"generate {output:,} tokens. How many bytes of KV cache move from prefill to decode for it?")
+        return _problem("disagg_transfer", seed, q, "disagg_transfer_bytes", inputs, "bytes",
+                        template="disagg_transfer/bytes", **common)
+    if kind == "time":
+        moved = formulas_serving.disagg_transfer_bytes(spec.name, prompt)
+        gbit = rng.choice((200, 400, 800))
+        inputs = {"transfer_bytes": moved, "tp": tp, "link_gbit_per_s": gbit}
+        nics = (f"one NIC of {gbit} Gb/s" if tp == 1 else
+                f"one NIC per GPU, {gbit} Gb/s each, and each of its {tp} GPUs sends its share of the cache")
+        q = (f"{head}. A {prompt:,}-token prompt's cache is {moved:,} bytes; the prefill instance has {nics} (RDMA "
+             f"at line rate). How long does the hand-over take, in milliseconds?")
+        return _problem("disagg_transfer", seed, q, "disagg_transfer_ms", inputs, "ms",
+                        template="disagg_transfer/time", **common)
+    r_p = rng.choice((15_000, 20_000, 30_000, 45_000, 60_000))
+    r_d = rng.choice((1_200, 2_000, 3_000, 4_500, 6_000))
+    inputs = {"prompt_tokens": prompt, "output_tokens": output, "prefill_tokens_per_gpu_s": r_p,
+              "decode_tokens_per_gpu_s": r_d}
+    q = (f"{head}. Requests bring {prompt:,}-token prompts and generate {output:,} tokens. A prefill GPU "
+         f"processes {r_p:,} prompt tokens per second; a decode GPU, at the batch that meets the ITL SLO, generates "
+         f"{r_d:,} tokens per second. How many prefill GPUs does the deployment need per decode GPU?")
+    return _problem("disagg_transfer", seed, q, "pd_ratio", inputs, "ratio", template="disagg_transfer/pd_ratio",
+                    **common)
+
+
+def _cache_layout(spec) -> tuple:
+    """(bytes per token in one layer, (kind, layers, tokens a layer of that kind keeps or None), ...) of a model whose
+    KV layers share one geometry (GQA: 2 K D b; MLA: (d_c + d_R) b), and its config's words."""
+    if spec.is_mla:
+        per_layer = (spec.kv_lora_rank + spec.qk_rope_head_dim) * 2
+        words = f"kv_lora_rank {spec.kv_lora_rank}, qk_rope_head_dim {spec.qk_rope_head_dim} (MLA)"
+    else:
+        per_layer = 2 * spec.num_kv_heads * spec.head_dim * 2
+        words = f"num_key_value_heads {spec.num_kv_heads}, head_dim {spec.head_dim}"
+    kinds = {}
+    for kind in spec.layer_kinds:
+        kinds[kind] = kinds.get(kind, 0) + 1
+    window = {"sliding": spec.sliding_window, "chunked": spec.attention_chunk_size}
+    groups = tuple((kind, n, window.get(kind)) for kind, n in sorted(kinds.items()))
+    words = f"num_hidden_layers {spec.num_layers}, {words}" + "".join(
+        f"; {n} of the layers {'slide over' if kind == 'sliding' else 'attend in chunks of'} {w:,} tokens"
+        for kind, n, w in groups if w)
+    return per_layer, groups, words
+
+
+def _chain_disagg_bytes(i):
+    spec = _spec(i["model"])
+    t = i["prompt_tokens"]
+    per_layer, groups, _ = _cache_layout(spec)
+    moved = formulas_serving.disagg_transfer_bytes(spec.name, t)
+    if spec.is_mla:
+        one = Step("bytes per token, one layer", "(d_c + d_R) · b", f"({spec.kv_lora_rank} + {spec.qk_rope_head_dim}) · 2",
+                   per_layer, "bytes")
+    else:
+        one = Step("bytes per token, one layer", "2 · K · D · b", _times(2, spec.num_kv_heads, spec.head_dim, 2),
+                   per_layer, "bytes")
+    if len(groups) == 1:
+        return (one, Step("the prompt's cache, every layer", "L · (2 · K · D · b) · T_p" if not spec.is_mla else
+                          "L · (d_c + d_R) · b · T_p", _times(spec.num_layers, per_layer, t), moved, "bytes"))
+    full = sum(n for kind, n, w in groups if not w)
+    capped = [(n, w) for kind, n, w in groups if w]
+    held = " + ".join(f"{n} · min({_n(t)}, {_n(w)})" for n, w in capped)
+    return (one, Step("the prompt's cache: full layers hold T_p, windowed ones at most w",
+                      "(2 · K · D · b) · (L_full · T_p + L_window · min(T_p, w))",
+                      f"{_n(per_layer)} · ({full} · {_n(t)} + {held})",
+                      moved, "bytes"))
+
+
+def _chain_disagg_ms(i):
+    s, tp, gbit = i["transfer_bytes"], i["tp"], i["link_gbit_per_s"]
+    link = gbit * 1e9 / 8
+    return (Step("one link in bytes per second", "Gb/s · 10^9 / 8", f"{_n(gbit)} · 10^9 / 8", link, "bytes/s"),
+            Step("the prefill GPUs' links together", "t · BW", f"{tp} · {_n(link)}", tp * link, "bytes/s"),
+            Step("the hand-over", "S / (t · BW) · 1000", f"{_n(s)} / {_n(tp * link)} · 1000",
+                 formulas_serving.disagg_transfer_seconds(s, tp * link) * 1e3, "ms"))
+
+
+def _chain_pd_ratio(i):
+    t_p, t_o, r_p, r_d = (i["prompt_tokens"], i["output_tokens"], i["prefill_tokens_per_gpu_s"],
+                          i["decode_tokens_per_gpu_s"])
+    return (Step("prefill GPU-seconds per request", "T_p / r_p", f"{_n(t_p)} / {_n(r_p)}", t_p / r_p, "s"),
+            Step("decode GPU-seconds per request", "T_o / r_d", f"{_n(t_o)} / {_n(r_d)}", t_o / r_d, "s"),
+            Step("prefill GPUs per decode GPU", "(T_p / r_p) / (T_o / r_d)", f"{_n(t_p / r_p)} / {_n(t_o / r_d)}",
+                 formulas_serving.pd_ratio(t_p, t_o, prefill_tokens_per_gpu_s=r_p, decode_tokens_per_gpu_s=r_d),
+                 "ratio"))
+
+
+# long_ttft: a long prompt's time to first token, the causal attention's FLOPs beside the linear layers' (one
+# chunk, compute-bound; kvlib.serving.ttft_seconds)
+_LONG_MODELS = ("Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V3", "meta-llama/Llama-3.3-70B-Instruct",
+                "moonshotai/Kimi-K2-Instruct")
+
+
+def _long_ttft(rng, seed):
+    while True:
+        spec, gpu, tp, _, prompt, dep = _deployment(rng, models=_LONG_MODELS, contexts=(16384, 32768, 65536, 131072),
+                                                    weights=_fp8, gpus=GPUS_2026)
+        mfu = _mfu(rng)
+        f = gpu.fp8_flop_per_s
+        d_qk, d_v = (((spec.qk_nope_head_dim or 0) + spec.qk_rope_head_dim, spec.v_head_dim) if spec.is_mla else
+                     (spec.head_dim, spec.head_dim))
+        inputs = {"num_params": prefill_params_per_token(spec.name), "total_params": spec.num_params(),
+                  "layers": spec.num_layers, "num_heads": spec.num_heads, "kv_heads": spec.num_kv_heads,
+                  "qk_head_dim": d_qk, "v_head_dim": d_v, "prompt_tokens": prompt, "tp": tp,
+                  "peak_flop_per_s": f, "mfu": mfu}
+        one_chunk = formulas_serving.ttft_seconds(spec.name, prompt, gpu=gpu.name, mfu=mfu, tp=tp, peak_flop_per_s=f)
+        # compute-bound (the weight read is shorter), so kvlib's TTFT is the FLOPs' time
+        if abs(one_chunk * 1e3 - diagnose("long_ttft_ms", 0, **inputs).expected) < 1e-9 * one_chunk * 1e3:
+            break
+    heads = (f"{spec.num_heads} query heads with query-key dims {d_qk} and value dims {d_v} (MLA)" if spec.is_mla else
+             f"{spec.num_heads} query heads and {spec.num_kv_heads} KV heads of {d_qk}")
+    q = (f"{spec.name} (fp8 weights and compute) prefills one {prompt:,}-token prompt on {_tp_text(gpu, tp)}, "
+         f"{f / 1e12:g} TFLOP/s dense fp8 each, at {mfu:.0%} MFU, the FLOPs split evenly over the GPUs (no "
+         f"communication time). It multiplies each token by {inputs['num_params']:,} parameters (the embedding "
+         f"lookup excluded; {_params_text(spec)}); its {spec.num_layers} layers have {heads}. Counting 2 FLOPs per "
+         f"parameter per token and the causal attention (2 FLOPs per multiply-add in QK^T and in PV, every "
+         f"query against the keys up to it), what is the time to first token, in milliseconds?")
+    return _problem("long_ttft", seed, q, "long_ttft_ms", inputs, "ms", deployments=(dep,), model=spec.name,
+                    gpu=gpu.name)
+
+
+def _chain_long_ttft(i):
+    t, tp, f, mfu = i["prompt_tokens"], i["tp"], i["peak_flop_per_s"], i["mfu"]
+    L, h, d_qk, d_v = i["layers"], i["num_heads"], i["qk_head_dim"], i["v_head_dim"]
+    linear = prefill_linear_flops(i["num_params"], t)
+    pairs = attention_pairs(t)
+    attention = prefill_attention_flops(L, h, d_qk, t, d_v)
+    return (Step("linear FLOPs", "2 · P · T_p", _times(2, i["num_params"], t), linear, "FLOP"),
+            Step("causal (query, key) pairs per head and layer", "T_p (T_p + 1) / 2", f"{_n(t)} · {_n(t + 1)} / 2",
+                 pairs, "pairs"),
+            Step("attention FLOPs", "2 · L · H · (d_qk + d_v) · T_p (T_p + 1) / 2",
+                 f"2 · {L} · {h} · ({d_qk} + {d_v}) · {_n(pairs)}", attention, "FLOP"),
+            Step("FLOP/s reached on the GPUs", "t · eta · F", f"{tp} · {_pct(mfu)} · {_n(f)}", tp * mfu * f, "FLOP/s"),
+            Step("time to first token", "(linear + attention) / (t · eta · F) · 1000",
+                 f"({_n(linear)} + {_n(attention)}) / {_n(tp * mfu * f)} · 1000",
+                 (linear + attention) / (tp * mfu * f) * 1e3, "ms"))
+
+
+# expert_parallel: the all-to-all of expert parallelism (dispatch and combine, DeepEP's fp8 dispatch), and EP against
+# TP's all-reduce (kvlib.serving.ep_all_to_all_bytes, ring_allreduce_bytes_sent); one 8-GPU node, or EP over a
+# GB200 NVL72 rack's NVLink domain
+_EP_MODELS = ("Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V3", "moonshotai/Kimi-K2-Instruct", "openai/gpt-oss-120b")
+
+
+def _ep_draw(rng):
+    """(spec, card, domain name, ep, deployment check): fp8 weights split over ep GPUs hold with room to spare."""
+    while True:
+        spec = _spec(rng.choice(_EP_MODELS))
+        domain = rng.choice(("B200", "B300", "H200", "GB200-NVL72"))   # HGX nodes of 8, or the NVL72 rack
+        card = GPUS["GB200" if domain == "GB200-NVL72" else domain]
+        ep = rng.choice((16, 32, 64)) if domain == "GB200-NVL72" else 8
+        w = spec.weight_bytes(1)
+        # the memory rule of check_deployment with the weights split ep ways (as stages would split them)
+        dep = {"pp": ep, "batch_size": 1, "seq_len": 4096, "weight_bytes": w}
+        if spec.num_experts % ep == 0 and w / ep < 0.5 * card.memory_bytes and _runs(spec, card, **dep):
+            return spec, card, domain, ep, dep
+
+
+def _expert_parallel(rng, seed):
+    spec, card, domain, ep, dep = _ep_draw(rng)
+    layers, _ = routed_expert_params(spec)
+    d, k = spec.hidden_size, spec.num_experts_per_tok
+    where = (f"a GB200 NVL72 rack, expert parallelism over {ep} of its GPUs on one NVLink domain" if
+             domain == "GB200-NVL72" else f"one node of 8 x {domain}, expert parallelism 8")
+    head = (f"{spec.name} ({spec.num_experts} routed experts in each of {layers} MoE layers, {k} per token, "
+            f"hidden_size {d}) is served on {where}: each GPU holds {spec.num_experts // ep} whole experts, and the "
+            f"attention runs data-parallel (each GPU its own sequences)")
+    common = dict(deployments=(dep,), model=spec.name, gpu=domain)
+    if rng.random() < 0.6:
+        tokens = rng.choice((16, 32, 64, 128, 256))
+        fp8 = rng.random() < 0.5
+        inputs = {"tokens": tokens, "hidden_size": d, "top_k": k, "ep": ep, "moe_layers": layers,
+                  "dispatch_bytes": 1 if fp8 else 2, "combine_bytes": 2}
+        how = ("DeepEP dispatches the hidden vectors in fp8 (1 byte a number) and combines in bf16 (2 bytes)" if fp8
+               else "dispatch and combine carry bf16 hidden vectors (2 bytes a number)")
+        q = (f"{head}. In a decode step each GPU routes its own {tokens} tokens; {how}; the experts are spread evenly "
+             f"and routing is uniform. How many bytes does each GPU send in the all-to-alls of one step, all MoE "
+             f"layers together?")
+        return _problem("expert_parallel", seed, q, "ep_step_bytes", inputs, "bytes",
+                        template="expert_parallel/bytes", **common)
+    batch = ep * rng.choice((8, 16, 32, 64))
+    inputs = {"batch_size": batch, "hidden_size": d, "top_k": k, "ep": ep}
+    q = (f"{head}. Compare it with tensor parallelism over the same {ep} GPUs, which all-reduces the whole batch's "
+         f"bf16 hidden vectors after each MoE layer with a ring all-reduce. For a decode batch of {batch} tokens "
+         f"(bf16 everywhere, uniform routing), how many times the bytes a GPU sends per MoE layer under TP does it "
+         f"send under EP?")
+    return _problem("expert_parallel", seed, q, "ep_over_tp", inputs, "times", template="expert_parallel/vs_tp",
+                    **common)
+
+
+def _chain_ep_bytes(i):
+    n, d, k, ep, le = i["tokens"], i["hidden_size"], i["top_k"], i["ep"], i["moe_layers"]
+    b_in, b_out = i["dispatch_bytes"], i["combine_bytes"]
+    routes = formulas.exact_div(n * k * (ep - 1), ep)
+    one_layer = formulas.exact_div(formulas_serving.ep_all_to_all_bytes(n, d, k, ep, b_in)
+                                   + formulas_serving.ep_all_to_all_bytes(n, d, k, ep, b_out), 2)
+    return (Step("routes that leave the GPU (its B tokens, k_e experts each)", "B · k_e · (ep − 1) / ep",
+                 f"{n} · {k} · ({ep} − 1) / {ep}", routes, "routes"),
+            Step("bytes sent per MoE layer (dispatch and combine)", "B · k_e · (ep − 1) / ep · d · (b dispatch + b combine)",
+                 f"{_n(routes)} · {d} · ({b_in} + {b_out})", one_layer, "bytes"),
+            Step("bytes sent per step, all MoE layers", "L_e · B · k_e · (ep − 1) / ep · d · (b dispatch + b combine)",
+                 f"{le} · {_n(one_layer)}", le * one_layer, "bytes"))
+
+
+def _chain_ep_over_tp(i):
+    b, d, k, t = i["batch_size"], i["hidden_size"], i["top_k"], i["ep"]
+    tp = formulas_serving.ring_allreduce_bytes_sent(b * d * 2, t)
+    ep = formulas_serving.ep_all_to_all_bytes(b // t, d, k, t)
+    return (Step("TP: one ring all-reduce of the batch", "2 · (t − 1) / t · B · d · b", f"2 · ({t} − 1) / {t} · {b} · "
+                 f"{d} · 2", tp, "bytes"),
+            Step("EP: each GPU's own tokens to their experts and back", "2 · (B / t) · k_e · (t − 1) / t · d · b",
+                 f"2 · {b // t} · {k} · ({t} − 1) / {t} · {d} · 2", ep, "bytes"),
+            Step("EP over TP", "k_e / t", f"{_n(ep)} / {_n(tp)}", ep / tp, "times"))
+
+
+# eagle_mtp: speculative decoding with draft heads whose acceptance falls with the position (EAGLE-3 drafts,
+# DeepSeek-V3's multi-token prediction module; kvlib.serving.eagle_expected_tokens)
+_EAGLE_MODELS = ("Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V3", "meta-llama/Llama-3.3-70B-Instruct",
+                 "meta-llama/Llama-4-Scout-17B-16E-Instruct", "moonshotai/Kimi-K2-Instruct", "openai/gpt-oss-120b")
+
+
+def _acceptances(rng, count) -> tuple:
+    first = rng.choice((0.7, 0.75, 0.8, 0.85, 0.9))
+    out = [first]
+    for _ in range(count - 1):
+        out.append(round(out[-1] * rng.choice((0.75, 0.8, 0.85, 0.9)), 2))
+    return tuple(out)
+
+
+def _eagle_mtp(rng, seed):
+    spec, gpu, tp, _, context, dep = _deployment(rng, models=_EAGLE_MODELS, contexts=(2048, 4096, 8192),
+                                                 weights=_fp8, gpus=GPUS_2026)
+    mtp = spec.name == "deepseek-ai/DeepSeek-V3"
+    gamma = rng.choice((2, 3)) if mtp else rng.choice((2, 3, 4, 5))
+    acc = _acceptances(rng, gamma)
+    drafts = (f"its multi-token-prediction module, run {gamma} times in a chain" if mtp else
+              f"an EAGLE-3 draft head proposing {gamma} tokens in a chain")
+    rates = ", ".join(f"{a:g}" for a in acc)
+    head = (f"{spec.name} on {_tp_text(gpu, tp)} decodes one sequence with speculative decoding: {drafts}. vLLM "
+            f"reports the acceptance per position: the j-th draft is accepted with probability {rates} (j = 1 .. "
+            f"{gamma}) given the drafts before it were; the first rejection ends the chain, and the target's verify "
+            f"adds a token of its own")
+    common = dict(deployments=(dep,), model=spec.name, gpu=gpu.name)
+    if rng.random() < 0.5:
+        inputs = {"acceptance_per_position": acc, "draft_tokens": gamma}
+        q = f"{head}. How many tokens does one verification yield, on average?"
+        return _problem("eagle_mtp", seed, q, "eagle_tokens", inputs, "tokens", template="eagle_mtp/tokens", **common)
+    cost = rng.choice((0.02, 0.03, 0.05, 0.08))
+    if spec.num_experts:
+        # a mixture of experts: the verify of gamma + 1 tokens reads the experts they touch (batch 1, bandwidth-bound)
+        verify = round(_moe_read(spec, gamma + 1, 1) / _moe_read(spec, 1, 1), 3)
+        why = (f"as {spec.name} is a mixture of experts, its verify of {gamma + 1} tokens reads the experts they "
+               f"touch: it costs {verify:g} plain steps")
+    else:
+        verify = 1
+        why = "as the model is dense, its verify of the drafts costs one plain step (the weights read once)"
+    inputs = {"acceptance_per_position": acc, "draft_tokens": gamma, "cost_ratio": cost, "verify_ratio": verify}
+    q = (f"{head}. At batch 1 a step costs its weight read: a draft step costs {cost:g} of a plain target step, and, "
+         f"{why}. What is the expected speed-up over plain decoding?")
+    return _problem("eagle_mtp", seed, q, "eagle_speedup", inputs, "times", template="eagle_mtp/speedup", **common)
+
+
+def _eagle_steps(i) -> list:
+    acc = list(i["acceptance_per_position"])
+    steps = []
+    products = " + ".join(" · ".join(_n(a) for a in acc[:j]) for j in range(1, len(acc) + 1))
+    steps.append(Step("drafts accepted on average", "sum_i prod_(j ≤ i) a_j", products,
+                      formulas_serving.eagle_expected_tokens(acc) - 1, "tokens"))
+    steps.append(Step("tokens per verification, the target's own included", "E = 1 + sum_i prod_(j ≤ i) a_j",
+                      f"1 + {_n(steps[0].value)}", formulas_serving.eagle_expected_tokens(acc), "tokens"))
+    return steps
+
+
+def _chain_eagle_tokens(i):
+    return tuple(_eagle_steps(i))
+
+
+def _chain_eagle_speedup(i):
+    steps = _eagle_steps(i)
+    e, g, c, v = steps[-1].value, i["draft_tokens"], i["cost_ratio"], i["verify_ratio"]
+    steps.append(Step("cost of one verification, in target steps", "gamma · c_d + c_v", f"{g} · {_n(c)} + {_n(v)}",
+                      g * c + v, "steps"))
+    steps.append(Step("speed-up", "E / (gamma · c_d + c_v)", f"{_n(e)} / {_n(g * c + v)}", e / (g * c + v), "times"))
+    return tuple(steps)
+
+
+# low_precision_compute: FP8 and FP4 dense peaks (kvlib.gpus.GPU.peak_flop_per_s) -- a prefill at that peak, and the
+# decode batch that reaches the ridge with weights and compute in that dtype (kvlib.serving.ridge_batch)
+_LOW_PRECISION_MODELS = ("Qwen/Qwen3-0.6B", "meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.3-70B-Instruct",
+                         "Qwen/Qwen2.5-32B")
+_DTYPE_BYTES = {"bf16": 2, "fp8": 1, "fp4": 0.5}
+
+
+def _low_precision_compute(rng, seed):
+    while True:
+        spec, gpu, tp, _, prompt, dep = _deployment(rng, models=_LOW_PRECISION_MODELS, tps=(1,),
+                                                    contexts=(4096, 8192, 16384, 32768), weights=_fp8, gpus=GPUS_2026)
+        dtype = rng.choice(("fp8", "fp4"))
+        if gpu.fp4_flop_per_s or dtype == "fp8":
+            break
+    f = gpu.peak_flop_per_s(dtype)
+    other = "bf16" if dtype == "fp8" else rng.choice(("bf16", "fp8"))
+    peaks = ", ".join(f"{gpu.peak_flop_per_s(d) / 1e12:g} TFLOP/s {d}" for d in ("bf16", "fp8", "fp4")
+                      if d != "fp4" or gpu.fp4_flop_per_s)
+    sheet = (f"The {gpu.name} data sheet lists dense peaks of {peaks} (twice each with 2:4 sparsity), and "
+             f"{gpu.bandwidth_bytes_per_s / 1e12:g} TB/s of HBM")
+    common = dict(deployments=(dep,), model=spec.name, gpu=gpu.name)
+    if rng.random() < 0.5:
+        mfu = _mfu(rng)
+        inputs = {"num_params": prefill_params_per_token(spec.name), "prompt_tokens": prompt, "peak_flop_per_s": f,
+                  "mfu": mfu, "other_peak_flop_per_s": gpu.peak_flop_per_s(other), "dtype": dtype,
+                  "other_dtype": other}
+        q = (f"{spec.name} ({inputs['num_params']:,} parameters multiplied per token, the embedding lookup "
+             f"excluded), quantized to {dtype} weights and activations, prefills a {prompt:,}-token prompt on one "
+             f"{gpu.name} at {mfu:.0%} MFU. {sheet}. Counting the linear layers only (2 FLOPs per parameter per "
+             f"token), how long does the prefill take, in milliseconds?")
+        return _problem("low_precision_compute", seed, q, "low_precision_ttft_ms", inputs, "ms",
+                        template=f"low_precision_compute/prefill/{dtype}", **common)
+    inputs = {"peak_flop_per_s": f, "bandwidth_bytes_per_s": gpu.bandwidth_bytes_per_s,
+              "weight_dtype_bytes": _DTYPE_BYTES[dtype], "other_peak_flop_per_s": gpu.peak_flop_per_s(other),
+              "dtype": dtype, "other_dtype": other}
+    q = (f"{spec.name} runs with {dtype} weights ({_DTYPE_BYTES[dtype]:g} byte per parameter) and {dtype} matmuls on "
+         f"one {gpu.name}. {sheet}. Counting only the weight reads and the linear layers' 2 FLOPs per parameter per "
+         f"sequence (short contexts), from which batch on does a decode step reach the ridge point and turn "
+         f"compute-bound?")
+    return _problem("low_precision_compute", seed, q, "low_precision_ridge", inputs, "sequences",
+                    template=f"low_precision_compute/ridge/{dtype}", **common)
+
+
+def _chain_low_precision_ttft(i):
+    p, t, f, mfu = i["num_params"], i["prompt_tokens"], i["peak_flop_per_s"], i["mfu"]
+    flops = prefill_linear_flops(p, t)
+    return (Step("prefill FLOPs (linear layers)", "2 · P · T_p", _times(2, p, t), flops, "FLOP"),
+            Step(f"dense {i['dtype']} FLOP/s reached", "eta · F", f"{_pct(mfu)} · {_n(f)}", mfu * f, "FLOP/s"),
+            Step("prefill time", "2 · P · T_p / (eta · F) · 1000", f"{_n(flops)} / {_n(mfu * f)} · 1000",
+                 formulas_serving.prefill_seconds(p, t, f, mfu) * 1e3, "ms"))
+
+
+def _chain_low_precision_ridge(i):
+    f, bw, b = i["peak_flop_per_s"], i["bandwidth_bytes_per_s"], i["weight_dtype_bytes"]
+    return (Step(f"the ridge point at the dense {i['dtype']} peak", "I = F / BW", f"{_n(f)} / {_n(bw)}", f / bw,
+                 "FLOP/B"),
+            Step("FLOPs per weight byte one sequence adds", "2 / b", f"2 / {_n(b)}", 2 / b, "FLOP/B"),
+            Step("first batch at the ridge", "ceil(I · b / 2)", f"ceil({_n(f / bw)} · {_n(b)} / 2)",
+                 formulas_serving.ridge_batch(f, bw, b), "sequences"))
+
+
+# hybrid_state: the constant state of a hybrid's Mamba2 or Gated DeltaNet layers (ModelSpec.state_tensor_shapes, as
+# vLLM's MambaStateShapeCalculator), alone or beside its attention layers' KV
+_HYBRID_MODELS = ("Qwen/Qwen3-Next-80B-A3B-Thinking", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+                  "nvidia/Nemotron-H-56B-Base-8K")
+
+
+def _state_text(spec, kind) -> str:
+    if kind == "mamba2":
+        return (f"{spec.layer_kinds.count(kind)} Mamba2 layers (mamba_num_heads {spec.mamba_num_heads}, mamba_head_dim "
+                f"{spec.mamba_head_dim}, ssm_state_size {spec.mamba_state_size}, n_groups {spec.mamba_n_groups}, "
+                f"conv_kernel {spec.mamba_conv_kernel}, expand x hidden_size = {spec.mamba_intermediate_size}); vLLM "
+                f"keeps the conv state in bf16 and the SSM state in float32")
+    return (f"{spec.layer_kinds.count(kind)} Gated DeltaNet layers (linear_num_key_heads {spec.linear_num_key_heads}, "
+            f"linear_num_value_heads {spec.linear_num_value_heads}, linear_key_head_dim {spec.linear_key_head_dim}, "
+            f"linear_value_head_dim {spec.linear_value_head_dim}, linear_conv_kernel_dim "
+            f"{spec.linear_conv_kernel_dim}); vLLM keeps both states in bf16")
+
+
+def _hybrid_state(rng, seed):
+    from kvlib.spec import SpecError
+    while True:
+        spec, gpu, tp, batch, context, dep = _deployment(rng, models=_HYBRID_MODELS, batches=(1, 8, 32),
+                                                         contexts=(4096, 8192, 32768), weights=_bf16, gpus=GPUS_2026)
+        kind = next(k for k in spec.layer_kinds if k in ("mamba2", "gated_deltanet"))
+        try:
+            spec.state_tensor_shapes(kind, tp)
+        except SpecError:           # vLLM's head split refuses this TP for the state layers
+            continue
+        break
+    attention = spec.layer_kinds.count("full")
+    head = (f"{spec.name} on {_tp_text(gpu, tp)} is a hybrid of {spec.num_layers} layers: {_state_text(spec, kind)}; "
+            f"{attention} attention layers ({spec.num_kv_heads} KV heads of {spec.head_dim}, bf16 KV cache)"
+            + (f"; the other {spec.layer_kinds.count('none')} layers are MLPs only" if "none" in spec.layer_kinds
+               else ""))
+    inputs = {"model": spec.name, "tp": tp, "seq_len": context}
+    common = dict(deployments=(dep,), model=spec.name, gpu=gpu.name)
+    per = "one GPU keep" if tp > 1 else "the GPU keep"
+    if rng.random() < 0.5:
+        q = (f"{head}. A sequence of {context:,} tokens is running. How many bytes of state (conv and recurrent, "
+             f"every state layer; the attention KV left out) does {per} for it?")
+        return _problem("hybrid_state", seed, q, "hybrid_state_bytes", inputs, "bytes", template="hybrid_state/state",
+                        **common)
+    q = (f"{head}. A sequence of {context:,} tokens is running. How many bytes does {per} for it, the state layers' "
+         f"state and the attention layers' KV cache together?")
+    return _problem("hybrid_state", seed, q, "hybrid_sequence_bytes", inputs, "bytes",
+                    template="hybrid_state/sequence", **common)
+
+
+def _state_steps(i) -> list:
+    spec, tp = _spec(i["model"]), i["tp"]
+    kind = next(k for k in spec.layer_kinds if k in ("mamba2", "gated_deltanet"))
+    shapes, sizes = spec.state_tensor_shapes(kind, tp), spec.state_dtype_bytes(kind)
+    temporal = "ssm" if kind == "mamba2" else "recurrent"
+    conv = math.prod(shapes["conv"]) * sizes["conv"]
+    rec = math.prod(shapes[temporal]) * sizes[temporal]
+    layers = spec.layer_kinds.count(kind)
+    return [Step("conv state, one layer", "(kernel − 1) · width · b", f"{_times(*shapes['conv'])} · {sizes['conv']}",
+                 conv, "bytes"),
+            Step(f"{'SSM' if kind == 'mamba2' else 'recurrent'} state, one layer", "heads · head dim · state dim · b",
+                 f"{_times(*shapes[temporal])} · {sizes[temporal]}", rec, "bytes"),
+            Step("state, all state layers", "L_s · (conv + recurrent)", f"{layers} · ({_n(conv)} + {_n(rec)})",
+                 spec.state_bytes_per_sequence(tp), "bytes")]
+
+
+def _chain_hybrid_state(i):
+    return tuple(_state_steps(i))
+
+
+def _chain_hybrid_sequence(i):
+    spec, tp, t = _spec(i["model"]), i["tp"], i["seq_len"]
+    steps = _state_steps(i)
+    attention = spec.layer_kinds.count("full")
+    kv = spec.kv_bytes_per_sequence(t, tp=tp)
+    steps.append(Step("KV cache of the attention layers", "L_full · 2 · K_g · D · b · T",
+                      f"{attention} · 2 · {formulas.kv_heads_per_gpu(spec.num_kv_heads, tp)} · {spec.head_dim} · 2 · "
+                      f"{_n(t)}", kv, "bytes"))
+    steps.append(Step("the sequence on one GPU", "state + KV", f"{_n(steps[2].value)} + {_n(kv)}",
+                      steps[2].value + kv, "bytes"))
+    return tuple(steps)
+
+
+# indexer_cache: DeepSeek Sparse Attention's indexer keys beside the MLA latent (DeepSeek-V3.2, GLM-5;
+# ModelSpec.indexer_bytes_per_token, vLLM's DeepseekV32IndexerCache)
+_INDEXER_MODELS = ("deepseek-ai/DeepSeek-V3.2", "zai-org/GLM-5")
+
+
+def _indexer_cache(rng, seed):
+    spec, gpu, tp, _, context, dep = _deployment(rng, models=_INDEXER_MODELS, contexts=(8192, 32768),
+                                                 weights=_fp8, gpus=GPUS_2026)
+    layers = len(spec.indexer_layers)
+    inputs = {"model": spec.name, "tp": tp, "index_head_dim": spec.index_head_dim, "indexer_layers": layers,
+              "layers": layers}
+    head = (f"{spec.name} (config.json: num_hidden_layers {spec.num_layers}, kv_lora_rank {spec.kv_lora_rank}, "
+            f"qk_rope_head_dim {spec.qk_rope_head_dim}, index_head_dim {spec.index_head_dim}, index_n_heads "
+            f"{spec.index_n_heads}, index_topk {spec.index_topk}) runs on {_tp_text(gpu, tp)} with a bf16 KV cache. "
+            f"Its sparse attention's indexer caches, in each of the {layers} layers that build one, one key per token "
+            f"of index_head_dim values stored in fp8 with one float32 scale per 128 values, beside the MLA latent "
+            f"and RoPE key")
+    common = dict(deployments=(dep,), model=spec.name, gpu=gpu.name)
+    if rng.random() < 0.5:
+        q = f"{head}. How many bytes of indexer cache does one token take on each GPU, all layers together?"
+        return _problem("indexer_cache", seed, q, "indexer_bytes", inputs, "bytes", template="indexer_cache/bytes",
+                        **common)
+    budget = _gb_value(rng, 20, 60)
+    inputs["budget_bytes"] = budget
+    q = (f"{head}. After weights and overhead each GPU has {_gb_text(budget)} (10^9 bytes) for the cache. How many "
+         f"tokens does it hold (MLA latent, RoPE key and indexer key per token)?")
+    return _problem("indexer_cache", seed, q, "indexer_pool_tokens", inputs, "tokens", template="indexer_cache/pool",
+                    **common)
+
+
+def _indexer_steps(i) -> list:
+    d, L = i["index_head_dim"], i["indexer_layers"]
+    one = d + d // 128 * 4
+    return [Step("indexer key, one layer (fp8 values and float32 scales)", "D_idx + D_idx / 128 · 4",
+                 f"{d} + {d} / 128 · 4", one, "bytes"),
+            Step("indexer bytes per token, every layer (whole on each GPU)", "L_idx · (D_idx + D_idx / 128 · 4)",
+                 f"{L} · {one}", _spec(i["model"]).indexer_bytes_per_token(i["tp"]), "bytes")]
+
+
+def _chain_indexer_bytes(i):
+    return tuple(_indexer_steps(i))
+
+
+def _chain_indexer_pool(i):
+    spec = _spec(i["model"])
+    steps = _indexer_steps(i)
+    mla = formulas.mla_bytes_per_token(spec.num_layers, spec.kv_lora_rank, spec.qk_rope_head_dim, 2)
+    per_token = spec.kv_bytes_per_token(tp=i["tp"])
+    steps.append(Step("MLA latent and RoPE key per token", "L · (d_c + d_R) · b",
+                      f"{spec.num_layers} · ({spec.kv_lora_rank} + {spec.qk_rope_head_dim}) · 2", mla, "bytes"))
+    steps.append(Step("bytes per token on each GPU", "MLA + indexer", f"{_n(mla)} + {_n(steps[1].value)}", per_token,
+                      "bytes"))
+    steps.append(Step("tokens the budget holds", "floor(M_kv / bytes per token)",
+                      f"floor({_n(i['budget_bytes'])} / {_n(per_token)})",
+                      formulas.max_concurrency(i["budget_bytes"], per_token), "tokens"))
+    return tuple(steps)
+
+
+#: The families of a 2026 inference interview (issue 50 §2), after the topics above (whose seeds draw what they drew).
+FAMILIES_2026 = ("moe_decode", "requests_concurrency", "disagg_transfer", "long_ttft", "expert_parallel", "eagle_mtp",
+                 "low_precision_compute", "hybrid_state", "indexer_cache")
+TOPICS.update({"moe_decode": _moe_decode, "requests_concurrency": _requests_concurrency,
+               "disagg_transfer": _disagg_transfer, "long_ttft": _long_ttft, "expert_parallel": _expert_parallel,
+               "eagle_mtp": _eagle_mtp, "low_precision_compute": _low_precision_compute,
+               "hybrid_state": _hybrid_state, "indexer_cache": _indexer_cache})
+_CHAINS.update({
+    "moe_decode": (_chain_moe_experts, {"experts_top_k_only": 0, "experts_batch_times_k": 2, "experts_all_read": 2,
+                                        "experts_unread_not_read": 2, "moe_read_all_weights": 0,
+                                        "moe_dense_left_out": 4, "moe_read_top_k_only": 2,
+                                        "all_read_top_k_forgotten": 0, "all_read_at_e_over_k": 1,
+                                        "all_read_rounded_down": 2}),
+    "requests_concurrency": (_chain_littles_law, {"itl_ms_as_seconds": 0, "one_token_not_output": 0,
+                                                  "decode_time_left_out": 1, "ttft_left_out": 1,
+                                                  "decodes_not_subtracted": 0, "decodes_counted_once": 0,
+                                                  "prefill_steps_rounded_down": 1}),
+    "disagg_transfer": (_chain_disagg_bytes, {"transfer_window_layers_full": 1, "transfer_output_tokens_added": 1,
+                                              "missing_seq_len": 1,
+                                              "link_bits_as_bytes": 0, "one_link_for_all": 1, "pd_tokens_only": 0,
+                                              "pd_rates_only": 0, "pd_ratio_inverted": 2}),
+    "long_ttft": (_chain_long_ttft, {"moe_total_params": 0, "attention_not_causal": 1,
+                                     "attention_kv_heads_for_query_heads": 2, "attention_flops_left_out": 2,
+                                     "attention_tp_not_split": 3, "ignored_mfu": 3}),
+    "expert_parallel": (_chain_ep_bytes, {"a2a_local_routes_counted": 0, "a2a_top_k_missing": 0,
+                                          "a2a_combine_missing": 1, "a2a_one_dtype": 1, "a2a_moe_layers_missing": 2,
+                                          "ep_tokens_not_split": 1, "ep_tp_ratio_inverted": 2}),
+    "eagle_mtp": (_chain_eagle_tokens, {"eagle_sum_not_product": 0, "eagle_first_rate_for_all": 0,
+                                        "eagle_no_bonus": 1, "moe_verify_as_one_step": 2, "draft_cost_ignored": 2}),
+    "low_precision_compute": (_chain_low_precision_ttft, {"peak_of_wrong_dtype": 1, "sparse_peak_used": 1,
+                                                          "ignored_mfu": 1, "prefill_missing_factor_2": 0,
+                                                          "ridge_no_factor_2": 1, "fp4_half_byte_missed": 1,
+                                                          "batch_rounded_down": 2}),
+    "hybrid_state": (_chain_hybrid_state, {"conv_state_left_out": 0, "ssm_state_in_model_dtype": 1,
+                                           "state_all_layers": 2, "state_whole_on_rank": 2,
+                                           "state_grows_with_context": 2, "hybrid_state_left_out": 4,
+                                           "hybrid_kv_every_layer": 3}),
+    "indexer_cache": (_chain_indexer_bytes, {"indexer_scale_forgotten": 0, "indexer_in_bf16": 0, "missing_layers": 1,
+                                             "indexer_split_by_tp": 1, "indexer_forgotten": 3}),
+})
+_QUANTITY_CHAINS.update({"moe_step_bytes": _chain_moe_bytes, "all_experts_batch": _chain_all_experts,
+                         "prefill_steps": _chain_prefill_steps, "disagg_transfer_ms": _chain_disagg_ms,
+                         "pd_ratio": _chain_pd_ratio, "ep_over_tp": _chain_ep_over_tp,
+                         "eagle_speedup": _chain_eagle_speedup, "low_precision_ridge": _chain_low_precision_ridge,
+                         "hybrid_sequence_bytes": _chain_hybrid_sequence, "indexer_pool_tokens": _chain_indexer_pool})
+
+
 #: The graded drills of ch09_interview_drills, in notebook order (grade ids ch09_q2_ ... ch09_q9_).
 GRADED_TOPICS = ("kv_per_token", "concurrency", "pool", "crossover", "step_time", "mla_vs_gqa", "tp_per_gpu",
                  "plan_step")
@@ -1704,3 +2422,4 @@ def run_drill(problems, stdin=None, stdout=None, timings: bool = False, clock=ti
     if timings:
         print(f"time {clock() - start:.1f} s", file=stdout)
     return correct, asked
+

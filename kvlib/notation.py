@@ -227,6 +227,20 @@ SYMBOLS: tuple[Symbol, ...] = (
            "no state", "B", kvlib_keywords=("dense_bytes_per_token",), chapter="ch10_state_and_sparsity"),
     Symbol("L_idx", "num_indexer_layers", "layers that build a sparse-attention indexer key per token (DSA)",
            "count", chapter="ch10_state_and_sparsity"),
+    Symbol("L_e", "moe_layers", "layers whose MLP is a mixture of routed experts", "count",
+           chapter="ch09_interview_drills"),
+    Symbol("P_e", "expert_params", "parameters of one routed expert (its gate, up and down projections)", "count",
+           chapter="ch09_interview_drills"),
+    Symbol("lambda", "rate_per_s", "requests arriving per second, in steady state", "requests/s",
+           chapter="ch09_interview_drills"),
+    Symbol("n_d", "decode_tokens", "running decodes scheduled in a step, one token each, before a prompt's chunk",
+           "tokens", chapter="ch09_interview_drills"),
+    Symbol("D_idx", "index_head_dim", "values in one sparse-attention indexer key (DeepSeek-V3.2, GLM-5)", "elements",
+           ("index_head_dim",), chapter="ch09_interview_drills"),
+    Symbol("r_p", "prefill_tokens_per_gpu_s", "prompt tokens one prefill GPU processes per second", "tokens/s",
+           chapter="ch09_interview_drills"),
+    Symbol("r_d", "decode_tokens_per_gpu_s", "tokens one decode GPU generates per second at its SLO batch", "tokens/s",
+           chapter="ch09_interview_drills"),
 )
 
 def by_letter(letter: str) -> Symbol:

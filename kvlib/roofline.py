@@ -68,6 +68,7 @@ __all__ = [
     "crossover_batch",
     "weight_bytes_read",
     "expected_experts_touched",
+    "all_experts_batch",
     "StepOp",
     "step_ops",
     "one_intensity_seconds",
@@ -195,6 +196,35 @@ def expected_experts_touched(num_experts: int, top_k: int, tokens: int) -> float
     _positive("top_k", top_k, integer=True, at_most=num_experts)
     _positive("tokens", tokens, integer=True)
     return num_experts * (1 - (1 - top_k / num_experts) ** tokens)
+
+
+def all_experts_batch(num_experts: int, top_k: int) -> int:
+    """The first batch at which fewer than one routed expert per MoE layer stays unread: the smallest B with
+    ``N_e (1 - k_e / N_e)^B < 1`` [sequences], i.e. ``floor(ln N_e / -ln(1 - k_e / N_e)) + 1``.
+
+    The expected experts left unread by B uniformly routed tokens is ``N_e (1 - k_e / N_e)^B``
+    (``expected_experts_touched``'s complement); once it drops below one, a decode step reads the
+    whole expert set in effect, and batching further adds no weight bytes. Far more than the
+    ``N_e / k_e`` a learner guesses (tokens pick experts at random, so they overlap). Mixtral 8x7B
+    (8 experts, top 2): 8 x 0.75^7 = 1.07, 8 x 0.75^8 = 0.80, so 8 sequences; Qwen3-30B-A3B (128, top 8):
+    ln 128 / -ln(15 / 16) = 75.2, so 76; DeepSeek-V3 (256, top 8): ln 256 / -ln(31 / 32) = 174.7, so 175:
+
+    >>> all_experts_batch(8, 2), all_experts_batch(128, 8), all_experts_batch(256, 8)
+    (8, 76, 175)
+
+    Taught in ch09_interview_drills (the ``moe_decode`` drill).
+    """
+    _positive("num_experts", num_experts, integer=True)
+    _positive("top_k", top_k, integer=True, at_most=num_experts)
+    if top_k == num_experts:
+        return 1
+    batch = max(1, math.floor(math.log(num_experts) / -math.log1p(-top_k / num_experts)))
+    # the float estimate may sit one off at a near-tie: settle it on exact integers
+    while batch > 1 and num_experts * (num_experts - top_k) ** (batch - 1) < num_experts ** (batch - 1):
+        batch -= 1
+    while num_experts * (num_experts - top_k) ** batch >= num_experts ** batch:
+        batch += 1
+    return batch
 
 
 def _expert_split(spec):

@@ -86,7 +86,10 @@ def _params(p):
 
 
 def test_the_serving_topics_are_the_new_ones_and_not_graded():
-    assert list(TOPICS)[-len(SERVING_TOPICS):] == list(SERVING_TOPICS) and set(INDEPENDENT) == set(SERVING_TOPICS)
+    # the 2026 families (kvcoach.drills.FAMILIES_2026, tests/test_drill_families.py) come after them
+    from kvcoach.drills import FAMILIES_2026
+    assert list(TOPICS)[-len(SERVING_TOPICS) - len(FAMILIES_2026):-len(FAMILIES_2026)] == list(SERVING_TOPICS)
+    assert list(TOPICS)[-len(FAMILIES_2026):] == list(FAMILIES_2026) and set(INDEPENDENT) == set(SERVING_TOPICS)
     assert not set(SERVING_TOPICS) & set(GRADED_TOPICS)
 
 
@@ -193,13 +196,14 @@ def test_the_serving_families_draw_every_kind_of_model_and_every_gpu():
 
 
 def test_two_hundred_questions_in_a_row_vary():
+    from kvcoach.drills import FAMILIES_2026
     for seed in range(3):
         problems = problem_set(seed, 200)
         triples = collections.Counter(variety_key(p) for p in problems)
         assert max(triples.values()) <= MAX_REPEATS
         assert len(triples) >= 150                              # measured: 157 to 174 for seeds 0-3
-        assert len({p.topic for p in problems}) == len(TOPICS) == 21
-        assert len({p.template for p in problems}) >= 27        # 29 templates in all
+        assert len({p.topic for p in problems}) == len(TOPICS) == 21 + len(FAMILIES_2026)
+        assert len({p.template for p in problems}) >= 31        # 29 + the 2026 families' 5 templates in all
 
 
 def test_a_single_topic_set_varies_too():

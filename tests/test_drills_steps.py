@@ -160,8 +160,9 @@ def test_ch09s_serving_worked_problems():
     from kvdisplay.serving_problems import HEADINGS, SERVING_SEEDS, drill_worked_problem, serving_worked_problem_views
     from kvcoach.drills import GRADED_TOPICS, _fmt
 
+    from kvcoach.drills import FAMILIES_2026
     serving = [t for t in TOPICS if t not in GRADED_TOPICS and t not in
-               ("per_sequence", "block_waste", "fp8")]            # the cache-size practice topics
+               ("per_sequence", "block_waste", "fp8") and t not in FAMILIES_2026]   # the cache-size practice topics
     assert list(SERVING_SEEDS) == serving and len(serving) == 10
     for n, (topic, seed) in enumerate(SERVING_SEEDS.items(), 8):
         p = generate(topic, seed)

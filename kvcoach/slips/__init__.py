@@ -27,8 +27,9 @@ from .engine import (COMBINED, COUNT_SLIPS, DESCRIPTIVE, GENERAL, PREFIX_MIX_KEY
                      ruled_out, unrounded, variants)
 # the engine's helpers the chapters' shared test helpers call (tests/chapter_checks.py)
 from .engine import _VARIANTS, _matches, close as _close  # noqa: F401
-from . import (capacity_plan, crossover, generic, gqa_tp, kv_formula, mla, plan_mode, pool_paging, prefix_reuse,
-               serving, state_sparsity, vllm_lab)
+from . import (capacity_plan, crossover, disagg_transfer, eagle_mtp, expert_parallel, generic, gqa_tp, hybrid_state,
+               indexer_cache, kv_formula, long_ttft, low_precision_compute, mla, moe_decode, plan_mode, pool_paging,
+               prefix_reuse, requests_concurrency, serving, state_sparsity, vllm_lab)
 
 __all__ = ["COMBINED", "COUNT_SLIPS", "DESCRIPTIVE", "GENERAL", "PREFIX_MIX_KEYS", "QUANTITIES", "ROUNDING_KEYS",
            "SLIPS", "TIE_RULES", "UNROUNDED", "VARIANT", "VARIANT_SLIPS", "Diagnosis", "Slip", "TOPICS", "base_key",
@@ -37,7 +38,8 @@ __all__ = ["COMBINED", "COUNT_SLIPS", "DESCRIPTIVE", "GENERAL", "PREFIX_MIX_KEYS
 
 #: The topic modules, in the order their declarations join the catalogue (one home per slip and quantity).
 TOPICS = (generic, kv_formula, gqa_tp, mla, pool_paging, prefix_reuse, crossover, capacity_plan, vllm_lab, serving,
-          state_sparsity, plan_mode)
+          state_sparsity, plan_mode, moe_decode, requests_concurrency, disagg_transfer, long_ttft, expert_parallel,
+          eagle_mtp, low_precision_compute, hybrid_state, indexer_cache)
 for _topic in TOPICS:
     register(_topic)
 del _topic
