@@ -492,6 +492,10 @@ def test_pool_tokens_reported_catalogue():
             ("ceil_not_floor", 35)]
     assert_catalogue("pool_tokens_reported", dict(pool, label_bytes=12_000), 34, [("label_memory", 44)] + tail)
     assert_catalogue("pool_tokens_reported", pool, 34, tail)
+    # round(34.5) = 34 (to even) is the floor itself, so it is dropped above; O = 520: 3,480 / 100 = 34.8, which
+    # round() and the ceiling both make 35
+    got = dict(QUANTITIES["pool_tokens_reported"](dict(pool, other_bytes=520))[1])
+    assert got["round_for_floor"] == got["ceil_not_floor"] == 35
 
 
 def test_hybrid_kv_bytes_per_sequence_catalogue():
@@ -755,17 +759,19 @@ def test_sequences_on_gpu_catalogue():
     # label 12,000: 6000 - 1550 = 4450 -> 44; label read as GiB: 12,000 x 1.073741824 x 0.5 = 6442.45 - 1550
     # -> 48; M x 10^9 / 2^30 x 0.5 = 4656.6 - 1550 -> 31; u = 1: 8450 -> 84; utilization after the weights:
     # floor((10000 - 1550) x 0.5) = 4225 -> 42; no O: 4000 -> 40; no weights: 4450 -> 44; 1 B per parameter:
-    # 3950 -> 39; 4 B: 2450 -> 24; tokens: 3450 / 10 = 345; ceil(34.5) = 35 (round(34.5) = 34: dropped)
+    # 3950 -> 39; 4 B: 2450 -> 24; tokens: 3450 / 10 = 345; ceil(34.5) = 35 (round(34.5) = 34: dropped);
+    # O taken off after the share, (10000 - 1000) x 0.5 - 550 = 3950 -> 39
     case = dict(gpu_bytes=10_000, utilization=0.5, other_bytes=550, bytes_per_token=10, seq_len=10,
                 num_params=500, weight_dtype_bytes=2)
     assert_catalogue("sequences_on_gpu", dict(case, label_bytes=12_000), 34, [
         ("label_memory", 44), ("label_memory+gb_for_gib", 48), ("gb_for_gib", 31), ("ignored_utilization", 84),
-        ("utilization_after_weights", 42), ("ignored_other_bytes", 40), ("weights_missing", 44),
-        ("weight_dtype_ignored", 39), ("weight_dtype_ignored", 24), ("tokens_not_sequences", 345),
+        ("utilization_after_weights", 42), ("utilization_after_weights", 39), ("ignored_other_bytes", 40),
+        ("weights_missing", 44), ("weight_dtype_ignored", 39), ("weight_dtype_ignored", 24), ("tokens_not_sequences", 345),
         ("ceil_not_floor", 35)])
     # 3,000 parameters (6,000 B): 5000 - 6550 = -1,550 B: floor(-15.5) = -16, so 0 fit. Only the slips that
     # leave room remain: u = 1: 3450 -> 34; after the weights: (10000 - 6550) x 0.5 = 1725 -> 17; no weights
-    # 44; 1 B per parameter: 5000 - 3550 = 1450 -> 14; and the negative count -16 itself
+    # 44; 1 B per parameter: 5000 - 3550 = 1450 -> 14; and the negative count -16 itself; O after the share:
+    # (10000 - 6000) x 0.5 - 550 = 1450 -> 14
     # O = 500: 5000 - 1000 - 500 = 3,500 -> 35; no weights: 4,500 B -> 45 (a byte less would give 44)
     assert dict(QUANTITIES["sequences_on_gpu"](dict(case, other_bytes=500))[1])["weights_missing"] == 45
     # O = 520: 3,480 / 100 = 34.8 -> 34; ceil and round both 35
@@ -775,7 +781,8 @@ def test_sequences_on_gpu_catalogue():
     # nothing, (10000 - 12550) x 0.5 < 0: no count, so no slip
     assert "utilization_after_weights" not in dict(QUANTITIES["sequences_on_gpu"](dict(case, num_params=6000))[1])
     assert_catalogue("sequences_on_gpu", dict(case, num_params=3000), 0, [
-        ("ignored_utilization", 34), ("utilization_after_weights", 17), ("weights_missing", 44),
+        ("ignored_utilization", 34), ("utilization_after_weights", 17), ("utilization_after_weights", 14),
+        ("weights_missing", 44),
         ("weight_dtype_ignored", 14), ("negative_count", -16)])
 
 
