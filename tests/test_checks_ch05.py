@@ -400,3 +400,18 @@ def test_the_coachs_catalogue_trips_like_kvlib():
     message = fails("ch05_q5_fetch_or_recompute", via_catalogue)
     assert "must not call kvcoach.slips.engine.expected_value" in message, message
     assert slips.expected_value("fetch_choice", **ch05.Q5_VISIBLE[0]["kwargs"]) in ch05.CHOICES     # restored
+
+
+def test_unchained_key_message_is_short_and_blames_the_chain():
+    # every block hashed from NONE_HASH, so the key is the last block's alone: the message shows the token list
+    # and the two 32-byte digests by their ends, and the first case's hint (the chain), not another case's edge
+    def unchained_loop(token_ids, bs, salt):
+        key = pc.NONE_HASH
+        for i in range(len(token_ids) // bs):
+            extra = (("cache_salt", salt),) if salt is not None and i == 0 else None
+            key = pc.hash_block(pc.NONE_HASH, token_ids[i * bs:(i + 1) * bs], extra)
+        return key
+    message = fails("ch05_q3_prefix_key", unchained_loop)
+    assert "(32 items)" in message and "returned 32 bytes " in message and "expected 32 bytes " in message
+    assert "\\x" not in message and max(len(line) for line in message.splitlines()) < 400, message
+    assert "the previous block's key as the parent" in message and "The text's rule" not in message

@@ -671,18 +671,27 @@ def test_nodes_with_headroom_catalogue():
     # 12 per node -> ceil(100 / 12) = 9 nodes; spike 1.25: ceil(11.25) = 12, + 4 spares = 16.
     # the larger limit 5: 20 per node -> 5 -> ceil(6.25) + 4 = 11; no headroom: 9; floor: 100 // 12 = 8 ->
     # 10 + 4 = 14; spike rounded / floored: 11 + 4 = 15, 15; spares scaled: ceil(13 x 1.25 = 16.25) = 17;
-    # GPUs: 16 x 8 = 128; one replica a node: 3 per node -> 34 -> ceil(42.5) + 4 = 47
+    # GPUs: 16 x 8 = 128; one replica a node: 3 per node -> 34 -> ceil(42.5) + 4 = 47; each GPU a replica:
+    # 24 per node -> 5 -> ceil(6.25) + 4 = 11; the spike before rounding: ceil(100 x 1.25 / 12 = 10.42) + 4 = 15
     case = dict(users=100, gpus_per_node=8, tp=2, sequences_by_memory=5, sequences_by_itl=3, spike_factor=1.25,
                 redundancy_nodes=4)
     assert_catalogue("nodes_with_headroom", case, 16, [
         ("non_binding_constraint", 11), ("no_headroom", 9), ("floor_nodes", 14), ("spike_not_rounded_up", 15),
-        ("spike_not_rounded_up", 15), ("spares_scaled", 17), ("gpus_not_nodes", 128), ("missing_replicas", 47)])
+        ("spike_not_rounded_up", 15), ("spares_scaled", 17), ("gpus_not_nodes", 128), ("missing_replicas", 47),
+        ("gpu_as_replica", 11), ("spike_before_rounding", 15), ("spike_before_rounding", 15)])
     # float noise: 600 users -> 50 nodes; 50 x 1.1 is 55.00000000000001 in binary floating point, and the
     # spike must still give 55 nodes (no spares). The larger limit: 30 nodes -> 33; GPUs 440;
-    # one replica a node: 200 nodes x 1.1 (220.00000000000003) -> 220
+    # one replica a node: 200 nodes x 1.1 (220.00000000000003) -> 220; each GPU a replica: 25 nodes x 1.1 ->
+    # 28; the spike before rounding: 600 x 1.1 is 660.0 in floating point, / 12 = 55: the right count (dropped)
     noisy = dict(case, users=600, spike_factor=1.1, redundancy_nodes=0)
     assert_catalogue("nodes_with_headroom", noisy, 55, [
-        ("non_binding_constraint", 33), ("no_headroom", 50), ("gpus_not_nodes", 440), ("missing_replicas", 220)])
+        ("non_binding_constraint", 33), ("no_headroom", 50), ("gpus_not_nodes", 440), ("missing_replicas", 220),
+        ("gpu_as_replica", 28)])
+    # 6,200 users at 124 a node: 6,200 x 1.1 / 124 = 55.00000000000001, which math.ceil alone makes 56 (+ 1 spare:
+    # 57); rounded to 9 decimals first, 55 + 1 = 56, the right count
+    edge = dict(users=6200, gpus_per_node=8, tp=8, sequences_by_memory=124, sequences_by_itl=148, spike_factor=1.1,
+                redundancy_nodes=1)
+    assert [v for k, v in QUANTITIES["nodes_with_headroom"](edge)[1] if base_key(k) == "spike_before_rounding"] == [57]
     # the guard against float noise rounds nodes x spike to 9 decimals: a spike of 1 + 1e-9 on 1 node is
     # real and asks for a second node, 1 + 1e-10 is noise (1 node). 12 users fill one node of 4 x 3.
     tiny = dict(case, users=12, redundancy_nodes=0)

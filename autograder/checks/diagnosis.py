@@ -243,14 +243,19 @@ def _unexplained(exercise: Exercise, cases, results, records, k, first, prior) -
 
 
 def _edges_line(exercise: Exercise, cases, results) -> str:
-    """The failing visible cases by label (two or more), and the rule of any edge they sit on ('' if none)."""
+    """The failing visible cases by label (two or more), and the rule of any edge they sit on ('' if none; not an
+    edge the first failing case sits on when that case has a hint of its own, which the message shows)."""
     failing = [cases[j] for j, v in enumerate(results) if not v.ok and v.kind == "value"]
     text = ""
     if len(failing) > 1:
         labels = [f'"{c["label"]}"' for c in failing[:4]] + ([f"{len(failing) - 4} more"] if len(failing) > 4
                                                             else [])
         text += f"\nFailing cases: {', '.join(labels)}."
+    # the first failing case's hint is its lesson: an edge it sits on is not named as the cause beside it
+    hinted = failing[0]["label"] if failing and failing[0].get("context", {}).get("hint") else None
     for rule, labels in edge_rules(exercise, failing):
+        if hinted in labels:
+            continue
         text += f"\nThe text's rule for {', '.join(chr(34) + label + chr(34) for label in labels)}: {rule}."
     return text
 
