@@ -68,6 +68,8 @@ def _as_answer(ex, value, expected):
         return int(value)
     if type(expected) is float and type(value) is int:
         return float(value)
+    if type(expected) is bytes and isinstance(value, str):
+        return bytes.fromhex(value)     # a key's slips are recomputed as hex text (ch05)
     return value
 
 

@@ -628,3 +628,66 @@ def test_generic_slips_are_named():
     """Off by one, s/ms, per GPU/node, the next unit, KB/GB/TB mix-ups: named in every numeric exercise."""
     from chapter_checks import generic_slips_unnamed
     assert generic_slips_unnamed(ch01.EXERCISES) == []
+
+
+# --- some cases raise: the slip is named from the cases that returned ([issue 49 §2 b]) -----------------------
+def q1_query_heads_llama_names(config, dtype_bytes=2):
+    """The query heads for the KV heads, and only Llama's field names: GPT-2's configs raise KeyError."""
+    heads = config["num_attention_heads"]
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    return 2 * config["num_hidden_layers"] * heads * head_dim * dtype_bytes
+
+
+def test_query_heads_named_when_gpt2_cases_raise():
+    message = fails(CHECK["q1"], q1_query_heads_llama_names)
+    # Llama 3.1 8B leads: 2 x 32 x 32 x 128 x 2 = 524,288 B, 4x its 131,072
+    assert "returned 524,288; expected 131,072" in message and "4x too large" in message, message
+    assert "query heads (num_attention_heads = 32) instead of the KV heads" in message
+    # one line says which cases raised and why; the two GPT-2 configs are ch01 Q1's only ones without its names
+    raised = [line for line in message.splitlines() if "raised" in line]
+    assert len(raised) == 1 and "gpt2-large" in raised[0] and "KeyError: 'num_attention_heads'" in raised[0]
+    assert "n_layer" in raised[0]
+    # nothing in grader words, nothing about dtype_bytes (which was right)
+    assert "edge" not in message and "dtype_bytes left out" not in message and "more visible" not in message
+    failing = sum(not v.ok for v in _verdicts("ch01_q1_bytes_per_token_from_config", q1_query_heads_llama_names))
+    wrong = re.search(r"explains all (\d+) cases that returned a wrong number", message)
+    assert wrong and int(wrong.group(1)) + 2 == failing, message     # the counts add up: 2 raised
+    hidden = fails(CHECK["q1"], q1_query_heads_llama_names, hidden=True)
+    assert judge.GENERIC_SLIPS["query_heads"] in hidden and "raised KeyError on" in hidden
+
+
+def _verdicts(grade_id, fn):
+    exercise = ch01.EXERCISES[grade_id]
+    cases = exercise.cases()
+    return judge.verdicts(exercise, cases, runner.run_cases(exercise, fn, cases))
+
+
+# --- the slips the chapter's text warns about are the slips named ([issue 49 §2]) ---------------------------
+def q5_other_after_share(gpu, num_params, weight_dtype_bytes, utilization, other_bytes, bytes_per_token, seq_len):
+    """(M - W) u - O: the share taken after the weights, the other allocations after the share (§9 warns)."""
+    memory = gpu["cuda_total_gib"] * 2**30
+    left = (memory - num_params * weight_dtype_bytes) * utilization - other_bytes
+    return max(0, math.floor(left / (bytes_per_token * seq_len)))
+
+
+def q5_label_as_gib(gpu, *args):
+    """The label's GB read as GiB (label_gb x 2^30, §5 warns), floored as it should be."""
+    return sequences_on_gpu(gpu, *args, memory=gpu["label_gb"] * 2**30)
+
+
+def test_other_allocations_after_the_share_is_named():
+    # Llama 3.1 8B on an H100: (85,018,877,624 - 16,060,522,496) x 0.9 - 4e9 = 58,062,519,615.2 B over
+    # 8,192 x 131,072 = 1,073,741,824 B a sequence: 54.07 -> 54 (expected 52)
+    message = fails(CHECK["q5"], q5_other_after_share)
+    assert "returned 54; expected 52" in message and "(M - W) x u - O" in message, message
+    assert "no one known slip" not in message
+    assert judge.GENERIC_SLIPS["utilization_after_weights"] in fails(CHECK["q5"], q5_other_after_share, hidden=True)
+
+
+def test_label_read_as_gib_leads_over_the_ceiling():
+    # 80 x 2^30 = 85,899,345,920 B; x 0.9 - 16,060,522,496 - 4e9 = 57,248,888,832 B: 53.3 -> 53 (expected 52);
+    # the ceiling gives 53 there too, but code that floors is told the label first
+    message = fails(CHECK["q5"], q5_label_as_gib)
+    assert "returned 53; expected 52" in message, message
+    diagnosis = message.splitlines()[2]
+    assert diagnosis.index("label (80.00 GB)") < diagnosis.index("GiB (2^30)") < diagnosis.index("the ceiling")

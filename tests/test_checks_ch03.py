@@ -279,3 +279,19 @@ def test_mtp_layer_and_qk_head_dim_are_named():
     assert "multi-token-prediction layer" in fails(Q1, counts_mtp)
     message = fails(Q1, adds_qk_head_dim)
     assert "query/key head width" in message, message
+
+
+def test_counts_add_up_when_a_case_raises():
+    # the latent without its rope key, and the fields read at the top level only: the config nested under
+    # text_config raises KeyError, every other case is 512 of 576 columns
+    def missing_rope_top_level(config, dtype_bytes=2):
+        return config["num_hidden_layers"] * config["kv_lora_rank"] * dtype_bytes
+    message = fails(Q1, missing_rope_top_level)
+    exercise = ch03.EXERCISES[Q1]
+    cases = exercise.cases()
+    results = judge.verdicts(exercise, cases, runner.run_cases(exercise, missing_rope_top_level, cases))
+    wrong = sum(not v.ok and v.kind == "value" for v in results)
+    assert sum(v.kind == "error" for v in results) == 1 and wrong > 1
+    assert f"explains all {wrong} cases that returned a wrong number" in message, message
+    assert "more visible case" not in message
+    assert re.search(r'On "[^"]*text_config[^"]*", mla_bytes_per_token_from_config raised KeyError', message)

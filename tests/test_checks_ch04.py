@@ -265,3 +265,26 @@ def test_oracle_extra_slot_is_named():
         return sum(p + o + 1 - (p + 1) for p, o in requests)
     message = fails("ch04_q5_allocator_waste", extra_slot)
     assert "no extra slot" in message, message
+
+
+# --- the slips the chapter's text warns about are the slips named ([issue 49 §2]) ---------------------------
+def q1_rounded(label_bytes, reported_bytes, utilization, weight_bytes, other_bytes, bytes_per_token):
+    return round((reported_bytes * utilization - weight_bytes - other_bytes) / bytes_per_token)
+
+
+def q4_two_bytes(available_bytes, layers, kv_heads, head_dim, block_size):
+    return available_bytes // (block_size * 2 * layers * kv_heads * head_dim * 2) * block_size
+
+
+def test_round_for_floor_is_named():
+    # Llama 3.1 8B on an H100: (85,018,877,624 x 0.92 - 16,060,522,496 - 3e9) / 131,072 = 451,330.6: floor 451,330,
+    # round() 451,331
+    message = fails("ch04_q1_pool_tokens", q1_rounded)
+    assert "returned 451,331; expected 451,330" in message, message
+    assert "not to the nearest whole number" in message and "recheck each factor" not in message
+
+
+def test_two_byte_elements_are_told_as_two():
+    # 59,156,844,918 B // (16 x 2 x 32 x 8 x 128 x 2 = 2,097,152 B a block) = 28,208 blocks: 451,328 tokens
+    message = fails("ch04_q4_fp8_pool_tokens", q4_two_bytes)
+    assert "returned 451,328; expected 902,656" in message and "(you used 2)" in message, message

@@ -252,6 +252,9 @@ def test_each_slip_fails_the_case_built_for_it(grade_id, fn, phrase):
     if grade_id == "ch05_q5_fetch_or_recompute":
         # Q5's slips are recomputed (kvcoach.slips fetch_choice): the slip's words, and no case's hint under them
         assert "wrong choice: " in message and "Hint:" not in message, message
+    elif fn in (q3_unchained, q3_salt_on_every_block, q3_salt_ignored):
+        # Q3's keys are recomputed with each slip (kvcoach.slips prefix_key_hex): the slip's words, no hint
+        assert "another key: " in message and "Hint:" not in message, message
     else:
         assert "Hint:" in message
 
@@ -400,3 +403,36 @@ def test_the_coachs_catalogue_trips_like_kvlib():
     message = fails("ch05_q5_fetch_or_recompute", via_catalogue)
     assert "must not call kvcoach.slips.engine.expected_value" in message, message
     assert slips.expected_value("fetch_choice", **ch05.Q5_VISIBLE[0]["kwargs"]) in ch05.CHOICES     # restored
+
+
+def test_unchained_key_message_is_short_and_blames_the_chain():
+    # every block hashed from NONE_HASH, so the key is the last block's alone: the message shows the token list
+    # and the two 32-byte digests by their ends, and the first case's hint (the chain), not another case's edge
+    def unchained_loop(token_ids, bs, salt):
+        key = pc.NONE_HASH
+        for i in range(len(token_ids) // bs):
+            extra = (("cache_salt", salt),) if salt is not None and i == 0 else None
+            key = pc.hash_block(pc.NONE_HASH, token_ids[i * bs:(i + 1) * bs], extra)
+        return key
+    message = fails("ch05_q3_prefix_key", unchained_loop)
+    assert "(32 items)" in message and "returned 32 bytes " in message and "expected 32 bytes " in message
+    assert "\\x" not in message and max(len(line) for line in message.splitlines()) < 400, message
+    assert "the previous block's key as the parent" in message and "The text's rule" not in message
+
+
+def test_prefix_key_slips_recomputed_by_hand():
+    # 3 blocks of 2 tokens and one past them, salted: each slip's key built here with kvlib's one-block hash
+    tokens, salt = [1, 2, 3, 4, 5, 6, 7], "t"
+    first = pc.hash_block(pc.NONE_HASH, [1, 2], (("cache_salt", salt),))
+    right = pc.hash_block(pc.hash_block(first, [3, 4]), [5, 6])
+    expected, ways = kvcoach.slips.QUANTITIES["prefix_key_hex"](dict(token_ids=tokens, block_size=2, cache_salt=salt))
+    ways = dict(ways)
+    assert expected == right.hex() == prefix_key(tokens, 2, salt).hex()
+    assert ways["unchained_key"] == pc.hash_block(pc.NONE_HASH, [5, 6]).hex()
+    assert ways["unchained_key@salted"] == pc.hash_block(pc.NONE_HASH, [5, 6], (("cache_salt", salt),)).hex()
+    assert ways["partial_block_keyed"] == pc.hash_block(right, [7]).hex()
+    salted = (("cache_salt", salt),)
+    every = pc.hash_block(pc.hash_block(first, [3, 4], salted), [5, 6], salted)
+    assert ways["salt_on_every_block"] == every.hex()
+    assert ways["salt_ignored"] == pc.hash_block(pc.hash_block(pc.hash_block(pc.NONE_HASH, [1, 2]), [3, 4]),
+                                                 [5, 6]).hex()

@@ -544,3 +544,40 @@ def test_edge_figures_by_hand():
     nodes_cases = {c["label"]: c for c in EX["ch07_q5_nodes"].cases()}
     six = nodes_cases["Qwen2.5 32B, TP 8, 6,200 users: exactly 50 nodes' worth (124 sequences a node), spike x 1.1"]
     assert 50 * 1.1 == 55.00000000000001 and EX["ch07_q5_nodes"].expected_for(six) == 56
+
+
+# --- the slips the chapter's text warns about are the slips named ([issue 49 §2]) ---------------------------
+def q4_ceil(itl_target_ms, weight_bytes, tp, bandwidth_bytes_per_s, tp_overhead, efficiency, *geometry):
+    readable = itl_target_ms / 1000 / _slow(tp, tp_overhead, efficiency) * bandwidth_bytes_per_s
+    per_seq = kv_per_sequence_per_gpu(*geometry, tp)
+    return max(0, math.ceil((readable - math.ceil(weight_bytes / tp)) / per_seq))
+
+
+def q5_each_gpu_a_replica(users, gpus_per_node, tp, sequences_by_memory, sequences_by_itl, spike_factor,
+                          redundancy_nodes):
+    return nodes(users, gpus_per_node, 1, sequences_by_memory, sequences_by_itl, spike_factor, redundancy_nodes)
+
+
+def q5_spike_before_rounding(users, gpus_per_node, tp, sequences_by_memory, sequences_by_itl, spike_factor,
+                             redundancy_nodes):
+    per_node = gpus_per_node // tp * min(sequences_by_memory, sequences_by_itl)
+    return math.ceil(users * spike_factor / per_node) + redundancy_nodes
+
+
+@pytest.mark.parametrize("grade_id, fn, key, phrases", [
+    # Qwen2.5 32B at TP 8 on A100s, 80 ms: 148.x sequences meet it, the ceiling 149
+    ("ch07_q4_sequences_by_itl", q4_ceil, "ceil_not_floor", ("returned 149; expected 148", "take the floor")),
+    # 500 users, one TP-8 replica of min(124, 148) a node: 5 nodes x 1.3 -> 7, + 1 = 8; each of the 8 GPUs a
+    # replica: 992 a node -> 1 node -> ceil(1.3) + 1 = 3
+    ("ch07_q5_nodes", q5_each_gpu_a_replica, "gpu_as_replica", ("returned 3; expected 8", "each GPU as a replica")),
+    # 500 x 1.3 / 124 = 5.24 -> 6, + 1 = 7
+    ("ch07_q5_nodes", q5_spike_before_rounding, "spike_before_rounding",
+     ("returned 7; expected 8", "round the users up to whole nodes first")),
+])
+def test_warned_slip_is_named(grade_id, fn, key, phrases):
+    from kvcoach import slips
+    message = fails(grade_id, fn)
+    for phrase in phrases:
+        assert phrase in message, message
+    assert "no one known slip" not in message and "matches no known slip" not in message
+    assert slips.general(key) in fails(grade_id, fn, hidden=True)

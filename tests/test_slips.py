@@ -492,6 +492,10 @@ def test_pool_tokens_reported_catalogue():
             ("ceil_not_floor", 35)]
     assert_catalogue("pool_tokens_reported", dict(pool, label_bytes=12_000), 34, [("label_memory", 44)] + tail)
     assert_catalogue("pool_tokens_reported", pool, 34, tail)
+    # round(34.5) = 34 (to even) is the floor itself, so it is dropped above; O = 520: 3,480 / 100 = 34.8, which
+    # round() and the ceiling both make 35
+    got = dict(QUANTITIES["pool_tokens_reported"](dict(pool, other_bytes=520))[1])
+    assert got["round_for_floor"] == got["ceil_not_floor"] == 35
 
 
 def test_hybrid_kv_bytes_per_sequence_catalogue():
@@ -667,18 +671,27 @@ def test_nodes_with_headroom_catalogue():
     # 12 per node -> ceil(100 / 12) = 9 nodes; spike 1.25: ceil(11.25) = 12, + 4 spares = 16.
     # the larger limit 5: 20 per node -> 5 -> ceil(6.25) + 4 = 11; no headroom: 9; floor: 100 // 12 = 8 ->
     # 10 + 4 = 14; spike rounded / floored: 11 + 4 = 15, 15; spares scaled: ceil(13 x 1.25 = 16.25) = 17;
-    # GPUs: 16 x 8 = 128; one replica a node: 3 per node -> 34 -> ceil(42.5) + 4 = 47
+    # GPUs: 16 x 8 = 128; one replica a node: 3 per node -> 34 -> ceil(42.5) + 4 = 47; each GPU a replica:
+    # 24 per node -> 5 -> ceil(6.25) + 4 = 11; the spike before rounding: ceil(100 x 1.25 / 12 = 10.42) + 4 = 15
     case = dict(users=100, gpus_per_node=8, tp=2, sequences_by_memory=5, sequences_by_itl=3, spike_factor=1.25,
                 redundancy_nodes=4)
     assert_catalogue("nodes_with_headroom", case, 16, [
         ("non_binding_constraint", 11), ("no_headroom", 9), ("floor_nodes", 14), ("spike_not_rounded_up", 15),
-        ("spike_not_rounded_up", 15), ("spares_scaled", 17), ("gpus_not_nodes", 128), ("missing_replicas", 47)])
+        ("spike_not_rounded_up", 15), ("spares_scaled", 17), ("gpus_not_nodes", 128), ("missing_replicas", 47),
+        ("gpu_as_replica", 11), ("spike_before_rounding", 15), ("spike_before_rounding", 15)])
     # float noise: 600 users -> 50 nodes; 50 x 1.1 is 55.00000000000001 in binary floating point, and the
     # spike must still give 55 nodes (no spares). The larger limit: 30 nodes -> 33; GPUs 440;
-    # one replica a node: 200 nodes x 1.1 (220.00000000000003) -> 220
+    # one replica a node: 200 nodes x 1.1 (220.00000000000003) -> 220; each GPU a replica: 25 nodes x 1.1 ->
+    # 28; the spike before rounding: 600 x 1.1 is 660.0 in floating point, / 12 = 55: the right count (dropped)
     noisy = dict(case, users=600, spike_factor=1.1, redundancy_nodes=0)
     assert_catalogue("nodes_with_headroom", noisy, 55, [
-        ("non_binding_constraint", 33), ("no_headroom", 50), ("gpus_not_nodes", 440), ("missing_replicas", 220)])
+        ("non_binding_constraint", 33), ("no_headroom", 50), ("gpus_not_nodes", 440), ("missing_replicas", 220),
+        ("gpu_as_replica", 28)])
+    # 6,200 users at 124 a node: 6,200 x 1.1 / 124 = 55.00000000000001, which math.ceil alone makes 56 (+ 1 spare:
+    # 57); rounded to 9 decimals first, 55 + 1 = 56, the right count
+    edge = dict(users=6200, gpus_per_node=8, tp=8, sequences_by_memory=124, sequences_by_itl=148, spike_factor=1.1,
+                redundancy_nodes=1)
+    assert [v for k, v in QUANTITIES["nodes_with_headroom"](edge)[1] if base_key(k) == "spike_before_rounding"] == [57]
     # the guard against float noise rounds nodes x spike to 9 decimals: a spike of 1 + 1e-9 on 1 node is
     # real and asks for a second node, 1 + 1e-10 is noise (1 node). 12 users fill one node of 4 x 3.
     tiny = dict(case, users=12, redundancy_nodes=0)
@@ -755,17 +768,19 @@ def test_sequences_on_gpu_catalogue():
     # label 12,000: 6000 - 1550 = 4450 -> 44; label read as GiB: 12,000 x 1.073741824 x 0.5 = 6442.45 - 1550
     # -> 48; M x 10^9 / 2^30 x 0.5 = 4656.6 - 1550 -> 31; u = 1: 8450 -> 84; utilization after the weights:
     # floor((10000 - 1550) x 0.5) = 4225 -> 42; no O: 4000 -> 40; no weights: 4450 -> 44; 1 B per parameter:
-    # 3950 -> 39; 4 B: 2450 -> 24; tokens: 3450 / 10 = 345; ceil(34.5) = 35 (round(34.5) = 34: dropped)
+    # 3950 -> 39; 4 B: 2450 -> 24; tokens: 3450 / 10 = 345; ceil(34.5) = 35 (round(34.5) = 34: dropped);
+    # O taken off after the share, (10000 - 1000) x 0.5 - 550 = 3950 -> 39
     case = dict(gpu_bytes=10_000, utilization=0.5, other_bytes=550, bytes_per_token=10, seq_len=10,
                 num_params=500, weight_dtype_bytes=2)
     assert_catalogue("sequences_on_gpu", dict(case, label_bytes=12_000), 34, [
         ("label_memory", 44), ("label_memory+gb_for_gib", 48), ("gb_for_gib", 31), ("ignored_utilization", 84),
-        ("utilization_after_weights", 42), ("ignored_other_bytes", 40), ("weights_missing", 44),
-        ("weight_dtype_ignored", 39), ("weight_dtype_ignored", 24), ("tokens_not_sequences", 345),
+        ("utilization_after_weights", 42), ("utilization_after_weights", 39), ("ignored_other_bytes", 40),
+        ("weights_missing", 44), ("weight_dtype_ignored", 39), ("weight_dtype_ignored", 24), ("tokens_not_sequences", 345),
         ("ceil_not_floor", 35)])
     # 3,000 parameters (6,000 B): 5000 - 6550 = -1,550 B: floor(-15.5) = -16, so 0 fit. Only the slips that
     # leave room remain: u = 1: 3450 -> 34; after the weights: (10000 - 6550) x 0.5 = 1725 -> 17; no weights
-    # 44; 1 B per parameter: 5000 - 3550 = 1450 -> 14; and the negative count -16 itself
+    # 44; 1 B per parameter: 5000 - 3550 = 1450 -> 14; and the negative count -16 itself; O after the share:
+    # (10000 - 6000) x 0.5 - 550 = 1450 -> 14
     # O = 500: 5000 - 1000 - 500 = 3,500 -> 35; no weights: 4,500 B -> 45 (a byte less would give 44)
     assert dict(QUANTITIES["sequences_on_gpu"](dict(case, other_bytes=500))[1])["weights_missing"] == 45
     # O = 520: 3,480 / 100 = 34.8 -> 34; ceil and round both 35
@@ -775,7 +790,8 @@ def test_sequences_on_gpu_catalogue():
     # nothing, (10000 - 12550) x 0.5 < 0: no count, so no slip
     assert "utilization_after_weights" not in dict(QUANTITIES["sequences_on_gpu"](dict(case, num_params=6000))[1])
     assert_catalogue("sequences_on_gpu", dict(case, num_params=3000), 0, [
-        ("ignored_utilization", 34), ("utilization_after_weights", 17), ("weights_missing", 44),
+        ("ignored_utilization", 34), ("utilization_after_weights", 17), ("utilization_after_weights", 14),
+        ("weights_missing", 44),
         ("weight_dtype_ignored", 14), ("negative_count", -16)])
 
 

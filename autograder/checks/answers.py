@@ -250,7 +250,8 @@ class Bytes:
         return f"{fn} returned an object of type {_short(type_name_)}; return bytes{extra}."
 
     def show(self, value) -> str:
-        return repr(value if len(value) <= 40 else value[:40] + b"...")
+        # a digest is told apart by its ends: 32 raw bytes printed whole are a line of escapes
+        return repr(value) if len(value) <= 16 else f"{len(value)} bytes {value[:4].hex()}…{value[-4:].hex()}"
 
 
 @dataclass(frozen=True)

@@ -206,7 +206,8 @@ def fp8_expected(case: dict) -> int:
 
 
 def fp8_slip_inputs(case: dict) -> dict:
-    return dict(case["kwargs"], num_heads=case["context"]["num_heads"])
+    # the cache's element is fp8's one byte: a 16-bit slip's words name the 2 the learner used
+    return dict(case["kwargs"], num_heads=case["context"]["num_heads"], dtype_bytes=1)
 
 
 _H100_POOL = kv.kv_pool_bytes(kv.get_gpu("H100-SXM").cuda_memory_bytes, 0.92,

@@ -390,6 +390,8 @@ EXERCISES = exercises(
         hidden_cases=with_sides(_key_hidden, key_side, ('no full block', 'whole blocks', 'a partial last block'), _key_on_side),
         expected=_prefix_key,
         answer=BYTES,
+        quantity="prefix_key_hex",      # a key is diagnosed by its hex (judge._number)
+        slip_inputs=lambda case: dict(case["kwargs"]),
         unit="",
         hidden_note=HIDDEN_NOTE_KEY,
     ),

@@ -73,6 +73,10 @@ def fitting_slips(exercise: Exercise, cases, results, records, earlier=None, *, 
                               **slip_inputs_for(exercise, cases[k], v.built_on))
         # a passing case rules a slip out when every way it was made elsewhere gives another number here
         shared = [key for key in shared if not ways[key] <= out]
+    if len(judged) > 1 and not some:
+        # several cases each one off, as another rounding would give, and a slip of the formula giving every one of
+        # them: the formula's slip leads (one failing case alone is a rounding first: matching_variants)
+        shared.sort(key=lambda key: key in slips.COUNT_SLIPS or key in slips.ROUNDING_KEYS)
     return tuple(shared)
 
 
@@ -127,7 +131,7 @@ def summary(exercise: Exercise, cases, results, *, hidden: bool = False, earlier
             k, first = next((j, v) for j, v in failures if v.kind == "value")
             message = judge(exercise, cases[k], records[k], hidden=True, earlier=_prior(earlier, k, cases[k]),
                             lead=fitting[0], allowed=fitting).message
-            return _summary(message, fitting[:2], fitting, "value")
+            return _summary(message + _hidden_raised(results), fitting[:2], fitting, "value")
         # no slip fits them all: a slip that explains some failing cases, named alone, where no passing case
         # rules it out (never one the passing cases contradict)
         partial = fitting_slips(exercise, cases, results, records, earlier, some=True)[:1]
@@ -135,13 +139,19 @@ def summary(exercise: Exercise, cases, results, *, hidden: bool = False, earlier
             k = next(j for j, v in failures if v.kind == "value" and partial[0] in v.slips)
             message = judge(exercise, cases[k], records[k], hidden=True, earlier=_prior(earlier, k, cases[k]),
                             allowed=partial).message
-            return _summary(message, partial, (), "value")
+            return _summary(message + _hidden_raised(results), partial, (), "value")
         chosen = next((v for _, v in failures if v.kind != "value" or not exercise.quantity), None)
         if chosen is not None:      # an error, a wrong type, a wrong choice with no catalogue: as judged
             return _summary(chosen.message, (), (), chosen.kind)
         return _summary(f"{exercise.function_name} is wrong on hidden cases, and no one known slip explains them "
                         "together with the hidden cases it gets right: recheck each part. "
                         f"{exercise.hidden_note}".rstrip(), (), (), "value")
+    # some cases raised and others returned: the diagnosis comes from those that returned (the slip a wrong
+    # number shows is the lesson), and one line says which raised and why
+    raised = [(j, v) for j, v in failures if v.kind == "error"]
+    returned = [(j, v) for j, v in failures if v.kind != "error"]
+    if raised and returned:
+        k, first = returned[0]
     message, named = first.message, ()
     if first.kind == "value":
         prior = _prior(earlier, k, cases[k])
@@ -149,14 +159,48 @@ def summary(exercise: Exercise, cases, results, *, hidden: bool = False, earlier
             message = judge(exercise, cases[k], records[k], earlier=prior, lead=fitting[0], allowed=fitting).message
             named = fitting[:2]
             if len(value_failures) > 1:
-                message += f"\n(The same slip explains all {len(value_failures)} failing cases.)"
+                wrong = "cases that returned a wrong number" if raised else "failing cases"
+                message += f"\n(The same slip explains all {len(value_failures)} {wrong}.)"
         elif exercise.quantity and first.slips:
             message = _unexplained(exercise, cases, results, records, k, first, first.built_on)
         else:       # the first failing case matches no slip at all: its verdict says so
             message = first.message + _edges_line(exercise, cases, results)
-    more = len(failures) - 1
-    tail = f"\n({more} more visible case{'s' if more > 1 else ''} fail{'' if more > 1 else 's'}.)" if more else ""
+    if raised and returned:
+        message += "\n" + _raised_line(exercise, cases, records, raised)
+    told = len(value_failures) if first.kind == "value" and (named or "\nFailing cases: " in message) else 1
+    more = len(returned) - told if raised and returned else len(failures) - told
+    tail = f"\n({more} more visible case{'s' if more > 1 else ''} fail{'' if more > 1 else 's'}.)" if more > 0 else ""
     return _summary(message + tail, named, fitting, first.kind)
+
+
+def _hidden_raised(results) -> str:
+    """' (It raised KeyError on 2 hidden cases.)': the hidden cases on which the function raised, by count
+    ('' when none did)."""
+    raised = [v for v in results if not v.ok and v.kind == "error"]
+    if not raised:
+        return ""
+    error = raised[0].message.split(" raised ", 1)[-1].split(" ", 1)[0]
+    return f" (It raised {error} on {len(raised)} hidden case{'s' if len(raised) > 1 else ''}.)"
+
+
+def _raised_line(exercise: Exercise, cases, records, raised) -> str:
+    """One line: the visible cases on which the learner's function raised, and what it raised (the first's
+    message, shortened)."""
+    labels = [f'"{cases[j]["label"]}"' for j, _ in raised]
+    shown = " and ".join(labels) if len(labels) < 3 else f"{labels[0]}, {labels[1]} and {len(labels) - 2} more"
+    record = records[raised[0][0]] if records is not None else {}
+    why = shorten(str(record.get("error_message", "")).strip(), 80)
+    hint = cases[raised[0][0]].get("context", {}).get("hint")
+    return (f"On {shown}, {exercise.function_name} raised {record.get('error', 'an error')}"
+            + (f": {why}" if why else "") + "." + (f" Hint: {hint}" if hint else ""))
+
+
+def shorten(text: str, width: int = 60) -> str:
+    """``text`` cut to about ``width`` characters, its middle replaced by '…' (a token list, a digest)."""
+    if len(text) <= width:
+        return text
+    half = (width - 1) // 2
+    return text[:half] + "…" + text[-half:]
 
 
 def _zero(exercise: Exercise, case: dict) -> bool:
@@ -199,16 +243,20 @@ def _unexplained(exercise: Exercise, cases, results, records, k, first, prior) -
 
 
 def _edges_line(exercise: Exercise, cases, results) -> str:
-    """The failing visible cases by label (two or more), and the rule of any edge they sit on ('' if none)."""
+    """The failing visible cases by label (two or more), and the rule of any edge they sit on ('' if none; not an
+    edge the first failing case sits on when that case has a hint of its own, which the message shows)."""
     failing = [cases[j] for j, v in enumerate(results) if not v.ok and v.kind == "value"]
     text = ""
     if len(failing) > 1:
         labels = [f'"{c["label"]}"' for c in failing[:4]] + ([f"{len(failing) - 4} more"] if len(failing) > 4
                                                             else [])
         text += f"\nFailing cases: {', '.join(labels)}."
+    # the first failing case's hint is its lesson: an edge it sits on is not named as the cause beside it
+    hinted = failing[0]["label"] if failing and failing[0].get("context", {}).get("hint") else None
     for rule, labels in edge_rules(exercise, failing):
-        text += (f"\n{', '.join(chr(34) + label + chr(34) for label in labels)} "
-                 f"{'sit' if len(labels) > 1 else 'sits'} on an edge the text decides: {rule}.")
+        if hinted in labels:
+            continue
+        text += f"\nThe text's rule for {', '.join(chr(34) + label + chr(34) for label in labels)}: {rule}."
     return text
 
 

@@ -65,6 +65,8 @@ def _number(record: dict, value):
     """A scalar number to diagnose: the decoded value, or what a numpy scalar held (a choice: its text)."""
     if type(value) in (int, float, str):
         return value
+    if type(value) is bytes:
+        return value.hex()      # a key (ch05): its slips are recomputed and matched as hex text
     if type(value) is tuple and value and all(type(v) in (int, float) for v in value):
         return value        # a range such as (fewest, most): kvlib.slips compares it element by element
     number = record.get("number")

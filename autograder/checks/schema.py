@@ -189,6 +189,11 @@ class Exercise:
             value = case["kwargs"][name]
             if isinstance(value, dict):
                 parts.append(f"{name}=<{case.get('context', {}).get('config_name', 'config')}>")
+            elif isinstance(value, (list, tuple)) and len(value) > 8:
+                # a long list (token ids, requests): its first and last items and its length, not a wrapped screen
+                ends = ", ".join(repr(v) for v in value[:3]) + ", …, " + ", ".join(repr(v) for v in value[-2:])
+                parts.append(f"{name}={'[' if isinstance(value, list) else '('}{ends}"
+                             f"{']' if isinstance(value, list) else ')'} ({len(value)} items)")
             else:
                 parts.append(f"{name}={value!r}")
         return f"{self.function_name}({', '.join(parts)})"

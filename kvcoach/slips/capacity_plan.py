@@ -47,6 +47,13 @@ SLIP_WORDS = {
     "missing_replicas": ("a node of {gpus_per_node} GPUs runs {replicas} replicas of tp = {tp}: multiply the "
                          "sequences per replica by them.",
                          "a node may run several replicas: multiply by them."),
+    "gpu_as_replica": ("a replica is tp = {tp} GPUs, so a node of {gpus_per_node} GPUs runs {replicas}: you counted "
+                       "each GPU as a replica.",
+                       "a replica spans tp GPUs: a node runs gpus_per_node // tp of them, not one per GPU."),
+    "spike_before_rounding": ("round the users up to whole nodes first, then scale those nodes by the spike "
+                              "({spike_factor}) and round up again: ceil(ceil(users / per_node) x spike), not "
+                              "ceil(users x spike / per_node).",
+                              "round the users up to whole nodes before applying the spike."),
     "floor_nodes": ("nodes must be rounded up: a fraction of a node's load still needs a whole node.",
                     "round the nodes up, not down."),
     "no_headroom": ("that is the node count before headroom: scale by the spike ({spike_factor}), round up, then add "
@@ -155,7 +162,8 @@ def _q_sequences_by_itl(i):
     expected, slips = _itl_variants(i, fit)
     exact = (tau / _slowdown(i["tp"], i["tp_overhead"], i["efficiency"]) * bw
              - formulas.weight_bytes_per_gpu(i["weight_bytes"], i["tp"])) / i["kv_bytes_per_sequence_per_gpu"]
-    slips += [("ceil_not_floor", math.ceil(exact)), ("ceil_not_floor@round", round(exact))]
+    # the other rounding made in code that keeps 0 when nothing meets the target, as the exercise asks
+    slips += [("ceil_not_floor", max(0, math.ceil(exact))), ("ceil_not_floor@round", max(0, round(exact)))]
     w_gpu, s_gpu = formulas.weight_bytes_per_gpu(i["weight_bytes"], i["tp"]), i["kv_bytes_per_sequence_per_gpu"]
     slow = _slowdown(i["tp"], i["tp_overhead"], i["efficiency"])
     slips += [("target_ms_as_seconds", math.floor((tau * 1e3 / slow * bw - w_gpu) / s_gpu)),
@@ -187,7 +195,10 @@ def _q_nodes_with_headroom(i):
              ("spike_float_noise", math.ceil(nodes * f) + r),
              ("ceil_as_floor_plus_one", spike(users // (replicas * min(mem, lat)) + 1) + r),
              ("spares_scaled", spike(nodes + r)), ("gpus_not_nodes", expected * g),
-             ("missing_replicas", deploy(reps=1))]      # the right count (dropped) when a node is one replica
+             ("missing_replicas", deploy(reps=1)),      # the right count (dropped) when a node is one replica
+             ("gpu_as_replica", deploy(reps=g)),        # the right count (dropped) at tp = 1
+             ("spike_before_rounding", math.ceil(round(users * f / (replicas * min(mem, lat)), 9)) + r),
+             ("spike_before_rounding@raw", math.ceil(users * f / (replicas * min(mem, lat))) + r)]
     return expected, [(k, v) for k, v in slips if v != expected]
 
 

@@ -45,7 +45,8 @@ SLIP_WORDS = {
     "ceil_not_floor": ("a fraction of a sequence cannot be admitted: take the floor, not the ceiling (or rounding).",
                        "take the floor, not the ceiling (or a rounding): a fraction of a sequence cannot be admitted."),
     "utilization_after_weights": ("the utilization caps the engine's share of the whole memory: budget M x u, then "
-                                  "subtract the weights and the other allocations (M u - W - O), not (M - W - O) x u.",
+                                  "subtract the weights and the other allocations (M u - W - O), not (M - W - O) x u nor "
+                                  "(M - W) x u - O.",
                                   "the utilization applies to the whole memory (M u - W - O), not to what is left "
                                   "after the weights."),
     "weights_missing": ("the weights are missing: {num_params:,} parameters x {weight_dtype_bytes} B sit on the GPU "
@@ -180,6 +181,9 @@ def _q_sequences_on_gpu(i):
     slips += [("gb_for_gib@down", fit(m=m * GB / GiB)),
               ("ignored_utilization", fit(u=1)),
               ("utilization_after_weights", max(0, formulas.max_concurrency(math.floor((m - w - o) * u), per_seq))),
+              # the same slip with the other allocations taken off after the share: (M - W) u - O
+              ("utilization_after_weights@other_last",
+               max(0, formulas.max_concurrency(math.floor((m - w) * u - o), per_seq))),
               ("ignored_other_bytes", fit(o=0)),
               ("weights_missing", fit(w=0))]
     for other in (1, 2, 4):

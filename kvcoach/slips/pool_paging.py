@@ -108,7 +108,8 @@ def _q_pool_tokens_reported(i):
               ("gb_for_gib@up", formulas.kv_pool_tokens(m * GiB / GB, u, w, o, bpt)),
               ("ignored_utilization", formulas.kv_pool_tokens(m, 1, w, o, bpt)),
               ("ignored_other_bytes", formulas.kv_pool_tokens(m, u, w, 0, bpt)),
-              ("ceil_not_floor", math.ceil((m * u - w - o) / bpt))]
+              ("ceil_not_floor", math.ceil((m * u - w - o) / bpt)),
+              ("round_for_floor", round((m * u - w - o) / bpt))]      # round(): the ceiling above a half only
     return expected, [(k, v) for k, v in slips if v != expected]
 
 

@@ -27,6 +27,18 @@ SLIP_WORDS = {
                                  "({block_size}-token blocks) is recomputed at the next step; you rounded the hit up "
                                  "to a whole block.",
                                  "a hit covers whole blocks only: round the cached history down, not up."),
+    "unchained_key": ("each block's key is hash_block(parent, its tokens), with the previous block's key as the "
+                      "parent; you hashed a block from NONE_HASH alone, so its key no longer says what came before it.",
+                      "each block's key chains from the previous block's key, not from NONE_HASH."),
+    "partial_block_keyed": ("a partial last block has no key: return the key of the last full block; you hashed the "
+                            "tokens past it too.",
+                            "a partial last block has no key: stop at the last full block."),
+    "salt_on_every_block": ("the salt goes into the first block's key only; later blocks carry it through the chain. "
+                            "You added it to every block.",
+                            "the salt goes into the first block's key only."),
+    "salt_ignored": ("the salt ({cache_salt!r}) goes into the first block's key only, as extra_keys=(('cache_salt', "
+                     "salt),); you left it out.",
+                     "the cache salt is missing from the first block's key."),
     "hex_not_bytes": ("the key came back as hex text (.hex()); return the bytes, not .hex(): the chapter prints keys "
                       "in hex only to show them.",
                       "return the key's bytes, not .hex() text."),
@@ -127,7 +139,34 @@ def _q_fetch_choice(i):
     return expected, [(k, v) for k, v in slips if i["fetch_overhead_s"] or k != "fetch_overhead_ignored"]
 
 
+def _q_prefix_key_hex(i):
+    """The prefix key of ``token_ids`` (the last full block's chained key, NONE_HASH when there is none) as hex
+    text: a key is matched as text (``autograder.checks.judge._number``), so a slip's key is recomputed and
+    compared like any other answer."""
+    from kvlib.prefix_cache import NONE_HASH, hash_block
+    tokens, bs, salt = list(i["token_ids"]), i["block_size"], i.get("cache_salt")
+    full = len(tokens) // bs
+    blocks = [tokens[k * bs:(k + 1) * bs] for k in range(full)]
+    salted = (("cache_salt", salt),) if salt is not None else None
+
+    def chain(salt_on=lambda k: k == 0, unchained=False):
+        key = NONE_HASH
+        for k, block in enumerate(blocks):
+            key = hash_block(NONE_HASH if unchained else key, block, salted if salt_on(k) else None)
+        return key
+
+    expected = chain()
+    tail = tokens[full * bs:]
+    slips = [("unchained_key", chain(unchained=True) if full > 1 else None),
+             ("unchained_key@salted", hash_block(NONE_HASH, blocks[-1], salted) if full > 1 else None),
+             ("partial_block_keyed", hash_block(expected, tail, None if full else salted) if tail else None),
+             ("salt_on_every_block", chain(salt_on=lambda k: True) if salt is not None else None),
+             ("salt_ignored", chain(salt_on=lambda k: False) if salt is not None else None)]
+    return expected.hex(), [(k, v.hex()) for k, v in slips if v is not None and v != expected]
+
+
 QUANTITIES = {
+    "prefix_key_hex": _q_prefix_key_hex,
     "prefill_tokens_saved": _q_prefill_tokens_saved,
     "prefix_bytes_saved": _q_prefix_bytes_saved,
     "agent_prefill_with_cache": _q_agent_prefill_with_cache,
