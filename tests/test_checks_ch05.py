@@ -400,3 +400,11 @@ def test_the_coachs_catalogue_trips_like_kvlib():
     message = fails("ch05_q5_fetch_or_recompute", via_catalogue)
     assert "must not call kvcoach.slips.engine.expected_value" in message, message
     assert slips.expected_value("fetch_choice", **ch05.Q5_VISIBLE[0]["kwargs"]) in ch05.CHOICES     # restored
+
+
+def test_q5_num_params_leaves_the_input_table_out():
+    """One prefill rule with ch05 §7 and ch06: a token is multiplied by every parameter but the input table's
+    (Llama 3.1 8B: 8,030,261,248 - 128,256 x 4,096 = 7,504,924,672), not by all 8.03e9."""
+    ex = ch05.EXERCISES["ch05_q5_fetch_or_recompute"]
+    llama = [c for c in ex.visible_cases if c["context"]["model"] == "llama-3.1-8b"]
+    assert llama and all(c["kwargs"]["num_params"] == 7_504_924_672 for c in llama)
