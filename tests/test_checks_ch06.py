@@ -67,19 +67,24 @@ def optimisation_for(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_
     return "quantise_weights" if 3 * weight_bytes >= 2 * cache else "shrink_kv_cache"   # 3/4 W >= 1/2 cache
 
 
+def expert_bytes_read(num_experts, top_k, batch_size, moe_layers, expert_params, dtype_bytes):
+    return moe_layers * num_experts * (1 - (1 - top_k / num_experts) ** batch_size) * expert_params * dtype_bytes
+
+
 REFERENCE = {
     "ch06_q1_crossover_context": crossover_context,
     "ch06_q2_decode_step_ms": decode_step_ms,
     "ch06_q3_tokens_per_second": tokens_per_second,
     "ch06_q4_fp8_speedups": fp8_kv_speedups,
     "ch06_q5_optimisation": optimisation_for,
+    "ch06_q6_expert_bytes_read": expert_bytes_read,
 }
 
 
 # --- the contract with the pipeline ------------------------------------------
 def test_grade_ids_and_points():
     assert list(ch06.EXERCISES) == list(source_points("ch06_crossover")) == list(REFERENCE)
-    assert sum(source_points("ch06_crossover").values()) == 9
+    assert sum(source_points("ch06_crossover").values()) == 11        # 2 + 2 + 2 + 2 + 1 + 2
 
 
 def test_cases_are_json_and_hidden_cases_are_seeded():
@@ -427,3 +432,29 @@ def test_the_stated_tolerance_is_the_edge(grade_id, capsys):
     check(grade_id, lambda *args: fn(*args) * 1.0009)
     assert capsys.readouterr().out.startswith("✓")
     fails(grade_id, lambda *args: fn(*args) * 1.0011)
+
+
+def test_q6_expert_bytes_by_hand_and_its_slips():
+    """L_e E (1 - (1 - k/E)^B) P_e b by hand: Mixtral (8 experts, k = 2, 32 MoE layers of 3 x 4,096 x 14,336 =
+    176,160,768-parameter experts, bf16) reads 32 x 2 x 176,160,768 x 2 = 22,548,578,304 B at B = 1 and
+    32 x 8 (1 - 0.75^6) x 176,160,768 x 2 at B = 6. A learner who counts one token's experts (forgetting the
+    batch's coverage), every expert (total for active) or k B experts (no overlap) is named."""
+    ex = ch06.EXERCISES["ch06_q6_expert_bytes_read"]
+    got = {c["label"]: ex.expected_for(c) for c in ex.visible_cases}
+    assert got["Mixtral-8x7B-v0.1 (E = 8, k = 2), batch 1"] == 32 * 2 * 176_160_768 * 2 == 22_548_578_304
+    six = got["Mixtral 8x7B (E = 8, k = 2), a 6-token speculative verify"]
+    assert abs(six - 32 * 8 * (1 - 0.75**6) * 176_160_768 * 2) < 1e-3
+    per = {c["label"]: c["kwargs"]["moe_layers"] * c["kwargs"]["expert_params"] * 2 for c in ex.visible_cases}
+
+    def by(count):
+        return lambda e, k, b, layers, params, dtype: float(count(e, k, b) * layers * params * dtype)
+    assert _summary("ch06_q6_expert_bytes_read", by(lambda e, k, b: k)).slips[:1] == ("active_experts_only",)
+    assert _summary("ch06_q6_expert_bytes_read", by(lambda e, k, b: e)).slips[:1] == ("total_experts",)
+    assert _summary("ch06_q6_expert_bytes_read", by(lambda e, k, b: min(e, k * b))).slips[:1] == \
+        ("no_expert_overlap",)
+    message = _summary("ch06_q6_expert_bytes_read", by(lambda e, k, b: e * (1 - k / e) ** b)).message
+    assert "experts *no* token picked" in message and "the experts read are the rest" in message
+    assert per and all(v > 0 for v in per.values())
+    for seed in SEEDS:                 # every seed's hidden cases hold batch 1 and a covering batch
+        batches = [c["kwargs"]["batch_size"] for c in ex.cases(hidden=True, seed=seed)]
+        assert 1 in batches and 1024 in batches

@@ -1,4 +1,4 @@
-"""Chapter 06 (the weight/KV crossover and decode time): its five graded exercises, as data.
+"""Chapter 06 (the weight/KV crossover and decode time): its six graded exercises, as data.
 
 Grade ids, function names and parameter order are a contract with the grading
 pipeline; points are on the source notebook's test cells.
@@ -14,6 +14,7 @@ ch06_q3_tokens_per_second                tokens_per_second(weight_bytes, L, K, D
 ch06_q4_fp8_speedups                     fp8_kv_speedups(weight_bytes, L, K, D, batch_size, short_context,
                                          long_context) -> (float, float)
 ch06_q5_optimisation                     optimisation_for(weight_bytes, L, K, D, b, seq_len, batch_size) -> str
+ch06_q6_expert_bytes_read                expert_bytes_read(E, k, batch_size, L_e, P_e, b) -> float
 =======================================  ==============================================================================
 
 (L, K, D, b stand for layers, kv_heads, head_dim, dtype_bytes.)
@@ -22,7 +23,9 @@ Expected values come from kvlib: q1 ``kv.roofline.first_cache_context`` (the fir
 context at which the cache reads reach the weights, ``ceil(W_r / (bytes per token x B))``), q2
 and q3 ``kv.decode_step_seconds`` (q3 divided by the efficiency), q4 the ratio of
 ``kv.decode_step_seconds`` with a bf16 and an fp8 cache, q5 the fix that takes more bytes off the step (int4
-weights 3/4 of ``weight_bytes``, an fp8 cache 1/2 of ``kv.kv_bytes_total``: §7's 1.5 x rule).
+weights 3/4 of ``weight_bytes``, an fp8 cache 1/2 of ``kv.kv_bytes_total``: §7's 1.5 x rule), q6
+``kv.roofline.expected_experts_touched`` x the experts' bytes in every MoE layer, on real mixture-of-experts
+configs.
 ``weight_bytes`` is what one decode step of the case's batch reads of the real model's bf16
 weights, ``kv.roofline.weight_bytes_read`` (W_r: every matrix, but of an untied input embedding
 only the batch's rows), as the chapter's step model counts it. Hidden cases use other bundled
@@ -296,6 +299,52 @@ def optimisation_hidden(seed: int) -> tuple:
     return tuple(cases) + optimisation_ties(model, seq_len, rng.choice([2, 4, 8, 16, 32]), "a drawn model")
 
 
+# --- q6: the routed-expert bytes a MoE decode step reads ---------------------------------------------
+MOE_MODELS = ("mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3", "gpt-oss-20b", "gpt-oss-120b")
+
+
+def _moe_case(model: str, batch: int, label: str = "") -> dict:
+    """bf16 experts, but DeepSeek-V3's in fp8, as its checkpoint ships them (1 byte a parameter)."""
+    from kvlib.params import routed_expert_params
+    spec = kv.load_model(model)
+    layers, per_expert = routed_expert_params(spec)
+    return {"label": label or f"{short(spec.name)} (E = {spec.num_experts}, k = {spec.num_experts_per_tok}), "
+                              f"batch {batch}",
+            "kwargs": {"num_experts": spec.num_experts, "top_k": spec.num_experts_per_tok, "batch_size": batch,
+                       "moe_layers": layers, "expert_params": per_expert,
+                       "dtype_bytes": 1 if model == "deepseek-v3" else 2},
+            "context": {"model": model, "hint": "a given expert is missed by one token with probability 1 - k/E, "
+                                                "by all B tokens with (1 - k/E)^B; count the experts not missed, "
+                                                "then their bytes in every MoE layer."}}
+
+
+BATCH_ONE_EDGE = Edge("batch 1: one token reads exactly its k experts")
+COVERED_EDGE = Edge("a batch that covers every expert: all E are read (to within the tolerance)")
+Q6_VISIBLE = (
+    BATCH_ONE_EDGE.on(_moe_case("mixtral-8x7b", 1)),
+    _moe_case("mixtral-8x7b", 6, "Mixtral 8x7B (E = 8, k = 2), a 6-token speculative verify"),
+    _moe_case("qwen3-30b-a3b", 32),
+    _moe_case("gpt-oss-20b", 8),
+    COVERED_EDGE.on(_moe_case("mixtral-8x7b", 64)),
+    _moe_case("deepseek-v3", 256, "DeepSeek-V3 (E = 256, k = 8), fp8 experts as released, batch 256"),
+)
+
+
+def expert_bytes_expected(case: dict) -> float:
+    k = case["kwargs"]
+    touched = kv.roofline.expected_experts_touched(k["num_experts"], k["top_k"], k["batch_size"])
+    return k["moe_layers"] * touched * k["expert_params"] * k["dtype_bytes"]
+
+
+def expert_bytes_hidden(seed: int) -> tuple:
+    rng = random.Random(seed)
+    models = list(MOE_MODELS)
+    rng.shuffle(models)
+    cases = [_moe_case(models[0], 1), _moe_case(models[1], 1024)]     # the two edges, on drawn real configs
+    cases += [_moe_case(m, rng.choice([2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128])) for m in models[2:]]
+    return tuple(cases)
+
+
 # --- hidden cases of q1-q3 -----------------------------------------------------------------------
 def _within_context(model: str, context: int) -> bool:
     limit = kv.load_model(model).max_position_embeddings
@@ -372,6 +421,7 @@ def tie_side(case) -> str | None:
 EDGES = {
     "ch06_q1_crossover_context": (ROUND_UP_EDGE.listing(crossover_side),),
     "ch06_q5_optimisation": (TIE_EDGE.listing(tie_side), PAST_CROSSOVER_EDGE.listing(), LARGER_READ_EDGE.listing()),
+    "ch06_q6_expert_bytes_read": (BATCH_ONE_EDGE.listing(), COVERED_EDGE.listing()),
 }
 
 
@@ -440,5 +490,19 @@ EXERCISES = exercises(
         unit="",
         hidden_note="(Hidden cases use other bundled models and workloads, well away from the 1.5 x tie, and "
                     "a tie with one byte either side on a drawn model.)",
+    ),
+    Exercise(
+        grade_id="ch06_q6_expert_bytes_read",
+        function_name="expert_bytes_read",
+        params=("num_experts", "top_k", "batch_size", "moe_layers", "expert_params", "dtype_bytes"),
+        visible_cases=Q6_VISIBLE,
+        hidden_cases=expert_bytes_hidden,
+        expected=expert_bytes_expected,
+        answer=Float(rel_tol=STEP_TOLERANCE),
+        quantity="moe_expert_bytes",
+        slip_inputs=lambda case: dict(case["kwargs"]),
+        unit="bytes",
+        hidden_note="(Hidden cases use other mixture-of-experts configs and batches, batch 1 and a covering batch "
+                    "among them.)",
     ),
 )

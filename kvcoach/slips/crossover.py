@@ -59,6 +59,21 @@ SLIP_WORDS = {
                                "larger saving wins.",
                                "the same choice whatever the workload: compare 3/4 of the weights with half the cache "
                                "read."),
+    "active_experts_only": ("that is one token's k = {top_k} experts (the active ones); {batch_size} tokens are routed "
+                            "independently and reach more of them: E (1 - (1 - k/E)^B).",
+                            "that is one token's active experts; a batch reaches more: E (1 - (1 - k/E)^B)."),
+    "total_experts": ("that is every expert (the total, E = {num_experts}); a batch of {batch_size} reads only those "
+                      "some token was routed to, on average E (1 - (1 - k/E)^B).",
+                      "not every expert is read: only those some token of the batch was routed to."),
+    "no_expert_overlap": ("tokens share experts: B x k = {batch_size} x {top_k} counts an expert once per token that "
+                          "picked it; the distinct experts are E (1 - (1 - k/E)^B).",
+                          "tokens share experts: count each expert once, E (1 - (1 - k/E)^B)."),
+    "untouched_experts": ("that is the expected number of experts *no* token picked, E (1 - k/E)^B; the experts read "
+                          "are the rest.",
+                          "that is the experts no token picked; subtract it from E."),
+    "share_not_count": ("that counts one expert's chance of being read, 1 - (1 - k/E)^B, as the experts read; "
+                        "multiply by the {num_experts} experts.",
+                        "that is one expert's chance of being read: multiply by E."),
 }
 
 
@@ -155,6 +170,20 @@ def _q_optimisation_choice(i):
     return expected, slips
 
 
+def _q_moe_expert_bytes(i):
+    """Routed-expert bytes one decode step reads: L_e x E (1 - (1 - k/E)^B) x P_e x b [B], the experts a batch of B
+    tokens touches under uniform top-k routing (kvlib.roofline.expected_experts_touched); each slip counts the
+    experts the slipped way."""
+    e, k, b = i["num_experts"], i["top_k"], i["batch_size"]
+    per_expert = i["moe_layers"] * i["expert_params"] * i["dtype_bytes"]
+    missed = (1 - k / e) ** b
+    expected = e * (1 - missed) * per_expert
+    slips = [("active_experts_only", k * per_expert), ("total_experts", e * per_expert),
+             ("no_expert_overlap", min(e, k * b) * per_expert), ("untouched_experts", e * missed * per_expert),
+             ("share_not_count", (1 - missed) * per_expert)]
+    return expected, [(key, v) for key, v in slips if not close(v, expected, 1e-9)]
+
+
 QUANTITIES = {
     "crossover_context": _q_crossover_context,
     "crossover_context_tokens": _q_crossover_context_tokens,
@@ -162,6 +191,7 @@ QUANTITIES = {
     "decode_tokens_per_s": _q_decode_tokens_per_s,
     "fp8_speedups": _q_fp8_speedups,
     "optimisation_choice": _q_optimisation_choice,
+    "moe_expert_bytes": _q_moe_expert_bytes,
 }
 UNROUNDED = {
     "crossover_context_tokens": ("ceil", lambda i: exact_ratio(i["weight_bytes"], kv_token(**i) * i["batch_size"])),
