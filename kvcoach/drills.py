@@ -2203,7 +2203,7 @@ _CHAINS.update({
     "requests_concurrency": (_chain_littles_law, {"itl_ms_as_seconds": 0, "one_token_not_output": 0,
                                                   "decode_time_left_out": 1, "ttft_left_out": 1,
                                                   "decodes_not_subtracted": 0, "decodes_counted_once": 0,
-                                                  "prefill_steps_rounded_down": 1}),
+                                                  "chunks_rounded_down": 1}),
     "disagg_transfer": (_chain_disagg_bytes, {"transfer_window_layers_full": 1, "transfer_output_tokens_added": 1,
                                               "missing_seq_len": 1,
                                               "link_bits_as_bytes": 0, "one_link_for_all": 1, "pd_tokens_only": 0,

@@ -16,7 +16,8 @@ those back-links to the chapter sources.
 from .alt_text import figure_alt
 from .arrays import KV_CACHE_AXES, kv_cache_array, numpy_dtype
 from .bars import bar_plot
-from .crossover import crossover_explorer, crossover_view, figure_img, roofline_plot, step_bytes_figure
+from .crossover import (crossover_explorer, crossover_view, figure_img, roofline_plot, step_bytes_figure,
+                        step_ops_figure)
 from .course import notation_table, terminal
 from .derivation import build_up
 from .drills import DrillSession, drill_mode, drill_view, my_question, my_questions, show_question, use_student_id
@@ -45,7 +46,7 @@ __all__ = [
     "worked_problem", "config_fields_table", "md", "model_name", "show", "show_json", "table",
     "heads_held", "tp_explorer", "tp_explorer_view", "tp_kv_slices",
     "bar_plot", "MLA_LATENT_AXES", "MLA_ROPE_AXES", "mla_cache_arrays", "mla_explorer", "mla_explorer_view",
-    "crossover_explorer", "crossover_view", "figure_img", "roofline_plot", "step_bytes_figure",
+    "crossover_explorer", "crossover_view", "figure_img", "roofline_plot", "step_bytes_figure", "step_ops_figure",
     "planner_explorer", "planner_view",
     "notation_table", "terminal",
     "fetch_recompute_explorer", "fetch_recompute_view", "prefix_sharing_explorer", "prefix_sharing_view",

@@ -70,6 +70,50 @@ def step_bytes_figure(rows, *, title: str = "", figsize=(8, 3.2), dpi: int = 100
     return fig
 
 
+def step_ops_figure(ops, *, bandwidth_bytes_per_s, peak_flop_per_s, title: str = "", figsize=(8, 3.4),
+                    dpi: int = 100):
+    """One decode step as the sum of its operations: a pair of bars per ``kv.roofline.StepOp``.
+
+    For each operation the lighter bar is its read time ``bytes / BW`` and the darker its math time
+    ``FLOPs / F`` [ms]; the operation costs the longer of the two (labelled), and the step is the sum of
+    those. The last pair is the whole step taken as one kernel (``kv.roofline.one_intensity_seconds``):
+    all its bytes against all its FLOPs, the figure one intensity gives. Returns the matplotlib Figure.
+
+    >>> op = kv.roofline.StepOp("matmuls", 4 * 10**9, 2e12, "compute", 2e12 / 1e15)
+    >>> fig = step_ops_figure([op], bandwidth_bytes_per_s=4e12, peak_flop_per_s=1e15)
+    >>> fig.axes[0].get_xlabel()
+    'time (ms)'
+
+    Used in: ch06_crossover.
+    """
+    import matplotlib.pyplot as plt
+
+    ops = list(ops)
+    if not ops:
+        raise ValueError("step_ops_figure: no operations")
+    whole = kv.roofline.StepOp("whole step as one kernel", sum(op.bytes for op in ops),
+                               sum(op.flops for op in ops), "", 0.0)
+    rows = ops + [whole]
+    fig, ax = plt.subplots(figsize=figsize, dpi=dpi)
+    ys = list(range(len(rows)))[::-1]
+    read = [op.bytes / bandwidth_bytes_per_s * 1e3 for op in rows]
+    math = [op.flops / peak_flop_per_s * 1e3 for op in rows]
+    ax.barh([y + 0.2 for y in ys], read, height=0.38, color=CACHE_COLOR, label="read: bytes ÷ bandwidth")
+    ax.barh([y - 0.2 for y in ys], math, height=0.38, color=WEIGHT_COLOR, label="math: FLOPs ÷ peak")
+    for y, r, m, op in zip(ys, read, math, rows):
+        bound = "compute" if m > r else "bandwidth"
+        ax.text(max(r, m) * 1.02, y, f"{max(r, m):.2f} ms ({bound}-bound)", va="center", fontsize=8)
+    total = sum(op.seconds for op in ops) * 1e3
+    ax.set_yticks(ys, [op.name for op in rows], fontsize=8)
+    ax.set_xlabel("time (ms)")
+    ax.set_xlim(0, max(read + math) * 1.45)
+    ax.set_title(title or f"step = sum of the operations' times = {total:.2f} ms", fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    plt.close(fig)   # shown once, as the cell's value
+    return fig
+
+
 def figure_img(fig, *, dpi: int = 90) -> str:
     """A matplotlib figure as an ``<img>`` tag (PNG inline), to fold a plot inside a worked answer; its alt
     text is the figure described (``kvdisplay.alt_text.figure_alt``), as for a figure a cell displays.
@@ -206,6 +250,24 @@ def deployment_note(check) -> str:
             f"the figures above describe a deployment that cannot exist")
 
 
+def fix_speedups(step, per_token: int, batch: int, context: int) -> tuple:
+    """(int4 weights' speedup, an fp8 cache's speedup) of a bandwidth-bound ``step``, each at the bandwidth
+    limit: int4 reads a quarter of the weights, fp8 half the cache (``kv.decode_step_seconds``). The two tie
+    where the cache read is 1.5 times the weights (¾ W = ½ cache), as ch06 §7 derives.
+
+    >>> s = kv.roofline.decode_step("llama-3.1-8b", batch=32, context=4096, embedding_rows=True)
+    >>> [round(x, 2) for x in fix_speedups(s, 131_072, 32, 4096)]
+    [1.54, 1.36]
+
+    Used in: ch06_crossover (the explorer).
+    """
+    bw = step.bandwidth_bytes_per_s
+    now = kv.decode_step_seconds(step.weight_bytes, per_token, context, batch, bw)
+    int4 = kv.decode_step_seconds(step.weight_bytes / 4, per_token, context, batch, bw)
+    fp8 = kv.decode_step_seconds(step.weight_bytes, per_token / 2, context, batch, bw)
+    return now / int4, now / fp8
+
+
 def crossover_view(model: str, batch: int, context: int, *, gpu: str = "H100-SXM", kv_dtype_bytes: int = 2,
                    efficiency: float = DEFAULT_EFFICIENCY, tp: int = 1) -> str:
     """The explorer's view as HTML: step time, tokens/s, ITL, the regime and the stacked bar.
@@ -231,8 +293,10 @@ def crossover_view(model: str, batch: int, context: int, *, gpu: str = "H100-SXM
     gb = kv.format_gb_gib
     dtype = dict((b, n) for n, b in KV_DTYPES).get(kv_dtype_bytes, f"{kv_dtype_bytes}-byte")
     color = CACHE_TEXT_COLOR if step.regime == kv.roofline.CACHE_DOMINATED else WEIGHT_COLOR
-    wants = ("shrink the cache (fp8 KV, fewer KV heads, paging, prefix reuse)"
-             if step.regime == kv.roofline.CACHE_DOMINATED else "quantise the weights")
+    int4_gain, fp8_gain = fix_speedups(step, per_token, batch, context)
+    wants = (f"an fp8 cache takes off more ({fp8_gain:.2f}× against int4 weights' {int4_gain:.2f}×); so do fewer "
+             "KV heads or a latent (the model's design)" if fp8_gain > int4_gain else
+             f"int4 weights take off more ({int4_gain:.2f}× against an fp8 cache's {fp8_gain:.2f}×)")
     fits = deployment_note(kv.check_deployment(spec, gpu, tp=tp, batch_size=batch, seq_len=context,
                                                kv_dtype_bytes=kv_dtype_bytes))
     limit = "" if step.limit == "bandwidth" else " <b style='color:#c0392b'>(compute-bound here)</b>"

@@ -28,8 +28,8 @@ def md(text: str) -> Markdown:
 def show(*objects) -> None:
     """Display several objects from one cell, in order (``display`` under a name that says so).
 
-    Used in: ch02_gqa_tp, ch03_mla, ch04_pool_paging, ch05_prefix_reuse, ch08_vllm_lab, ch10_state_and_sparsity.
-    """
+    Used in: ch02_gqa_tp, ch03_mla, ch04_pool_paging, ch05_prefix_reuse, ch06_crossover, ch07_capacity_plan, ch08_vllm_lab, ch10_state_and_sparsity.
+    """  # noqa: E501
     display(*objects)
 
 

@@ -214,6 +214,12 @@ SYMBOLS: tuple[Symbol, ...] = (
            ("num_experts_per_tok",), chapter="ch06_crossover"),
     Symbol("N_B", "experts_touched", "routed experts a batch of B tokens touches per MoE layer, uniform routing: "
            "N_e (1 - (1 - k_e / N_e)^B)", "experts", chapter="ch06_crossover"),
+    Symbol("P_e", "expert_params", "parameters of one routed expert in one MoE layer (its gated MLP)", "count",
+           chapter="ch06_crossover"),
+    Symbol("lambda", "rate_per_s", "requests arriving per second (the rate Little's law multiplies)", "requests/s",
+           chapter="ch07_capacity_plan"),
+    Symbol("h_p", "prefix_hit_rate", "share of a prompt's tokens the prefix cache serves (not computed again)",
+           "fraction", chapter="ch07_capacity_plan"),
     Symbol("W_v", "verify_weight_bytes", "weight bytes a speculative verify of gamma + 1 tokens reads (a MoE target: "
            "the experts they touch)", "B", chapter="ch09_interview_drills"),
     Symbol("c_v", "verify_ratio", "a verify step's time over a plain target step's (1 for a dense target)", "ratio",
@@ -228,10 +234,6 @@ SYMBOLS: tuple[Symbol, ...] = (
     Symbol("L_idx", "num_indexer_layers", "layers that build a sparse-attention indexer key per token (DSA)",
            "count", chapter="ch10_state_and_sparsity"),
     Symbol("L_e", "moe_layers", "layers whose MLP is a mixture of routed experts", "count",
-           chapter="ch09_interview_drills"),
-    Symbol("P_e", "expert_params", "parameters of one routed expert (its gate, up and down projections)", "count",
-           chapter="ch09_interview_drills"),
-    Symbol("lambda", "rate_per_s", "requests arriving per second, in steady state", "requests/s",
            chapter="ch09_interview_drills"),
     Symbol("n_d", "decode_tokens", "running decodes scheduled in a step, one token each, before a prompt's chunk",
            "tokens", chapter="ch09_interview_drills"),

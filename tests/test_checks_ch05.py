@@ -436,3 +436,11 @@ def test_prefix_key_slips_recomputed_by_hand():
     assert ways["salt_on_every_block"] == every.hex()
     assert ways["salt_ignored"] == pc.hash_block(pc.hash_block(pc.hash_block(pc.NONE_HASH, [1, 2]), [3, 4]),
                                                  [5, 6]).hex()
+
+
+def test_q5_num_params_leaves_the_input_table_out():
+    """One prefill rule with ch05 §7 and ch06: a token is multiplied by every parameter but the input table's
+    (Llama 3.1 8B: 8,030,261,248 - 128,256 x 4,096 = 7,504,924,672), not by all 8.03e9."""
+    ex = ch05.EXERCISES["ch05_q5_fetch_or_recompute"]
+    llama = [c for c in ex.visible_cases if c["context"]["model"] == "llama-3.1-8b"]
+    assert llama and all(c["kwargs"]["num_params"] == 7_504_924_672 for c in llama)

@@ -55,12 +55,17 @@ def nodes(users, gpus_per_node, tp, sequences_by_memory, sequences_by_itl, spike
     return math.ceil(round(base * spike_factor, 9)) + redundancy_nodes
 
 
+def ttft_ms(prompt_tokens, token_budget, decode_tokens, step_ms, queue_ms):
+    return queue_ms + math.ceil(prompt_tokens / (token_budget - decode_tokens)) * step_ms
+
+
 REFERENCE = {
     "ch07_q1_kv_per_sequence_per_gpu": kv_per_sequence_per_gpu,
     "ch07_q2_sequences_by_memory": sequences_by_memory,
     "ch07_q3_itl_ms": itl_ms,
     "ch07_q4_sequences_by_itl": sequences_by_itl,
     "ch07_q5_nodes": nodes,
+    "ch07_q6_ttft_ms": ttft_ms,
 }
 
 
@@ -73,7 +78,8 @@ def fails(grade_id, fn, **kwargs) -> str:
 def test_grade_ids_and_points():
     assert list(EX) == list(source_points("ch07_capacity_plan"))
     assert source_points("ch07_capacity_plan") == {"ch07_q1_kv_per_sequence_per_gpu": 1, "ch07_q2_sequences_by_memory": 2,
-                                "ch07_q3_itl_ms": 2, "ch07_q4_sequences_by_itl": 2, "ch07_q5_nodes": 2}
+                                "ch07_q3_itl_ms": 2, "ch07_q4_sequences_by_itl": 2, "ch07_q5_nodes": 2,
+                                "ch07_q6_ttft_ms": 2}
 
 
 def test_exercise_d_by_hand():
@@ -581,3 +587,22 @@ def test_warned_slip_is_named(grade_id, fn, key, phrases):
         assert phrase in message, message
     assert "no one known slip" not in message and "matches no known slip" not in message
     assert slips.general(key) in fails(grade_id, fn, hidden=True)
+
+
+def test_q6_ttft_by_hand_and_its_slips():
+    """The queue, then ceil(T_p / (C - n)) steps: 6,144 tokens beside 64 decodes under 512 take ceil(6,144 / 448) = 14
+    steps of 20 ms after 150 ms queued, 430 ms; 4,320 tokens beside 80 take exactly 10 chunks of 432 (360 ms with 60
+    queued), 4,321 take 11 (390 ms). TTFT without the queue, the decodes not subtracted and the chunks rounded
+    down are each named."""
+    ex = EX["ch07_q6_ttft_ms"]
+    got = [ex.expected_for(c) for c in ex.visible_cases]
+    assert got[1] == 150 + 14 * 20 == 430 and got[-2:] == [60 + 10 * 30, 60 + 11 * 30]
+    named = {}
+    for key, fn in (("ttft_without_queue", lambda t, c, n, s, q: ttft_ms(t, c, n, s, 0.0)),
+                    ("decodes_not_subtracted", lambda t, c, n, s, q: ttft_ms(t, c, 0, s, q)),
+                    ("chunks_rounded_down", lambda t, c, n, s, q: q + t // (c - n) * s)):
+        message = fails("ch07_q6_ttft_ms", fn)
+        named[key] = message
+    assert "the time in the queue is missing" in named["ttft_without_queue"]
+    assert "running decodes take their tokens" in named["decodes_not_subtracted"]
+    assert "round the number of chunks up" in named["chunks_rounded_down"]

@@ -72,7 +72,7 @@ def test_view_flags_a_batch_the_pool_cannot_hold():
 
 def test_view_names_the_weight_dominated_regime_and_fp8_halves_the_cache():
     small = kd.crossover_view("llama-3.1-8b", 1, 2048)
-    assert "weight-dominated" in small and "quantise the weights" in small
+    assert "weight-dominated" in small and "int4 weights take off more" in small
     bf16 = kd.crossover_view("llama-3.1-8b", 64, 8192, kv_dtype_bytes=2)
     fp8 = kd.crossover_view("llama-3.1-8b", 64, 8192, kv_dtype_bytes=1)
     ms = [float(re.search(r"bandwidth limit: <b>([\d.,]+) ms", v).group(1).replace(",", "")) for v in (bf16, fp8)]
@@ -98,3 +98,23 @@ def test_explorer_redraws_on_a_slider():
     batch = next(w for w in box.children if getattr(w, "description", "") == "batch B (sequences)")
     batch.value = 128
     assert box.view.value != before and "128 sequences × 4,096 tokens" in box.view.value
+
+
+def test_view_names_the_fix_that_removes_more_bytes_as_section_7_does():
+    # ch06 §7: int4 weights remove 3/4 of W_r, an fp8 cache 1/2 of the cache read: int4 wins until the cache
+    # read is 1.5 x the weights, though the step is cache-dominated from 1 x on. Llama 3.1 8B, B = 32,
+    # T = 4,096: cache 131,072 x 4,096 x 32 = 17,179,869,184 B against W_r = 15,010,111,488 B (1.14 x)
+    w, c = read8(32), C8 * 4096 * 32
+    assert w < c < 1.5 * w
+    just_past = kd.crossover_view("llama-3.1-8b", 32, 4096)
+    int4, fp8 = (w + c) / (w / 4 + c), (w + c) / (w + c / 2)          # 1.538 x and 1.364 x
+    assert "cache-dominated" in just_past and f"int4 weights take off more ({int4:.2f}× against an fp8 " \
+        f"cache's {fp8:.2f}×)" in just_past
+    # B = 64, T = 8,192: cache 68.72 GB, 4.6 x the weights: the cache fixes win
+    far = kd.crossover_view("llama-3.1-8b", 64, 8192)
+    w, c = read8(64), C8 * 8192 * 64
+    assert f"an fp8 cache takes off more ({(w + c) / (w + c / 2):.2f}× against int4 weights' " \
+        f"{(w + c) / (w / 4 + c):.2f}×)" in far
+    # paging and prefix reuse do not shorten a step (§7): the explorer never offers them as its fix
+    for view in (just_past, far):
+        assert "paging" not in view and "prefix" not in view

@@ -172,3 +172,42 @@ def test_engine_defaults_name_their_release(path, executed_release):
     default" fails; "16-token blocks, vLLM's default through 0.33" passes); tests/release_claims.py has the rules."""
     found = unreleased_defaults(executed_release(path))
     assert found == [], f"{len(found)} engine default(s) without their release:\n" + "\n".join(map(str, found))
+
+
+def _shown_text(nb) -> str:
+    """Every markdown, HTML and plain-text output of an executed notebook, joined (what the learner reads)."""
+    parts = []
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            for kind in ("text/markdown", "text/html", "text/plain"):
+                if kind in data:
+                    parts.append(data[kind] if isinstance(data[kind], str) else "".join(data[kind]))
+    return "\n".join(parts)
+
+
+def _figure(pattern: str, text: str, chapter: str) -> float:
+    found = re.search(pattern, text)
+    assert found, f"{chapter} no longer prints {pattern!r}"
+    return float(found.group(1).replace(",", ""))
+
+
+def test_chapters_print_the_same_figures_for_the_same_scenario(executed_release):
+    """ch05, ch06, ch07 and ch09 on one scenario each pair shares, read from what each executed release prints.
+
+    The prefill rule (Llama 3.1 8B): ch05 says how many parameters a prompt token is multiplied by, ch06 prints its
+    decode matmuls' FLOPs at 512 sequences; by hand 8,030,261,248 - 128,256 x 4,096 = 7,504,924,672 and
+    2 x 7,504,924,672 x 512 = 7.685e12. The p95 margin (a 70B Llama, one 512-token chunk on 8 H100s at 50% of
+    989e12 FLOP/s): ch07's request-based plan and ch09's Question 6 both hold it back from the ITL; by hand
+    2 x (70,553,706,496 - 128,256 x 8,192) x 512 / (8 x 0.5 x 989e12) = 17.99 ms."""
+    text = {c: _shown_text(executed_release(course_chapters.release(c)))
+            for c in ("ch05_prefix_reuse", "ch06_crossover", "ch07_capacity_plan", "ch09_interview_drills")}
+    per_token = _figure(r"each prompt token is multiplied by ([\d,]+) parameters", text["ch05_prefix_reuse"], "ch05")
+    matmul_tflop = _figure(r"\| matmuls \| [^|\n]+ \| ([\d.]+) TFLOP \|", text["ch06_crossover"], "ch06")
+    assert "512 sequences × 512 tokens" in text["ch06_crossover"]
+    assert per_token == 8_030_261_248 - 128_256 * 4096 == 7_504_924_672
+    assert matmul_tflop == round(2 * per_token * 512 / 1e12, 3) == 7.685
+    margin = 2 * (70_553_706_496 - 128_256 * 8192) * 512 / (8 * 0.5 * 989e12) * 1e3
+    ch07 = _figure(r"\| p95 margin \| [^|\n]+ \| ([\d.]+) ms of", text["ch07_capacity_plan"], "ch07")
+    ch09 = _figure(r"prefill chunk last ([\d.]+) ms longer", text["ch09_interview_drills"], "ch09")
+    assert ch07 == round(margin, 2) and ch09 == round(margin, 1), (ch07, ch09, margin)

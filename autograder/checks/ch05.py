@@ -301,7 +301,9 @@ FETCH_MODELS = ("llama-3.1-8b", "llama-3.3-70b", "qwen2.5-7b", "qwen2.5-32b", "l
 def _fetch_case(label, model, tokens, link, mfu=0.6, overhead=0.0, gpu=H100, hint=""):
     spec = kv.load_model(model)
     return {"label": label,
-            "kwargs": {"kv_bytes_per_token": spec.kv_bytes_per_token(), "num_params": spec.num_params_active(),
+            # num_params: what each token is multiplied by, the input table left out (the course's one prefill rule)
+            "kwargs": {"kv_bytes_per_token": spec.kv_bytes_per_token(),
+                       "num_params": kv.offload.prefill_params_per_token(spec),
                        "layers": spec.num_layers, "num_heads": spec.num_heads, "head_dim": spec.head_dim,
                        "tokens": tokens, "link_bytes_per_s": link,
                        "peak_flop_per_s": kv.get_gpu(gpu).bf16_flop_per_s, "mfu": mfu,

@@ -1,4 +1,4 @@
-"""Chapter 06 (the weight/KV crossover and decode time): its five graded exercises, as data.
+"""Chapter 06 (the weight/KV crossover and decode time): its six graded exercises, as data.
 
 Grade ids, function names and parameter order are a contract with the grading
 pipeline; points are on the source notebook's test cells.
@@ -14,6 +14,7 @@ ch06_q3_tokens_per_second                tokens_per_second(weight_bytes, L, K, D
 ch06_q4_fp8_speedups                     fp8_kv_speedups(weight_bytes, L, K, D, batch_size, short_context,
                                          long_context) -> (float, float)
 ch06_q5_optimisation                     optimisation_for(weight_bytes, L, K, D, b, seq_len, batch_size) -> str
+ch06_q6_expert_bytes_read                expert_bytes_read(E, k, batch_size, L_e, P_e, b) -> float
 =======================================  ==============================================================================
 
 (L, K, D, b stand for layers, kv_heads, head_dim, dtype_bytes.)
@@ -21,19 +22,23 @@ ch06_q5_optimisation                     optimisation_for(weight_bytes, L, K, D,
 Expected values come from kvlib: q1 ``kv.roofline.first_cache_context`` (the first whole
 context at which the cache reads reach the weights, ``ceil(W_r / (bytes per token x B))``), q2
 and q3 ``kv.decode_step_seconds`` (q3 divided by the efficiency), q4 the ratio of
-``kv.decode_step_seconds`` with a bf16 and an fp8 cache, q5 ``kv.roofline.regime``.
+``kv.decode_step_seconds`` with a bf16 and an fp8 cache, q5 the fix that takes more bytes off the step (int4
+weights 3/4 of ``weight_bytes``, an fp8 cache 1/2 of ``kv.kv_bytes_total``: §7's 1.5 x rule), q6
+``kv.roofline.expected_experts_touched`` x the experts' bytes in every MoE layer, on real mixture-of-experts
+configs.
 ``weight_bytes`` is what one decode step of the case's batch reads of the real model's bf16
 weights, ``kv.roofline.weight_bytes_read`` (W_r: every matrix, but of an untied input embedding
 only the batch's rows), as the chapter's step model counts it. Hidden cases use other bundled
 dense models (a mixture of experts reads only its routed experts: not this chapter's step),
 batches, contexts, GPUs and efficiencies; q5's hidden workloads stay at least a factor 2 away
-from the crossover, where the choice is clear, besides the tie cases of ``EDGES``, which sit on it.
+from the 1.5 x tie, where the choice is clear, besides the tie cases of ``EDGES``, which sit on it.
 """
 
 from __future__ import annotations
 
 import math
 import random
+from fractions import Fraction
 
 import kvlib as kv
 
@@ -204,39 +209,52 @@ def fp8_speedups_hidden(seed: int) -> tuple:
 # --- q5: the optimisation that matters for a described workload ----------------------------------
 def _workload(model: str, label: str, seq_len: int, batch_size: int, hint: str = "", dtype_bytes: int = 2) -> dict:
     case = _case(model, dtype_bytes, label, seq_len=seq_len, batch_size=batch_size)
-    case["context"]["hint"] = hint or ("compare the two reads of one step: the weights, and batch_size × seq_len × "
-                                       "bytes per token of cache; the larger one is what to shrink.")
+    case["context"]["hint"] = hint or ("compare what each fix takes off one step: int4 weights three quarters of the "
+                                       "weights' read, an fp8 cache half of batch_size × seq_len × bytes per token; "
+                                       "the larger saving wins.")
     return case
 
 
-LARGER_READ_EDGE = Edge("the larger read decides: cases where the cache dtype and head_dim move the cache's read "
-                        "across the weights'")
+PAST_CROSSOVER_EDGE = Edge("past the crossover but short of 1.5 x: the step is cache-dominated and int4 weights still "
+                           "take off more ('quantise_weights')")
+LARGER_READ_EDGE = Edge("the cache's dtype and head_dim decide: cases where they move the cache's read across 1.5 x "
+                        "the weights'")
 Q5_VISIBLE = (
     _workload("llama-3.1-8b", "Llama 3.1 8B, one user chatting on a workstation: batch 1, 2,048 tokens", 2048, 1),
     _workload("llama-3.1-8b", "Llama 3.1 8B behind a busy API: batch 64, 8,192 tokens", 8192, 64),
     _workload("llama-3.3-70b", "Llama 3.3 70B for a small team: batch 8, 4,096 tokens", 4096, 8),
     _workload("llama-3.1-8b", "Llama 3.1 8B answering over long documents: batch 4, 131,072 tokens", 131072, 4),
     _workload("llama-2-7b", "Llama 2 7B (MHA), batch 16, 4,096 tokens", 4096, 16),
-    # where the cache's dtype and head_dim decide: 16 x 8,192 tokens of Llama 3.1 8B read 17.2 GB at bf16 but
-    # 8.6 GB at fp8, against 16.1 GB of weights; GPT-2 large's 6 x 1,024 tokens read 1.13 GB at head_dim 64
-    # (2.26 GB were it 128), against 1.55 GB of weights
-    LARGER_READ_EDGE.on(_workload("llama-3.1-8b", "Llama 3.1 8B with an fp8 cache: batch 16, 8,192 tokens", 8192,
-                                  16, dtype_bytes=1)),
-    LARGER_READ_EDGE.on(_workload("gpt2-large", "GPT-2 large (MHA, head_dim 64): batch 6, 1,024 tokens", 1024, 6)),
+    # one sequence of Qwen3 0.6B at 32,768 tokens already reads 3.76 GB of cache, 3.2 x its 1.19 GB of weights
+    _workload("qwen3-0.6b", "Qwen3 0.6B, two long chats on a laptop: batch 2, 32,768 tokens", 32768, 2),
+    # 16 x 8,192 tokens of Llama 3.1 8B read 17.18 GB of cache against 15.01 GB of weights: cache-dominated
+    # (1.14 x), and int4's 11.26 GB saved beats fp8's 8.59 GB
+    PAST_CROSSOVER_EDGE.on(_workload("llama-3.1-8b", "Llama 3.1 8B for a busy team: batch 16, 8,192 tokens",
+                                     8192, 16)),
+    # 32 x 8,192 tokens of Llama 3.1 8B read 34.36 GB at bf16 (2.29 x the weights) but 17.18 GB at fp8 (1.14 x);
+    # GPT-2 large's 12 x 1,024 tokens read 2.26 GB at head_dim 64 (1.47 x its 1.55 GB of weights), 4.53 GB (2.93 x)
+    # were it 128
+    LARGER_READ_EDGE.on(_workload("llama-3.1-8b", "Llama 3.1 8B with an fp8 cache: batch 32, 8,192 tokens", 8192,
+                                  32, dtype_bytes=1)),
+    LARGER_READ_EDGE.on(_workload("gpt2-large", "GPT-2 large (MHA, head_dim 64): batch 12, 1,024 tokens", 1024, 12)),
 )
+
 
 def _kv_read(case: dict) -> int:
     k = case["kwargs"]
     return kv.kv_bytes_total(bytes_per_token(case), k["seq_len"], k["batch_size"])
 
 
-TIE_HINT = ("the text's rule at a tie: the step is weight-dominated when the weights are *at least* the cache "
-            "read (>=), so weights exactly equal to it call for 'quantise_weights'.")
+TIE_HINT = ("the text's rule at a tie: int4 weights win when they take off *at least* as much as an fp8 cache "
+            "(3/4 W >= 1/2 the cache read), so a cache read of exactly 1.5 x the weights calls for "
+            "'quantise_weights'.")
 
 
 def _tie(case: dict, offset: int, label: str) -> dict:
-    """``case`` with its weights set to its cache read plus ``offset`` bytes (the tie, and one byte either side)."""
-    case["kwargs"]["weight_bytes"] = _kv_read(case) + offset
+    """``case`` with its weights set to 2/3 of its cache read (the tie: 3/4 W = 1/2 cache) plus ``offset`` bytes."""
+    cache = _kv_read(case)
+    assert cache % 3 == 0, "a tie needs a cache read divisible by 3 (a context of 3 x 2^j tokens)"
+    case["kwargs"]["weight_bytes"] = 2 * cache // 3 + offset
     case["label"] = label
     case["context"]["hint"] = TIE_HINT
     return case
@@ -244,20 +262,24 @@ def _tie(case: dict, offset: int, label: str) -> dict:
 
 def optimisation_ties(model: str, seq_len: int, batch: int, name: str) -> tuple:
     return tuple(_tie(_workload(model, "", seq_len, batch), offset, f"{name}: batch {batch}, {seq_len:,} tokens, "
-                                                                    f"weights {what} the cache read")
-                 for offset, what in ((0, "equal to"), (-1, "one byte less than"), (1, "one byte more than")))
+                                                                    f"cache read {what} 1.5 x the weights")
+                 for offset, what in ((0, "exactly"), (-1, "just over"), (1, "just under")))
 
 
-#: The tie (weights = cache read: 'quantise_weights') and one byte either side. Llama 3.1 8B, 16 x 8,192 tokens:
-#: 131,072 x 8,192 x 16 = 17,179,869,184 B of cache.
-TIE_EDGE = Edge("a tie is weight-dominated (weights >= cache read: 'quantise_weights'); one byte either side")
-Q5_EDGES = TIE_EDGE.on_each(optimisation_ties("llama-3.1-8b", 8192, 16, "Llama 3.1 8B geometry"))
+#: The tie (3/4 W = 1/2 the cache read: 'quantise_weights') and one byte of weights either side. Llama 3.1 8B,
+#: 16 x 12,288 tokens: 131,072 x 12,288 x 16 = 25,769,803,776 B of cache, 2/3 of it 17,179,869,184 B.
+TIE_EDGE = Edge("a tie (int4 saves exactly what fp8 saves: cache read = 1.5 x the weights) is 'quantise_weights'; "
+                "one byte of weights either side")
+Q5_EDGES = TIE_EDGE.on_each(optimisation_ties("llama-3.1-8b", 12288, 16, "Llama 3.1 8B geometry"))
 Q5_VISIBLE = Q5_VISIBLE + Q5_EDGES
 
 
 def optimisation_expected(case: dict) -> str:
-    dominated = kv.roofline.regime(case["kwargs"]["weight_bytes"], _kv_read(case))
-    return OPTIONS[0] if dominated == kv.roofline.WEIGHT_DOMINATED else OPTIONS[1]
+    """int4 weights take 3/4 of the weights' read off the step, an fp8 cache 1/2 of the cache's
+    (``kv.decode_step_seconds`` of each, at the bandwidth limit); the larger saving wins, a tie to the weights."""
+    w, cache = case["kwargs"]["weight_bytes"], _kv_read(case)
+    int4_saves, fp8_saves = w - Fraction(w, 4), cache - Fraction(cache, 2)
+    return OPTIONS[0] if int4_saves >= fp8_saves else OPTIONS[1]
 
 
 def optimisation_hidden(seed: int) -> tuple:
@@ -269,11 +291,58 @@ def optimisation_hidden(seed: int) -> tuple:
         case = _workload(model, f"{short(kv.load_model(model).name)}, batch {batch}, {seq_len:,} tokens",
                          seq_len, batch)
         ratio = _kv_read(case) / case["kwargs"]["weight_bytes"]
-        if (ratio < 0.5 or ratio > 2) and _within_context(model, seq_len):   # clear of the crossover, and servable
+        if (ratio < 0.75 or ratio > 3) and _within_context(model, seq_len):   # clear of 1.5 x, and servable
             cases.append(case)
     model = rng.choice(_dense_models())          # and the tie, one byte either side, on a drawn geometry
-    seq_len = 2 ** rng.randint(9, min(17, int(math.log2(kv.load_model(model).max_position_embeddings or 2**17))))
+    longest = kv.load_model(model).max_position_embeddings or 3 * 2**15
+    seq_len = 3 * 2 ** rng.randint(8, max(8, min(15, int(math.log2(longest / 3)))))
     return tuple(cases) + optimisation_ties(model, seq_len, rng.choice([2, 4, 8, 16, 32]), "a drawn model")
+
+
+# --- q6: the routed-expert bytes a MoE decode step reads ---------------------------------------------
+MOE_MODELS = ("mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3", "gpt-oss-20b", "gpt-oss-120b")
+
+
+def _moe_case(model: str, batch: int, label: str = "") -> dict:
+    """bf16 experts, but DeepSeek-V3's in fp8, as its checkpoint ships them (1 byte a parameter)."""
+    from kvlib.params import routed_expert_params
+    spec = kv.load_model(model)
+    layers, per_expert = routed_expert_params(spec)
+    return {"label": label or f"{short(spec.name)} (E = {spec.num_experts}, k = {spec.num_experts_per_tok}), "
+                              f"batch {batch}",
+            "kwargs": {"num_experts": spec.num_experts, "top_k": spec.num_experts_per_tok, "batch_size": batch,
+                       "moe_layers": layers, "expert_params": per_expert,
+                       "dtype_bytes": 1 if model == "deepseek-v3" else 2},
+            "context": {"model": model, "hint": "a given expert is missed by one token with probability 1 - k/E, "
+                                                "by all B tokens with (1 - k/E)^B; count the experts not missed, "
+                                                "then their bytes in every MoE layer."}}
+
+
+BATCH_ONE_EDGE = Edge("batch 1: one token reads exactly its k experts")
+COVERED_EDGE = Edge("a batch that covers every expert: all E are read (to within the tolerance)")
+Q6_VISIBLE = (
+    BATCH_ONE_EDGE.on(_moe_case("mixtral-8x7b", 1)),
+    _moe_case("mixtral-8x7b", 6, "Mixtral 8x7B (E = 8, k = 2), a 6-token speculative verify"),
+    _moe_case("qwen3-30b-a3b", 32),
+    _moe_case("gpt-oss-20b", 8),
+    COVERED_EDGE.on(_moe_case("mixtral-8x7b", 64)),
+    _moe_case("deepseek-v3", 256, "DeepSeek-V3 (E = 256, k = 8), fp8 experts as released, batch 256"),
+)
+
+
+def expert_bytes_expected(case: dict) -> float:
+    k = case["kwargs"]
+    touched = kv.roofline.expected_experts_touched(k["num_experts"], k["top_k"], k["batch_size"])
+    return k["moe_layers"] * touched * k["expert_params"] * k["dtype_bytes"]
+
+
+def expert_bytes_hidden(seed: int) -> tuple:
+    rng = random.Random(seed)
+    models = list(MOE_MODELS)
+    rng.shuffle(models)
+    cases = [_moe_case(models[0], 1), _moe_case(models[1], 1024)]     # the two edges, on drawn real configs
+    cases += [_moe_case(m, rng.choice([2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128])) for m in models[2:]]
+    return tuple(cases)
 
 
 # --- hidden cases of q1-q3 -----------------------------------------------------------------------
@@ -341,8 +410,9 @@ def crossover_side(case) -> str | None:
 
 
 def tie_side(case) -> str | None:
-    """Q5's tie: weights equal to the cache read, one byte less, one more (else None)."""
-    return {0: "tie", -1: "one byte less", 1: "one byte more"}.get(case["kwargs"]["weight_bytes"] - _kv_read(case))
+    """Q5's tie: weights 2/3 of the cache read (3 W = 2 x cache), one byte less, one more (else None)."""
+    gap = 3 * case["kwargs"]["weight_bytes"] - 2 * _kv_read(case)
+    return {0: "tie", -3: "one byte less", 3: "one byte more"}.get(gap)
 
 
 #: The edges the exercise text decides (a tie, a rounding direction, a tolerance, an "other"), each with the
@@ -350,7 +420,8 @@ def tie_side(case) -> str | None:
 #: visible ones show (tests/test_case_variants.py).
 EDGES = {
     "ch06_q1_crossover_context": (ROUND_UP_EDGE.listing(crossover_side),),
-    "ch06_q5_optimisation": (TIE_EDGE.listing(tie_side), LARGER_READ_EDGE.listing()),
+    "ch06_q5_optimisation": (TIE_EDGE.listing(tie_side), PAST_CROSSOVER_EDGE.listing(), LARGER_READ_EDGE.listing()),
+    "ch06_q6_expert_bytes_read": (BATCH_ONE_EDGE.listing(), COVERED_EDGE.listing()),
 }
 
 
@@ -417,7 +488,21 @@ EXERCISES = exercises(
         quantity="optimisation_choice",
         slip_inputs=_slip_inputs,
         unit="",
-        hidden_note="(Hidden cases use other bundled models and workloads, well away from the crossover, and "
+        hidden_note="(Hidden cases use other bundled models and workloads, well away from the 1.5 x tie, and "
                     "a tie with one byte either side on a drawn model.)",
+    ),
+    Exercise(
+        grade_id="ch06_q6_expert_bytes_read",
+        function_name="expert_bytes_read",
+        params=("num_experts", "top_k", "batch_size", "moe_layers", "expert_params", "dtype_bytes"),
+        visible_cases=Q6_VISIBLE,
+        hidden_cases=expert_bytes_hidden,
+        expected=expert_bytes_expected,
+        answer=Float(rel_tol=STEP_TOLERANCE),
+        quantity="moe_expert_bytes",
+        slip_inputs=lambda case: dict(case["kwargs"]),
+        unit="bytes",
+        hidden_note="(Hidden cases use other mixture-of-experts configs and batches, batch 1 and a covering batch "
+                    "among them.)",
     ),
 )

@@ -12,6 +12,7 @@ ch07_q3_itl_ms                           itl_ms(sequences, W, tp, BW, tp_overhea
 ch07_q4_sequences_by_itl                 sequences_by_itl(itl_target_ms, W, tp, BW, tp_overhead, efficiency, L, K, D, b, context)
 ch07_q5_nodes                            nodes(users, gpus_per_node, tp, sequences_by_memory, sequences_by_itl,
                                                spike_factor, redundancy_nodes)
+ch07_q6_ttft_ms                          ttft_ms(prompt_tokens, token_budget, decode_tokens, step_ms, queue_ms)
 =======================================  ===============================================================
 
 Every exercise shares one list of plan cases (case k is the same plan in each), so q2-q4,
@@ -406,12 +407,69 @@ def spike_side(case) -> str | None:
 #: on (None: off the edge); tests/test_case_variants.py checks that hidden cases of every seed show each side
 #: the visible ones show. Exercise 4's floor at an exact tie is not an edge here: where the target is met
 #: exactly, the float order of the learner's arithmetic decides it, not the text.
+# --- q6: the first token of a request under chunked prefill ---------------------------------------
+def _ttft_case(label, prompt_tokens, decode_tokens, step_ms, queue_ms, token_budget=512, hint=""):
+    return {"label": label,
+            "kwargs": {"prompt_tokens": prompt_tokens, "token_budget": token_budget, "decode_tokens": decode_tokens,
+                       "step_ms": step_ms, "queue_ms": queue_ms},
+            "context": {"hint": hint or "the queue, then one step per chunk of (budget - decodes) prompt tokens, "
+                                        "the last chunk rounded up to a whole step."}}
+
+
+WHOLE_CHUNKS_EDGE = Edge("a prompt of exactly whole chunks takes no extra step; one token more takes one more")
+Q6_VISIBLE = (
+    _ttft_case("a 6,144-token prompt alone, a 512-token budget, 20 ms steps, no queue", 6144, 0, 20.0, 0.0),
+    _ttft_case("the same prompt beside 64 decodes, after 150 ms in the queue", 6144, 64, 20.0, 150.0),
+    _ttft_case("a 2,000-token prompt beside 80 decodes, 38.5 ms steps, 250 ms queued", 2000, 80, 38.5, 250.0),
+    _ttft_case("a 300-token prompt, shorter than one chunk, 12 ms steps, 40 ms queued", 300, 16, 12.0, 40.0),
+    _ttft_case("an 8,192-token budget (one chunk) for a 6,000-token prompt beside 100 decodes, 95 ms steps, "
+               "500 ms queued", 6000, 100, 95.0, 500.0, token_budget=8192),
+    *WHOLE_CHUNKS_EDGE.on_each((
+        _ttft_case("4,320 tokens beside 80 decodes: exactly 10 chunks of 432, 30 ms steps, 60 ms queued",
+                   4320, 80, 30.0, 60.0),
+        _ttft_case("4,321 tokens beside 80 decodes: one token into an 11th chunk, 30 ms steps, 60 ms queued",
+                   4321, 80, 30.0, 60.0))),
+)
+
+
+def _ttft_ms(case: dict) -> float:
+    from kvlib.serving import prefill_steps
+    k = case["kwargs"]
+    return k["queue_ms"] + prefill_steps(k["prompt_tokens"], k["token_budget"], k["decode_tokens"]) * k["step_ms"]
+
+
+def ttft_hidden(seed: int) -> tuple:
+    rng = random.Random(seed)
+    cases = []
+    for _ in range(6):
+        budget = rng.choice([256, 512, 1024, 2048, 8192])
+        decodes = rng.choice([0, 8, 32, 64, 128])
+        decodes = min(decodes, budget // 2)
+        prompt = rng.choice([500, 1500, 3000, 6000, 12000, 30000])
+        cases.append(_ttft_case(f"a {prompt:,}-token prompt beside {decodes} decodes, a {budget:,}-token budget",
+                                prompt, decodes, round(rng.uniform(10, 80), 1), round(rng.uniform(0, 800), 1),
+                                token_budget=budget))
+    chunk = 512 - 32
+    cases += WHOLE_CHUNKS_EDGE.on_each(tuple(
+        _ttft_case(f"{n:,} tokens beside 32 decodes, a 512-token budget", n, 32, 25.0, 100.0)
+        for n in (chunk * 7, chunk * 7 + 1)))
+    return tuple(cases)
+
+
+def chunk_side(case) -> str | None:
+    """Q6's edge: a prompt of exactly whole chunks, or one token past them (else None)."""
+    k = case["kwargs"]
+    rest = k["prompt_tokens"] % (k["token_budget"] - k["decode_tokens"])
+    return {0: "whole chunks", 1: "one token past"}.get(rest)
+
+
 EDGES = {
     "ch07_q1_kv_per_sequence_per_gpu": (HEADS_PER_GPU_EDGE.listing(tp_side),),
     "ch07_q2_sequences_by_memory": (BUDGET_EDGE.listing(pool_side),),
     "ch07_q3_itl_ms": (TP_OVERHEAD_EDGE.listing(overhead_side),),
     "ch07_q4_sequences_by_itl": (RETURN_ZERO_EDGE.listing(zero_side),),
     "ch07_q5_nodes": (NODES_EDGE.listing(users_side), SPIKE_EDGE.listing(spike_side)),
+    "ch07_q6_ttft_ms": (WHOLE_CHUNKS_EDGE.listing(chunk_side),),
 }
 
 
@@ -434,4 +492,10 @@ EXERCISES = exercises(
     Exercise(grade_id="ch07_q5_nodes", function_name="nodes", params=Q5_PARAMS, visible_cases=Q5_VISIBLE,
              hidden_cases=nodes_hidden, expected=_nodes, quantity="nodes_with_headroom", slip_inputs=_nodes_inputs,
              unit="nodes", hidden_note=HIDDEN_NOTE),
+    Exercise(grade_id="ch07_q6_ttft_ms", function_name="ttft_ms",
+             params=("prompt_tokens", "token_budget", "decode_tokens", "step_ms", "queue_ms"), visible_cases=Q6_VISIBLE,
+             hidden_cases=ttft_hidden, expected=_ttft_ms, answer=Float(rel_tol=1e-6), quantity="chunked_ttft_ms",
+             slip_inputs=lambda case: dict(case["kwargs"]), unit="ms",
+             hidden_note="(Hidden cases use other prompts, budgets, decodes, step times and queues, and a prompt of "
+                         "whole chunks with one token past it.)"),
 )

@@ -75,6 +75,17 @@ SLIP_WORDS = {
                       "add the spare nodes after scaling for the spike."),
     "gpus_not_nodes": ("that counts GPUs; the question asks for nodes of {gpus_per_node} GPUs.",
                        "that counts GPUs, not nodes."),
+    "ttft_without_queue": ("the time in the queue is missing: a request waits {queue_ms:g} ms before its first chunk "
+                           "is scheduled, and TTFT counts from its arrival.",
+                           "the time in the queue is missing: TTFT counts from the request's arrival."),
+    "decodes_not_subtracted": ("the running decodes take their tokens of each step's budget first (one each, "
+                               "{decode_tokens} here): a chunk gets token_budget - decode_tokens prompt tokens.",
+                               "the running decodes take their share of the budget first: chunks of budget - decodes."),
+    "chunks_rounded_down": ("the last, partial chunk still takes a step: round the number of chunks up (ceil).",
+                            "round the number of chunks up: a partial chunk takes a whole step."),
+    "one_prefill_step": ("the prompt does not go in one step: under the budget it takes ceil(prompt / (budget - "
+                         "decodes)) steps, each {step_ms:g} ms.",
+                         "the prompt takes ceil(prompt / (budget - decodes)) steps, not one."),
 }
 
 
@@ -225,7 +236,19 @@ def _q_nodes_for_memory(i):
     return expected, [(k2, v) for k2, v in slips if v is not None and v != expected]
 
 
+def _q_chunked_ttft_ms(i):
+    """TTFT under chunked prefill [ms]: the queue, then ceil(T_p / (C - n_d)) steps of step_ms
+    (kvlib.serving.prefill_steps); each slip recomputed the slipped way."""
+    t, c, n, step, queue = i["prompt_tokens"], i["token_budget"], i["decode_tokens"], i["step_ms"], i["queue_ms"]
+    steps = -(-t // (c - n))
+    expected = queue + steps * step
+    slips = [("ttft_without_queue", steps * step), ("decodes_not_subtracted", queue + -(-t // c) * step),
+             ("chunks_rounded_down", queue + t // (c - n) * step), ("one_prefill_step", queue + step)]
+    return expected, [(key, v) for key, v in slips if v != expected]
+
+
 QUANTITIES = {
+    "chunked_ttft_ms": _q_chunked_ttft_ms,
     "kv_bytes_per_sequence_per_gpu": _q_kv_bytes_per_sequence_per_gpu,
     "sequences_per_gpu_by_memory": _q_sequences_per_gpu_by_memory,
     "itl_ms": _q_itl_ms,

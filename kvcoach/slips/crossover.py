@@ -41,17 +41,39 @@ SLIP_WORDS = {
                          "the speedup is upside down: bf16 step time / fp8 step time."),
     "contexts_swapped": ("the two speedups are swapped: the first is at the short context, the second at the long one.",
                          "the two speedups are swapped (short context first)."),
-    "smaller_read_chosen": ("the larger of the two reads is the one to shrink: the weights (W), or the cache (batch x "
-                            "context x bytes per token); you picked the smaller one.",
-                            "the larger read (weights, or batch x context x bytes per token) is the one to shrink."),
-    "always_quantise_weights": ("you answered 'quantise_weights' whatever the workload: compare the two reads of each "
-                                "(the weights, and batch x context x bytes per token of cache); the larger one is "
-                                "what to shrink.",
-                                "the same choice whatever the workload: compare the two reads; shrink the larger."),
-    "always_shrink_kv_cache": ("you answered 'shrink_kv_cache' whatever the workload: compare the two reads of each "
-                               "(the weights, and batch x context x bytes per token of cache); the larger one is what "
-                               "to shrink.",
-                               "the same choice whatever the workload: compare the two reads; shrink the larger."),
+    "other_fix_chosen": ("you named the fix that takes fewer bytes off the step: int4 weights remove three quarters "
+                         "of the weights' read, an fp8 cache half of the cache's (batch x context x bytes per "
+                         "token); the one that removes more is the one to make.",
+                         "the fix that removes more bytes is the one to make: 3/4 of the weights, or 1/2 the cache."),
+    "larger_read_rule": ("you named the fix for the larger read (the regime); a fix is worth the bytes it removes: "
+                         "int4 takes off 3/4 of the weights, fp8 half of the cache, so int4 weights still win until "
+                         "the cache read is 1.5 x the weights (3 W >= 2 x cache).",
+                         "compare the bytes each fix removes (3/4 W against 1/2 the cache), not the two reads."),
+    "always_quantise_weights": ("you answered 'quantise_weights' whatever the workload: compare what each fix takes "
+                                "off the step (3/4 of the weights, 1/2 of batch x context x bytes per token of "
+                                "cache); the larger saving wins.",
+                                "the same choice whatever the workload: compare 3/4 of the weights with half the "
+                                "cache read."),
+    "always_shrink_kv_cache": ("you answered 'shrink_kv_cache' whatever the workload: compare what each fix takes off "
+                               "the step (3/4 of the weights, 1/2 of batch x context x bytes per token of cache); the "
+                               "larger saving wins.",
+                               "the same choice whatever the workload: compare 3/4 of the weights with half the cache "
+                               "read."),
+    "active_experts_only": ("that is one token's k = {top_k} experts (the active ones); {batch_size} tokens are routed "
+                            "independently and reach more of them: E (1 - (1 - k/E)^B).",
+                            "that is one token's active experts; a batch reaches more: E (1 - (1 - k/E)^B)."),
+    "total_experts": ("that is every expert (the total, E = {num_experts}); a batch of {batch_size} reads only those "
+                      "some token was routed to, on average E (1 - (1 - k/E)^B).",
+                      "not every expert is read: only those some token of the batch was routed to."),
+    "no_expert_overlap": ("tokens share experts: B x k = {batch_size} x {top_k} counts an expert once per token that "
+                          "picked it; the distinct experts are E (1 - (1 - k/E)^B).",
+                          "tokens share experts: count each expert once, E (1 - (1 - k/E)^B)."),
+    "untouched_experts": ("that is the expected number of experts *no* token picked, E (1 - k/E)^B; the experts read "
+                          "are the rest.",
+                          "that is the experts no token picked; subtract it from E."),
+    "share_not_count": ("that counts one expert's chance of being read, 1 - (1 - k/E)^B, as the experts read; "
+                        "multiply by the {num_experts} experts.",
+                        "that is one expert's chance of being read: multiply by E."),
 }
 
 
@@ -125,22 +147,41 @@ def _q_fp8_speedups(i):
 
 
 def _q_optimisation_choice(i):
-    """'quantise_weights' while the weights are at least the cache's read (W >= bpt T B), else 'shrink_kv_cache'
-    (kvlib.roofline.regime): each slip recomputes the cache's read the slipped way."""
+    """'quantise_weights' while int4 weights take at least as much off the step as an fp8 cache, 3/4 W >= 1/2 the
+    cache read (3 W >= 2 bpt T B: ch06 §7's 1.5x rule), else 'shrink_kv_cache': each slip recomputes the choice
+    the slipped way."""
     w, t, b = i["weight_bytes"], i["seq_len"], i["batch_size"]
     options = ("quantise_weights", "shrink_kv_cache")
 
-    def choose(kv_read, weights=w, tie=True):
-        return options[0] if weights > kv_read or (tie and weights == kv_read) else options[1]
+    def choose(kv_read, weights=w, tie=True, weight_share=3, cache_share=2):
+        mine, theirs = weight_share * weights, cache_share * kv_read
+        return options[0] if mine > theirs or (tie and mine == theirs) else options[1]
 
     bpt = kv_token(**i)
     expected = choose(bpt * t * b)
-    slips = [("missing_batch", choose(bpt * t)), ("missing_seq_len", choose(bpt * b))]   # the question's own first
+    # the question's own first; a forgotten context (or layer count) shrinks the cache so far that it answers
+    # 'quantise_weights' on every case, which "whatever the workload" describes better, so the choices go before it
+    slips = [("missing_batch", choose(bpt * t))] + [(f"always_{option}", option) for option in options]
+    slips.append(("missing_seq_len", choose(bpt * b)))
     slips.append(("tie_other_way", choose(bpt * t * b, tie=False)))      # > for >=: only a tie differs
-    slips += [(f"always_{option}", option) for option in options]
+    slips.append(("larger_read_rule", choose(bpt * t * b, weight_share=1, cache_share=1)))   # the regime decides
     slips += [(key, choose(wrong * t * b)) for key, wrong in token_slips(i) if wrong]
-    slips.append(("smaller_read_chosen", options[1] if expected == options[0] else options[0]))
+    slips.append(("other_fix_chosen", options[1] if expected == options[0] else options[0]))
     return expected, slips
+
+
+def _q_moe_expert_bytes(i):
+    """Routed-expert bytes one decode step reads: L_e x E (1 - (1 - k/E)^B) x P_e x b [B], the experts a batch of B
+    tokens touches under uniform top-k routing (kvlib.roofline.expected_experts_touched); each slip counts the
+    experts the slipped way."""
+    e, k, b = i["num_experts"], i["top_k"], i["batch_size"]
+    per_expert = i["moe_layers"] * i["expert_params"] * i["dtype_bytes"]
+    missed = (1 - k / e) ** b
+    expected = e * (1 - missed) * per_expert
+    slips = [("active_experts_only", k * per_expert), ("total_experts", e * per_expert),
+             ("no_expert_overlap", min(e, k * b) * per_expert), ("untouched_experts", e * missed * per_expert),
+             ("share_not_count", (1 - missed) * per_expert)]
+    return expected, [(key, v) for key, v in slips if not close(v, expected, 1e-9)]
 
 
 QUANTITIES = {
@@ -150,13 +191,14 @@ QUANTITIES = {
     "decode_tokens_per_s": _q_decode_tokens_per_s,
     "fp8_speedups": _q_fp8_speedups,
     "optimisation_choice": _q_optimisation_choice,
+    "moe_expert_bytes": _q_moe_expert_bytes,
 }
 UNROUNDED = {
     "crossover_context_tokens": ("ceil", lambda i: exact_ratio(i["weight_bytes"], kv_token(**i) * i["batch_size"])),
 }
 #: A choice made by a comparison: what the text says at a tie (``tie_other_way``'s words).
 TIE_RULES = {
-    "optimisation_choice": "the weights are at least the cache read (W >= batch x context x bytes per token), "
-                           "so weights exactly equal to it call for 'quantise_weights'",
+    "optimisation_choice": "int4 weights win when they take off at least as much as an fp8 cache (3 W >= 2 x "
+                           "batch x context x bytes per token), so at exactly 1.5 x the answer is 'quantise_weights'",
 }
 COUNT_SLIPS = {"crossover_rounded_down"}

@@ -23,11 +23,6 @@ SLIP_WORDS = {
     "one_token_not_output": ("a request decodes {output_tokens:,} tokens, each one inter-token latency long, not "
                              "one.",
                              "multiply the inter-token latency by the output tokens."),
-    "decodes_not_subtracted": ("the {decode_tokens} running decodes take one token each of the "
-                               "{token_budget:,}-token budget first: the prompt gets C - n_d tokens a step.",
-                               "the running decodes take their tokens of the budget first."),
-    "prefill_steps_rounded_down": ("a last, partial chunk still takes a step: round the steps up.",
-                                   "a partial chunk takes a step: round up."),
     "decodes_counted_once": ("the {decode_tokens} decodes take their tokens in every step, not once: each step "
                              "leaves C - n_d tokens for the prompt.",
                              "the decodes take their tokens in every step."),
@@ -49,7 +44,7 @@ def _q_prefill_steps(i):
     from kvlib.serving import prefill_steps
     t, c, n = i["prompt_tokens"], i["token_budget"], i["decode_tokens"]
     expected = prefill_steps(t, c, n)
-    slips = [("decodes_not_subtracted", math.ceil(t / c)), ("prefill_steps_rounded_down", t // (c - n)),
+    slips = [("decodes_not_subtracted", math.ceil(t / c)), ("chunks_rounded_down", t // (c - n)),
              ("decodes_counted_once", math.ceil((t + n) / c))]
     return expected, [(k, v) for k, v in slips if v != expected]
 
