@@ -2234,9 +2234,11 @@ _QUANTITY_CHAINS.update({"moe_step_bytes": _chain_moe_bytes, "all_experts_batch"
                          "hybrid_sequence_bytes": _chain_hybrid_sequence, "indexer_pool_tokens": _chain_indexer_pool})
 
 
-#: The graded drills of ch09_interview_drills, in notebook order (grade ids ch09_q2_ ... ch09_q9_).
+#: The graded drills of ch09_interview_drills, in notebook order (grade ids ch09_q2_ ... ch09_q10_). One 2026
+#: family is graded, ``long_ttft``: its one template keeps the quantity, unit and tolerance a grade id fixes (the
+#: other families draw templates of other units or roundings, practised in drill mode and ``kvlib drill``).
 GRADED_TOPICS = ("kv_per_token", "concurrency", "pool", "crossover", "step_time", "mla_vs_gqa", "tp_per_gpu",
-                 "plan_step")
+                 "plan_step", "long_ttft")
 
 
 def _seed(seed) -> int:

@@ -6,7 +6,7 @@ the tests evaluate them to get expected values, and the solution-style
 notebook's answer cells are the same expressions, so they compute each answer
 from the question the learner draws.
 
-Notebooks: a minimal source notebook with the nine grade ids of chapter 09
+Notebooks: a minimal source notebook with the ten grade ids of chapter 09
 (``fixture_source``), used until the chapter's own source exists and beside it
 afterwards; ``submission`` fills any chapter-09 source's answer cells (found by
 what they assign, so the real chapter works too) with typed literals.
@@ -25,11 +25,12 @@ REPO = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "ch09_interview_drills"
 
 # The contract ([per-learner drills], CH09 interface): topics in notebook order, grade ids, points.
-TOPICS = ("kv_per_token", "concurrency", "pool", "crossover", "step_time", "mla_vs_gqa", "tp_per_gpu", "plan_step")
+TOPICS = ("kv_per_token", "concurrency", "pool", "crossover", "step_time", "mla_vs_gqa", "tp_per_gpu", "plan_step",
+          "long_ttft")
 Q1 = "ch09_q1_kv_formula"
 DRILL_IDS = {topic: f"ch09_q{n}_{topic}" for n, topic in enumerate(TOPICS, start=2)}
 POINTS = {Q1: 2, **{gid: 1 for gid in DRILL_IDS.values()}}
-FULL = sum(POINTS.values())          # 10
+FULL = sum(POINTS.values())          # 11
 
 # The environment a Binder session's kernel sees: BinderHub's spawner sets BINDER_REPO_URL, BINDER_REF_URL,
 # BINDER_LAUNCH_HOST, BINDER_PERSISTENT_REQUEST and BINDER_REQUEST (binderhub's spawner ``get_env``), and JupyterHub
@@ -55,11 +56,16 @@ EXPRESSIONS = {
     "mla_vs_gqa": 'q["layers"] * (q["latent_dim"] + q["rope_dim"]) * q["dtype_bytes"]',
     "tp_per_gpu": _BPT_GPU,
     "plan_step": f'math.ceil(q["users"] / (q["pool_bytes_per_gpu"] // ({_BPT_GPU} * q["seq_len"])))',
+    # 2 FLOPs per parameter per token, plus causal attention: 2 FLOPs per multiply-add in QK^T (d_qk) and PV (d_v),
+    # over T(T+1)/2 (query, key) pairs per head and layer; spread over tp GPUs at mfu of their fp8 peak
+    "long_ttft": '(2 * q["num_params"] * q["prompt_tokens"] + 2 * q["layers"] * q["num_heads"] '
+                 '* (q["qk_head_dim"] + q["v_head_dim"]) * q["prompt_tokens"] * (q["prompt_tokens"] + 1) / 2) '
+                 '/ (q["tp"] * q["mfu"] * q["peak_flop_per_s"]) * 1000',
 }
-FLOAT_TOPICS = {"crossover", "step_time"}      # answers that are not whole numbers
+FLOAT_TOPICS = {"crossover", "step_time", "long_ttft"}      # answers that are not whole numbers
 #: Judged to 0.5% (issue 50 §1: every figure within 0.5%, whatever its notation); the counts whose rounding is the
 #: question (sequences, nodes) exactly.
-TOLERANT_TOPICS = {"kv_per_token", "pool", "crossover", "step_time", "mla_vs_gqa", "tp_per_gpu"}
+TOLERANT_TOPICS = {"kv_per_token", "pool", "crossover", "step_time", "mla_vs_gqa", "tp_per_gpu", "long_ttft"}
 
 
 def hand_answer(topic: str, params) -> int | float:
@@ -106,9 +112,9 @@ def _test(gid, source, points):
 
 
 def fixture_source() -> dict:
-    """A minimal chapter-09 source notebook: setup, the STUDENT_ID cell, q1 and the eight drills."""
+    """A minimal chapter-09 source notebook: setup, the STUDENT_ID cell, q1 and the nine drills."""
     cells = [
-        _cell("markdown", "# Chapter 09 grading fixture\nThe nine graded exercises of the interview drills."),
+        _cell("markdown", "# Chapter 09 grading fixture\nThe ten graded exercises of the interview drills."),
         _cell("code", "import math\n\nfrom autograder.checks import check, claim_student, my_question",
               tags=["setup"]),
         _cell("code", 'STUDENT_ID = ""   # your name (self-study); on a hub your login is used\n'

@@ -89,6 +89,13 @@ def test_two_drawn_problems_written_out():
     assert (pool.params["gpu"], pool.params["gpu_bytes"], pool.params["utilization"]) == ("A100-80GB",
                                                                                           84_986_665_370, 0.92)
     assert pool.answer == 451_108                                                          # the module doc
+    # the 2026 question: Llama 3.3 70B, 16,384 tokens in fp8 on one H200 (1,979 TFLOP/s dense fp8) at 60% MFU;
+    # linear 2 x 69,503,033,344 x 16,384 = 2,277,475,396,616,192 FLOP; attention 2 x 80 x 64 x (128 + 128)
+    # x 16,384 x 16,385 / 2 = 351,865,195,724,800 FLOP; sum 2,629,340,592,340,992 / (0.6 x 1.979e15) = 2,214.37 ms
+    ttft = student_problem(ADA, "long_ttft")
+    assert (ttft.params["model"], ttft.params["gpu"], ttft.params["prompt_tokens"], ttft.params["mfu"]) == \
+        ("meta-llama/Llama-3.3-70B-Instruct", "H200", 16_384, 0.6)
+    assert ttft.answer == pytest.approx(2_214.368, rel=1e-6)
 
 
 def test_public_question_holds_no_answer():
@@ -192,7 +199,7 @@ def test_my_question_is_the_learners_and_needs_an_id():
 
 
 # --- the exercises -------------------------------------------------------------------------------------
-def test_nine_exercises_in_order():
+def test_ten_exercises_in_order():
     assert list(ch09.EXERCISES) == [Q1, *DRILL_IDS.values()]
     q1 = ch09.EXERCISES[Q1]
     assert not q1.value and q1.params == ("layers", "kv_heads", "head_dim", "seq_len", "batch", "dtype_bytes")
@@ -266,6 +273,11 @@ def test_a_slip_is_named_and_the_answer_is_never_shown(student):
     tp = student_problem(student, "tp_per_gpu").params
     whole = 2 * tp["layers"] * tp["kv_heads"] * tp["head_dim"] * tp["dtype_bytes"]
     assert "[total_not_per_gpu]" in fails(DRILL_IDS["tp_per_gpu"], whole)
+    t = student_problem(student, "long_ttft").params                  # the attention FLOPs left out
+    linear_only = 2 * t["num_params"] * t["prompt_tokens"] / (t["tp"] * t["mfu"] * t["peak_flop_per_s"]) * 1e3
+    message = fails(DRILL_IDS["long_ttft"], f"{linear_only:.2f} ms")
+    assert "[attention_flops_left_out]" in message and f"{student_problem(student, 'long_ttft').answer:.1f}" \
+        not in message, message
 
 
 @pytest.mark.parametrize("value, words", [(None, "is None"), ("lots", "is text that is not a number in tokens"),

@@ -3,16 +3,16 @@
 Students "ada" and "alan" draw a different answer on every graded topic (checked in
 tests/test_checks_ch09.py). Their notebooks hold LITERAL typed numbers, worked out by hand
 from the figures each one's questions state (``ch09_drill_answers``, never kvlib). Expected
-scores are the contract's points (q1 2, each drill 1: 10 in all):
+scores are the contract's points (q1 2, each drill 1: 11 in all):
 
-* each one's own answers: 10; the other's answers: 2 (q1's formula still right, every drill wrong);
+* each one's own answers: 11; the other's answers: 2 (q1's formula still right, every drill wrong);
 * a notebook that claims the other id (``STUDENT_ID``, ``claim_student``, ``KV_COURSE_STUDENT``)
   with the other's answers: 2 (graded against its own id);
-* the solution-style notebook (answers computed from the question it draws): 10 for both (the outside
-  check), and 10 for a third learner in the same class on the slow paths;
+* the solution-style notebook (answers computed from the question it draws): 11 for both (the outside
+  check), and 11 for a third learner in the same class on the slow paths;
 * the hostile ch09 cases (``tests/hostile/ch09.py``, [drills §5]): an answer read from kvlib's drill object
   (``.answer``, ``check``'s feedback, ``repr``; read, then the id rewritten) scores 0 for its exercise with a
-  one-line reason, on the outside check and through ``python -m autograder grade``; practice, then the arithmetic: 10.
+  one-line reason, on the outside check and through ``python -m autograder grade``; practice, then the arithmetic: 11.
 
 Paths: the outside check (``autograder.verdict``, fast), ``python -m autograder grade`` and
 ``grade-class``, and plain ``nbgrader autograde`` with the course config (its kernel learns the

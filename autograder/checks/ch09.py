@@ -1,4 +1,4 @@
-"""Chapter 09 (interview drills): its nine graded exercises, as data.
+"""Chapter 09 (interview drills): its ten graded exercises, as data.
 
 Grade ids, names and parameter order are a contract with the grading pipeline;
 points (2 for q1, 1 for each drill) are on the source notebook's test cells.
@@ -16,9 +16,10 @@ ch09_q6_step_time                      answer_step_time = <ms, within 0.5%>
 ch09_q7_mla_vs_gqa                     answer_mla_vs_gqa = <bytes, within 0.5%>
 ch09_q8_tp_per_gpu                     answer_tp_per_gpu = <bytes, within 0.5%>
 ch09_q9_plan_step                      answer_plan_step = <nodes, exact>
+ch09_q10_long_ttft                     answer_long_ttft = <ms, within 0.5%>
 =====================================  ==============================================================
 
-q2-q9 are value exercises (``Exercise(value=True)``): each learner answers their
+q2-q10 are value exercises (``Exercise(value=True)``): each learner answers their
 own problem, ``kvcoach.drills.student_problem(student, topic)`` with the topics of
 ``kvcoach.drills.GRADED_TOPICS`` in this order, the student being
 ``current_student()`` in the kernel and the submission's student in the grader.

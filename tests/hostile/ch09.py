@@ -11,7 +11,7 @@ the arithmetic keeps full marks.
 ``CASES``: ``(name, what, answers, verdict_score)``, ``answers`` being ``{topic: answer-cell source}``
 (``None``: the source's own cells, which compute from the drawn question). ``notebook(source, case)``
 builds the submission from any chapter-09 source (the fixture of ``tests/ch09_drill_answers`` or the
-chapter). Points: q1 2, each drill 1 (10 in all).
+chapter). Points: q1 2, each drill 1 (11 in all).
 """
 
 from __future__ import annotations
