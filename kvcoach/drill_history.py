@@ -62,7 +62,7 @@ MASTERED_BOX = len(REVIEW_DAYS) - 1
 #: naming the formula), and each further step of the worked chain a quarter of a minute more.
 READ_SECONDS = 20
 STEP_SECONDS = 15
-#: A plan's rubric, as the history records it (issue 50 §3-4): each a score from 0 to 1.
+#: A plan's rubric, as the history records it ([interview 2026 §3-4]): each a score from 0 to 1.
 RUBRIC_KEYS = ("assumptions", "steps", "binding", "sanity")
 
 

@@ -303,7 +303,7 @@ def _amount(x, units: str) -> str:
     return f"{_fmt(int(x) if one else x)} {_SINGULAR.get(units, units) if one else units}".rstrip()
 
 
-# --- one reading of an answer, whatever its notation (issue 50 §1) ----------------------------------
+# --- one reading of an answer, whatever its notation ([interview 2026 §1]) ----------------------------------
 #: The relative tolerance of every drill answer that is not a small count: the figure an interviewer checks,
 #: to about three significant figures. ``tolerance_for`` gives each unit's; the units line states it.
 TOLERANCE = 0.005
@@ -521,7 +521,7 @@ def _keeps_apart(quantity, inputs, key, units, tolerance=0.0, twins=()) -> bool:
     Every variant of ``key`` (``kvcoach.slips.variants``) is judged as a learner's answer, as the check judges it
     (``kvcoach.slips.matching`` within the problem's tolerance): the first slip named must be ``key`` or a twin,
     a slip that gives the same number on every draw (bf16 for fp8 and an extra factor 2). True where the slip
-    gives the right answer (it cannot be made on this draw). Issue 38: a forgotten batch of 32 beside 32 layers
+    gives the right answer (it cannot be made on this draw). [diagnosis]: a forgotten batch of 32 beside 32 layers
     read as "missing layers"; the graded topics draw again instead (``_SEPARATE``), so only the draws where the
     lead was wrong change.
     """
@@ -536,7 +536,7 @@ def _keeps_apart(quantity, inputs, key, units, tolerance=0.0, twins=()) -> bool:
     return True
 
 
-#: The slip each graded topic's draws keep apart from every other (issue 38 §3: the one learners make that the
+#: The slip each graded topic's draws keep apart from every other ([diagnosis §3]: the one learners make that the
 #: feedback named wrongly), with its twins.
 _SEPARATE = {
     "pool": ("ignored_utilization", ()),
@@ -737,7 +737,7 @@ def _plan_step(rng, seed):
     return _problem("plan_step", seed, q, "nodes_for_memory", inputs, "nodes", model=spec.name)
 
 
-# --- serving families beyond the cache size (issue 35 §1; formulas in kvlib.serving) ------------------
+# --- serving families beyond the cache size ([drills §1]; formulas in kvlib.serving) ------------------
 # These draw from every bundled model (MLA, mixtures of experts, sliding-window, GQA, MHA) where the topic's
 # formula holds and every GPU, and keep only deployments check_deployment passes.
 @functools.lru_cache(maxsize=None)
@@ -1113,7 +1113,7 @@ TOPICS = {
     "step_time": _step_time,
     "fp8": _fp8,
     "plan_step": _plan_step,
-    # serving families beyond the cache size (issue 35 §1): not graded
+    # serving families beyond the cache size ([drills §1]): not graded
     "ttft": _ttft,
     "ridge_batch": _ridge_batch,
     "decode_rate": _decode_rate,
@@ -1519,7 +1519,7 @@ _CHAINS.update({
 })
 
 
-# --- the families of a 2026 inference interview (issue 50 §2) ------------------------------------------------
+# --- the families of a 2026 inference interview ([interview 2026 §2]) ------------------------------------------------
 # moe_decode: a mixture of experts at decode -- the experts one layer reads at batch B, the weight bytes a step
 # reads, the batch from which every expert is read (kvlib.roofline). requests_concurrency: Little's law, and the
 # steps a prompt's chunked prefill takes under a token budget (kvlib.serving). Models and GPUs of 2026: Llama 4,
@@ -2187,7 +2187,7 @@ def _chain_indexer_pool(i):
     return tuple(steps)
 
 
-#: The families of a 2026 inference interview (issue 50 §2), after the topics above (whose seeds draw what they drew).
+#: The families of a 2026 inference interview ([interview 2026 §2]), after the topics above (whose seeds draw what they drew).
 FAMILIES_2026 = ("moe_decode", "requests_concurrency", "disagg_transfer", "long_ttft", "expert_parallel", "eagle_mtp",
                  "low_precision_compute", "hybrid_state", "indexer_cache")
 TOPICS.update({"moe_decode": _moe_decode, "requests_concurrency": _requests_concurrency,

@@ -1,6 +1,6 @@
 """Capacity planner: how many nodes serve N users at an average context under an ITL target.
 
-The plan follows seed 003 section 8, one step per line of the report:
+The plan follows [kv-math] section 8, one step per line of the report:
 
 1. KV per sequence: ``bytes_per_token * T``, and per GPU under tensor
    parallelism ``tp`` (each GPU holds its own KV heads).
@@ -61,13 +61,13 @@ __all__ = ["PlanError", "Plan", "plan_capacity", "step_slowdown", "itl_seconds",
            "DEFAULT_UTILIZATION", "DEFAULT_OVERHEAD_BYTES", "DEFAULT_EFFICIENCY",
            "DEFAULT_TP_OVERHEAD", "DEFAULT_SPIKE_FACTOR", "DEFAULT_REDUNDANCY_NODES"]
 
-DEFAULT_EFFICIENCY = 0.70           # achieved / peak bandwidth (seed 003: 60-75%)
+DEFAULT_EFFICIENCY = 0.70           # achieved / peak bandwidth ([kv-math]: 60-75%)
 DEFAULT_TP_OVERHEAD = 0.30          # all-reduce cost as a fraction of the step: a pessimistic stand-in
 #: Latency of one decode-step all-reduce on NVLink [s], the assumption behind ``allreduce_seconds_per_step`` when a
 #: plan models the all-reduce (``tp_overhead=None``): small messages cost a near-fixed latency, of order 10-30 us
 #: for 8 GPUs in nccl-tests' all_reduce_perf at 64 KB - 1 MB. Measure yours.
 DEFAULT_ALLREDUCE_LATENCY_S = 20e-6
-DEFAULT_SPIKE_FACTOR = 1.30         # traffic spike headroom (seed 003 s8)
+DEFAULT_SPIKE_FACTOR = 1.30         # traffic spike headroom ([kv-math] section 8)
 DEFAULT_REDUNDANCY_NODES = 1        # N+1
 #: Tensor-parallel all-reduces per decoder layer: after attention's o_proj and after the MLP's down_proj
 #: (both ``RowParallelLinear`` with ``reduce_results``, ``vllm/model_executor/layers/linear.py``).
@@ -103,7 +103,7 @@ def step_slowdown(tp, tp_overhead=DEFAULT_TP_OVERHEAD, efficiency=DEFAULT_EFFICI
     ``o`` is the tensor-parallel all-reduce cost as a fraction of the step,
     charged only when ``tp > 1`` (one GPU has nothing to reduce); ``e`` the
     fraction of peak bandwidth real kernels reach. Dimensionless. Taught in
-    ch07_capacity_plan. A 30% all-reduce and 70% efficiency (seed 003 s8):
+    ch07_capacity_plan. A 30% all-reduce and 70% efficiency ([kv-math] section 8):
 
     >>> round(step_slowdown(8, tp_overhead=0.3, efficiency=0.7), 4), round(step_slowdown(1, 0.3, 0.7), 4)
     (1.8571, 1.4286)

@@ -8,7 +8,7 @@ KV cache once, and produces one token per sequence:
     tokens_per_s = B / step_s;  ITL = step_s
 
 With an efficiency factor e (real kernels reach 60-75% of peak bandwidth,
-seed 003) the step takes ``step_s / e``. Arithmetic intensity is FLOPs per
+[kv-math]) the step takes ``step_s / e``. Arithmetic intensity is FLOPs per
 byte moved; below the GPU's ridge point (peak FLOP/s / BW, 295 FLOP/byte on
 an H100) the step is bandwidth-bound. The regime is *weight-dominated* while
 the weights are the larger read and *cache-dominated* once the KV reads

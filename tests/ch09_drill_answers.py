@@ -63,7 +63,7 @@ EXPRESSIONS = {
                  '/ (q["tp"] * q["mfu"] * q["peak_flop_per_s"]) * 1000',
 }
 FLOAT_TOPICS = {"crossover", "step_time", "long_ttft"}      # answers that are not whole numbers
-#: Judged to 0.5% (issue 50 §1: every figure within 0.5%, whatever its notation); the counts whose rounding is the
+#: Judged to 0.5% ([interview 2026 §1]: every figure within 0.5%, whatever its notation); the counts whose rounding is the
 #: question (sequences, nodes) exactly.
 TOLERANT_TOPICS = {"kv_per_token", "pool", "crossover", "step_time", "mla_vs_gqa", "tp_per_gpu", "long_ttft"}
 

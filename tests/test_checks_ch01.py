@@ -630,7 +630,7 @@ def test_generic_slips_are_named():
     assert generic_slips_unnamed(ch01.EXERCISES) == []
 
 
-# --- some cases raise: the slip is named from the cases that returned ([issue 49 §2 b]) -----------------------
+# --- some cases raise: the slip is named from the cases that returned ([learner screen §2 b]) -----------------------
 def q1_query_heads_llama_names(config, dtype_bytes=2):
     """The query heads for the KV heads, and only Llama's field names: GPT-2's configs raise KeyError."""
     heads = config["num_attention_heads"]
@@ -662,7 +662,7 @@ def _verdicts(grade_id, fn):
     return judge.verdicts(exercise, cases, runner.run_cases(exercise, fn, cases))
 
 
-# --- the slips the chapter's text warns about are the slips named ([issue 49 §2]) ---------------------------
+# --- the slips the chapter's text warns about are the slips named ([learner screen §2]) ---------------------------
 def q5_other_after_share(gpu, num_params, weight_dtype_bytes, utilization, other_bytes, bytes_per_token, seq_len):
     """(M - W) u - O: the share taken after the weights, the other allocations after the share (§9 warns)."""
     memory = gpu["cuda_total_gib"] * 2**30

@@ -267,7 +267,7 @@ def test_oracle_extra_slot_is_named():
     assert "no extra slot" in message, message
 
 
-# --- the slips the chapter's text warns about are the slips named ([issue 49 §2]) ---------------------------
+# --- the slips the chapter's text warns about are the slips named ([learner screen §2]) ---------------------------
 def q1_rounded(label_bytes, reported_bytes, utilization, weight_bytes, other_bytes, bytes_per_token):
     return round((reported_bytes * utilization - weight_bytes - other_bytes) / bytes_per_token)
 

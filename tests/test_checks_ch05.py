@@ -344,14 +344,14 @@ def _q5_summary(fn):
         fetch_or_recompute(bpt * 8, p, layers, h, d, t, link, peak, mfu, over)),
 ])
 def test_q5_slips_are_named_and_their_hint_follows_the_slip(slip, fn):
-    """Issue 38 §3-4: Question 5's slips are recomputed (kvcoach.slips fetch_choice) and named on every case they
+    """[diagnosis §3-4]: Question 5's slips are recomputed (kvcoach.slips fetch_choice) and named on every case they
     fail; no case's hint (written for another slip) appears under the named one."""
     s = _q5_summary(fn)
     assert s.slips[0] == slip and "Hint:" not in s.message, s.message
 
 
 def test_q4_partial_block_rounded_up_is_named():
-    """Issue 38 §3: the hit rounded up to a whole block. By hand, 500 + 37 and 13 tokens in 32-token blocks: step 2's
+    """[diagnosis §3]: the hit rounded up to a whole block. By hand, 500 + 37 and 13 tokens in 32-token blocks: step 2's
     history is 550 tokens, 17 whole blocks (544) hit, not 18 (576, capped at the 587-token prompt)."""
     def rounded_up(system, observation, action, steps, bs):
         total = system + observation
@@ -367,7 +367,7 @@ def test_q4_partial_block_rounded_up_is_named():
 
 
 def test_q4_whole_block_edge_separates_the_sides():
-    """Issue 38 §6: Exercise 4's edge cases (1,024 / 1,025 / 1,023-token system prompts, 64 tokens a step, 16-token
+    """[diagnosis §6]: Exercise 4's edge cases (1,024 / 1,025 / 1,023-token system prompts, 64 tokens a step, 16-token
     blocks). A hit rounded up to a block and a hit of every cached token both agree with the right answer on the
     whole-block history and miss a token either side of it, so each is failed there and named."""
     def hit(system, observation, action, steps, bs, cached):

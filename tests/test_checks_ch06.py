@@ -353,7 +353,7 @@ def _summary(grade_id, fn, hidden=False):
 
 
 def test_q5_forgotten_batch_is_named_not_the_layers():
-    """Issue 38 §3: the batch forgotten in Question 5 (cache = bpt x T, one sequence) is named. By hand: 64 x 8,192
+    """[diagnosis §3]: the batch forgotten in Question 5 (cache = bpt x T, one sequence) is named. By hand: 64 x 8,192
     tokens of Llama 3.1 8B read 68.7 GB of cache against the 15.0 GB of weights a step reads, one sequence 1.07 GB;
     the long-document case (4 x 131,072) still reads 17.2 GB for one sequence, so forgotten layers (it flips there)
     are ruled out."""
@@ -394,7 +394,7 @@ def _q5_strict(weight_bytes, layers, kv_heads, head_dim, dtype_bytes, seq_len, b
 
 
 def test_q5_tie_taken_the_other_way_is_named():
-    """Issue 38 §6: '>' for '>=' fails only the tie (weights 17,179,869,184 B = 2/3 x 131,072 B x 12,288 x 16 of cache;
+    """[diagnosis §6]: '>' for '>=' fails only the tie (weights 17,179,869,184 B = 2/3 x 131,072 B x 12,288 x 16 of cache;
     one byte either side passes), and the check says the tie goes the other way, with the text's rule; never
     "always 'shrink_kv_cache'", which every case answered 'quantise_weights' rules out."""
     s = _summary("ch06_q5_optimisation", _q5_strict)

@@ -552,7 +552,7 @@ def test_edge_figures_by_hand():
     assert 50 * 1.1 == 55.00000000000001 and EX["ch07_q5_nodes"].expected_for(six) == 56
 
 
-# --- the slips the chapter's text warns about are the slips named ([issue 49 §2]) ---------------------------
+# --- the slips the chapter's text warns about are the slips named ([learner screen §2]) ---------------------------
 def q4_ceil(itl_target_ms, weight_bytes, tp, bandwidth_bytes_per_s, tp_overhead, efficiency, *geometry):
     readable = itl_target_ms / 1000 / _slow(tp, tp_overhead, efficiency) * bandwidth_bytes_per_s
     per_seq = kv_per_sequence_per_gpu(*geometry, tp)

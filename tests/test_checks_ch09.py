@@ -291,7 +291,7 @@ def test_a_value_that_is_not_a_number(value, words):
 
 @pytest.mark.parametrize("student", [ADA, ALAN])
 def test_a_graded_value_is_read_as_the_drills_read_it(student):
-    # issue 50 §1: one rule for every drill answer -- the graded value typed as text in any notation the drills read
+    # [interview 2026 §1]: one rule for every drill answer -- the graded value typed as text in any notation the drills read
     # is right within the same tolerance, and a slip typed so is named at it
     claim_student(student)
     q = student_problem(student, "kv_per_token").public().params

@@ -90,7 +90,7 @@ def test_drill_at_a_terminal_records_and_stats_print_the_table(monkeypatch, caps
     assert [s["source"] for s in saved["sessions"]] == ["cli"]
     code, out, _ = drill(monkeypatch, capsys, "--stats")
     rows = out.splitlines()
-    # coverage (issue 50 §4): a row for every topic, in the drills' order; the ones never asked are due
+    # coverage ([interview 2026 §4]): a row for every topic, in the drills' order; the ones never asked are due
     assert code == 0 and rows[0].split()[-2:] == ["next", "review"] and len(rows) == 1 + len(TOPICS) + 1
     fp8 = rows[1 + list(TOPICS).index("fp8")]
     assert fp8.split()[:4] == ["fp8", "2", "1", "50%"] and "missing_kv_factor x1" in fp8
@@ -119,7 +119,7 @@ def test_drill_review_asks_the_missed_topic_first(monkeypatch, capsys, history_f
     assert code == 0
     lines = out.splitlines()
     assert lines[0] == "kvlib drill --review: 3 question(s), in review order: crossover, per_sequence."
-    # why each was picked (issue 50 §4)
+    # why each was picked ([interview 2026 §4])
     assert lines[1].startswith("  crossover: missed once, last ") and lines[1].endswith(
         " days ago (slip missing_batch): due")
     assert lines[2] == "  per_sequence: never asked: due"

@@ -1,4 +1,4 @@
-"""The drill families of a 2026 interview (issue 50 §2): kvcoach.drills.FAMILIES_2026.
+"""The drill families of a 2026 interview ([interview 2026 §2]): kvcoach.drills.FAMILIES_2026.
 
 Every answer is recomputed here from what the question states, the formula written out; the figures of
 real configs are worked by hand (Qwen3-30B-A3B's config.json: 128 experts, 8 per token, 48 layers,

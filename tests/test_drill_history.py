@@ -283,7 +283,7 @@ def test_where_lines_name_the_step_of_the_slip():
     assert S.where_lines(p, "7") == []
 
 
-# --- coverage and the review's reasons (issue 50 §4) -----------------------------------------------------
+# --- coverage and the review's reasons ([interview 2026 §4]) -----------------------------------------------------
 def test_review_reasons_say_why_by_hand():
     h, _ = _history((1, "pool", False, 20.0, "label_memory", 0.0), (1, "pool", False, 20.0, "gb_for_gib", DAY),
                     (1, "fp8", True, 20.0, None, 0.0), (1, "fp8", True, 20.0, None, DAY),

@@ -1,4 +1,4 @@
-"""One grading rule for every drill answer, whatever its notation (issue 50 §1).
+"""One grading rule for every drill answer, whatever its notation ([interview 2026 §1]).
 
 * Every topic's answer typed three ways -- plain, scientific, with its unit -- is right (``kvlib drill``, ch09's
   drill mode and the graded per-learner values all judge through ``Problem.verdict``).
@@ -140,7 +140,7 @@ def test_a_slip_within_the_tolerance_is_named(topic):
 
 def test_the_gib_slip_of_a_count_is_named_within_the_tolerance():
     # a pool of tokens from memory read in GiB where it is GB: 7.4% more tokens; typed a few tokens off the
-    # slipped value (the learner rounded a step), it is still the GB/GiB slip (issue 50: 478,032 against 478,038)
+    # slipped value (the learner rounded a step), it is still the GB/GiB slip ([interview 2026]: 478,032 against 478,038)
     p = generate("pool", 0)
     expected, table = _catalogue(p)
     slipped = dict(table)["gb_for_gib@up"]

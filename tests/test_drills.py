@@ -298,7 +298,7 @@ def test_cli_drill_bad_input_exits_2_with_one_line(args):
 
 def test_one_tolerance_whatever_the_notation():
     # Qwen3-0.6B per sequence at 2,048 tokens: 2^28 = 268,435,456 B = 268.435 MB; the tolerance is 0.5% however the
-    # number is typed (issue 50 §1: the digits typed no longer set it)
+    # number is typed ([interview 2026 §1]: the digits typed no longer set it)
     p = generate("per_sequence", 2)
     assert p.answer == 2**28
     # 268.3 MB is 0.050% off, 267 MB 0.53% off (268,435,456 x 0.995 = 267,093,279 is the edge)
@@ -466,7 +466,7 @@ def _drawn(topic):
 def test_units_tolerance_and_model_of_every_question(topic):
     for p in _drawn(topic):
         assert p.units == UNITS[topic]
-        # one rule (issue 50 §1): 0.5% for every figure, exact for the counts whose rounding is the question
+        # one rule ([interview 2026 §1]): 0.5% for every figure, exact for the counts whose rounding is the question
         assert p.tolerance == (0.0 if topic in ("concurrency", "block_waste", "plan_step") else 0.005)
         assert p.units_line().startswith(f"answer in {p.units}, " + ("exact" if not p.tolerance else "within 0.5%"))
         assert p.params["model"] in p.question
@@ -613,7 +613,7 @@ def test_a_typed_slip_is_recognised_within_the_typed_precision():
 
 def test_an_exact_answer_is_exact_in_every_notation():
     # Llama 3.1 8B at 32,768 tokens: 131,072 x 32,768 = 4,294,967,296 B (4 GiB), asked exactly (a hand-made problem,
-    # tolerance 0). One byte more is wrong however it is typed: the notation never loosens the rule (issue 50 §1)
+    # tolerance 0). One byte more is wrong however it is typed: the notation never loosens the rule ([interview 2026 §1])
     big = _hand_problem("kv_bytes_per_sequence", 2**32, "bytes", seq_len=32768, **LLAMA_8B)
     for right in ("4294967296", "4_294_967_296", "4,294,967,296", "4294967296.0", "4.294967296e9", "4.294967296 GB"):
         assert big.check(right)[0], right

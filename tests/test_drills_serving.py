@@ -217,12 +217,12 @@ REDRAWN = {("student-001", "step_time"), ("student-006", "step_time"), ("student
 #: Graded figures corrected on purpose: a mixture of experts' step reads only the experts its batch touches
 #: (Mixtral 8x7B in student-003's step time; see test_moe_graded_step_time_reads_the_experts_touched).
 MOE_CORRECTED = {("student-003", "step_time")}
-#: Issue 50 §1: a pool asked within 0.5% is drawn again where the label-memory slip lands within 0.5% of the answer
+#: [interview 2026 §1]: a pool asked within 0.5% is drawn again where the label-memory slip lands within 0.5% of the answer
 #: (label and CUDA-reported memory close: the learner who took the label would be marked right).
 REDRAWN_50 = {("student-006", "pool"), ("student-009", "pool")}
-#: Issue 50 §1 moved the tolerance from the question's text to its units line: these questions said "(to 0.5%)".
+#: [interview 2026 §1] moved the tolerance from the question's text to its units line: these questions said "(to 0.5%)".
 SAID_TOLERANCE = ("crossover", "step_time")
-#: The graded topics these pins cover, in notebook order; issue 50 §2 graded one 2026 family after them (long_ttft,
+#: The graded topics these pins cover, in notebook order; [interview 2026 §2] graded one 2026 family after them (long_ttft,
 #: pinned by hand in tests/test_checks_ch09.py), whose draws the pin leaves out so the old rows stay as they were.
 GRADED_BEFORE_2026 = ("kv_per_token", "concurrency", "pool", "crossover", "step_time", "mla_vs_gqa", "tp_per_gpu",
                       "plan_step")
@@ -236,7 +236,7 @@ def test_graded_drills_of_existing_students_are_unchanged():
     # sha256 of (question, answer) of students 000-011 on every graded topic, computed with kvlib before [drills]
     # (f550b7a8...); every row but the REDRAWN ones, computed with kvlib before [diagnosis]'s redraw (e7a0191d...);
     # every row but the REDRAWN, REDRAWN_50 and MOE_CORRECTED ones, computed with the drills before both changes
-    # (before issue 50's tolerance line and before the experts-touched rule: 75aaa367...)
+    # (before [interview 2026]'s tolerance line and before the experts-touched rule: 75aaa367...)
     rows = [[_as_asked_before_issue_50(student_problem(f"student-{i:03d}", t)),
              repr(student_problem(f"student-{i:03d}", t).answer)]
             for i in range(12) for t in GRADED_BEFORE_2026
@@ -347,7 +347,7 @@ def test_moe_graded_step_time_reads_the_experts_touched():
 
 
 def test_the_exponent_gamma_for_gamma_plus_one_is_named():
-    # issue 50 §1: E typed with alpha^gamma, (1 - a^g) / (1 - a), over the step's cost g c + v (Leviathan et al.
+    # [interview 2026 §1]: E typed with alpha^gamma, (1 - a^g) / (1 - a), over the step's cost g c + v (Leviathan et al.
     # 2023, eq. 1 has gamma + 1; v = 1 for a dense target, W_verify / W_one for a mixture of experts), by hand from
     # the question's figures
     found = 0

@@ -186,7 +186,7 @@ def test_ch09s_serving_worked_problems():
 
 
 def test_one_of_a_unit_is_singular_and_big_rates_read_in_scientific_notation():
-    # issue 50 §1: "1 nodes" and "42,600,000,000,000.0 FLOP/s"
+    # [interview 2026 §1]: "1 nodes" and "42,600,000,000,000.0 FLOP/s"
     one = next(p for p in (generate("plan_step", s) for s in range(400)) if p.answer == 1)
     assert one.check("1")[1] == "correct: 1 node."
     assert one.steps()[-1].text().endswith("= 1 node")

@@ -59,7 +59,7 @@ def test_wrong_answer_names_the_slip_and_counts():
     assert not a.correct and a.scored
     assert "[missing_kv_factor]" in a.feedback and "factor 2 for K and V is missing" in a.feedback
     # half the bytes is also bf16 read as fp8 (2 bytes per element halved): the feedback names it too ("Or: ..."),
-    # and every slip it names is counted (issue 50 §1)
+    # and every slip it names is counted ([interview 2026 §1])
     assert "Or: " in a.feedback and "fp8" in a.feedback.split("Or: ")[1]
     assert s.score == (0, 1) and s.slips() == {"missing_kv_factor": 1, "wrong_16bit_vs_fp8": 1}
     assert a.slips == ("missing_kv_factor", "wrong_16bit_vs_fp8")
@@ -404,7 +404,7 @@ def test_only_graded_topics_are_questions(no_id):
 
 
 def test_a_new_question_clears_the_last_verdict_and_steps():
-    # issue 50 §1: after "review" (or "new question") on the same topic, the last question's verdict and worked
+    # [interview 2026 §1]: after "review" (or "new question") on the same topic, the last question's verdict and worked
     # steps -- whose numbers answer another question -- are no longer shown
     s, _ = _session(topics=("kv_per_token",))
     first = s.new_question()
@@ -421,7 +421,7 @@ def test_a_new_question_clears_the_last_verdict_and_steps():
 
 
 def test_history_shows_every_topics_coverage_and_why_with_one_colour_each(tmp_path):
-    # issue 50 §4: the notebook shows what --stats shows (coverage, reasons), a distinct colour per topic
+    # [interview 2026 §4]: the notebook shows what --stats shows (coverage, reasons), a distinct colour per topic
     from kvcoach import drill_history as H
     from kvcoach.drills import TOPICS
     h = H.History(tmp_path / "drills.json")

@@ -1,5 +1,5 @@
 """User-facing text never names the course's source documents by file label ("seed 003",
-"003_138a..."): learners cannot open them. Library comments and tests may.
+"003_138a..."): learners cannot open them. Code comments and tests cite them by the tags of docs/sources.md.
 
 Checked: every chapter source and generated notebook (all cells, code comments included), the
 README and docs/*.md, every kvlib CLI --help text, and the feedback the checks print (kvcoach.slips' wording).
@@ -80,3 +80,30 @@ def test_errata_name_a_source_a_learner_can_check(path):
         assert hits, f"{path.stem} is reworded: take it off UNCHECKABLE_PENDING"
         return
     assert hits == [], f"{path.stem} attributes a claim to a popularity, not a source: {hits}"
+
+
+#: A code comment or docstring cites a source document or a decision by its tag in docs/sources.md ("[kv-math]",
+#: "[interview 2026 §1]"), never by a file label or an issue number a reader of the repository cannot open.
+CODE_LABEL = re.compile(r"\b[Ii]ssues? \d{2}\b|\bseed\s*0\d\d\b")
+CODE = sorted(p for folder in ("kvlib", "kvcoach", "kvdisplay", "autograder", "tools", "benchmarks", "tests")
+              for p in (REPO / folder).rglob("*.py") if p.name != "test_no_source_labels.py")
+
+
+def test_the_code_pattern_catches_issue_numbers():
+    assert CODE_LABEL.search("# see issue 50 §1") and CODE_LABEL.search("(seed 003 section 8)")
+    assert not CODE_LABEL.search("# [interview 2026 §1]") and not CODE_LABEL.search("issue a warning")
+
+
+def test_code_cites_tags_not_labels():
+    hits = [f"{p.relative_to(REPO)}:{n}" for p in CODE
+            for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if CODE_LABEL.search(line)]
+    assert hits == [], f"cite docs/sources.md's tags instead: {hits[:10]}"
+
+
+def test_every_cited_tag_is_in_the_index():
+    index = (REPO / "docs" / "sources.md").read_text(encoding="utf-8")
+    known = set(re.findall(r"`\[([a-z0-9 -]+)\]`", index))
+    cited = {m.group(1) for p in CODE for m in re.finditer(r"\[([a-z][a-z0-9-]*(?: [a-z0-9-]+)*)(?: §[^\]]*)?\]",
+                                                            p.read_text(encoding="utf-8"))}
+    tag_like = {c for c in cited if c in known or re.fullmatch(r"(?:kv-math|chains|build-up|[a-z]+ 20\d\d|[a-z]+ [a-z]+)", c)}
+    assert tag_like - known == set(), sorted(tag_like - known)

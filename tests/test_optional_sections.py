@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 SOURCES = sorted((REPO / "course" / "source").glob("ch*/ch*.ipynb"))
 OPTIONAL = re.compile(r"^##\s+Deeper \(optional\):\s*(.+?)\s*$", re.M)
 SECTION = re.compile(r"^##\s+(.+?)\s*$", re.M)
-#: Chapters whose optional sections issue 49 asked for; a test below makes sure they keep them.
+#: Chapters whose optional sections [learner screen] asked for; a test below makes sure they keep them.
 EXPECTED = {"ch02_gqa_tp": ["decode context parallelism"], "ch03_mla": ["how vLLM stores the latent"]}
 GENERIC = re.compile(r"\b(?:deeper|optional) section", re.I)
 

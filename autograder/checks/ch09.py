@@ -23,7 +23,7 @@ q2-q10 are value exercises (``Exercise(value=True)``): each learner answers thei
 own problem, ``kvcoach.drills.student_problem(student, topic)`` with the topics of
 ``kvcoach.drills.GRADED_TOPICS`` in this order, the student being
 ``current_student()`` in the kernel and the submission's student in the grader.
-The rule is the drills' own (issue 50 §1): a number, or text in any notation
+The rule is the drills' own ([interview 2026 §1]): a number, or text in any notation
 ``kvcoach.drills.read_answer`` reads ('16.6 GB', '1.66e10'), is right within the
 tolerance its question states (``kvcoach.drills.tolerance_for``: 0.5%, exact for
 sequences and nodes, whose rounding is asked); a wrong one is named by
@@ -90,7 +90,7 @@ def _with_length_and_batch(rng, case):
 
 @dataclass(frozen=True)
 class DrillNumber(Number):
-    """A graded drill answer, read as ``kvlib drill`` and drill mode read one (issue 50 §1: one rule for every
+    """A graded drill answer, read as ``kvlib drill`` and drill mode read one ([interview 2026 §1]: one rule for every
     drill answer): a number, or text in any notation the drills read ('16.6 GB', '1.66e10', '16,600,000,000'),
     within the tolerance the question states."""
 
