@@ -51,8 +51,12 @@ def notation_table(symbols, summary: str | None = None) -> Markdown:
     return Markdown(f"<details><summary>{summary}</summary>\n\n{shown.data}\n\n</details>")
 
 
-def terminal(*args: str, cwd=None, stdin: str | None = None, timeout: float = 60) -> Markdown:
+def terminal(*args: str, cwd=None, stdin: str | None = None, timeout: float = 60,
+             summary: str | None = None) -> Markdown:
     """Run ``kvlib ARGS`` (as ``python -m kvlib``) and show ``$ kvlib ARGS`` and its output as a code block.
+
+    With ``summary`` the block is folded under that line: output whose lines a later chapter teaches, kept as a
+    reference a learner opens after that chapter rather than read before it.
 
     ``stdin`` is typed in (``kvlib drill`` reads answers from it) and shown after each prompt it
     answers only as far as the program echoes it. A non-zero exit raises RuntimeError with what
@@ -60,6 +64,8 @@ def terminal(*args: str, cwd=None, stdin: str | None = None, timeout: float = 60
 
     >>> print(terminal("gpus").data.splitlines()[1])
     $ kvlib gpus
+    >>> terminal("gpus", summary="GPUs (chapter 04)").data.startswith("<details><summary>GPUs (chapter 04)")
+    True
 
     Used in: ch00_orientation.
     """
@@ -68,7 +74,10 @@ def terminal(*args: str, cwd=None, stdin: str | None = None, timeout: float = 60
     command = "kvlib " + " ".join(shlex.quote(a) for a in args)
     if run.returncode != 0:
         raise RuntimeError(f"`{command}` exited {run.returncode}: {run.stderr.strip() or run.stdout.strip()}")
-    return Markdown(f"```\n$ {command}\n{wrap_output(run.stdout.rstrip())}\n```")
+    shown = f"```\n$ {command}\n{wrap_output(run.stdout.rstrip())}\n```"
+    if summary is None:
+        return Markdown(shown)
+    return Markdown(f"<details><summary>{summary}</summary>\n\n{shown}\n\n</details>")
 
 
 #: The characters of a code block JupyterLab shows at 1,400 px before it wraps a line, anywhere in a word.

@@ -16,7 +16,8 @@ a fresh page and kernel per chapter, tests in this order):
 4. wrong answer: a one-line answer with a known slip, typed into an exercise's answer cell
    and run with its check, makes the check name the slip, and its output shows the message
    only: no ``Traceback``, no ``core.py``, no ``autograder/`` path (and so for each of the
-   plan's ``more_wrong`` answers, after step 5);
+   plan's ``more_wrong`` answers, after step 5: among them the slips a chapter's prose warns about, each
+   named by the check even when some visible cases raise in the learner's code);
 5. validate (chapters that say so): nbgrader's toolbar Validate button shows the
    "Validation Results" dialog, failing, with the slip and the unfilled exercises in it;
 6. console: no console error or uncaught page error, and still no toast.
@@ -78,7 +79,8 @@ class Plan:
     shows: tuple[str, ...] = ()      # texts the page must show after Run All
     buttons: tuple[tuple[str, str, str], ...] = ()   # (text typed into the widget's text box first, or "";
                                                      #  button to click; regex a widget must then show)
-    more_wrong: tuple[tuple[str, str, str], ...] = ()   # (answer_id, wrong_answer, slip): more exercises
+    more_wrong: tuple[tuple[str, str, str | tuple[str, ...]], ...] = ()   # (answer_id, wrong_answer, slip or
+                                    # slips, each a text the check must print): more answers, an answer cell may recur
     hidden_cells: tuple[str, ...] = ()   # ids of generator cells that must show the collapsed placeholder
 
 
@@ -94,7 +96,21 @@ PLANS = {
         validate=("the factor 2 for K and V is missing",                       # q2, as typed
                   "bytes_per_token_from_config is not written yet"),           # q1, left blank
         more_wrong=(
-            # Exercise 5: the label's 80 GB instead of the 79.18 GiB CUDA reports.
+            # Exercise 1: query heads where the KV heads belong (the chapter's headline slip), written for
+            # Llama-style field names only, so the GPT-2 cases raise KeyError: the slip is still named, from the
+            # cases that returned, and the raising ones are said apart in words.
+            ("ch01_q1_answer",
+             "def bytes_per_token_from_config(config, dtype_bytes=2): return 2 * config['num_hidden_layers'] * "
+             "config['num_attention_heads'] * (config.get('head_dim') or config['hidden_size'] // "
+             "config['num_attention_heads']) * dtype_bytes",
+             ("you multiplied by the query heads", "raised KeyError")),
+            # Exercise 5: the utilization applied after the weights, (M - W) x u - O, the order section 9 warns of.
+            ("ch01_q5_answer",
+             "def sequences_on_gpu(gpu, num_params, weight_dtype_bytes, utilization, other_bytes, bytes_per_token, "
+             "seq_len): return max(0, int(((gpu['cuda_total_gib'] * 2**30 - num_params * weight_dtype_bytes) * "
+             "utilization - other_bytes) // (bytes_per_token * seq_len)))",
+             "nor (M - W) x u - O"),
+            # Exercise 5 again: the label's 80 GB instead of the 79.18 GiB CUDA reports.
             ("ch01_q5_answer",
              "def sequences_on_gpu(gpu, num_params, weight_dtype_bytes, utilization, other_bytes, bytes_per_token, "
              "seq_len): return max(0, int((gpu['label_gb'] * 10**9 * utilization - num_params * weight_dtype_bytes "
@@ -145,6 +161,13 @@ PLANS = {
         slip="instead of what CUDA reports",
         validate=("instead of what CUDA reports",                              # q1, as typed
                   "expected_block_waste is not written yet"),                  # q2, left blank
+        more_wrong=(
+            # Exercise 1 again: round() where only whole tokens fit (floor).
+            ("ch04_q1_answer",
+             "def pool_tokens(label_bytes, reported_bytes, utilization, weight_bytes, other_bytes, bytes_per_token): "
+             "return round((reported_bytes * utilization - weight_bytes - other_bytes) / bytes_per_token)",
+             "rounded down (floor), not to the nearest whole number"),
+        ),
     ),
     "ch06_crossover": Plan(
         slider="batch B (sequences)",
@@ -167,6 +190,17 @@ PLANS = {
         slip="each GPU holds only its own KV heads",
         validate=("each GPU holds only its own KV heads",                      # q1, as typed
                   "sequences_by_memory is not written yet"),                   # q2, left blank
+        more_wrong=(
+            # Exercise 4: ceil where a fraction of a sequence cannot be admitted (floor); self-contained, since
+            # Exercise 1's answer above is wrong on purpose.
+            ("ch07_q4_answer",
+             "def sequences_by_itl(itl_target_ms, weight_bytes, tp, bandwidth_bytes_per_s, tp_overhead, efficiency, "
+             "layers, kv_heads, head_dim, dtype_bytes, context): import math; slowdown = (1 + (tp_overhead if tp > 1 "
+             "else 0)) / efficiency; readable = itl_target_ms / 1000 / slowdown * bandwidth_bytes_per_s; per_seq = 2 "
+             "* layers * max(1, kv_heads // tp) * head_dim * dtype_bytes * context; return max(0, math.ceil((readable "
+             "- math.ceil(weight_bytes / tp)) / per_seq))",
+             "take the floor, not the ceiling"),
+        ),
     ),
     "ch00_orientation": Plan(
         without="ungraded orientation chapter: no explorer and no exercise",
@@ -247,6 +281,7 @@ class ChapterPage:
         self.console: list[str] = []
         self.done: set[str] = set()
         self.wrong_output = ""
+        self.typed: set[str] = set()       # answer cells already typed into (no longer the blank stub)
         page.on("console", lambda m: self.console.append(f"console.{m.type}: {m.text}") if m.type == "error"
                 else None)
         page.on("pageerror", lambda e: self.console.append(f"uncaught: {e}"))
@@ -403,7 +438,9 @@ class ChapterPage:
             cell = self.cells.nth(answer)
             cell.scroll_into_view_if_needed()
             editor = cell.locator(".cm-content")
-            expect(editor).to_contain_text("NotImplementedError")   # the blank stub, once drawn
+            if answer_id not in self.typed:
+                expect(editor).to_contain_text("NotImplementedError")   # the blank stub, once drawn
+            self.typed.add(answer_id)
             editor.click()
             self.page.keyboard.press("Control+a")
             self.page.keyboard.type(wrong_answer)
@@ -651,12 +688,13 @@ def test_buttons_redraw_their_widget(chapter):
 
 
 def test_more_wrong_answers_name_their_slips(chapter):
-    """The plan's other exercises (ch01's 5 and 6): each typed slip gets its own named message."""
+    """The plan's other wrong answers (ch01's 1, 5 and 6, ch04's 1, ch07's 4): each gets its own named message."""
     if not chapter.plan or not chapter.plan.more_wrong:
         pytest.skip(f"{chapter.name}: the plan types one wrong answer only")
-    for answer_id, wrong_answer, slip in chapter.plan.more_wrong:
+    for answer_id, wrong_answer, slips in chapter.plan.more_wrong:
         output = chapter.type_and_check(answer_id, wrong_answer)
-        assert slip in output, f"{answer_id}: the check did not name {slip!r}:\n{output}"
+        for slip in (slips,) if isinstance(slips, str) else slips:
+            assert slip in output, f"{answer_id}: the check did not name {slip!r}:\n{output}"
         assert output.lstrip().startswith("✗ ") and not [t for t in CHECKER_TEXT if t in output], output
 
 
