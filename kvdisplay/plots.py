@@ -56,24 +56,8 @@ def line_plot(x, series, *, xlabel: str, ylabel: str, title: str = "", hlines=No
     for label, value in (hlines or {}).items():
         y, style = value if isinstance(value, tuple) else (value, {})
         ax.axhline(y, label=label, **{"linestyle": "--", **style})
-    if xlog and xticks is not None:
-        ax.set_xscale("log", base=2)
-    else:
-        ax.set_xscale("log" if xlog else "linear")
-    if xticks is not None:
-        ax.set_xticks(list(xticks), [f"{t:,}" for t in xticks])
-        from matplotlib.ticker import NullLocator
-
-        ax.xaxis.set_minor_locator(NullLocator())
-    if ylog and yticks is not None:
-        ax.set_yscale("log", base=2)
-    else:
-        ax.set_yscale("log" if ylog else "linear")
-    if yticks is not None:
-        from matplotlib.ticker import NullLocator
-
-        ax.set_yticks(list(yticks), [f"{t:,}" for t in yticks])
-        ax.yaxis.set_minor_locator(NullLocator())
+    _scale(ax, "x", xlog, xticks)
+    _scale(ax, "y", ylog, yticks)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
@@ -148,3 +132,14 @@ def show_figure_text(ipython=None) -> None:
 
     png_with_alt.with_alt_text = True
     png.for_type(Figure, png_with_alt)
+
+
+def _scale(ax, which: str, log: bool, ticks) -> None:
+    """One axis: log base 2 where the ticks are given (powers of two), else log or linear; given ticks are
+    labelled with thousands separators and nothing between them."""
+    from matplotlib.ticker import NullLocator
+
+    getattr(ax, f"set_{which}scale")(*(("log",) if log else ("linear",)), **({"base": 2} if log and ticks is not None else {}))
+    if ticks is not None:
+        getattr(ax, f"set_{which}ticks")(list(ticks), [f"{t:,}" for t in ticks])
+        getattr(ax, f"{which}axis").set_minor_locator(NullLocator())

@@ -145,3 +145,10 @@ def _no_drill_answer_reads():
     if drills is not None and hasattr(drills, "_ANSWER_READS"):
         drills._ANSWER_READS.clear()
     yield
+
+
+@pytest.fixture
+def history_file(tmp_path, monkeypatch):
+    """The drills' history file of this test alone (kvcoach.drill_history reads $XDG_DATA_HOME)."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    return tmp_path / "kv-course" / "drills.json"

@@ -19,17 +19,9 @@ from kvlib.cli import main
 from kvcoach.cli import ask
 from kvcoach import drill_history as H
 from kvcoach.drills import TOPICS, generate, problem_set, student_problem
+from drill_terminal import Terminal
 
 
-class Terminal(io.StringIO):
-    def isatty(self):
-        return True
-
-
-@pytest.fixture
-def history_file(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
-    return tmp_path / "kv-course" / "drills.json"
 
 
 def drill(monkeypatch, capsys, *args, stdin="", terminal=False):

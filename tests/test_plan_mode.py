@@ -21,6 +21,7 @@ from kvcoach import plan_mode as pm
 from kvcoach import drill_history as H
 from kvcoach.slips import QUANTITIES, diagnose
 from kvlib.cli import main
+from drill_terminal import Terminal
 
 ASSUMED = "efficiency=0.7 allreduce_us=20 spike=1.3"
 # Hand arithmetic, scenario 2:
@@ -39,15 +40,6 @@ DEPLOY = math.ceil(NODES * 1.3) + 1                                   # 5.2 -> 6
 RIGHT = [ASSUMED, str(KV_PER_TOKEN), str(POOL), str(SEQUENCES), "memory", str(NODES), str(DEPLOY), str(IN_FLIGHT)]
 
 
-class Terminal(io.StringIO):
-    def isatty(self):
-        return True
-
-
-@pytest.fixture
-def history_file(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
-    return tmp_path / "kv-course" / "drills.json"
 
 
 def plan_cli(monkeypatch, capsys, lines, *args, terminal=False):
