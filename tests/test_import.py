@@ -1,5 +1,7 @@
 """import kvlib stays light: standard library only, nothing heavy, no network."""
 
+import ast
+import pathlib
 import subprocess
 import sys
 
@@ -14,25 +16,26 @@ def test_import_pulls_in_nothing_heavy():
     assert out.strip() == ""
 
 
-def test_kvlib_imports_only_stdlib():
-    import ast
-    import pathlib
+def absolute_imports(package):
+    """(file, module) for every absolute import in ``package``'s files, those inside functions included."""
+    root = pathlib.Path(package.__file__).parent
+    paths = sorted(root.rglob("*.py"))
+    assert len(paths) > 5, paths
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                yield from ((path.name, a.name) for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                yield path.name, node.module
 
+
+def test_kvlib_imports_only_stdlib():
     import kvlib
-    root = pathlib.Path(kvlib.__file__).parent
     allowed_third_party = {"sympy", "huggingface_hub"}  # imported lazily, only when asked for
     stdlib = set(sys.stdlib_module_names)
-    for path in root.rglob("*.py"):
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0:
-                names = [node.module]
-            for name in names:
-                top = name.split(".")[0]
-                assert top in stdlib or top == "kvlib" or top in allowed_third_party, f"{path.name}: {name}"
+    for file, name in absolute_imports(kvlib):
+        top = name.split(".")[0]
+        assert top in stdlib or top == "kvlib" or top in allowed_third_party, f"{file}: {name}"
 
 
 def test_the_coach_pulls_in_nothing_heavy():
@@ -44,20 +47,7 @@ def test_the_coach_pulls_in_nothing_heavy():
 
 
 def test_kvcoach_imports_only_stdlib_and_kvlib():
-    import ast
-    import pathlib
-
     import kvcoach
-    root = pathlib.Path(kvcoach.__file__).parent
     stdlib = set(sys.stdlib_module_names)
-    paths = sorted(root.rglob("*.py"))
-    assert len(paths) > 5, paths
-    for path in paths:
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0:
-                names = [node.module]
-            for name in names:
-                assert name.split(".")[0] in stdlib | {"kvlib", "kvcoach"}, f"{path.name}: {name}"
+    for file, name in absolute_imports(kvcoach):
+        assert name.split(".")[0] in stdlib | {"kvlib", "kvcoach"}, f"{file}: {name}"
