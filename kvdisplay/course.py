@@ -34,7 +34,7 @@ def notation_table(symbols, summary: str | None = None) -> Markdown:
     >>> print(notation_table([n.by_letter("K")]).data.splitlines()[2])
     | $K$ | `num_kv_heads` | `kv_heads` | `num_key_value_heads` | key/value heads per layer; a config without the field (or null) means K = H | count |
     >>> folded = notation_table(n.SYMBOLS, summary="Every letter").data
-    >>> folded.startswith("<details><summary>Every letter</summary>") and folded.endswith("</details>")
+    >>> folded.startswith('<details class="reference"><summary>Every letter</summary>') and folded.endswith("</details>")
     True
 
     Used in: ch00_orientation, ch01_kv_formula, ch03_mla.
@@ -48,7 +48,7 @@ def notation_table(symbols, summary: str | None = None) -> Markdown:
                   rows)
     if summary is None:
         return shown
-    return Markdown(f"<details><summary>{summary}</summary>\n\n{shown.data}\n\n</details>")
+    return Markdown(f'<details class="reference"><summary>{summary}</summary>\n\n{shown.data}\n\n</details>')
 
 
 def terminal(*args: str, cwd=None, stdin: str | None = None, timeout: float = 60,
@@ -64,7 +64,7 @@ def terminal(*args: str, cwd=None, stdin: str | None = None, timeout: float = 60
 
     >>> print(terminal("gpus").data.splitlines()[1])
     $ kvlib gpus
-    >>> terminal("gpus", summary="GPUs (chapter 04)").data.startswith("<details><summary>GPUs (chapter 04)")
+    >>> terminal("gpus", summary="GPUs (chapter 04)").data.startswith('<details class="reference"><summary>GPUs')
     True
 
     Used in: ch00_orientation.
@@ -77,7 +77,7 @@ def terminal(*args: str, cwd=None, stdin: str | None = None, timeout: float = 60
     shown = f"```\n$ {command}\n{wrap_output(run.stdout.rstrip())}\n```"
     if summary is None:
         return Markdown(shown)
-    return Markdown(f"<details><summary>{summary}</summary>\n\n{shown}\n\n</details>")
+    return Markdown(f'<details class="reference"><summary>{summary}</summary>\n\n{shown}\n\n</details>')
 
 
 #: The characters of a code block JupyterLab shows at 1,400 px before it wraps a line, anywhere in a word.

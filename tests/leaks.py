@@ -60,6 +60,9 @@ _MD_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$", re.M)
 _HTML_HEADING = re.compile(r"<h([1-6])\b[^>]*>(.*?)</h\1>", re.S | re.I)
 _DETAILS = re.compile(r"<details\b[^>]*>|</details\s*>", re.I)
 _SUMMARY = re.compile(r"<summary\b[^>]*>.*?</summary\s*>", re.S | re.I)
+#: A fold that holds reference, not an answer (``kvdisplay.course``'s folded terminal output and notation table):
+#: what it hides is out of view, but it is no question's answer.
+REFERENCE = re.compile(r"<details\b[^>]*\bclass=[\"']reference[\"']", re.I)
 # A thousands separator: a comma, a thin or narrow no-break space, or LaTeX's "\," thin space.
 _SEP = r"(?:,|\u2009|\u202f|\\,|\{,\})"
 # A figure: not glued to a word before it (H100, ch04, fp8, GQA-8, Llama-3.1); a whole number not glued to a
@@ -335,6 +338,8 @@ def _folds(items) -> list[_Fold]:
         if piece.where.endswith(("text/plain", " alt")):
             continue
         for fold, before, offset in _fold_spans(piece.text)[1]:
+            if REFERENCE.match(piece.text, offset):
+                continue      # a reference folded away (a command's whole output, the notation table): no answer
             own = bool(before.strip())
             question = before if own else last_markdown
             stated = set(figures(question))

@@ -23,7 +23,7 @@ from kvlib.cli import main as kvlib_main
 SOURCE = Path(__file__).resolve().parents[1] / "course" / "source" / "ch00_orientation" / "ch00_orientation.ipynb"
 #: Lines a later chapter teaches: vLLM's profiled parts of the pool (chapter 04), latency and headroom (chapter 07).
 LATER = re.compile(r"torch peak|non-torch|CUDA graphs?|\bITL\b|spike|[x×]\s?1\.3\b", re.I)
-FOLD = re.compile(r"<details>.*?</details>", re.S)
+FOLD = re.compile(r"<details\b[^>]*>.*?</details>", re.S)
 
 
 def _cells():

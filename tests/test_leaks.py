@@ -148,3 +148,14 @@ def test_a_subsection_is_part_of_its_sections_span_but_not_of_its_parents():
 def test_names_are_not_figures():
     assert figures("Llama-3.1-8B on 8 × H100-SXM, fp8, ch04, GQA-8, <div style='width:42.0%'></div>") == {"8": "8"}
     assert figures("Question 13, Exercise 12, chapter 05, §6 and section 4.2: 4,321 B") == {"4321": "4,321"}
+
+
+def test_a_folded_reference_is_no_answer_but_an_answer_still_is():
+    # kvdisplay's folded references (a command's whole output, the notation table) are marked class="reference":
+    # what they hide is out of view, but no question's answer, so a figure shown open elsewhere is no leak
+    assert 'class="reference"' in kd.terminal("gpus", summary="GPUs (chapter 04)").data
+    erratum = _shown("<div class='kv-erratum'><b>Computed:</b> <b>373 sequences</b></div>", "text/html")
+    as_reference = QUESTION.replace("<details>", '<details class="reference">', 1)
+    assert as_reference != QUESTION
+    assert _leaked(_nb(new_markdown_cell("## 3. Sequences"), _shown(as_reference), erratum)) == []
+    assert _leaked(_nb(new_markdown_cell("## 3. Sequences"), _shown(QUESTION), erratum)) == [("373", 2)]
