@@ -507,7 +507,8 @@ def history_figure(history):
 
 
 def drill_stats(path=None) -> None:
-    """Show the learner's drill history (``kvcoach.drill_history``): the table, then the plot over sessions.
+    """Show the learner's drill history (``kvcoach.drill_history``): the topics' table and the plans' rubric
+    scores (``history_view``), then the plot over sessions.
 
     Reads the file again each time it runs, so after a kernel restart it shows what drill mode and
     ``kvlib drill`` recorded before. An unreadable file is named in one line (and left alone).
