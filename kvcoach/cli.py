@@ -10,7 +10,8 @@ History (``kvcoach.drill_history``, ``$XDG_DATA_HOME/kv-course/drills.json``): a
 terminal are recorded (``--no-history`` does not record); piped answers (a transcript, a notebook's
 demonstration, a test) are a replay and never recorded. ``--stats`` prints the per-topic table,
 every topic's coverage (asked, right, median time, slips) and its next review with the reason (a topic
-never asked is due); ``--review`` asks ``--count`` questions of the topics the review rule picks (missed
+never asked is due), then the plans run with ``--plan`` (date, scenario, the rubric's four scores and their
+total); ``--review`` asks ``--count`` questions of the topics the review rule picks (missed
 ones first) and says why each was picked ("missed twice, last 3 days ago").
 ``--assumptions`` asks a structured answer (``tokens=... utilization=... memory=cuda``) where an
 assumption changes the figure, checked field by field (``kvcoach.drill_assumptions``); the question then
@@ -217,7 +218,7 @@ def add_parser(subparsers):
     p.add_argument("--review", action="store_true", help="ask the topics your history says to review: missed "
                                                          "ones first, mastered ones least")
     p.add_argument("--stats", action="store_true", help="print your history per topic: asked, right, median "
-                                                        "time, slips made")
+                                                        "time, slips made; then your plans' rubric scores")
     p.add_argument("--no-history", action="store_true", help="do not record this run's answers")
     p.add_argument("--assumptions", action="store_true", help="answer as key=value pairs: the figure and the "
                                                               "assumptions it rests on (utilization, memory, dtype)")

@@ -10,8 +10,10 @@ moves it away or fixes it.
 Each scored answer is one attempt: ``{"session", "topic", "correct", "seconds", "slips", "slip", "at",
 "target"}`` (``at`` in seconds since the epoch, ``slips`` the list of ``kvcoach.slips`` keys the
 feedback named, empty when none, ``slip`` the first of them or null (files written before ``slips``
-have only ``slip``), ``target`` the clock's target in seconds). A session is one ``kvlib drill`` run or one drill-mode widget:
-``{"id", "started", "source"}``. Nothing of a question's answer is stored.
+have only ``slip``), ``target`` the clock's target in seconds). A plan (``kvlib drill --plan``, plan mode)
+adds ``rubric`` (``{assumptions, steps, binding, sanity}``, each from 0 to 1) and ``scenario``, a one-line
+label of what was asked (``plan_rows`` and ``plans_table`` list them). A session is one ``kvlib drill``
+run or one drill-mode widget: ``{"id", "started", "source"}``. Nothing of a question's answer is stored.
 
 >>> h = History()
 >>> s = h.new_session("cli", now=0.0)
@@ -48,7 +50,7 @@ from pathlib import Path
 
 __all__ = ["FILE_NAME", "HistoryError", "History", "TopicStats", "history_path", "load", "review_topics",
            "review_reasons", "target_seconds", "stats_table", "REVIEW_DAYS", "MASTERED_BOX", "READ_SECONDS",
-           "STEP_SECONDS", "RUBRIC_KEYS"]
+           "STEP_SECONDS", "RUBRIC_KEYS", "PlanRow", "plan_rows", "plans_table"]
 
 FILE_NAME = "drills.json"
 VERSION = 1
@@ -174,20 +176,25 @@ class History:
         return session["id"]
 
     def record(self, session: str, topic: str, correct: bool, seconds: float, slip: str | None = None,
-               now: float | None = None, target: int | None = None, slips=None, rubric: dict | None = None) -> None:
+               now: float | None = None, target: int | None = None, slips=None, rubric: dict | None = None,
+               scenario: str | None = None) -> None:
         """Add one scored answer (``target``: the clock's target for it) and save.
 
         ``slips``: every slip key the feedback named (``slip`` alone: that one). ``rubric``: a plan's
-        scores, ``{assumptions, steps, binding, sanity}`` each from 0 to 1 (``RUBRIC_KEYS``). The file is
-        read again first, so the attempts another drill saved meanwhile stay."""
+        scores, ``{assumptions, steps, binding, sanity}`` each from 0 to 1 (``RUBRIC_KEYS``); ``scenario``:
+        its one-line label. The file is read again first, so the attempts another drill saved meanwhile stay."""
         named = list(dict.fromkeys(slips if slips is not None else ([slip] if slip else [])))
         if rubric is not None:
             rubric = _checked_rubric(rubric)
+        if scenario is not None and (not isinstance(scenario, str) or not scenario.strip() or "\n" in scenario):
+            raise HistoryError(f"scenario: expected a one-line label, got {scenario!r}")
         attempt = {"session": session, "topic": topic, "correct": bool(correct), "seconds": round(float(seconds), 2),
                    "slips": named, "slip": named[0] if named else None, "at": time.time() if now is None else now,
                    "target": READ_SECONDS + STEP_SECONDS if target is None else int(target)}
         if rubric is not None:
             attempt["rubric"] = rubric
+        if scenario is not None:
+            attempt["scenario"] = scenario.strip()
         if self.path is not None and _exists(self.path):
             self.data = _read(self.path)
         pending = self._pending.pop(session, None)
@@ -389,12 +396,87 @@ def review_reasons(history: History, topics, *, now: float | None = None) -> dic
     return out
 
 
+@dataclass(frozen=True)
+class PlanRow:
+    """One plan a learner ran: when (seconds since the epoch), what was asked, its rubric and their sum."""
+
+    at: float | None
+    scenario: str
+    rubric: dict = field(hash=False)
+
+    @property
+    def total(self) -> float:
+        """The rubric's four scores summed: out of ``len(RUBRIC_KEYS)`` = 4."""
+        return sum(self.rubric.values())
+
+    @property
+    def date(self) -> str:
+        """``at`` as a UTC date and minute (``-`` when the file has no time for it)."""
+        if not isinstance(self.at, (int, float)) or isinstance(self.at, bool):
+            return "-"
+        return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(self.at))
+
+
+def plan_rows(history: History) -> list:
+    """Every plan in the history (an attempt with a ``rubric``), oldest first: a ``PlanRow`` each.
+
+    A plan recorded before plans carried their scenario reads ``-`` for it; a rubric edited out of range
+    is one line naming the attempt and the field (``HistoryError``).
+
+    >>> h = History()
+    >>> s = h.new_session("cli", now=0.0)
+    >>> h.record(s, "plan", False, 420.0, now=86_400.0, scenario="scenario 7",
+    ...          rubric={"assumptions": 1, "steps": 0.6, "binding": 1, "sanity": 0})
+    >>> [(r.date, r.scenario, r.total) for r in plan_rows(h)]
+    [('1970-01-02 00:00 UTC', 'scenario 7', 2.6)]
+    """
+    rows = []
+    for n, a in enumerate(history.data["attempts"]):
+        if "rubric" not in a:
+            continue
+        try:
+            rubric = _checked_rubric(a["rubric"])
+        except HistoryError as e:
+            where = f"the drill history {history.path}" if history.path else "the drill history"
+            raise HistoryError(f"{where}, attempt {n + 1}: {e}") from None
+        label = a.get("scenario")
+        rows.append(PlanRow(a.get("at"), label if isinstance(label, str) and label.strip() else "-", rubric))
+    return sorted(rows, key=lambda r: r.at if isinstance(r.at, (int, float)) else 0.0)
+
+
+def _score(value: float) -> str:
+    return f"{round(value, 2):g}"
+
+
+def plans_table(history: History) -> str:
+    """The plans a learner ran, one line each: date, scenario, the four rubric scores and their total (of 4).
+
+    Empty text when the history holds no plan. ``kvlib drill --stats`` prints it under the topics.
+    """
+    rows = plan_rows(history)
+    if not rows:
+        return ""
+    header = ("plan (date)", "scenario", *RUBRIC_KEYS, "total")
+    body = [(r.date, r.scenario, *(_score(r.rubric[k]) for k in RUBRIC_KEYS), f"{_score(r.total)}/{len(RUBRIC_KEYS)}")
+            for r in rows]
+    widths = [max(len(row[i]) for row in (header, *body)) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in (header, *body)]
+    return "\n".join(lines + [f"{len(rows)} plan(s); each score from 0 to 1 (the rubric of kvlib drill --plan)"])
+
+
 def stats_table(history: History, topics=None, *, now: float | None = None) -> str:
     """``kvlib drill --stats``: one row per topic (attempts, right, accuracy, median time, slips), plain text.
 
     ``topics`` (the drills' topics): coverage -- a row for each, a topic never asked too (it counts as due),
     and the next review with its reason (``review_reasons``). Without it, the topics the history holds.
+    The plans the learner ran follow, with their rubric scores (``plans_table``).
     """
+    plans = plans_table(history)
+    return _topics_table(history, topics, now=now) + (f"\n\n{plans}" if plans else "")
+
+
+def _topics_table(history: History, topics=None, *, now: float | None = None) -> str:
+    """The topics' part of ``stats_table``: one row per topic and the coverage line."""
     rows = history.topic_stats()
     if not rows and topics is None:
         where = f" in {history.path}" if history.path else ""

@@ -121,6 +121,17 @@ class Scenario:
     overhead_bytes: int = OVERHEAD_BYTES
     redundancy_nodes: int = REDUNDANCY_NODES
 
+    def label(self) -> str:
+        """One line the drill history keeps of the scenario: its seed (``kvlib drill --plan --seed``), the
+        model, the node and the request rate.
+
+        >>> Scenario(7, "meta-llama/Llama-3.1-8B", "H100-SXM", 8, 1, 25.0, 1000, 2000, 300, 600, 40.0, 1000.0,
+        ...          0.0).label()
+        'scenario 7: meta-llama/Llama-3.1-8B, 8 x H100-SXM (TP 1), 25 requests/s'
+        """
+        return (f"scenario {self.seed}: {self.model}, {self.gpus_per_node} x {self.gpu} (TP {self.tp}), "
+                f"{self.rate_per_s:g} requests/s")
+
     def text(self) -> str:
         """The question as an interviewer puts it, with every figure it states."""
         spec, card = load_model(self.model), get_gpu(self.gpu)
@@ -476,10 +487,10 @@ class PlanSession:
 
     def record(self, history, session, now=None) -> None:
         """Add this plan to ``history`` (a ``drill_history.History``): right when every score is 1, its slips, its
-        rubric."""
+        rubric and its scenario's label."""
         r = self.rubric()
         history.record(session, PLAN_TOPIC, all(v == 1 for v in r.values()), self.elapsed(), slips=self.slips(),
-                       now=now, target=TARGET_SECONDS, rubric=r)
+                       now=now, target=TARGET_SECONDS, rubric=r, scenario=self.scenario.label())
 
 
 def run(seed: int, *, stdin, stdout, history=None, session=None, clock=time.monotonic, wall=time.time,

@@ -21,7 +21,7 @@ from .crossover import (crossover_explorer, crossover_view, figure_img, roofline
 from .course import notation_table, terminal
 from .derivation import build_up
 from .drills import DrillSession, drill_mode, drill_view, my_question, my_questions, show_question, use_student_id
-from .drills import clock_text, drill_stats, history_figure, history_view
+from .drills import clock_text, drill_stats, history_figure, history_view, plans_view
 from .interview import interview_sheet, interview_sheet_view
 from .explorer import ExplorerPreset, kv_explorer, kv_explorer_view, presets_from_models
 from .mla import MLA_LATENT_AXES, MLA_ROPE_AXES, mla_cache_arrays, mla_explorer, mla_explorer_view
@@ -55,7 +55,7 @@ __all__ = [
     "stats_source_words",
     "DrillSession", "drill_mode", "drill_view", "my_question", "my_questions", "show_question", "use_student_id",
     "interview_sheet", "interview_sheet_view",
-    "clock_text", "drill_stats", "history_figure", "history_view",
+    "clock_text", "drill_stats", "history_figure", "history_view", "plans_view",
     "plan_clock_text", "plan_mode", "plan_view",
     "serving_problem",
     "serving_worked_problems",

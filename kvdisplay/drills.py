@@ -452,7 +452,26 @@ def history_view(history, topics=None, *, now: float | None = None) -> str:
     return ("<div style='font-family:sans-serif;font-size:13px'>"
             f"<div>{intro}</div>"
             "<table><tr><th>topic</th><th>asked</th><th>right</th><th>accuracy</th><th>median time</th>"
-            f"<th>slips made</th><th>next review</th></tr>{''.join(cells)}</table></div>")
+            f"<th>slips made</th><th>next review</th></tr>{''.join(cells)}</table>{plans_view(history)}</div>")
+
+
+def plans_view(history) -> str:
+    """The plans the learner ran (plan mode, ``kvlib drill --plan``) as an HTML table: date, scenario, the
+    four rubric scores (each from 0 to 1) and their total of 4; empty when there is none.
+
+    Used in: ch09_interview_drills (through drill_stats).
+    """
+    rows = drill_history.plan_rows(history)
+    if not rows:
+        return ""
+    keys = drill_history.RUBRIC_KEYS
+    cells = "".join(f"<tr><td>{html.escape(r.date)}</td><td>{html.escape(r.scenario)}</td>"
+                    + "".join(f"<td>{round(r.rubric[k], 2):g}</td>" for k in keys)
+                    + f"<td><b>{round(r.total, 2):g}</b> / {len(keys)}</td></tr>" for r in rows)
+    heads = "".join(f"<th>{k}</th>" for k in keys)
+    return (f"<div style='margin-top:8px'>Your plans ({len(rows)}), each scored from 0 to 1 on the rubric: "
+            "assumptions stated, steps right, the binding constraint named, the sanity line.</div>"
+            f"<table><tr><th>date</th><th>scenario</th>{heads}<th>total</th></tr>{cells}</table>")
 
 
 def history_figure(history):
@@ -488,7 +507,8 @@ def history_figure(history):
 
 
 def drill_stats(path=None) -> None:
-    """Show the learner's drill history (``kvcoach.drill_history``): the table, then the plot over sessions.
+    """Show the learner's drill history (``kvcoach.drill_history``): the topics' table and the plans' rubric
+    scores (``history_view``), then the plot over sessions.
 
     Reads the file again each time it runs, so after a kernel restart it shows what drill mode and
     ``kvlib drill`` recorded before. An unreadable file is named in one line (and left alone).

@@ -222,6 +222,8 @@ SYMBOLS: tuple[Symbol, ...] = (
            "fraction", chapter="ch07_capacity_plan"),
     Symbol("W_v", "verify_weight_bytes", "weight bytes a speculative verify of gamma + 1 tokens reads (a MoE target: "
            "the experts they touch)", "B", chapter="ch09_interview_drills"),
+    Symbol("W_h", "draft_head_bytes", "weight bytes one step of a draft head reads (an EAGLE head, an MTP module): "
+           "a 2d -> d projection, one decoder layer and the target's LM head", "B", chapter="ch09_interview_drills"),
     Symbol("c_v", "verify_ratio", "a verify step's time over a plain target step's (1 for a dense target)", "ratio",
            chapter="ch09_interview_drills"),
     Symbol("L_s", "num_state_layers", "layers that keep a constant state per sequence (Mamba2, Gated DeltaNet)",

@@ -31,7 +31,9 @@ from .config import load_model
 from .gpus import get_gpu
 from .offload import _attention_dims as _attention_head_dims
 from .offload import attention_pairs, prefill_attention_flops, prefill_linear_flops, prefill_params_per_token
+from .params import _layer_params
 from .prefix_cache import prefix_sharing_savings
+from .roofline import RooflineError, decode_step
 
 __all__ = [
     "prefill_seconds",
@@ -57,6 +59,9 @@ __all__ = [
     "pd_ratio",
     "ep_all_to_all_bytes",
     "eagle_expected_tokens",
+    "eagle_speedup",
+    "draft_head_bytes",
+    "verify_cost_ratio",
 ]
 
 
@@ -528,3 +533,114 @@ def eagle_expected_tokens(acceptance_per_position) -> float:
         reach *= a
         expected += reach
     return expected
+
+
+def eagle_speedup(acceptance_per_position, cost_ratio, verify_ratio=1) -> float:
+    """Speed-up of a draft chain with per-position acceptance: ``E / (gamma · c_d + c_v)`` [times].
+
+    ``E = eagle_expected_tokens(a_1 .. a_gamma)`` tokens come from one verification, which costs
+    gamma draft steps of ``c_d`` target steps each and a verify of ``c_v`` target steps
+    (``verify_cost_ratio``; 1 for a dense target at batch 1). ``speculative_speedup`` is the case of
+    one acceptance rate for every position. Three drafts accepted 0.8, 0.6 and 0.4 of the time,
+    ``E = 1 + 0.8 + 0.48 + 0.192 = 2.472``; a head costing 0.05 of a step: 2.472 / (3 x 0.05 + 1)
+    = 2.472 / 1.15 = 2.1496, and with a verify of two steps 2.472 / 2.15 = 1.1498:
+
+    >>> round(eagle_speedup([0.8, 0.6, 0.4], 0.05), 4), round(eagle_speedup([0.8, 0.6, 0.4], 0.05, 2.0), 4)
+    (2.1496, 1.1498)
+
+    Taught in ch09_interview_drills (draft heads against a draft model).
+    """
+    rates = list(acceptance_per_position)
+    if not rates:
+        raise ValueError("acceptance_per_position: expected at least one draft position, got none")
+    for name, value in (("cost_ratio", cost_ratio), ("verify_ratio", verify_ratio)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+            raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+    if len(rates) * cost_ratio + verify_ratio <= 0:
+        raise ValueError("verify_ratio: a verification that costs nothing has no speed-up")
+    return eagle_expected_tokens(rates) / (len(rates) * cost_ratio + verify_ratio)
+
+
+def draft_head_bytes(model, *, dtype_bytes=2, tp: int = 1) -> int:
+    """Weight bytes one step of a draft head reads, per GPU: ``W_h = (2 d^2 + P_layer + V d) · b / t`` [B].
+
+    An EAGLE head (Li et al. 2024, "EAGLE: Speculative Sampling Requires Rethinking Feature
+    Uncertainty", section 3) and DeepSeek-V3's multi-token-prediction module (DeepSeek-V3 technical
+    report, section 2.2) draft with a projection of the token's embedding and the target's hidden
+    state, ``2 d -> d`` (2 d^2 parameters), one decoder layer of the target's shape (``P_layer``:
+    the model's last layer as one token reads it, a MoE layer's top-k experts only, its norms
+    included) and the target's own LM head (``V d``), shared, not copied. At batch 1 a draft step
+    reads those once. (EAGLE-3 fuses three of the target's layers, ``3 d -> d``, and samples from a
+    smaller draft vocabulary: the same order of bytes.) The head's own KV cache (one layer) and the
+    norms around the projection are left out. Llama 3.1 8B (d = 4,096, V = 128,256): one layer is
+    attention 2 x 4,096^2 + 2 x 4,096 x 1,024 = 41,943,040, MLP 3 x 4,096 x 14,336 = 176,160,768 and
+    two norms of 4,096; in bf16:
+
+    >>> draft_head_bytes("llama-3.1-8b")
+    1554006016
+    >>> draft_head_bytes("llama-3.1-8b") == (2 * 4096**2 + 41_943_040 + 176_160_768 + 2 * 4096 + 128_256 * 4096) * 2
+    True
+
+    Taught in ch09_interview_drills (draft heads against a draft model).
+    """
+    spec = load_model(model)
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+        raise ValueError(f"tp must be a positive integer, got {tp!r}")
+    if not spec.hidden_size or not spec.vocab_size:
+        raise ValueError(f"{spec.name}: hidden_size and vocab_size are needed to size a draft head")
+    d, last = spec.hidden_size, spec.num_layers - 1
+    layer = _layer_params(spec, last, spec.num_experts_per_tok if spec.num_experts else None)
+    return formulas.weight_bytes_per_gpu(formulas.weight_bytes(2 * d * d + layer + spec.vocab_size * d,
+                                                               dtype_bytes), tp)
+
+
+def verify_cost_ratio(model, tokens: int, *, context: int, gpu="H100-SXM", weight_dtype_bytes=2,
+                      kv_dtype_bytes=None, tp: int = 1, ep: int = 1) -> float:
+    """A verify of ``tokens`` = gamma + 1 tokens of one sequence, in plain decode steps: ``c_v = t_v / t_1`` [ratio].
+
+    The target checks gamma drafts and its own next token in one forward pass. On the roofline
+    (``kvlib.roofline``) that pass reads the weights once (a mixture of experts: the experts the
+    gamma + 1 tokens touch, ``N_B = N_e (1 - (1 - k_e / N_e)^B)`` per MoE layer, against k_e for one
+    token) and the sequence's cache once, and does gamma + 1 tokens' FLOPs; each part takes
+    ``max(bytes / BW, FLOPs / F)`` (``roofline.step_ops``). ``t_1`` is a plain batch-1 step
+    (``decode_step(batch=1, embedding_rows=True)``). At batch 1 every part stays far below the ridge,
+    so for a dense model ``c_v`` is 1 plus gamma embedding rows: Llama 3.1 8B verifying 4 tokens at
+    4,096 tokens of context reads W_r = 16,060,522,496 - (128,256 - 4) x 4,096 x 2 bytes and
+    131,072 x 4,096 of cache:
+
+    >>> round(verify_cost_ratio("llama-3.1-8b", 4, context=4096), 7)
+    1.0000016
+    >>> w1, kv = 16_060_522_496 - 128_255 * 4096 * 2, 131_072 * 4096
+    >>> round((w1 + 3 * 4096 * 2 + kv) / (w1 + kv), 7)
+    1.0000016
+
+    Mixtral 8x7B (E = 8, k = 2): 4 tokens touch 8 (1 - 0.75^4) = 5.47 experts a layer against 2, on its
+    1,605,636,096 dense parameters and 32 layers of 176,160,768-parameter experts (bf16, cache
+    131,072 B a token):
+
+    >>> dense, expert, kv = 1_605_636_096, 32 * 176_160_768, 131_072 * 4096
+    >>> by_hand = (((dense + 5.46875 * expert - 31_996 * 4096) * 2 + kv)
+    ...            / ((dense + 2 * expert - 31_999 * 4096) * 2 + kv))
+    >>> round(by_hand, 4), round(verify_cost_ratio("mixtral-8x7b", 4, context=4096, gpu="MI300X"), 4)
+    (2.5021, 2.5021)
+
+    Refused in one line when a part of the verify is compute-bound: then it is no longer a batch-1
+    question, and the byte ratio does not hold.
+
+    Taught in ch09_interview_drills (draft heads against a draft model).
+    """
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+        raise ValueError(f"tokens must be a positive integer (gamma + 1), got {tokens!r}")
+    kw = dict(context=context, gpu=gpu, weight_dtype_bytes=weight_dtype_bytes, kv_dtype_bytes=kv_dtype_bytes,
+              tp=tp, ep=ep, embedding_rows=True)
+    one, many = decode_step(model, batch=1, **kw), decode_step(model, batch=tokens, **kw)
+    # the verify's weights are those of a step of `tokens` tokens; its cache is one sequence's, read once
+    cache = next(op for op in one.ops if op.name == "attention")
+    parts = [(op.name, op.bytes, op.flops) for op in many.ops if op.name != "attention"]
+    parts.append(("attention", cache.bytes, cache.flops * tokens))
+    bw, peak = one.bandwidth_bytes_per_s, one.peak_flop_per_s
+    for name, nbytes, flops in parts:
+        if flops / peak > nbytes / bw:
+            raise RooflineError(f"tokens: a verify of {tokens} tokens is compute-bound in its {name} on {one.gpu}; "
+                                "the byte ratio of a batch-1 verify does not hold")
+    return sum(max(nbytes / bw, flops / peak) for _, nbytes, flops in parts) / one.step_s_bound

@@ -19,7 +19,7 @@ from kvlib.cli import main
 from kvcoach.cli import ask
 from kvcoach import drill_history as H
 from kvcoach.drills import TOPICS, generate, problem_set, student_problem
-from drill_terminal import Terminal
+from drill_terminal import TWO_PLANS, Terminal
 
 
 
@@ -91,6 +91,20 @@ def test_drill_at_a_terminal_records_and_stats_print_the_table(monkeypatch, caps
     assert never.split()[:3] == ["pool", "0", "0"] and never.endswith("never asked: due")
     assert rows[-1].startswith(f"coverage: 1 of {len(TOPICS)} topics asked; 2 answer(s) over 1 session(s), 50% right; "
                                "history: ")
+
+
+def test_drill_stats_lists_the_plans_with_their_rubric_scores(monkeypatch, capsys, history_file):
+    history_file.parent.mkdir(parents=True)
+    history_file.write_text(json.dumps(TWO_PLANS))
+    code, out, err = drill(monkeypatch, capsys, "--stats")
+    assert code == 0 and err == ""
+    plans = out[out.index("plan (date)"):].splitlines()
+    # oldest first: 1 + 0.8 + 1 + 0 = 2.8 of 4, then 0.6667 + 0.4 + 0 + 1 = 2.07 of 4
+    assert plans[1].split() == ["2027-01-15", "08:01", "UTC", "-", "1", "0.8", "1", "0", "2.8/4"]
+    assert plans[2].split() == ["2027-01-16", "09:00", "UTC", "scenario", "3:", "Qwen/Qwen2.5-7B,", "8", "x", "H200",
+                                "(TP", "1),", "50", "requests/s", "0.67", "0.4", "0", "1", "2.07/4"]
+    assert plans[3].startswith("2 plan(s)")
+    assert "coverage: 1 of" in out[:out.index("plan (date)")]           # the topics' table comes first
 
 
 def test_drill_no_history_records_nothing(monkeypatch, capsys, history_file):

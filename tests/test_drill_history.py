@@ -19,6 +19,7 @@ from kvcoach import drill_assumptions as A
 from kvcoach import drill_history as H
 from kvcoach import drill_steps as S
 from kvcoach.drills import generate
+from drill_terminal import TWO_PLANS
 
 DAY = 86_400.0
 
@@ -326,6 +327,44 @@ def test_every_answer_records_its_slips_and_a_plan_its_rubric(tmp_path):
         with pytest.raises(H.HistoryError, match=f"^{field}"):
             h.record(s, "plan", True, 1.0, now=3.0, rubric=bad)
     assert len(json.loads((tmp_path / "drills.json").read_text())["attempts"]) == 3    # nothing half-written
+
+
+def test_the_plans_a_learner_ran_show_their_rubric_scores(tmp_path):
+    path = tmp_path / "drills.json"
+    path.write_text(json.dumps(TWO_PLANS))
+    h = H.load(path)
+    rows = H.plan_rows(h)
+    # oldest first; the plan written before plans carried their scenario reads "-"
+    assert [(r.date, r.scenario) for r in rows] == [
+        ("2027-01-15 08:01 UTC", "-"),
+        ("2027-01-16 09:00 UTC", "scenario 3: Qwen/Qwen2.5-7B, 8 x H200 (TP 1), 50 requests/s")]
+    assert [round(r.total, 4) for r in rows] == [1 + 0.8 + 1 + 0, round(0.6667 + 0.4 + 0 + 1, 4)]    # 2.8, 2.0667
+    lines = H.plans_table(h).splitlines()
+    assert lines[0].split() == ["plan", "(date)", "scenario", "assumptions", "steps", "binding", "sanity", "total"]
+    assert lines[1].split() == ["2027-01-15", "08:01", "UTC", "-", "1", "0.8", "1", "0", "2.8/4"]
+    assert lines[2].split()[-5:] == ["0.67", "0.4", "0", "1", "2.07/4"]
+    assert "scenario 3: Qwen/Qwen2.5-7B, 8 x H200 (TP 1), 50 requests/s" in lines[2]
+    assert lines[3] == "2 plan(s); each score from 0 to 1 (the rubric of kvlib drill --plan)"
+    stats = H.stats_table(h, ("pool", "fp8"), now=1_800_100_000.0)
+    assert stats.endswith("\n\n" + H.plans_table(h)) and "coverage: 1 of 2 topics asked" in stats
+    assert H.plans_table(H.History()) == "" and "plan (date)" not in H.stats_table(H.History(), ("pool",))
+
+
+def test_a_plan_s_scenario_label_and_an_edited_rubric_are_named_in_one_line(tmp_path):
+    h = H.History(tmp_path / "drills.json")
+    s = h.new_session("cli", now=0.0)
+    full = dict.fromkeys(H.RUBRIC_KEYS, 1)
+    for bad in ("", "two\nlines", 7):
+        with pytest.raises(H.HistoryError, match="^scenario: expected a one-line label"):
+            h.record(s, "plan", True, 1.0, now=1.0, rubric=full, scenario=bad)
+    assert not (tmp_path / "drills.json").exists()                          # nothing half-written
+    edited = json.loads(json.dumps(TWO_PLANS))
+    edited["attempts"][2]["rubric"]["steps"] = 8
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(edited))
+    with pytest.raises(H.HistoryError) as e:
+        H.plan_rows(H.load(path))
+    assert str(e.value) == f"the drill history {path}, attempt 3: rubric.steps: expected a score from 0 to 1, got 8"
 
 
 def test_a_file_written_before_slips_lists_still_counts_its_slip(tmp_path):

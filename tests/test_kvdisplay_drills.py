@@ -287,6 +287,24 @@ def test_history_table_and_plot_over_sessions(tmp_path):
     assert list(pool_line.get_xdata()) == [1, 2] and list(pool_line.get_ydata()) == [0.0, 100.0]
 
 
+def test_the_history_view_lists_the_plans_with_their_rubric_scores(tmp_path):
+    import json
+    from kvcoach import drill_history as H
+    from drill_terminal import TWO_PLANS
+    path = tmp_path / "drills.json"
+    path.write_text(json.dumps(TWO_PLANS))
+    view = D.history_view(H.load(path))
+    assert "Your plans (2)" in view
+    plans = view[view.index("Your plans"):]
+    # oldest first: 1 + 0.8 + 1 + 0 = 2.8 of 4; then 0.6667 + 0.4 + 0 + 1 = 2.07 of 4
+    first = "<tr><td>2027-01-15 08:01 UTC</td><td>-</td><td>1</td><td>0.8</td><td>1</td><td>0</td><td><b>2.8</b> / 4</td></tr>"
+    second = ("<tr><td>2027-01-16 09:00 UTC</td><td>scenario 3: Qwen/Qwen2.5-7B, 8 x H200 (TP 1), 50 requests/s</td>"
+              "<td>0.67</td><td>0.4</td><td>0</td><td>1</td><td><b>2.07</b> / 4</td></tr>")
+    assert plans.index(first) < plans.index(second)
+    assert "<th>assumptions</th><th>steps</th><th>binding</th><th>sanity</th><th>total</th>" in plans
+    assert "Your plans" not in D.history_view(H.History())
+
+
 # --- the interview card ---------------------------------------------------------------------------
 def test_interview_sheet_figures_by_hand():
     view = I.interview_sheet_view("llama-3.1-8b", "H100-SXM", 8192, 32)

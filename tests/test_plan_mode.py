@@ -70,6 +70,13 @@ def test_cli_right_plan_scores_the_full_rubric_and_is_recorded(monkeypatch, caps
     attempts = json.loads(history_file.read_text())["attempts"]
     assert [(a["topic"], a["correct"], a["slips"], a["rubric"], a["target"]) for a in attempts] == [
         ("plan", True, [], {"assumptions": 1, "steps": 1, "binding": 1, "sanity": 1}, 600)]
+    # the scenario asked, as the module docstring states scenario 2: its seed, model, node, rate
+    assert attempts[0]["scenario"] == "scenario 2: meta-llama/Llama-3.1-8B, 8 x H100-SXM (TP 1), 100 requests/s"
+    code, out = main(["drill", "--stats"]), capsys.readouterr().out
+    plans = out[out.index("plan (date)"):].splitlines()
+    assert code == 0
+    assert plans[1].split()[3:] == ["scenario", "2:", "meta-llama/Llama-3.1-8B,", "8", "x", "H100-SXM", "(TP", "1),",
+                                    "100", "requests/s", "1", "1", "1", "1", "4/4"]
 
 
 def test_cli_piped_plan_is_a_replay_and_not_recorded(monkeypatch, capsys, history_file):

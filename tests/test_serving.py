@@ -5,10 +5,13 @@ import math
 
 import pytest
 
+from kvlib.roofline import RooflineError
 from kvlib.serving import (
     disagg_transfer_bytes,
     disagg_transfer_seconds,
+    draft_head_bytes,
     eagle_expected_tokens,
+    eagle_speedup,
     ep_all_to_all_bytes,
     littles_law_concurrency,
     pd_ratio,
@@ -17,6 +20,7 @@ from kvlib.serving import (
     speculative_expected_tokens,
     speculative_speedup,
     ttft_seconds,
+    verify_cost_ratio,
 )
 
 
@@ -110,6 +114,56 @@ def test_eagle_per_position_acceptance():
         (1 - 0.7 ** 4) / 0.3)
     with pytest.raises(ValueError, match=r"acceptance_per_position\[1\]"):
         eagle_expected_tokens([0.5, 1.5])
+
+
+def test_eagle_speedup_by_hand():
+    # E = 2.845 (above); three drafts at 0.1 of a step and a dense verify: 2.845 / (3 x 0.1 + 1) = 2.18846;
+    # a verify of 2.5 steps: 2.845 / 2.8 = 1.01607
+    assert eagle_speedup([0.9, 0.7, 0.5], 0.1) == pytest.approx(2.845 / 1.3)
+    assert math.isclose(eagle_speedup([0.9, 0.7, 0.5], 0.1, 2.5), 1.01607, abs_tol=1e-5)
+    # one position: DeepSeek-V3's single MTP token at 0.85, a free draft and a plain verify: 1.85
+    assert eagle_speedup([0.85], 0, 1) == pytest.approx(1.85)
+    with pytest.raises(ValueError, match="^acceptance_per_position"):
+        eagle_speedup([], 0.1)
+    with pytest.raises(ValueError, match="^cost_ratio"):
+        eagle_speedup([0.8], -0.1)
+    with pytest.raises(ValueError, match="^verify_ratio"):
+        eagle_speedup([0.8], 0, 0)
+
+
+def test_draft_head_bytes_by_hand():
+    # a 2d -> d projection, one decoder layer as one token reads it, the shared LM head V d
+    # Llama 3.1 8B: attention 4,096^2 x 2 + 4,096 x 1,024 x 2 = 41,943,040; MLP 3 x 4,096 x 14,336 = 176,160,768;
+    # 2 norms 8,192 -> layer 218,112,000; projection 33,554,432; head 128,256 x 4,096 = 525,336,576;
+    # 777,003,008 parameters, bf16
+    assert draft_head_bytes("llama-3.1-8b") == 1_554_006_016
+    # Mixtral 8x7B: attention 41,943,040 + 2 of its experts 352,321,536 + router 4,096 x 8 = 32,768 + norms 8,192
+    # = 394,305,536; + 33,554,432 + 32,000 x 4,096 = 131,072,000 -> 558,931,968 parameters, bf16
+    assert draft_head_bytes("mixtral-8x7b") == 1_117_863_936
+    # DeepSeek-V3's MTP module: MLA 187,107,328 + 8 routed and 1 shared expert of 3 x 7,168 x 2,048 = 44,040,192
+    # + router 7,168 x 256 = 1,835,008 + norms 14,336 = 585,318,400; + 2 x 7,168^2 = 102,760,448 + 129,280 x 7,168
+    # = 926,679,040 -> 1,614,757,888 parameters; fp8 over 8 GPUs: 201,844,736 B each
+    assert draft_head_bytes("deepseek-v3", dtype_bytes=1, tp=8) == 201_844_736
+    with pytest.raises(ValueError, match="^tp"):
+        draft_head_bytes("llama-3.1-8b", tp=0)
+
+
+def test_verify_cost_ratio_by_hand():
+    # dense: Llama 3.1 8B verifying 4 tokens at 4,096 tokens of context reads 3 more embedding rows of 8,192 B
+    w1, kv = 16_060_522_496 - 128_255 * 4096 * 2, 131_072 * 4096
+    assert verify_cost_ratio("llama-3.1-8b", 4, context=4096) == pytest.approx((w1 + 3 * 8192 + kv) / (w1 + kv))
+    # Mixtral 8x7B verifying 6 tokens at 1,024: 8 (1 - 0.75^6) = 8 - 8 x 729 / 4,096 = 6.576171875 experts a layer;
+    # 1,605,636,096 dense parameters, 32 x 176,160,768 per expert slot, the rows of 6 tokens against 1; cache 131,072 B
+    dense, expert, kv = 1_605_636_096, 32 * 176_160_768, 131_072 * 1024
+    by_hand = (((dense + 6.576171875 * expert - (32_000 - 6) * 4096) * 2 + kv)
+               / ((dense + 2 * expert - (32_000 - 1) * 4096) * 2 + kv))
+    assert verify_cost_ratio("mixtral-8x7b", 6, context=1024) == pytest.approx(by_hand, rel=1e-9)
+    assert 2.9 < by_hand < 3.1                               # about three plain steps
+    # a verify of 1,024 tokens does 2 x 1,024 FLOPs per weight, over an H100's ridge of 295: refused
+    with pytest.raises(RooflineError, match="^tokens: a verify of 1024 tokens is compute-bound in its matmuls"):
+        verify_cost_ratio("llama-3.1-8b", 1024, context=4096)
+    with pytest.raises(ValueError, match="^tokens"):
+        verify_cost_ratio("llama-3.1-8b", 0, context=4096)
 
 
 def test_moe_ridge_batch_by_hand():

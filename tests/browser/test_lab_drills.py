@@ -134,6 +134,8 @@ def test_drill_mode_shows_steps_after_a_miss_and_the_history_survives_a_restart(
         table = chapter.cells.nth(stats).locator(".jp-OutputArea")
         text = table.inner_text()
         assert "Your drill history over" in text and re.search(r"bytes per token from a config kv_per_token\s+\d+", text), text
+        # the plan entered above, with its scenario and its four scores of 1 (4 of 4)
+        assert "Your plans (1)" in text and re.search(rf"scenario {seed}: [^\n]*?\s1\s+1\s+1\s+1\s+4 / 4", text), text
         table.scroll_into_view_if_needed()
         page.screenshot(path=str(artefacts / f"{COPY}-03-history.png"))
         saved = lab_server["data_home"] / "kv-course" / "drills.json"
