@@ -94,7 +94,7 @@ def classify_at_settings(available_gib: str, logged_blocks: int, layers: int, kv
     ``ROUNDING_SLACK_BLOCKS`` outside it), then one control moved at a time, the rest as shown:
     ``tensor_parallel`` (another TP of ``TP_CHOICES``), ``kv_cache_dtype`` (the other element
     size), ``block_size`` (another of ``BLOCK_SIZE_CHOICES`` or 256), else ``wrong_model``. The
-    words name the setting that fits. (Exercise 4's ``classify_block_mismatch`` asks a different
+    words name the setting that fits. (Practice B's ``classify_block_mismatch`` asks a different
     question: a prediction made at TP 1.)
 
     Used in: ch08_vllm_lab (through block_window_view).

@@ -248,6 +248,23 @@ def test_check_source_names_each_problem(tmp_path):
     assert "grade_id also used" in problems
 
 
+def test_zero_points_only_for_practice_in_an_optional_section(tmp_path):
+    """ch08's practice cells (after "## Deeper (optional): ...") give 0 points; a point there, or 0 points above, is
+    refused."""
+    source = _source("ch08_vllm_lab")
+    assert build_course.check_source(COURSE / "source" / "ch08_vllm_lab" / "ch08_vllm_lab.ipynb") == []
+    tests = {c.metadata["nbgrader"]["grade_id"]: c for c in source.cells
+             if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")}
+    assert tests["ch08_q3_block_range"].metadata["nbgrader"]["points"] == 0
+    tests["ch08_q3_block_range"].metadata["nbgrader"]["points"] = 1
+    tests["ch08_q1_available_gib"].metadata["nbgrader"]["points"] = 0
+    path = tmp_path / "ch08_vllm_lab.ipynb"
+    nbformat.write(source, path)
+    problems = "\n".join(build_course.check_source(path))
+    assert "(ch08_q3_block_range): a test cell in an optional section gives points (1)" in problems
+    assert "(ch08_q1_available_gib): graded cell without positive points (0)" in problems
+
+
 def test_check_mode_names_the_stale_files(tmp_path, generated):
     # A course of two chapters (its config and two sources), so the whole-course check runs in seconds.
     course, out = tmp_path / "course", tmp_path / "out"

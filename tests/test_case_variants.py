@@ -5,7 +5,7 @@
   that argument pinned to its usual value (2, 1, 128: what a learner who never read it would assume)
   must fail at least one visible case. (ch06 Exercise 5 once passed every case ignoring dtype_bytes.)
 * ch02 Exercise 4's slip cannot be guessed from the factor alone.
-* ch08 Exercise 3: the window formula that treats the open upper edge as closed fails a visible case.
+* ch08 Practice A (ungraded): the window formula that treats the open upper edge as closed fails a visible case.
 * Every checks module lists its exercises' edges (``EDGES``), and each listed edge names a visible case;
   an edge with ``side(case)`` also has hidden cases on each of its sides, for every seed tried.
 

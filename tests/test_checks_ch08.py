@@ -5,7 +5,8 @@ Expected figures come from the bundled real logs and their sidecars
 (kvlib/data/vllm_logs/NN.json "reported" and "check"): 12.log 56.18 GiB and 7,191 blocks,
 Llama 2 7B at 8 MiB per block (56.18 x 128 = 7191.04); 07.log 3.81 GiB, 1,952 blocks;
 20.log 69.66 GiB, 652,144 tokens; the CPU start kvlib/data/vllm_cpu/llama_gqa 1.0 GiB,
-1,365,250 tokens (its kv1g_len1000.json).
+1,365,250 tokens (its kv1g_len1000.json). Exercise 3's pool forwards is checked against hand arithmetic
+(test_pool_blocks_by_hand) and 12.log's printed 7,191 blocks.
 """
 
 from __future__ import annotations
@@ -69,9 +70,16 @@ def mismatch_cause(available_gib, logged_blocks, layers, kv_heads, head_dim, dty
     return "wrong_model"
 
 
+def pool_blocks(total_bytes, utilization, weights_bytes, activation_bytes, non_torch_bytes, cudagraph_bytes,
+                layers, kv_heads, head_dim, dtype_bytes, block_size, tp):
+    pool = math.floor(total_bytes * utilization - weights_bytes - activation_bytes - non_torch_bytes - cudagraph_bytes)
+    return pool // (2 * layers * max(1, kv_heads // tp) * head_dim * dtype_bytes * block_size)
+
+
 REFERENCE = {
     "ch08_q1_available_gib": available_kv_gib,
     "ch08_q2_kv_count": kv_count,
+    "ch08_q5_pool_blocks": pool_blocks,
     "ch08_q3_block_range": block_range,
     "ch08_q4_mismatch_cause": mismatch_cause,
 }
@@ -103,6 +111,22 @@ def test_visible_figures_are_the_logs():
     assert [q4.expected_for(c) for c in q4.cases()] == ["agrees", "rounding", "wrong_model", "rounding",
                                                         "tensor_parallel", "kv_cache_dtype", "block_size",
                                                         "wrong_model", "agrees", "agrees"]
+
+
+def test_pool_blocks_by_hand():
+    q5 = ch08.EXERCISES["ch08_q5_pool_blocks"]
+    # 12.log: the engine printed 7,191 blocks (its sidecar), and the forwards recipe from its printed figures agrees.
+    # 07.log: 23.58 GiB x 0.9 = 22,786,948,989.0 B; less 14.9888, 17.06 - 14.9888 and 0.35 GiB (16,094,101,452 +
+    # 2,223,934,066 + 375,809,638 B) = 4,093,103,833 B / 2 MiB = 1,951.7 -> 1,951 (the log printed 1,952: its
+    # inputs are rounded to 0.01 GiB). Llama 3.3 70B, TP 4: 85,018,877,624 x 0.92 = 78,217,367,414.08; less
+    # 141,107,412,992 / 4 + 1.5 + 0.6 + 0.75 GiB = 38,337,017,446 -> 39,880,349,968 B / (2 x 80 x 2 x 128 x 2 x 16 =
+    # 1,310,720) = 30,426.2. Mistral 7B, fp8, 32-token blocks: 78,217,367,414.08 - (14,483,464,192 + 2 + 0.5 +
+    # 0.4 GiB = 17,597,315,482) = 60,620,051,932 / (2 x 32 x 8 x 128 x 32 = 2 MiB) = 28,905.9. Qwen2.5 32B, TP 8
+    # (one KV head per rank): 76,516,989,861.6 - (8,190,969,088 + 0.8 + 0.3 GiB = 9,372,085,094) = 67,144,904,767
+    # / (2 x 64 x 128 x 2 x 16 = 524,288) = 128,068.6. GPT-2 large on an L40S: 47,674,136,986 x 0.9 =
+    # 42,906,723,287.4 - (1,548,060,160 + 0.5 + 0.2 GiB = 2,299,679,437) = 40,607,043,850 / (2 x 36 x 20 x 64 x 2 x
+    # 16 = 2,949,120) = 13,769.2.
+    assert [q5.expected_for(c) for c in q5.cases()] == [7191, 1951, 30426, 28905, 128068, 13769]
 
 
 def test_every_log_format_is_in_the_visible_cases():
@@ -198,6 +222,39 @@ def q3_wide(available_gib, layers, kv_heads, head_dim, dtype_bytes, block_size, 
     return (int((x - 0.01) * 2**30) // b, int((x + 0.01) * 2**30) // b)
 
 
+def _pool(name, **change):
+    """pool_blocks with some inputs replaced: a value, or a function of all the inputs."""
+    def answer(*args):
+        given = dict(zip(ch08.POOL_PARAMS, args))
+        given.update({k: (v(given) if callable(v) else v) for k, v in change.items()})
+        return pool_blocks(**given)
+    answer.__name__ = name
+    return answer
+
+
+def q5_util_after(total_bytes, utilization, weights_bytes, activation_bytes, non_torch_bytes, cudagraph_bytes,
+                  layers, kv_heads, head_dim, dtype_bytes, block_size, tp):
+    left = total_bytes - weights_bytes - activation_bytes - non_torch_bytes - cudagraph_bytes
+    return math.floor(left * utilization) // (2 * layers * max(1, kv_heads // tp) * head_dim * dtype_bytes * block_size)
+
+
+def q5_tokens(*args):
+    return pool_blocks(*args) * args[10]
+
+
+def q5_round(total_bytes, utilization, weights_bytes, activation_bytes, non_torch_bytes, cudagraph_bytes,
+             layers, kv_heads, head_dim, dtype_bytes, block_size, tp):
+    pool = total_bytes * utilization - weights_bytes - activation_bytes - non_torch_bytes - cudagraph_bytes
+    return round(pool / (2 * layers * max(1, kv_heads // tp) * head_dim * dtype_bytes * block_size))
+
+
+q5_no_activation = _pool("q5_no_activation", activation_bytes=0)
+q5_no_non_torch = _pool("q5_no_non_torch", non_torch_bytes=0)
+q5_no_cudagraph = _pool("q5_no_cudagraph", cudagraph_bytes=0)
+q5_no_tp = _pool("q5_no_tp", tp=1)
+q5_no_kv_factor = _pool("q5_no_kv_factor", dtype_bytes=lambda a: a["dtype_bytes"] / 2)
+
+
 SLIPS = [
     ("ch08_q1_available_gib", q1_largest, "vLLM sizes the pool from the smallest rank"),
     ("ch08_q1_available_gib", q1_weights, "model-weights figure"),
@@ -206,6 +263,14 @@ SLIPS = [
     ("ch08_q2_kv_count", q2_per_request, "max_model_len"),
     ("ch08_q2_kv_count", q2_blocks_as_tokens, "converted them to tokens"),
     ("ch08_q2_kv_count", q2_max_seq_len, "the KV capacity is the second number"),
+    ("ch08_q5_pool_blocks", q5_no_activation, "activation peak"),
+    ("ch08_q5_pool_blocks", q5_no_non_torch, "non-torch memory"),
+    ("ch08_q5_pool_blocks", q5_no_cudagraph, "CUDA-graph estimate"),
+    ("ch08_q5_pool_blocks", q5_no_tp, "each GPU holds only its own KV heads"),
+    ("ch08_q5_pool_blocks", q5_util_after, "not (M - W - O) x u"),
+    ("ch08_q5_pool_blocks", q5_tokens, "those are tokens"),
+    ("ch08_q5_pool_blocks", q5_round, "rounded down (floor)"),
+    ("ch08_q5_pool_blocks", q5_no_kv_factor, "factor 2 for K and V"),
     ("ch08_q3_block_range", q3_point, "allows a range of blocks"),
     ("ch08_q3_block_range", q3_gb, "GB (10^9) and GiB"),
     ("ch08_q3_block_range", q3_no_tp, "each GPU holds only its own KV heads"),
@@ -227,6 +292,7 @@ def test_hidden_range_slip_in_general_words():
 def test_wrong_types_rejected():
     assert "float" in fails("ch08_q1_available_gib", lambda t: "56.18")
     assert "int" in fails("ch08_q2_kv_count", lambda t: float(kv_count(t)))
+    assert "int" in fails("ch08_q5_pool_blocks", lambda *a: float(pool_blocks(*a)))
     assert "tuple" in fails("ch08_q3_block_range", lambda *a: list(block_range(*a)))
     message = fails("ch08_q3_block_range", lambda *a: tuple(float(v) for v in block_range(*a)))
     assert "element 0" in message

@@ -8,7 +8,9 @@ them must have met every exercise's lesson, so:
   exercises and "What next");
 * no exercise (its prompt, the markdown of the Exercises section) and no worked problem (the question a code
   cell draws with ``kd.worked_problem`` or as ``**Question n.**`` text) outside them names one: by its title, or
-  as "the deeper section" / "an optional section".
+  as "the deeper section" / "an optional section";
+* every point is earned outside them: a test cell inside one is ungraded practice (0 points), and a test cell
+  with 0 points sits inside one.
 
 Read from the source JSON, in process.
 """
@@ -26,7 +28,8 @@ SOURCES = sorted((REPO / "course" / "source").glob("ch*/ch*.ipynb"))
 OPTIONAL = re.compile(r"^##\s+Deeper \(optional\):\s*(.+?)\s*$", re.M)
 SECTION = re.compile(r"^##\s+(.+?)\s*$", re.M)
 #: Chapters whose optional sections [learner screen] asked for; a test below makes sure they keep them.
-EXPECTED = {"ch02_gqa_tp": ["decode context parallelism"], "ch03_mla": ["how vLLM stores the latent"]}
+EXPECTED = {"ch02_gqa_tp": ["decode context parallelism"], "ch03_mla": ["how vLLM stores the latent"],
+            "ch08_vllm_lab": ["a printed figure is a range of blocks"]}
 GENERIC = re.compile(r"\b(?:deeper|optional) section", re.I)
 
 
@@ -51,6 +54,15 @@ def problems(notebook: dict) -> list[str]:
                     found.append(f"cell {index}: section {heading!r} comes after an optional section")
                 in_exercises = bool(re.match(r"(?:\d+\.\s*)?Exercises\b", heading))
                 section = heading
+        grader = cell.get("metadata", {}).get("nbgrader", {})
+        if grader.get("grade") and cell["cell_type"] == "code":
+            points, optional_here = grader.get("points", 0), bool(OPTIONAL.match(f"## {section}"))
+            if optional_here and points:
+                found.append(f"cell {index}: test cell {grader.get('grade_id')} gives {points} points in an optional "
+                             "section")
+            elif not optional_here and not points:
+                found.append(f"cell {index}: test cell {grader.get('grade_id')} gives no points outside an optional "
+                             "section")
         if OPTIONAL.match(f"## {section}"):
             continue
         graded = "nbgrader" in cell.get("metadata", {})
@@ -88,8 +100,8 @@ def test_the_rules_can_fail():
     def md(text, **metadata):
         return {"cell_type": "markdown", "source": text, "metadata": metadata}
 
-    def code(text):
-        return {"cell_type": "code", "source": text, "metadata": {}}
+    def code(text, **metadata):
+        return {"cell_type": "code", "source": text, "metadata": metadata}
 
     good = {"cells": [md("## 1. Pages"), code('kd.worked_problem(1, "How many pages?", "a", "f", [], "r", "s")'),
                       md("## 2. Exercises"), md("### Exercise 1 · Pages"), md("## What next"),
@@ -102,3 +114,14 @@ def test_the_rules_can_fail():
     assert problems(bad) == ["cell 7: section '3. Explore' comes after an optional section",
                              "cell 1: an exercise or question refers to an optional section (fp8 formats)",
                              "cell 3: an exercise or question refers to an optional section (deeper section)"]
+    # points: earned outside the optional sections only; a 0-point test cell is practice inside one
+    def test(gid, points):
+        return code(f'check("{gid}", f)', nbgrader={"grade": True, "grade_id": gid, "points": points})
+
+    scored = json.loads(json.dumps(good))
+    scored["cells"][3:3] = [test("ch99_q1_pages", 2)]
+    scored["cells"] += [test("ch99_q2_scales", 0)]
+    assert problems(scored) == []
+    scored["cells"][3], scored["cells"][-1] = test("ch99_q1_pages", 0), test("ch99_q2_scales", 1)
+    assert problems(scored) == ["cell 3: test cell ch99_q1_pages gives no points outside an optional section",
+                                "cell 8: test cell ch99_q2_scales gives 1 points in an optional section"]

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import copy
 import hashlib
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -68,7 +69,8 @@ def check_source(path: Path) -> list[str]:
     A source carries no outputs or execution counts, pins the ``python3``
     kernel, and its nbgrader metadata is intact: every cell with solution or
     hidden-test markers is an nbgrader cell of the right kind, grade ids are
-    unique, graded cells have points and are locked. Its test cells and the
+    unique, graded cells have points (0 only for practice in a "Deeper (optional)"
+    section, and only there) and are locked. Its test cells and the
     chapter's exercises agree (``autograder.chapter.problems``: no test cell
     without a check). A chapter marked ``"kv_course": {"graded": false}`` has
     no graded cells and is still generated.
@@ -91,8 +93,12 @@ def check_source(path: Path) -> list[str]:
         problems.append(f"{name}: notebook metadata holds saved widget state (clear it)")
     seen = {}
     graded = 0
+    optional = False          # inside a "## Deeper (optional): ..." section (tests/test_optional_sections.py)
     for index, cell in enumerate(nb.cells):
         where = f"{name} cell {index}"
+        if cell.cell_type == "markdown":
+            for heading in re.findall(r"^##\s+(.+?)\s*$", cell.source, re.M):
+                optional = heading.startswith("Deeper (optional):")
         if cell.cell_type == "code":
             if cell.get("outputs"):
                 problems.append(f"{where}: has outputs (sources carry none; clear them)")
@@ -123,8 +129,14 @@ def check_source(path: Path) -> list[str]:
         if meta.get("grade"):
             graded += 1
             points = meta.get("points")
-            if not isinstance(points, (int, float)) or isinstance(points, bool) or points <= 0:
+            if not isinstance(points, (int, float)) or isinstance(points, bool) or points < 0:
                 problems.append(f"{where}: graded cell without positive points ({points!r})")
+            elif optional and points:     # practice in an optional section: checked, worth nothing
+                problems.append(f"{where}: a test cell in an optional section gives points ({points!r}); "
+                                "practice there gives 0")
+            elif not optional and not points:
+                problems.append(f"{where}: graded cell without positive points ({points!r}); only practice in "
+                                "a 'Deeper (optional)' section gives 0")
             if cell.cell_type == "code" and not meta.get("solution") and not meta.get("locked"):
                 problems.append(f"{where}: test cell is not locked")
         if has_hidden and not meta.get("grade"):

@@ -1,4 +1,4 @@
-"""Chapter 08 (the vLLM lab): its four graded exercises, as data.
+"""Chapter 08 (the vLLM lab): its exercises, as data (three graded, two ungraded practice).
 
 Grade ids, function names and parameter order are a contract with the grading
 pipeline; points are on the source notebook's test cells.
@@ -8,15 +8,20 @@ grade id                           the learner writes
 =================================  ================================================================================
 ch08_q1_available_gib              available_kv_gib(log_text) -> float: the available-KV figure, as printed
 ch08_q2_kv_count                   kv_count(log_text) -> int: the block or token count the log prints
+ch08_q5_pool_blocks                pool_blocks(total_bytes, u, W, O_act, O_nt, O_cg, L, K, D, b, block_size, tp) -> int
 ch08_q3_block_range                block_range(available_gib, L, K, D, b, block_size, tp) -> (int, int)
 ch08_q4_mismatch_cause             mismatch_cause(available_gib, logged_blocks, L, K, D, b, block_size, gpus) -> str
 =================================  ================================================================================
+
+q3 and q4 sit in the chapter's optional "Deeper" section as practice: their test cells carry 0 points, so every
+point comes from q1, q2 and q5, which a learner who stops before that section can do (docs/instructors.md).
 
 The logs are kvlib's bundled real vLLM startup logs (``kvlib/data/vllm_logs``, their
 public sources in its PROVENANCE.md) and one bundled vLLM CPU start
 (``kvlib/data/vllm_cpu/llama_gqa``). Expected values come from kvlib: q1 and q2 from
 ``kvlib.vllm.parse_log`` (the smallest rank's figure; the block count where the log
-prints blocks, else the token capacity), q3 from ``kvlib.vllm.mismatch.block_range``,
+prints blocks, else the token capacity), q5 from ``kvlib.formulas.kv_pool_bytes`` over
+``kvlib.vllm.mismatch.block_bytes``, q3 from ``kvlib.vllm.mismatch.block_range``,
 q4 from ``kvlib.vllm.mismatch.classify_block_mismatch``. Hidden cases are the same logs
 with labelled perturbations (ANSI colours, docker-compose and process prefixes, Windows
 line ends, other printed figures), and other bundled models, GiB figures, TP and dtypes.
@@ -235,6 +240,89 @@ def count_hidden(seed: int, count: int = 8) -> tuple:
         printed = next(f for f in (f"{n:,}", str(n)) if f in text)
         new = _format_count(printed, rng.randint(1_000, 900_000))
         out.append(log_case("hidden", _perturb(rng, text, printed, new)))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------
+# q5: the pool forwards, in blocks of one rank
+# ---------------------------------------------------------------------------
+POOL_PARAMS = ("total_bytes", "utilization", "weights_bytes", "activation_bytes", "non_torch_bytes", "cudagraph_bytes",
+               "layers", "kv_heads", "head_dim", "dtype_bytes", "block_size", "tp")
+HIDDEN_NOTE_POOL = "(Hidden cases use other bundled models, GPUs, utilizations, overheads, TP sizes, dtypes and blocks.)"
+
+
+def _gib(x: float) -> int:
+    """A GiB figure as printed, in bytes (as the worked problems read a log's figures)."""
+    return round(x * kv.GiB)
+
+
+def pool_case(model: str, label: str, *, total_bytes: int, utilization: float, activation_bytes: int,
+              non_torch_bytes: int, cudagraph_bytes: int = 0, weights_bytes: int | None = None, dtype_bytes: int = 2,
+              block_size: int = 16, tp: int = 1) -> dict:
+    spec = kv.load_model(model)
+    if weights_bytes is None:      # the 16-bit weights split over the TP ranks
+        weights_bytes = kv.formulas.weight_bytes_per_gpu(spec.weight_bytes(2), tp)
+    kwargs = dict(total_bytes=total_bytes, utilization=utilization, weights_bytes=weights_bytes,
+                  activation_bytes=activation_bytes, non_torch_bytes=non_torch_bytes, cudagraph_bytes=cudagraph_bytes,
+                  layers=spec.num_kv_layers, kv_heads=spec.num_kv_heads, head_dim=spec.head_dim,
+                  dtype_bytes=dtype_bytes, block_size=block_size, tp=tp)
+    return {"label": label, "kwargs": kwargs, "context": {"model": model}}
+
+
+def pool_expected(case: dict) -> int:
+    from kvlib.vllm.mismatch import block_bytes
+    k = case["kwargs"]
+    pool = kv.formulas.kv_pool_bytes(k["total_bytes"], k["utilization"], k["weights_bytes"],
+                                     k["activation_bytes"] + k["non_torch_bytes"] + k["cudagraph_bytes"])
+    return pool // block_bytes(k["layers"], k["kv_heads"], k["head_dim"], k["dtype_bytes"], k["block_size"], k["tp"])
+
+
+def pool_slip_inputs(case: dict) -> dict:
+    return dict(case["kwargs"])
+
+
+_H100 = kv.get_gpu("H100-SXM").cuda_memory_bytes
+Q5_VISIBLE = (
+    pool_case("llama-2-7b", "12.log's V0 start: Llama 2 7B on an H100, every figure as the log prints it (79.19 GiB "
+              "total, u 0.90, weights 12.55 GiB, activation peak 2.38 GiB, non-torch 0.16 GiB), no CUDA graphs",
+              total_bytes=_gib(79.19), utilization=0.90, weights_bytes=_gib(12.55), activation_bytes=_gib(2.38),
+              non_torch_bytes=_gib(0.16)),
+    pool_case("llama-3.1-8b", "07.log's V0 start: Llama 3.1 8B on an RTX 3090 (23.58 GiB, u 0.90, weights 14.9888 "
+              "GiB, torch peak 17.06 GiB, non-torch 0.35 GiB)",
+              total_bytes=_gib(23.58), utilization=0.90, weights_bytes=_gib(14.9888),
+              activation_bytes=_gib(17.06 - 14.9888), non_torch_bytes=_gib(0.35)),
+    pool_case("llama-3.3-70b", "Llama 3.3 70B at TP 4 on H100s, vLLM 0.20+: u 0.92, 16-bit weights split four ways, "
+              "activation 1.5 GiB, non-torch 0.6 GiB, CUDA graphs 0.75 GiB per rank (a built case)",
+              total_bytes=_H100, utilization=0.92, activation_bytes=_gib(1.5), non_torch_bytes=_gib(0.6),
+              cudagraph_bytes=_gib(0.75), tp=4),
+    pool_case("mistral-7b", "Mistral 7B on one H100 with an fp8 cache in 32-token blocks, vLLM 0.20+: u 0.92, "
+              "activation 2 GiB, non-torch 0.5 GiB, CUDA graphs 0.4 GiB (a built case)",
+              total_bytes=_H100, utilization=0.92, activation_bytes=_gib(2.0), non_torch_bytes=_gib(0.5),
+              cudagraph_bytes=_gib(0.4), dtype_bytes=1, block_size=32),
+    pool_case("qwen2.5-32b", "Qwen2.5 32B at TP 8 on H100s (one KV head per rank), V0: u 0.90, activation 0.8 GiB, "
+              "non-torch 0.3 GiB (a built case)",
+              total_bytes=_H100, utilization=0.90, activation_bytes=_gib(0.8), non_torch_bytes=_gib(0.3), tp=8),
+    pool_case("gpt2-large", "GPT-2 large (MHA, head_dim 64) on an L40S, V0: u 0.90, activation 0.5 GiB, non-torch "
+              "0.2 GiB (a built case)",
+              total_bytes=kv.get_gpu("L40S").cuda_memory_bytes, utilization=0.90, activation_bytes=_gib(0.5),
+              non_torch_bytes=_gib(0.2)),
+)
+
+
+def pool_hidden(seed: int, count: int = 8) -> tuple:
+    rng = random.Random(seed)
+    gpus = [kv.get_gpu(g).cuda_memory_bytes for g in ("H100-SXM", "H200", "A100-80GB", "L40S")]
+    out = []
+    while len(out) < count:
+        model = rng.choice(_uniform_models())
+        spec = kv.load_model(model)
+        tp = rng.choice([t for t in (1, 2, 4, 8) if t <= spec.num_kv_heads])
+        case = pool_case(model, "hidden", total_bytes=rng.choice(gpus), utilization=rng.choice([0.85, 0.90, 0.92]),
+                         activation_bytes=rng.randint(_gib(0.3), _gib(4)), non_torch_bytes=rng.randint(_gib(0.1), _gib(1)),
+                         cudagraph_bytes=rng.choice([0, rng.randint(_gib(0.1), _gib(2))]),
+                         dtype_bytes=rng.choice([1, 2]), block_size=rng.choice([16, 16, 32, 64]), tp=tp)
+        if pool_expected(case) >= 100:      # a deployment that fits, with room for a pool
+            out.append(case)
     return tuple(out)
 
 
@@ -475,6 +563,19 @@ EXERCISES = exercises(
         slip_inputs=count_slip_inputs,
         unit="(blocks or tokens, as printed)",
         hidden_note=HIDDEN_NOTE_LOG,
+    ),
+    Exercise(
+        grade_id="ch08_q5_pool_blocks",
+        function_name="pool_blocks",
+        params=POOL_PARAMS,
+        visible_cases=Q5_VISIBLE,
+        hidden_cases=pool_hidden,
+        expected=pool_expected,
+        answer=INT,
+        quantity="pool_blocks",
+        slip_inputs=pool_slip_inputs,
+        unit="blocks",
+        hidden_note=HIDDEN_NOTE_POOL,
     ),
     Exercise(
         grade_id="ch08_q3_block_range",

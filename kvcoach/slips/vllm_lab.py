@@ -1,4 +1,5 @@
-"""Reading vLLM's startup lines, and a block range from a printed GiB figure: ch08_vllm_lab's slips.
+"""Reading vLLM's startup lines, the pool forwards, and a block range from a printed GiB figure: ch08_vllm_lab's
+slips.
 
 A figure read from a log is the figure as printed; the wrong figures a learner picks instead (another
 rank's, the weights', the budget's) come with each case (``wrong``: slip key -> the figure taken).
@@ -6,6 +7,9 @@ rank's, the weights', the budget's) come with each case (``wrong``: slip key -> 
 
 from __future__ import annotations
 
+import math
+
+from kvlib import formulas
 from kvlib.units import GB, GiB
 
 SLIP_WORDS = {
@@ -39,6 +43,15 @@ SLIP_WORDS = {
     "gib_as_gb": ("the log prints GiB (2^30 bytes); you converted the figure to GB ({wrong_value:.4g}, x 2^30 / "
                   "10^9). Return it as printed, in GiB.",
                   "the log prints GiB: return the figure as printed, not converted to GB."),
+    "activation_left_out": ("the activation peak ({activation_bytes:,} B) is not subtracted: vLLM takes the peak of "
+                            "its trial forward pass out of the budget (a V0 log's torch peak less the weights).",
+                            "the activation peak is not subtracted."),
+    "non_torch_left_out": ("the non-torch memory ({non_torch_bytes:,} B) is not subtracted: what CUDA's libraries and "
+                           "NCCL hold outside PyTorch comes out of the budget too.",
+                           "the non-torch memory is not subtracted."),
+    "cudagraph_left_out": ("the CUDA-graph estimate ({cudagraph_bytes:,} B) is not subtracted: from vLLM 0.20 the "
+                           "engine takes it out before sizing the pool.",
+                           "the CUDA-graph estimate is not subtracted."),
     "point_not_range": ("a printed GiB figure is rounded to 0.01 GiB, so it allows a range of blocks: from (X - "
                         "0.005) GiB to (X + 0.005) GiB, each divided by the bytes per block.",
                         "a printed GiB figure allows a range of blocks (+/-0.005 GiB), not one count."),
@@ -76,8 +89,44 @@ def _q_block_range(i):
     return expected, [(k, v) for k, v in slips if v != expected]
 
 
+def _pool_blocks(i, *, u=None, weights=None, activation=None, non_torch=None, cudagraph=None, block=None):
+    """floor(M u - W - O_act - O_nt - O_cg) // B with any term replaced (a slip)."""
+    terms = (i["activation_bytes"] if activation is None else activation) \
+        + (i["non_torch_bytes"] if non_torch is None else non_torch) \
+        + (i["cudagraph_bytes"] if cudagraph is None else cudagraph)
+    pool = formulas.kv_pool_bytes(i["total_bytes"], i["utilization"] if u is None else u,
+                                  i["weights_bytes"] if weights is None else weights, terms)
+    return pool // (block or _block_bytes(i))
+
+
+def _block_bytes(i, tp=None, kv_factor=2):
+    from kvlib.vllm.mismatch import block_bytes
+    b = block_bytes(i["layers"], i["kv_heads"], i["head_dim"], i["dtype_bytes"], i["block_size"],
+                    i["tp"] if tp is None else tp)
+    return b // 2 * kv_factor
+
+
+def _q_pool_blocks(i):
+    """Blocks one rank's pool holds, forwards: floor(M u - W - O_act - O_nt - O_cg) // (2 L max(1, K // t) D b bs)."""
+    expected = _pool_blocks(i)
+    m, u = i["total_bytes"], i["utilization"]
+    others = i["weights_bytes"] + i["activation_bytes"] + i["non_torch_bytes"] + i["cudagraph_bytes"]
+    exact = (m * u - others) / _block_bytes(i)
+    slips = [("activation_left_out", _pool_blocks(i, activation=0)),
+             ("non_torch_left_out", _pool_blocks(i, non_torch=0)),
+             ("cudagraph_left_out", _pool_blocks(i, cudagraph=0)),
+             ("ignored_utilization", _pool_blocks(i, u=1)),
+             ("utilization_after_weights", math.floor((m - others) * u) // _block_bytes(i)),
+             ("total_not_per_gpu", _pool_blocks(i, block=_block_bytes(i, tp=1))),
+             ("missing_kv_factor", _pool_blocks(i, block=_block_bytes(i, kv_factor=1))),
+             ("tokens_for_blocks", expected * i["block_size"]),
+             ("ceil_for_floor", math.ceil(exact)), ("round_for_floor", round(exact))]
+    return expected, [(k, v) for k, v in slips if v != expected]
+
+
 QUANTITIES = {
     "log_figure": _q_log_figure,
+    "pool_blocks": _q_pool_blocks,
     "block_range": _q_block_range,
 }
 

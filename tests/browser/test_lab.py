@@ -221,12 +221,22 @@ PLANS = {
     "ch08_vllm_lab": Plan(
         slider="printed GiB",
         number=r"blocks:\s*([\d,]+ – [\d,]+)",
-        answer_id="ch08_q3_answer",
-        # One count from the printed figure, not the range its rounding allows.
-        wrong_answer="def block_range(available_gib, layers, kv_heads, head_dim, dtype_bytes, block_size, tp): "
-                     "n = round(float(available_gib) * 2**30) // (2 * layers * max(1, kv_heads // tp) * head_dim "
-                     "* dtype_bytes * block_size); return (n, n)",
-        slip="allows a range of blocks",
+        answer_id="ch08_q5_answer",
+        # Exercise 3 (graded): the utilization applied to what is left, (M - W - O) x u, not M u - W - O.
+        wrong_answer="def pool_blocks(total_bytes, utilization, weights_bytes, activation_bytes, non_torch_bytes, "
+                     "cudagraph_bytes, layers, kv_heads, head_dim, dtype_bytes, block_size, tp): return int((total_bytes "
+                     "- weights_bytes - activation_bytes - non_torch_bytes - cudagraph_bytes) * utilization) // (2 * "
+                     "layers * max(1, kv_heads // tp) * head_dim * dtype_bytes * block_size)",
+        slip="not (M - W - O) x u",
+        more_wrong=(
+            # Practice A in the optional section (no points): one count from the printed figure, not the range its
+            # rounding allows.
+            ("ch08_q3_answer",
+             "def block_range(available_gib, layers, kv_heads, head_dim, dtype_bytes, block_size, tp): "
+             "n = round(float(available_gib) * 2**30) // (2 * layers * max(1, kv_heads // tp) * head_dim "
+             "* dtype_bytes * block_size); return (n, n)",
+             "allows a range of blocks"),
+        ),
     ),
     "ch10_state_and_sparsity": Plan(
         slider="context T (tokens)",
