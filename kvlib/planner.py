@@ -17,8 +17,8 @@ The plan follows [kv-math] section 8, one step per line of the report:
    ``l`` each (``allreduce_seconds_per_step``; only when tp > 1). The older
    rule charges the all-reduce as a fraction of the step instead,
    ``ITL = bytes / BW * (1 + tp_overhead) / efficiency``: at 30%
-   (``PESSIMISTIC_TP_OVERHEAD``) three to seven times the modelled time on
-   the chapters' plans, so it is kept only as a stated pessimistic bound
+   (``PESSIMISTIC_TP_OVERHEAD``) several times the modelled time on the
+   chapters' plans, so it is kept only as a stated pessimistic bound
    (``tp_overhead=0.3``); ``Plan.allreduce_rule`` says which rule a plan used.
    If the ITL misses the target, the sequences per replica are cut until it is
    met. This is a mean steady-state step; the target is usually a p95, set by
