@@ -201,6 +201,13 @@ def run(*args):
     return proc.returncode, proc.stdout, proc.stderr
 
 
+def test_cli_plan_help_names_the_rules():
+    code, out, _ = run("plan", "--help")
+    flat = " ".join(out.split())
+    assert code == 0 and "--allreduce-us" in flat and "(default 20;" in flat
+    assert "charge it as this fraction of the step when tp > 1: a pessimistic bound" in flat
+
+
 @pytest.mark.parametrize("args", [
     ["plan", "llama-3-70b", "--users", "0", "--context", "6000", "--itl-ms", "60", "--gpu", "H100"],
     ["plan", "llama-3-70b", "--context", "6000", "--itl-ms", "60", "--gpu", "H100"],
