@@ -26,15 +26,18 @@ def _row(step: str, what: str, value: str) -> str:
 
 
 def planner_view(model: str, gpu: str, gpus_per_node: int, tp: int, users: int, context: int, itl_ms: float,
-                 overhead_bytes_per_gpu: int = kv.GB * 3, efficiency: float = 0.7, tp_overhead: float = 0.3,
-                 spike_factor: float = 1.3, redundancy_nodes: int = 1) -> str:
+                 overhead_bytes_per_gpu: int = kv.GB * 3, efficiency: float = 0.7, tp_overhead: float | None = None,
+                 spike_factor: float = 1.3, redundancy_nodes: int = 1,
+                 allreduce_latency_s: float = kv.planner.DEFAULT_ALLREDUCE_LATENCY_S) -> str:
     """The planner's steps as HTML, from ``kv.planner.plan_capacity`` with these arguments.
 
     Memory is what CUDA reports for ``gpu``, times vLLM's default utilization; the
-    weights are bf16 from kvlib's parameter count.
+    weights are bf16 from kvlib's parameter count. The all-reduce is modelled
+    (two per layer at ``allreduce_latency_s``) unless ``tp_overhead`` gives the
+    pessimistic fraction of the step.
 
     >>> view = planner_view("qwen2.5-32b", "A100-80GB", 8, 8, 500, 16384, 80)
-    >>> "total KV cache: <b>2,147.48 GB" in view, ">memory</b> (124 by memory, 148 by ITL" in view
+    >>> "total KV cache: <b>2,147.48 GB" in view, ">memory</b> (124 by memory, 190 by ITL" in view
     (True, True)
 
     Used in: ch07_capacity_plan (through planner_explorer); benchmarks may time it.
@@ -44,7 +47,7 @@ def planner_view(model: str, gpu: str, gpus_per_node: int, tp: int, users: int, 
                                      gpus_per_node=gpus_per_node, tp=tp,
                                      overhead_bytes_per_gpu=overhead_bytes_per_gpu, efficiency=efficiency,
                                      tp_overhead=tp_overhead, spike_factor=spike_factor,
-                                     redundancy_nodes=redundancy_nodes)
+                                     redundancy_nodes=redundancy_nodes, allreduce_latency_s=allreduce_latency_s)
     except ValueError as error:
         return (f"<div style='font-family:sans-serif;font-size:13px'>total KV cache: <b>—</b><br>"
                 f"<b style='color:#c0392b'>no plan:</b> {html.escape(str(error))}</div>")
@@ -60,8 +63,7 @@ def planner_view(model: str, gpu: str, gpus_per_node: int, tp: int, users: int, 
              gb(p.kv_pool_bytes_per_gpu)),
         _row("3", f"sequences per replica by memory ({p.replicas_per_node} replica(s) of TP {tp} per node)",
              f"{p.sequences_per_replica_by_memory:,}"),
-        _row("4", f"ITL at the memory limit (× (1 + {p.tp_overhead if tp > 1 else 0}) / {p.efficiency})",
-             f"{p.itl_s_at_memory_limit * 1e3:.1f} ms"),
+        _row("4", f"ITL at the memory limit ({_step_rule(p)})", f"{p.itl_s_at_memory_limit * 1e3:.1f} ms"),
         _row("4", f"sequences per replica under {itl_ms:g} ms", f"{p.sequences_per_replica_by_latency:,}"),
         _row("5", "sequences per node, and its decode rate",
              f"{p.sequences_per_node:,} at {p.itl_s * 1e3:.1f} ms: {p.tokens_per_s_per_node:,.0f} tokens/s"),
@@ -75,6 +77,16 @@ def planner_view(model: str, gpu: str, gpus_per_node: int, tp: int, users: int, 
             f"replica) &nbsp;·&nbsp; deploy "
             f"<b>{p.nodes_with_headroom} nodes</b>"
             f"<table style='margin-top:6px;border-collapse:collapse'>{''.join(rows)}</table></div>")
+
+
+def _step_rule(p) -> str:
+    """How the step was stretched: ``/ e``, plus the modelled all-reduce, or the pessimistic ``x (1 + o) / e``."""
+    if p.tp == 1:
+        return f"/ {p.efficiency}; one GPU, no all-reduce"
+    if p.allreduce_rule == "modelled":
+        return (f"/ {p.efficiency} + all-reduce modelled, 2 a layer × {p.allreduce_latency_s * 1e6:g} µs = "
+                f"{p.allreduce_s_per_step * 1e3:.2f} ms")
+    return f"× (1 + {p.tp_overhead}) / {p.efficiency}; all-reduce as a fraction, a pessimistic bound"
 
 
 def planner_explorer(models, *, gpus=("H100-SXM", "A100-80GB", "H200", "B200", "L40S")):
@@ -102,8 +114,12 @@ def planner_explorer(models, *, gpus=("H100-SXM", "A100-80GB", "H200", "B200", "
                                      style=style, layout=layout)
     eff_w = widgets.FloatSlider(0.7, min=0.3, max=1.0, step=0.05, description="bandwidth efficiency", style=style,
                                 layout=layout)
-    tpo_w = widgets.FloatSlider(0.3, min=0.0, max=1.0, step=0.05, description="all-reduce overhead", style=style,
-                                layout=layout)
+    rule_w = widgets.Dropdown(options=[("modelled: 2 a layer × the latency", None),
+                                       (f"{kv.planner.PESSIMISTIC_TP_OVERHEAD:.0%} of the step (pessimistic bound)",
+                                        kv.planner.PESSIMISTIC_TP_OVERHEAD)],
+                              value=None, description="all-reduce rule", style=style, layout=layout)
+    latency_w = widgets.FloatSlider(kv.planner.DEFAULT_ALLREDUCE_LATENCY_S * 1e6, min=0.0, max=100.0, step=5.0,
+                                    description="all-reduce latency (µs)", style=style, layout=layout)
     spike_w = widgets.FloatSlider(1.3, min=1.0, max=2.0, step=0.05, description="spike factor", style=style,
                                   layout=layout)
     spare_w = widgets.IntSlider(1, min=0, max=4, description="spare nodes (N+r)", style=style, layout=layout)
@@ -115,8 +131,8 @@ def planner_explorer(models, *, gpus=("H100-SXM", "A100-80GB", "H200", "B200", "
                     "GPUs per node</div>")
         return planner_view(model_w.value, gpu_w.value, per_node_w.value, tp, users_w.value, context_w.value,
                             itl_w.value, overhead_bytes_per_gpu=round(overhead_w.value * kv.GB),
-                            efficiency=eff_w.value, tp_overhead=tpo_w.value, spike_factor=spike_w.value,
-                            redundancy_nodes=spare_w.value)
+                            efficiency=eff_w.value, tp_overhead=rule_w.value, spike_factor=spike_w.value,
+                            redundancy_nodes=spare_w.value, allreduce_latency_s=latency_w.value * 1e-6)
 
-    return wire((model_w, gpu_w, per_node_w, tp_w, users_w, context_w, itl_w, overhead_w, eff_w, tpo_w, spike_w,
-                 spare_w), render)
+    return wire((model_w, gpu_w, per_node_w, tp_w, users_w, context_w, itl_w, overhead_w, eff_w, rule_w, latency_w,
+                 spike_w, spare_w), render)

@@ -147,10 +147,12 @@ SYMBOLS: tuple[Symbol, ...] = (
            kvlib_keywords=("kv_bytes_per_sequence_per_gpu",), chapter="ch07_capacity_plan"),
     Symbol("M_kv", "kv_pool_bytes_per_gpu", "the KV pool of one GPU: ceil(M u) - W / t - O", "B",
            kvlib_keywords=("kv_pool_bytes_per_gpu",), chapter="ch07_capacity_plan"),
-    Symbol("o", "tp_overhead", "all-reduce cost of a tensor-parallel step, as a fraction of the step (0 when t = 1)",
-           "fraction", kvlib_keywords=("tp_overhead",), chapter="ch07_capacity_plan"),
-    Symbol("s", "slowdown", "how much longer a real decode step takes than the bandwidth bound: (1 + o) / e",
-           "ratio", kvlib_keywords=("slowdown",), chapter="ch07_capacity_plan"),
+    Symbol("l", "allreduce_latency_s", "latency of one tensor-parallel all-reduce in a decode step (two per layer: "
+           "2 L l a step when t > 1)", "s", kvlib_keywords=("allreduce_latency_s",), chapter="ch07_capacity_plan"),
+    Symbol("o", "tp_overhead", "the all-reduce charged as a fraction of the step instead: a pessimistic bound "
+           "(0 when t = 1)", "fraction", kvlib_keywords=("tp_overhead",), chapter="ch07_capacity_plan"),
+    Symbol("s", "slowdown", "how much longer a real decode step takes than the bandwidth bound: 1 / e, or "
+           "(1 + o) / e under the bound", "ratio", kvlib_keywords=("slowdown",), chapter="ch07_capacity_plan"),
     Symbol("tau", "itl_target_s", "inter-token latency target, usually at the 95th percentile", "s",
            kvlib_keywords=("itl_target_s",), chapter="ch07_capacity_plan"),
     Symbol("B_mem", "sequences_per_replica_by_memory", "sequences a replica's KV pool holds: floor(M_kv / S_g)",

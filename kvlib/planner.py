@@ -12,14 +12,19 @@ The plan follows [kv-math] section 8, one step per line of the report:
    replica of ``tp`` GPUs holds ``floor(pool / kv_per_sequence_per_gpu)``
    sequences and a node holds ``gpus_per_node / tp`` replicas.
 4. Latency check at that load: each GPU reads ``W / tp + n * kv_per_seq_per_gpu``
-   bytes per step; ``ITL = bytes / BW * (1 + tp_overhead) / efficiency``
-   (tp_overhead, the all-reduce cost, only when tp > 1). If the ITL misses
-   the target, the sequences per replica are cut until it is met. This is a
-   mean steady-state step; the target is usually a p95, set by the steps that
-   also carry a prefill chunk, so ``itl_margin_ms`` holds that back
-   (``prefill_chunk_seconds``). The all-reduce is really two per layer at a
-   near-fixed latency (``allreduce_seconds_per_step``); the fraction stands in.
-   A replica also runs at most vLLM's ``max_num_seqs`` sequences.
+   bytes per step; ``ITL = bytes / BW / efficiency + 2 L l``, the last term
+   the tensor-parallel all-reduces, two per layer at a near-fixed latency
+   ``l`` each (``allreduce_seconds_per_step``; only when tp > 1). The older
+   rule charges the all-reduce as a fraction of the step instead,
+   ``ITL = bytes / BW * (1 + tp_overhead) / efficiency``: at 30%
+   (``PESSIMISTIC_TP_OVERHEAD``) several times the modelled time on the
+   chapters' plans, so it is kept only as a stated pessimistic bound
+   (``tp_overhead=0.3``); ``Plan.allreduce_rule`` says which rule a plan used.
+   If the ITL misses the target, the sequences per replica are cut until it is
+   met. This is a mean steady-state step; the target is usually a p95, set by
+   the steps that also carry a prefill chunk, so ``itl_margin_ms`` holds that
+   back (``prefill_chunk_seconds``). A replica also runs at most vLLM's
+   ``max_num_seqs`` sequences.
 5. Throughput: ``sequences_per_node / ITL`` tokens/s per node.
 6. Nodes: ``ceil(users / sequences_per_node)``; with headroom
    ``ceil(nodes * spike_factor) + redundancy_nodes`` (N+1).
@@ -29,15 +34,16 @@ Decode is taken to be bandwidth-bound (true far below the ridge point, see
 ``kvlib.roofline``); prefill, the KV of the tokens being generated beyond
 the average, and the scheduler's own limits are outside the model.
 
-Seed 003 section 8 (Llama 3 70B, 2,000 users, 6K context, p95 ITL < 60 ms,
-8 x H100) with the seed's own assumptions -- 80 GB per GPU (its "640 GB"
-node), no utilization cap, 24 GB of overhead per node, 141.2 GB of weights:
+[kv-math] section 8 (Llama 3 70B, 2,000 users, 6K context, p95 ITL < 60 ms,
+8 x H100) with its own assumptions -- 80 GB per GPU (its "640 GB" node), no
+utilization cap, 24 GB of overhead per node, 141.2 GB of weights, and the
+all-reduce as 30% of the step (the pessimistic bound):
 
 >>> p = plan_capacity("llama-3-70b", users=2000, context=6000, itl_ms=60, gpu="H100-SXM",
 ...                   gpu_memory_bytes=80 * 10**9, utilization=1.0, overhead_bytes_per_gpu=3 * 10**9,
-...                   weight_bytes=141_200_000_000)
->>> p.sequences_per_node, round(p.itl_s * 1e3, 1), p.nodes, p.nodes_with_headroom
-(241, 42.6, 9, 13)
+...                   weight_bytes=141_200_000_000, tp_overhead=PESSIMISTIC_TP_OVERHEAD)
+>>> p.sequences_per_node, round(p.itl_s * 1e3, 1), p.nodes, p.nodes_with_headroom, p.allreduce_rule
+(241, 42.6, 9, 13, 'pessimistic_fraction')
 
 Taught in ch07_capacity_plan. The CLI (``kvlib plan``) formats a ``Plan`` as rows.
 """
@@ -57,16 +63,22 @@ from .units import format_gb_gib
 __all__ = ["PlanError", "Plan", "plan_capacity", "step_slowdown", "itl_seconds", "sequences_under_itl",
            "nodes_needed", "nodes_with_headroom", "prefill_chunk_seconds", "allreduce_seconds_per_step",
            "ALLREDUCES_PER_LAYER", "DEFAULT_ALLREDUCE_LATENCY_S", "RequestPlan", "plan_requests",
-           "BINDING_CONSTRAINTS",
+           "BINDING_CONSTRAINTS", "ALLREDUCE_RULES",
            "DEFAULT_UTILIZATION", "DEFAULT_OVERHEAD_BYTES", "DEFAULT_EFFICIENCY",
-           "DEFAULT_TP_OVERHEAD", "DEFAULT_SPIKE_FACTOR", "DEFAULT_REDUNDANCY_NODES"]
+           "PESSIMISTIC_TP_OVERHEAD", "DEFAULT_SPIKE_FACTOR", "DEFAULT_REDUNDANCY_NODES"]
 
 DEFAULT_EFFICIENCY = 0.70           # achieved / peak bandwidth ([kv-math]: 60-75%)
-DEFAULT_TP_OVERHEAD = 0.30          # all-reduce cost as a fraction of the step: a pessimistic stand-in
+#: The all-reduce as a fraction of the step ([kv-math] section 8's 30%): not a default, a stated pessimistic bound
+#: (``tp_overhead=PESSIMISTIC_TP_OVERHEAD``). On [kv-math] section 8's plan (Llama 3 70B, TP 8, a 23 ms read at 70%
+#: efficiency) it charges 9.8 ms a step, where two all-reduces per layer at 20 us cost 3.2 ms.
+PESSIMISTIC_TP_OVERHEAD = 0.30
 #: Latency of one decode-step all-reduce on NVLink [s], the assumption behind ``allreduce_seconds_per_step`` when a
-#: plan models the all-reduce (``tp_overhead=None``): small messages cost a near-fixed latency, of order 10-30 us
-#: for 8 GPUs in nccl-tests' all_reduce_perf at 64 KB - 1 MB. Measure yours.
+#: plan models the all-reduce (``tp_overhead=None``, the default): small messages cost a near-fixed latency, of
+#: order 10-30 us for 8 GPUs in nccl-tests' all_reduce_perf at 64 KB - 1 MB. Measure yours.
 DEFAULT_ALLREDUCE_LATENCY_S = 20e-6
+#: How a plan charged the all-reduce (``Plan.allreduce_rule``): two per layer at a latency each, or a fraction of
+#: the step (``tp_overhead``).
+ALLREDUCE_RULES = ("modelled", "pessimistic_fraction")
 DEFAULT_SPIKE_FACTOR = 1.30         # traffic spike headroom ([kv-math] section 8)
 DEFAULT_REDUNDANCY_NODES = 1        # N+1
 #: Tensor-parallel all-reduces per decoder layer: after attention's o_proj and after the MLP's down_proj
@@ -97,13 +109,16 @@ def _ceil(x) -> int:
 
 
 # --- the plan's steps, one function each (the chapter's sympy chain calls them; so does plan_capacity) ---------
-def step_slowdown(tp, tp_overhead=DEFAULT_TP_OVERHEAD, efficiency=DEFAULT_EFFICIENCY):
+def step_slowdown(tp, tp_overhead=0, efficiency=DEFAULT_EFFICIENCY):
     """How much longer a real decode step takes than the bandwidth bound: ``(1 + o) / e``.
 
     ``o`` is the tensor-parallel all-reduce cost as a fraction of the step,
     charged only when ``tp > 1`` (one GPU has nothing to reduce); ``e`` the
-    fraction of peak bandwidth real kernels reach. Dimensionless. Taught in
-    ch07_capacity_plan. A 30% all-reduce and 70% efficiency ([kv-math] section 8):
+    fraction of peak bandwidth real kernels reach. Dimensionless. ``o``
+    defaults to 0: a plan models the all-reduce as time added to the step
+    (``allreduce_seconds_per_step``) and uses a fraction only as the
+    pessimistic bound. Taught in ch07_capacity_plan. A 30% all-reduce and
+    70% efficiency ([kv-math] section 8):
 
     >>> round(step_slowdown(8, tp_overhead=0.3, efficiency=0.7), 4), round(step_slowdown(1, 0.3, 0.7), 4)
     (1.8571, 1.4286)
@@ -174,8 +189,9 @@ def allreduce_seconds_per_step(layers, tp, latency_s, per_layer=ALLREDUCES_PER_L
 
     Each layer reduces twice (``ALLREDUCES_PER_LAYER``), and a decode step's
     message is small (batch x hidden x 2 bytes), so each all-reduce costs a
-    near-fixed latency ``l`` rather than a share of the step: the planner's
-    ``tp_overhead`` fraction is a stand-in for this. ``l`` is an assumption to
+    near-fixed latency ``l`` rather than a share of the step; the planner adds
+    this to the step by default (the ``tp_overhead`` fraction is only a
+    pessimistic bound). ``l`` is an assumption to
     replace with a measurement (nccl-tests' ``all_reduce_perf`` at the step's
     message size). Taught in ch07_capacity_plan. 80 layers at 20 us:
     2 x 80 x 20e-6 = 3.2 ms:
@@ -236,7 +252,7 @@ class Plan:
     kv_dtype_bytes: float
     bandwidth_bytes_per_s: float   # per GPU
     efficiency: float
-    tp_overhead: float
+    tp_overhead: float | None      # None: the all-reduce modelled (allreduce_rule), else the fraction charged
     spike_factor: float
     redundancy_nodes: int
     # step 1
@@ -270,6 +286,13 @@ class Plan:
     max_num_seqs: int = 1024       # vLLM's default max_num_seqs on the GPU (sequences per replica at most)
     itl_margin_s: float = 0.0      # held back from the target for the steps that carry prefill chunks
     allreduce_s_per_step: float = 0.0   # modelled all-reduce time per step (tp_overhead None), else 0
+    allreduce_latency_s: float | None = None   # per all-reduce, when modelled; None under the fraction
+
+    @property
+    def allreduce_rule(self) -> str:
+        """'modelled' (two all-reduces per layer at ``allreduce_latency_s``, added to the step) or
+        'pessimistic_fraction' (the step stretched by ``1 + tp_overhead``); see ``ALLREDUCE_RULES``."""
+        return ALLREDUCE_RULES[0] if self.tp_overhead is None else ALLREDUCE_RULES[1]
 
     @property
     def sequences_per_node_by_memory(self) -> int:
@@ -308,7 +331,7 @@ class Plan:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        for name in ("sequences_per_node_by_memory", "meets_itl_at_memory_limit", "limited_by",
+        for name in ("allreduce_rule", "sequences_per_node_by_memory", "meets_itl_at_memory_limit", "limited_by",
                      "tokens_per_s_per_node", "tokens_per_s", "tokens_per_s_per_user", "gpus"):
             d[name] = getattr(self, name)
         return d
@@ -318,7 +341,7 @@ def plan_capacity(model, *, users: int, context: int, itl_ms: float, gpu="H100-S
                   tp: int | None = None, gpu_memory_bytes=None, utilization: float = DEFAULT_UTILIZATION,
                   overhead_bytes_per_gpu=DEFAULT_OVERHEAD_BYTES, weight_bytes=None, num_params=None,
                   weight_dtype_bytes=2, kv_dtype_bytes=None, bandwidth_bytes_per_s=None,
-                  efficiency: float = DEFAULT_EFFICIENCY, tp_overhead: float | None = DEFAULT_TP_OVERHEAD,
+                  efficiency: float = DEFAULT_EFFICIENCY, tp_overhead: float | None = None,
                   spike_factor: float = DEFAULT_SPIKE_FACTOR,
                   redundancy_nodes: int = DEFAULT_REDUNDANCY_NODES, hub: bool = False, max_num_seqs=None,
                   itl_margin_ms: float = 0, allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S) -> Plan:
@@ -331,18 +354,20 @@ def plan_capacity(model, *, users: int, context: int, itl_ms: float, gpu="H100-S
     PlanError (naming the parameter) when an input is out of range, when
     one sequence does not fit, or when the weights alone miss the ITL.
 
-    ``tp_overhead`` is the all-reduce as a fraction of the step (30%, the
-    chapters' stand-in, a pessimistic bound); ``tp_overhead=None`` models it
-    instead: two all-reduces per layer at ``allreduce_latency_s`` each
-    (``allreduce_seconds_per_step``), added to the step, ``ITL = bytes / BW / e
-    + 2 L l``. The request-based plan (``plan_requests``) uses the model.
+    The all-reduce is modelled by default (``tp_overhead=None``): two per
+    layer at ``allreduce_latency_s`` each (``allreduce_seconds_per_step``),
+    added to the step, ``ITL = bytes / BW / e + 2 L l``, as the request-based
+    plan (``plan_requests``) does. ``tp_overhead=0.3``
+    (``PESSIMISTIC_TP_OVERHEAD``) charges it as a fraction of the step
+    instead, ``ITL = bytes / BW x (1 + o) / e``: a stated pessimistic bound.
+    ``Plan.allreduce_rule`` names the rule used.
 
     Seed 003 exercise D, with kvlib's defaults (CUDA-reported memory, 0.92,
     3 GB per GPU, TP = 8 on 8 x A100-80GB):
 
     >>> p = plan_capacity("qwen2.5-32b", users=500, context=16384, itl_ms=80, gpu="A100-80GB")
     >>> p.sequences_per_node, p.nodes, p.nodes_with_headroom, round(p.itl_s * 1e3, 1)
-    (124, 5, 8, 68.1)
+    (124, 5, 8, 54.9)
     """
     spec = load_model(model, hub=hub)
     card = get_gpu(gpu)
@@ -442,6 +467,7 @@ def plan_capacity(model, *, users: int, context: int, itl_ms: float, gpu="H100-S
         sequences_per_node=per_node, nodes=nodes,
         nodes_with_headroom=nodes_with_headroom(nodes, spike_factor, redundancy_nodes),
         max_num_seqs=cap, itl_margin_s=itl_margin_ms / 1e3, allreduce_s_per_step=allreduce_s,
+        allreduce_latency_s=allreduce_latency_s if tp_overhead is None else None,
     )
 
 
@@ -483,8 +509,13 @@ class RequestPlan:
     nodes_with_headroom: int
     binding_constraint: str        # one of BINDING_CONSTRAINTS
 
+    @property
+    def allreduce_rule(self) -> str:
+        """How the decode step charged the all-reduce (``Plan.allreduce_rule``)."""
+        return self.decode.allreduce_rule
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        return dict(asdict(self), allreduce_rule=self.allreduce_rule)
 
 
 def _prefill_compute_seconds(spec, tokens, cached, tp, flop_per_s, mfu) -> float:
@@ -502,14 +533,16 @@ def plan_requests(model, *, rate_per_s: float, prompt_tokens: int, output_tokens
                   ttft_ms: float, prompt_tokens_p95: int | None = None, output_tokens_p95: int | None = None,
                   prefix_hit_rate: float = 0.0, gpu="H100-SXM", gpus_per_node: int = 8, tp: int | None = None,
                   token_budget: int = DEFAULT_TOKEN_BUDGET, mfu: float = DEFAULT_MFU,
-                  allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S, **kwargs) -> RequestPlan:
+                  allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S, tp_overhead: float | None = None,
+                  **kwargs) -> RequestPlan:
     """Nodes for ``rate_per_s`` requests a second under a TTFT and an ITL SLO: the plan a capacity review makes.
 
     1. **Little's law**: a request stays ``W = TTFT + T_o x ITL`` at its SLOs, so
        ``N = lambda W`` run at once (``serving.littles_law_concurrency``), each
        holding on average ``T_p + T_o / 2`` tokens of cache.
     2. **Decode**: ``plan_capacity`` for N sequences at that context, the
-       all-reduce modelled (two per layer at ``allreduce_latency_s``), the mean
+       all-reduce modelled (two per layer at ``allreduce_latency_s``; or,
+       with ``tp_overhead``, the pessimistic fraction of the step), the mean
        step aimed at the ITL less one full chunk's compute (the p95 rule: the
        slow steps are those carrying a prompt chunk of ``token_budget`` tokens,
        vLLM's ``max_num_batched_tokens``).
@@ -577,12 +610,12 @@ def plan_requests(model, *, rate_per_s: float, prompt_tokens: int, output_tokens
         raise PlanError(f"token_budget: a {token_budget}-token chunk takes {margin_s * 1e3:.1f} ms, not below "
                         f"itl_ms {itl_ms}; lower the budget or raise tp")
     decode = plan_capacity(spec, users=users, context=context, itl_ms=itl_ms, gpu=card.name,
-                           gpus_per_node=gpus_per_node, tp=tp, tp_overhead=None,
+                           gpus_per_node=gpus_per_node, tp=tp, tp_overhead=tp_overhead,
                            allreduce_latency_s=allreduce_latency_s, itl_margin_ms=margin_s * 1e3,
                            **{k: v for k, v in kwargs.items() if k != "hub"})
     cached = math.floor(prefix_hit_rate * p95_in)
     uncached_mean = prompt_tokens - math.floor(prefix_hit_rate * prompt_tokens)
-    slowdown = step_slowdown(1, 0, decode.efficiency)
+    slowdown = step_slowdown(tp, 0 if tp_overhead is None else tp_overhead, decode.efficiency)
     w_gpu, s_gpu, bw = decode.weight_bytes_per_gpu, decode.kv_bytes_per_sequence_per_gpu, decode.bandwidth_bytes_per_s
 
     def ttft(n):

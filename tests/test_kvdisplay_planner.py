@@ -18,6 +18,15 @@ def test_view_shows_each_step_and_what_binds():
     assert view.count("<tr>") == 8
 
 
+def test_the_view_names_the_allreduce_rule():
+    # Qwen2.5-32B, TP 8: modelled, 2 x 64 layers x 20 us = 2.56 ms a step; the bound says it is one
+    view = planner_view("qwen2.5-32b", "A100-80GB", 8, 8, 500, 16384, 80)
+    assert "all-reduce modelled, 2 a layer × 20 µs = 2.56 ms" in view
+    bound = planner_view("qwen2.5-32b", "A100-80GB", 8, 8, 500, 16384, 80, tp_overhead=0.3)
+    assert "× (1 + 0.3) / 0.7; all-reduce as a fraction, a pessimistic bound" in bound
+    assert "no all-reduce" in planner_view("llama-3.1-8b", "H100-SXM", 8, 1, 2000, 4096, 30)
+
+
 def test_latency_binds_at_a_tight_target():
     # Llama 3.1 8B, TP 1, 4,096 tokens, 30 ms: 110 sequences fit a GPU's pool but 30 ms allows about 101
     view = planner_view("llama-3.1-8b", "H100-SXM", 8, 1, 2000, 4096, 30)
@@ -49,6 +58,13 @@ def test_explorer_redraws_from_its_controls():
     users = next(c for c in box.children if getattr(c, "description", "") == "users")
     users.value = users.value + 50
     assert box.view.value != before
+    rule = next(c for c in box.children if getattr(c, "description", "") == "all-reduce rule")
+    rule.value = 0.3
+    assert "pessimistic bound" in box.view.value
+    rule.value = None
+    latency = next(c for c in box.children if getattr(c, "description", "") == "all-reduce latency (µs)")
+    latency.value = 40.0          # 2 x 64 x 40 us = 5.12 ms
+    assert "= 5.12 ms" in box.view.value
     tp = next(c for c in box.children if getattr(c, "description", "") == "TP (GPUs per replica)")
     per_node = next(c for c in box.children if getattr(c, "description", "") == "GPUs per node")
     per_node.value = 2

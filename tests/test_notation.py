@@ -321,7 +321,7 @@ def test_the_latex_scan_can_fail():
     assert math_spans("`$ kvlib gpus` and $x = 2$ and $$A$$") == ["x = 2", "A"]
     # what ch08 wrote before the table had its rows: a block size S, a printed figure's window lo/hi
     assert undefined_in_latex(r"N \in [\lfloor lo / B \rfloor, \lfloor hi / B \rfloor]$, $B = 2 L K D b S") == \
-        ["l", "h", "S"]            # o and i are table letters (tp_overhead, an index): the product hides them
+        ["h", "S"]      # l, o and i are table letters (all-reduce latency, tp_overhead, an index): the product hides them
     assert undefined_in_latex(r"c_{16} T B") == ["c"]           # ch06's bytes per token, before b_tok
     # ch08 before: T the GPU's total memory and P the activation peak, each given in GiB
     ch08 = ast.parse('kd.worked_problem(3, "q", "a", "$A = T u - W - P$", [("T", f"{t} GiB", "total"), '

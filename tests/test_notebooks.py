@@ -199,7 +199,9 @@ def test_chapters_print_the_same_figures_for_the_same_scenario(executed_release)
     decode matmuls' FLOPs at 512 sequences; by hand 8,030,261,248 - 128,256 x 4,096 = 7,504,924,672 and
     2 x 7,504,924,672 x 512 = 7.685e12. The p95 margin (a 70B Llama, one 512-token chunk on 8 H100s at 50% of
     989e12 FLOP/s): ch07's request-based plan and ch09's Question 6 both hold it back from the ITL; by hand
-    2 x (70,553,706,496 - 128,256 x 8,192) x 512 / (8 x 0.5 x 989e12) = 17.99 ms."""
+    2 x (70,553,706,496 - 128,256 x 8,192) x 512 / (8 x 0.5 x 989e12) = 17.99 ms. The all-reduce: ch07's Question 1
+    and ch09's Question 6 (the same 80-layer Llama at TP 8) both model it, two per layer at 20 us, 2 x 80 x 20 us =
+    3.20 ms a step, and both show what the 30% bound would charge instead only as a labelled pessimistic bound."""
     text = {c: _shown_text(executed_release(course_chapters.release(c)))
             for c in ("ch05_prefix_reuse", "ch06_crossover", "ch07_capacity_plan", "ch09_interview_drills")}
     per_token = _figure(r"each prompt token is multiplied by ([\d,]+) parameters", text["ch05_prefix_reuse"], "ch05")
@@ -211,3 +213,9 @@ def test_chapters_print_the_same_figures_for_the_same_scenario(executed_release)
     ch07 = _figure(r"\| p95 margin \| [^|\n]+ \| ([\d.]+) ms of", text["ch07_capacity_plan"], "ch07")
     ch09 = _figure(r"prefill chunk last ([\d.]+) ms longer", text["ch09_interview_drills"], "ch09")
     assert ch07 == round(margin, 2) and ch09 == round(margin, 1), (ch07, ch09, margin)
+    allreduce = r"\$2 L l\$ = 2 × 80 × 20 µs = ([\d.]+) ms \(the all-reduces every step pays at TP 8\)"
+    assert (_figure(allreduce, text["ch07_capacity_plan"], "ch07"), _figure(allreduce, text["ch09_interview_drills"],
+                                                                             "ch09")) == (3.2, 3.2)
+    assert "all-reduce as the 30% bound" in text["ch07_capacity_plan"]
+    assert "Charged instead as 30% of the step, an older rule of thumb and a pessimistic bound" in text[
+        "ch09_interview_drills"]

@@ -53,6 +53,20 @@ def test_ttft_at_p95_counts_steps_queue_free():
     assert p.prefill_steps_p95 == 5 and p.ttft_s_p95 == pytest.approx(5 * decode_s + compute)
 
 
+def test_the_pessimistic_bound_is_reachable_and_named():
+    p = plan_requests("llama-3.3-70b", **BASE)
+    assert p.allreduce_rule == "modelled" and p.to_dict()["allreduce_rule"] == "modelled"
+    bound = plan_requests("llama-3.3-70b", **BASE, tp_overhead=0.3)
+    d = bound.decode
+    assert (bound.allreduce_rule, d.tp_overhead, d.allreduce_s_per_step) == ("pessimistic_fraction", 0.3, 0)
+    # the TTFT's decode steps stretched by 1.3 / 0.7 instead of 3.2 ms added: ceil(2,000 / (512 - n)) steps
+    n = bound.sequences_per_replica
+    decode_s = (d.weight_bytes_per_gpu + n * d.kv_bytes_per_sequence_per_gpu) / 3.35e12 * 1.3 / 0.7
+    compute = (2 * P_M * 2000 + 2 * 64 * 256 * 80 * (2000 * 2001 // 2)) / (8 * 989e12 * 0.5)
+    assert bound.prefill_steps_p95 == -(-2000 // (512 - n))
+    assert bound.ttft_s_p95 == pytest.approx(bound.prefill_steps_p95 * decode_s + compute)
+
+
 @pytest.mark.parametrize("model, kw, binding", [
     # a 16K-token context on one H100 per replica: the pool holds 30 sequences, the step allows 68
     ("llama-3.1-8b", dict(rate_per_s=0.5, prompt_tokens=14000, output_tokens=2000, itl_ms=80, ttft_ms=10000, tp=1),
@@ -107,6 +121,11 @@ def test_cli_rate_json_reports_the_binding_constraint(capsys):
                  "--ttft-ms", "1000") == 0
     out = capsys.readouterr().out
     assert "10 req/s x (1,000 ms + 300 x 50 ms) = 160.0 requests in flight" in out and "prefill binds" in out
+    assert "all-reduce modelled: 2 a layer at 20 us each, 3.20 ms a step" in out
+    # the same flag as the users form for the bound, and the rule in the JSON
+    assert _plan("--rate", "10", "--prompt-tokens", "2000", "--output-tokens", "300", "--itl-ms", "50",
+                 "--ttft-ms", "1000", "--tp-overhead", "0.3", "--json") == 0
+    assert json.loads(capsys.readouterr().out)["allreduce_rule"] == "pessimistic_fraction"
 
 
 @pytest.mark.parametrize("args, message", [

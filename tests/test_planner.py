@@ -72,13 +72,19 @@ def test_seed_003_exercise_d():
     w_gpu = math.ceil(2 * params / 8)
     pool = math.ceil(round(79.15 * 2**30) * 0.92) - w_gpu - 3 * 10**9      # ~67.0 GB per GPU
     seqs = pool // (32_768 * 16384)
-    itl = (w_gpu + seqs * 32_768 * 16384) / 2.039e12 * 1.3 / 0.7
+    # the all-reduce modelled (the default): 2 per layer x 64 layers x 20 us = 2.56 ms added to the step
+    itl = (w_gpu + seqs * 32_768 * 16384) / 2.039e12 / 0.7 + 2 * 64 * 20e-6
     p = plan_capacity("qwen2.5-32b", users=500, context=16384, itl_ms=80, gpu="A100-80GB")
     assert p.kv_bytes_per_sequence == 2**32 and p.kv_bytes_per_sequence_per_gpu == 2**29
     assert p.sequences_per_node == seqs == 124
-    assert p.itl_s == pytest.approx(itl) and itl < 0.080 and round(itl * 1e3, 1) == 68.1
+    assert p.itl_s == pytest.approx(itl) and itl < 0.080 and round(itl * 1e3, 1) == 54.9
     assert p.nodes == math.ceil(500 / 124) == 5
     assert p.nodes_with_headroom == math.ceil(5 * 1.3) + 1 == 8
+    # the seed's 30% of the step instead (the pessimistic bound): x 1.3 / 0.7 = 68.1 ms, the same 124 and 8 nodes
+    bound = plan_capacity("qwen2.5-32b", users=500, context=16384, itl_ms=80, gpu="A100-80GB", tp_overhead=0.3)
+    itl_bound = (w_gpu + seqs * 32_768 * 16384) / 2.039e12 * 1.3 / 0.7
+    assert bound.itl_s == pytest.approx(itl_bound) and round(itl_bound * 1e3, 1) == 68.1
+    assert (bound.sequences_per_node, bound.nodes_with_headroom) == (124, 8)
 
 
 def test_latency_limit_cuts_the_batch():
@@ -169,9 +175,37 @@ def test_cli_plan_json(capsys):
         assert key in r, key
 
 
+def test_cli_plan_says_which_allreduce_rule(capsys):
+    # without --tp-overhead the all-reduce is modelled: 2 x 80 layers x 20 us = 3.2 ms (35.98 ms, as above)
+    modelled = [f for f in SEED_FLAGS if f not in ("--tp-overhead", "0.3")]
+    assert main(modelled + ["--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert (r["allreduce_rule"], r["tp_overhead"], r["allreduce_latency_s"]) == ("modelled", None, 20e-6)
+    assert r["allreduce_s_per_step"] == pytest.approx(3.2e-3) and round(r["itl_s"] * 1e3, 2) == 35.98
+    assert main(modelled) == 0
+    out = capsys.readouterr().out
+    assert "/ 0.7 + 3.20 ms all-reduce = 36.0 ms: meets" in out
+    assert "all-reduce modelled: 2 a layer at 20 us each, 3.20 ms a step" in out
+    # --allreduce-us 10: 2 x 80 x 10 us = 1.6 ms
+    assert main(modelled + ["--allreduce-us", "10", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["allreduce_s_per_step"] == pytest.approx(1.6e-3)
+    # --tp-overhead 0.3: the bound, named as one
+    assert main(SEED_FLAGS + ["--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["allreduce_rule"] == "pessimistic_fraction"
+    assert main(SEED_FLAGS) == 0
+    assert "all-reduce as 30% of the step (a pessimistic bound)" in capsys.readouterr().out
+
+
 def run(*args):
     proc = subprocess.run([sys.executable, "-m", "kvlib", *args], capture_output=True, text=True, timeout=60)
     return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_cli_plan_help_names_the_rules():
+    code, out, _ = run("plan", "--help")
+    flat = " ".join(out.split())
+    assert code == 0 and "--allreduce-us" in flat and "(default 20;" in flat
+    assert "charge it as this fraction of the step when tp > 1: a pessimistic bound" in flat
 
 
 @pytest.mark.parametrize("args", [
@@ -184,6 +218,10 @@ def run(*args):
     ["plan", "no-such-model", "--users", "10", "--context", "6000", "--itl-ms", "60", "--gpu", "H100"],
     ["plan", "llama-3-70b", "--users", "10", "--context", "6000", "--itl-ms", "60", "--gpu", "H100",
      "--weight-bytes", "1GB", "--num-params", "7e9"],
+    ["plan", "llama-3-70b", "--users", "10", "--context", "6000", "--itl-ms", "60", "--gpu", "H100",
+     "--tp-overhead", "0.3", "--allreduce-us", "20"],
+    ["plan", "llama-3-70b", "--users", "10", "--context", "6000", "--itl-ms", "60", "--gpu", "H100",
+     "--allreduce-us", "-1"],
 ])
 def test_cli_plan_bad_input_exits_2_with_one_line(args):
     code, out, err = run(*args)
@@ -194,7 +232,7 @@ def test_cli_plan_bad_input_exits_2_with_one_line(args):
 
 # --- headroom: ceil(nodes x spike) + redundancy ([kv-math] s8: "9 x 1.3 + 1 = 13 nodes") ----------------
 SEED_003_S8 = dict(context=6000, itl_ms=60, gpu="H100-SXM", gpu_memory_bytes=80 * 10**9, utilization=1.0,
-                   overhead_bytes_per_gpu=3 * 10**9, weight_bytes=141_200_000_000)
+                   overhead_bytes_per_gpu=3 * 10**9, weight_bytes=141_200_000_000, tp_overhead=0.3)
 
 
 def test_headroom_is_ceil_of_nodes_times_spike_plus_redundancy():
@@ -213,7 +251,8 @@ def test_headroom_spike_and_redundancy_are_separate_knobs():
     assert plan_capacity("llama-3-70b", users=2410, spike_factor=1, redundancy_nodes=0,
                          **SEED_003_S8).nodes_with_headroom == 10
 # --- the plan's steps as functions (kvlib.planner, ch07's sympy chain) ----------------------------------------
-from kvlib.planner import itl_seconds, nodes_needed, nodes_with_headroom, sequences_under_itl, step_slowdown  # noqa: E402
+from kvlib.planner import (allreduce_seconds_per_step, itl_seconds, nodes_needed, nodes_with_headroom,  # noqa: E402
+                           sequences_under_itl, step_slowdown)
 
 
 def test_step_functions_by_hand():
@@ -245,11 +284,14 @@ def test_step_functions_take_symbols():
 def test_plan_uses_the_step_functions():
     # Exercise D (Qwen2.5-32B on 8 x A100-80GB), kvlib's defaults: the plan's figures are the step functions'.
     p = plan_capacity("qwen2.5-32b", users=500, context=16384, itl_ms=80, gpu="A100-80GB")
-    slow = step_slowdown(p.tp, p.tp_overhead, p.efficiency)
+    slow = step_slowdown(p.tp, 0, p.efficiency)                # the all-reduce is time added, not a fraction
+    allreduce = allreduce_seconds_per_step(64, p.tp, 20e-6)      # 64 layers
+    assert p.allreduce_s_per_step == allreduce
     s_g = p.kv_bytes_per_sequence_per_gpu
     assert s_g == 2 * 64 * (8 // 8) * 128 * 2 * 16384          # 64 layers, 8 KV heads / TP 8, 128 dims, bf16
-    assert p.itl_s == itl_seconds(p.weight_bytes_per_gpu, s_g, p.sequences_per_replica, p.bandwidth_bytes_per_s, slow)
-    assert p.sequences_per_replica_by_latency == sequences_under_itl(0.08, p.weight_bytes_per_gpu, s_g,
+    assert p.itl_s == itl_seconds(p.weight_bytes_per_gpu, s_g, p.sequences_per_replica, p.bandwidth_bytes_per_s,
+                                  slow) + allreduce
+    assert p.sequences_per_replica_by_latency == sequences_under_itl(0.08 - allreduce, p.weight_bytes_per_gpu, s_g,
                                                                      p.bandwidth_bytes_per_s, slow)
     assert p.nodes == nodes_needed(500, p.sequences_per_node)
     assert p.nodes_with_headroom == nodes_with_headroom(p.nodes, 1.3, 1)
@@ -297,7 +339,8 @@ def test_bad_input_exact_message(kwargs, message):
 def test_bounds_themselves_are_accepted():
     # 1 user, 1 token of context, efficiency 1 (the bandwidth bound itself), no overhead, no all-reduce cost
     p = plan_capacity("llama-3-70b", users=1, context=1, efficiency=1, overhead_bytes_per_gpu=0, tp_overhead=0,
-                      **{k: v for k, v in SEED_003_S8.items() if k not in ("context", "overhead_bytes_per_gpu")})
+                      **{k: v for k, v in SEED_003_S8.items() if k not in ("context", "overhead_bytes_per_gpu",
+                                                                           "tp_overhead")})
     assert (p.users, p.context, p.efficiency, p.overhead_bytes_per_gpu, p.tp_overhead) == (1, 1, 1, 0, 0)
     # one GPU per node, one GPU per replica: Llama 3.1 8B (8 KV heads) fits tp = 1
     q = plan_capacity("llama-3.1-8b", users=1, context=4096, itl_ms=60, gpus_per_node=1, tp=1)
@@ -390,13 +433,16 @@ def test_plan_to_dict_adds_the_derived_figures():
 
 def test_defaults_are_kvlibs_assumptions():
     # No gpu and no assumption given: H100-SXM (3.35 TB/s, 79.18 GiB as CUDA reports it = 85,018,877,624 B),
-    # 8 GPUs, tp 8, vLLM's 0.92, 3 GB overhead, 70% efficiency, 30% all-reduce, 1.3x spike, N+1, bf16 KV.
+    # 8 GPUs, tp 8, vLLM's 0.92, 3 GB overhead, 70% efficiency, the all-reduce modelled (2 per layer at 20 us:
+    # 2 x 80 x 20e-6 = 3.2 ms a step), 1.3x spike, N+1, bf16 KV.
     # Budget ceil(85,018,877,624 x 0.92) = ceil(78,217,367,414.08) = 78,217,367,415 (vLLM rounds up);
     # pool 78,217,367,415 - 141.2e9 / 8 - 3e9 = 57,567,367,415 B; / 245.76e6 = 234.2 -> 234 sequences;
     # 2,000 / 234 = 8.5 -> 9 nodes, ceil(9 x 1.3) + 1 = 13.
     p = plan_capacity("llama-3-70b", users=2000, context=6000, itl_ms=60, weight_bytes=141.2e9)
     assert (p.gpu, p.gpus_per_node, p.tp, p.gpu_memory_bytes) == ("H100-SXM", 8, 8, 85_018_877_624)
-    assert (p.utilization, p.overhead_bytes_per_gpu, p.efficiency, p.tp_overhead) == (0.92, 3 * 10**9, 0.7, 0.3)
+    assert (p.utilization, p.overhead_bytes_per_gpu, p.efficiency, p.tp_overhead) == (0.92, 3 * 10**9, 0.7, None)
+    assert (p.allreduce_rule, p.allreduce_latency_s) == ("modelled", 20e-6)
+    assert p.allreduce_s_per_step == pytest.approx(3.2e-3)
     assert (p.spike_factor, p.redundancy_nodes, p.kv_dtype_bytes, p.bandwidth_bytes_per_s) == (1.3, 1, 2, 3.35e12)
     assert p.weight_bytes == 141_200_000_000 and isinstance(p.weight_bytes, int)
     assert (p.budget_bytes_per_gpu, p.kv_pool_bytes_per_gpu) == (78_217_367_415, 57_567_367_415)
@@ -426,8 +472,8 @@ def test_kv_dtype_and_bandwidth_overrides():
 def test_two_gpus_pay_the_all_reduce():
     # tp = 2 already reduces across GPUs: (1 + 0.3) / 0.7 = 1.857, the same as tp = 8
     assert step_slowdown(2, 0.3, 0.7) == pytest.approx(1.3 / 0.7)
-    # the defaults are [kv-math] s8's: 30% all-reduce, 70% efficiency
-    assert step_slowdown(8) == pytest.approx(1.3 / 0.7) and step_slowdown(1) == pytest.approx(1 / 0.7)
+    # by default no fraction is charged (a plan adds the modelled all-reduce as time): 1 / 0.7 at any tp
+    assert step_slowdown(8) == pytest.approx(1 / 0.7) and step_slowdown(1) == pytest.approx(1 / 0.7)
 
 
 def test_headroom_defaults_and_symbols():
@@ -503,13 +549,48 @@ def test_hub_is_asked_only_when_hub_is_true(monkeypatch):
 
 # --- [corrections 05-09]: the p95 margin, the all-reduce latency, vLLM's max_num_seqs cap ---------------------------------
 def test_prefill_chunk_and_allreduce_by_hand():
-    from kvlib.planner import allreduce_seconds_per_step, prefill_chunk_seconds
+    from kvlib.planner import prefill_chunk_seconds
     # 2 x 8.03e9 x 1,024 / (1 x 989e12 x 0.5) = 33.26 ms; on 4 GPUs a quarter of it
     assert prefill_chunk_seconds(8.03e9, 1024, 1, 989e12) == pytest.approx(0.033255, rel=1e-4)
     assert prefill_chunk_seconds(8.03e9, 1024, 4, 989e12) == pytest.approx(0.033255 / 4, rel=1e-4)
     # two all-reduces per layer: 32 layers x 2 x 15 us = 0.96 ms at TP 2; none on one GPU
     assert allreduce_seconds_per_step(32, 2, 15e-6) == pytest.approx(0.96e-3)
     assert allreduce_seconds_per_step(32, 1, 15e-6) == 0
+
+
+def test_the_allreduce_is_modelled_by_default_and_the_fraction_is_a_bound():
+    # [kv-math] s8's plan without its 30%: 76,878,160,000 B / 3.35e12 / 0.7 = 32.78 ms, plus two all-reduces per
+    # layer, 2 x 80 x 20 us = 3.2 ms: 35.98 ms. The fraction charges 76.878e9 / 3.35e12 x 0.3 / 0.7 = 9.84 ms.
+    args = {k: v for k, v in SEED_8.items() if k != "tp_overhead"}
+    p = plan_capacity("llama-3-70b", **args)
+    assert (p.tp_overhead, p.allreduce_rule, p.allreduce_latency_s) == (None, "modelled", 20e-6)
+    assert p.allreduce_s_per_step == pytest.approx(3.2e-3)
+    assert p.itl_s_at_memory_limit == pytest.approx(76_878_160_000 / 3.35e12 / 0.7 + 3.2e-3)
+    assert round(p.itl_s * 1e3, 2) == 35.98
+    # by latency: ((0.060 - 0.0032) x 0.7 x 3.35e12 - 17.65e9) / 245.76e6 = 115.546e9 / 245.76e6 = 470.15 -> 470
+    assert p.sequences_per_replica_by_latency == 470
+    # memory binds either way: 241 per node, 9 nodes, 13 deployed
+    assert (p.sequences_per_node, p.nodes, p.nodes_with_headroom) == (241, 9, 13)
+    bound = plan_capacity("llama-3-70b", **SEED_8)
+    assert (bound.allreduce_rule, bound.allreduce_s_per_step, bound.allreduce_latency_s) == (
+        "pessimistic_fraction", 0, None)
+    assert bound.itl_s - p.itl_s == pytest.approx(76_878_160_000 / 3.35e12 * 0.3 / 0.7 - 3.2e-3)
+    assert p.to_dict()["allreduce_rule"] == "modelled" and bound.to_dict()["allreduce_rule"] == "pessimistic_fraction"
+
+
+def test_where_latency_binds_the_rule_moves_the_node_count():
+    # [kv-math] s8 at a 30 ms target. Modelled: ((0.030 - 0.0032) x 0.7 x 3.35e12 - 17.65e9) / 245.76e6
+    # = 45.196e9 / 245.76e6 = 183.9 -> 183 sequences, ceil(2,000 / 183) = 11 nodes, ceil(11 x 1.3) + 1 = 16.
+    # Under the 30% bound: (0.030 x 0.7 / 1.3 x 3.35e12 - 17.65e9) / 245.76e6 = 148.4 -> 148, 14 nodes, 20.
+    args = {k: v for k, v in SEED_8.items() if k != "tp_overhead"}
+    p = plan_capacity("llama-3-70b", **dict(args, itl_ms=30))
+    bound = plan_capacity("llama-3-70b", **dict(SEED_8, itl_ms=30))
+    assert (p.limited_by, p.sequences_per_replica, p.nodes, p.nodes_with_headroom) == ("latency", 183, 11, 16)
+    assert (bound.limited_by, bound.sequences_per_replica, bound.nodes, bound.nodes_with_headroom) == (
+        "latency", 148, 14, 20)
+    # one GPU has nothing to reduce, under either rule
+    one = plan_capacity("llama-3.1-8b", users=10, context=4096, itl_ms=60, tp=1)
+    assert (one.allreduce_rule, one.allreduce_s_per_step) == ("modelled", 0)
 
 
 def test_itl_margin_is_taken_off_the_target():

@@ -12,12 +12,13 @@ from ..argtypes import byte_size as _byte_size, fraction as _fraction, positive_
     vllm_version as _vllm_version
 from ..dtypes import KV_DTYPES, WEIGHT_DTYPES, dtype_bytes as _dtype_bytes
 from ..planner import (
+    DEFAULT_ALLREDUCE_LATENCY_S,
     DEFAULT_EFFICIENCY,
     DEFAULT_OVERHEAD_BYTES,
     DEFAULT_REDUNDANCY_NODES,
     DEFAULT_SPIKE_FACTOR,
-    DEFAULT_TP_OVERHEAD,
     DEFAULT_UTILIZATION,
+    PESSIMISTIC_TP_OVERHEAD,
     Plan,
     PlanError,
     RequestPlan,
@@ -36,6 +37,22 @@ def _gb(n) -> str:
     return format_gb_gib(n)
 
 
+def allreduce_text(p: Plan) -> str:
+    """The all-reduce rule a plan used, in words, with its figure.
+
+    >>> allreduce_text(plan_capacity("llama-3-70b", users=10, context=4096, itl_ms=60, gpu="H100"))
+    'all-reduce modelled: 2 a layer at 20 us each, 3.20 ms a step'
+    >>> allreduce_text(plan_capacity("llama-3-70b", users=10, context=4096, itl_ms=60, gpu="H100", tp_overhead=0.3))
+    'all-reduce as 30% of the step (a pessimistic bound)'
+    """
+    if p.tp == 1:
+        return "no all-reduce (tp = 1)"
+    if p.allreduce_rule == "modelled":
+        return (f"all-reduce modelled: 2 a layer at {p.allreduce_latency_s * 1e6:g} us each, "
+                f"{p.allreduce_s_per_step * 1e3:.2f} ms a step")
+    return f"all-reduce as {p.tp_overhead:.0%} of the step (a pessimistic bound)"
+
+
 def plan_rows(p: Plan) -> list[tuple[str, str]]:
     """The report as (label, value) rows, one step at a time (GB = 10^9, GiB = 2^30).
 
@@ -44,8 +61,13 @@ def plan_rows(p: Plan) -> list[tuple[str, str]]:
     'ceil(9 x 1.3) + 1 = 13 nodes (104 x H100-SXM)'
     """
     tp_note = f" (tp={p.tp})" if p.tp > 1 else ""
-    slowdown = f"x (1 + {p.tp_overhead:g}) / {p.efficiency:g}" if p.tp > 1 else f"/ {p.efficiency:g}"
     ms = 1e3
+    if p.tp > 1 and p.allreduce_rule == "pessimistic_fraction":
+        slowdown = f"x (1 + {p.tp_overhead:g}) / {p.efficiency:g}"
+    elif p.tp > 1:
+        slowdown = f"/ {p.efficiency:g} + {p.allreduce_s_per_step * ms:.2f} ms all-reduce"
+    else:
+        slowdown = f"/ {p.efficiency:g}"
     rows = [
         ("requirement", f"{p.model}: {p.users:,} users at {p.context:,} tokens, ITL <= {p.itl_target_s * ms:g} ms"),
         ("1. KV per token", f"{p.kv_bytes_per_token:,} B in all, {p.kv_bytes_per_token_per_gpu:,} B per GPU{tp_note}"),
@@ -84,7 +106,7 @@ def plan_rows(p: Plan) -> list[tuple[str, str]]:
         ("assumptions", f"memory per GPU {_gb(p.gpu_memory_bytes)}, utilization {p.utilization:g}, overhead "
                         f"{_gb(p.overhead_bytes_per_gpu)} per GPU, weights {_gb(p.weight_bytes)}, KV "
                         f"{p.kv_dtype_bytes:g} B/element, bandwidth {p.bandwidth_bytes_per_s / 1e12:g} TB/s, "
-                        f"efficiency {p.efficiency:g}, TP overhead {p.tp_overhead:g}, spike x{p.spike_factor:g}, "
+                        f"efficiency {p.efficiency:g}, {allreduce_text(p)}, spike x{p.spike_factor:g}, "
                         f"+{p.redundancy_nodes} node(s); decode bandwidth-bound"),
     ]
     return rows
@@ -111,7 +133,7 @@ def request_rows(r: RequestPlan) -> list[tuple[str, str]]:
                                  f"{_gb(d.kv_bytes_per_sequence)}"),
         ("2. p95 ITL margin", f"one {r.token_budget}-token chunk: {r.itl_margin_s * ms:.1f} ms held back"),
         ("2. per replica", f"memory {d.sequences_per_replica_by_memory:,}, ITL {d.sequences_per_replica_by_latency:,} "
-                           f"(all-reduce modelled: {d.allreduce_s_per_step * ms:.2f} ms a step), after the TTFT "
+                           f"({allreduce_text(d)}), after the TTFT "
                            f"cut {r.max_sequences_per_replica:,}"),
         ("3. TTFT at p95", f"{r.prefill_steps_p95} step(s) for the prompt's uncached tokens: "
                            f"{r.ttft_s_p95 * ms:,.0f} ms"),
@@ -121,7 +143,7 @@ def request_rows(r: RequestPlan) -> list[tuple[str, str]]:
                      f"({r.binding_constraint} binds)"),
         ("5. with headroom", f"{r.nodes_with_headroom} nodes ({r.nodes_with_headroom * d.gpus_per_node:,} x {d.gpu})"),
         ("assumptions", f"MFU {r.mfu:g} for prefill, token budget {r.token_budget} a step, efficiency "
-                        f"{d.efficiency:g}, all-reduce 2 per layer; queueing left to the spike headroom"),
+                        f"{d.efficiency:g}, {allreduce_text(d)}; queueing left to the spike headroom"),
     ]
 
 
@@ -173,6 +195,11 @@ def _cmd_plan(args):
         args.overhead = DEFAULT_OVERHEAD_BYTES
     if args.utilization is None:
         args.utilization = DEFAULT_UTILIZATION
+    if args.tp_overhead is not None and args.allreduce_us is not None:
+        raise UsageError("kvlib plan: give --tp-overhead (the pessimistic bound) or --allreduce-us (the modelled "
+                         "all-reduce), not both")
+    allreduce = dict(tp_overhead=args.tp_overhead, allreduce_latency_s=DEFAULT_ALLREDUCE_LATENCY_S
+                     if args.allreduce_us is None else args.allreduce_us * 1e-6)
     if given:
         plan = plan_requests(
             args.model, rate_per_s=args.rate, prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
@@ -183,7 +210,7 @@ def _cmd_plan(args):
             num_params=args.num_params, weight_dtype_bytes=_dtype_bytes(args.weight_dtype or "bf16"),
             kv_dtype_bytes=None if args.kv_dtype is None else _dtype_bytes(args.kv_dtype),
             bandwidth_bytes_per_s=args.bandwidth, efficiency=args.efficiency, spike_factor=args.spike,
-            redundancy_nodes=args.redundancy, hub=args.hub)
+            redundancy_nodes=args.redundancy, hub=args.hub, **allreduce)
         if args.json:
             print(json.dumps(plan.to_dict(), indent=2))
             return
@@ -195,8 +222,8 @@ def _cmd_plan(args):
         utilization=args.utilization, overhead_bytes_per_gpu=args.overhead, weight_bytes=args.weight_bytes,
         num_params=args.num_params, weight_dtype_bytes=_dtype_bytes(args.weight_dtype or "bf16"),
         kv_dtype_bytes=None if args.kv_dtype is None else _dtype_bytes(args.kv_dtype),
-        bandwidth_bytes_per_s=args.bandwidth, efficiency=args.efficiency, tp_overhead=args.tp_overhead,
-        spike_factor=args.spike, redundancy_nodes=args.redundancy, hub=args.hub)
+        bandwidth_bytes_per_s=args.bandwidth, efficiency=args.efficiency, spike_factor=args.spike,
+        redundancy_nodes=args.redundancy, hub=args.hub, **allreduce)
     if args.json:
         print(json.dumps(plan.to_dict(), indent=2))
         return
@@ -280,8 +307,13 @@ def add_parser(subparsers):
     p.add_argument("--bandwidth", type=_rate_arg, default=None, help="per GPU, e.g. 3.35TB (per second)")
     p.add_argument("--efficiency", type=_fraction, default=DEFAULT_EFFICIENCY,
                    help=f"achieved / peak bandwidth (default {DEFAULT_EFFICIENCY})")
-    p.add_argument("--tp-overhead", type=_float_arg("--tp-overhead", minimum=0), default=DEFAULT_TP_OVERHEAD,
-                   help=f"all-reduce cost as a fraction of the step when tp > 1 (default {DEFAULT_TP_OVERHEAD})")
+    p.add_argument("--allreduce-us", type=_float_arg("--allreduce-us", minimum=0), default=None,
+                   help="latency of one tensor-parallel all-reduce [us]; the plan adds two per layer to each step "
+                        f"when tp > 1 (default {DEFAULT_ALLREDUCE_LATENCY_S * 1e6:g}; measure yours with nccl-tests' "
+                        "all_reduce_perf)")
+    p.add_argument("--tp-overhead", type=_float_arg("--tp-overhead", minimum=0), default=None,
+                   help="instead of modelling the all-reduce, charge it as this fraction of the step when tp > 1: "
+                        f"a pessimistic bound ({PESSIMISTIC_TP_OVERHEAD:g} is the common rule of thumb)")
     p.add_argument("--spike", type=_float_arg("--spike", minimum=1), default=DEFAULT_SPIKE_FACTOR,
                    help=f"traffic spike factor (default {DEFAULT_SPIKE_FACTOR})")
     p.add_argument("--redundancy", type=int, default=DEFAULT_REDUNDANCY_NODES, help="spare nodes (default 1: N+1)")
