@@ -719,6 +719,12 @@ def test_prefix_sharing_catalogue():
     # bytes at 100 B per token: 1,600; each slip x 100; the token count 16; units of 1,600
     assert_catalogue("prefix_bytes_saved", dict(case, bytes_per_token=100), 1600,
                      scaled(saved, 100) + [("tokens_not_bytes", 16)] + units(1600))
+    # a 12-token prompt (3 whole blocks of 4), 3 requests: saved 2 x 12 = 24 (a partial block: none); every copy
+    # 3 x 12 = 36, with the partial block too the same 36; blocks 2 x 3 = 6; the hit capped before the last
+    # token: 2 x floor(11 / 4) x 4 = 16
+    assert_catalogue("prefill_tokens_saved", dict(prompt_tokens=12, num_requests=3, block_size=4), 24,
+                     [("every_copy_saved", 36), ("partial_block_shared+every_copy_saved", 36), ("blocks_not_tokens", 6),
+                      ("last_token_cap", 16)])
 
 
 def test_agent_prefill_catalogue():

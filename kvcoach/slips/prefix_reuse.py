@@ -16,6 +16,11 @@ SLIP_WORDS = {
                          "one copy is still computed and held: the saving is over num_requests - 1 requests."),
     "tokens_not_bytes": ("that is a count of tokens: multiply by bytes_per_token ({bytes_per_token:,} B) for bytes.",
                          "that is a count of tokens: multiply by bytes_per_token."),
+    "last_token_cap": ("a hit stops before the prompt's last token only when the prompt is the whole request; here each "
+                       "request goes on with a question of its own, so every full block of the {prompt_tokens:,}-token "
+                       "prompt is hit (the cap falls inside the question).",
+                       "the cap at the request's last token falls inside each request's question: every full block "
+                       "of the shared prompt is hit."),
     "blocks_not_tokens": ("that counts blocks: multiply by block_size ({block_size} tokens) for tokens.",
                           "that counts blocks: multiply by block_size."),
     "no_cache": ("that is the prefill with no prefix cache at all: every step recomputes its whole history.",
@@ -73,7 +78,9 @@ def _q_prefill_tokens_saved(i):
     slips = [("partial_block_shared", (n - 1) * p), ("every_copy_saved", n * shared),
              ("partial_block_shared+every_copy_saved", n * p), ("blocks_not_tokens", (n - 1) * s.shared_blocks),
              # a partial last block counted as a whole shared block
-             ("partial_block_rounded_up", (n - 1) * -(-p // i["block_size"]) * i["block_size"])]
+             ("partial_block_rounded_up", (n - 1) * -(-p // i["block_size"]) * i["block_size"]),
+             # the hit capped before the prompt's last token, as if the prompt were the whole request
+             ("last_token_cap", (n - 1) * ((p - 1) // i["block_size"]) * i["block_size"])]
     return expected, [(k, v) for k, v in slips if v != expected]
 
 
