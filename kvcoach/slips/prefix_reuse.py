@@ -50,6 +50,10 @@ SLIP_WORDS = {
     "attention_term_missing": ("recomputing also pays the attention term, 2 L H (2 D) T (T + 1) / 2 FLOPs, which "
                                "grows with T squared; you counted only the linear 2 P T.",
                                "recomputing also pays the attention term, which grows with T squared."),
+    "attention_half_width": ("the attention term is 2 L H (2 D) T (T + 1) / 2 FLOPs: each query-key pair costs 2 D for "
+                             "the score and 2 D for the weighted value; counted with D (head_dim = {head_dim}) in "
+                             "place of 2 D it is half as large.",
+                             "the attention term counts 2 D per pair (score and weighted value), not D."),
     "mfu_ignored": ("the GPU achieves mfu x peak FLOP/s ({mfu} x peak), not its peak: recomputing is slower than you "
                     "took it.",
                     "the GPU achieves mfu x peak FLOP/s, not its peak."),
@@ -140,7 +144,9 @@ def _q_fetch_choice(i):
 
     expected = choose()
     slips = [("tie_other_way", choose(tie=False)),      # < for <=: only an exact tie differs
-             ("attention_term_missing", choose(flops=linear)), ("mfu_ignored", choose(achieved=i["peak_flop_per_s"])),
+             ("attention_term_missing", choose(flops=linear)),
+             ("attention_half_width", choose(flops=linear + attention // 2)),      # D per pair, not 2 D
+             ("mfu_ignored", choose(achieved=i["peak_flop_per_s"])),
              ("fetch_overhead_ignored", choose(overhead=0)), ("link_as_bits", choose(byte_time=8 * bpt / link)),
              ("choice_inverted", "recompute" if expected == "fetch" else "fetch")]
     return expected, [(k, v) for k, v in slips if i["fetch_overhead_s"] or k != "fetch_overhead_ignored"]
