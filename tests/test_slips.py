@@ -1221,3 +1221,13 @@ def test_each_slip_has_its_words_and_its_general_words():
         for key, (words, general_words) in getattr(topic, "SLIP_WORDS", {}).items():
             assert words.endswith(".") and general_words.endswith("."), (topic.__name__, key)
             assert "{" not in general_words, (topic.__name__, key)    # general words name no figure of a case
+
+
+def test_kv_heads_and_group_catalogue():
+    # H = 32, K = 8: (K, H // K) = (8, 4); the ratio upside down: K // H = 0, K / H = 0.25
+    assert_catalogue("kv_heads_and_group", dict(num_heads=32, kv_heads=8), (8, 4),
+                     [("inverted_ratio", (8, 0)), ("inverted_ratio", (8, 0.25))])
+    # num_key_value_heads absent: K = H = 32, a group of 1; read as one KV head in all (MQA): (1, 32 // 1 = 32);
+    # upside down gives 32 // 32 = 1, the right group, so it is dropped
+    assert_catalogue("kv_heads_and_group", dict(num_heads=32, kv_heads=32, kv_field_absent=True), (32, 1),
+                     [("absent_as_mqa", (1, 32))])
