@@ -1231,3 +1231,21 @@ def test_kv_heads_and_group_catalogue():
     # upside down gives 32 // 32 = 1, the right group, so it is dropped
     assert_catalogue("kv_heads_and_group", dict(num_heads=32, kv_heads=32, kv_field_absent=True), (32, 1),
                      [("absent_as_mqa", (1, 32))])
+
+
+
+def test_mla_slip_name_catalogue():
+    # L = 2, d_c = 4, d_R = 2, b = 2: right 2 x 6 x 2 = 24 B, doubled 48, the latent alone 2 x 4 x 2 = 16.
+    # Figures without b: 12, 24, 8 -- so the right figure 24 reads as 'extra_factor_2'; the latent alone doubled:
+    # 2 x (8 + 2) x 2 = 40, so 48 reads as 'other' and 40 as 'extra_factor_2'
+    geometry = dict(layers=2, latent_dim=4, rope_dim=2, dtype_bytes=2)
+
+    def table(answer_bytes, **changed):
+        return QUANTITIES["mla_slip_name"](dict(geometry, answer_bytes=answer_bytes, **changed))
+    assert table(24) == ("correct", [("reference_without_dtype", "extra_factor_2")])
+    assert table(48) == ("extra_factor_2", [("reference_without_dtype", "other"), ("doubled_latent_only", "other")])
+    assert table(40) == ("other", [("doubled_latent_only", "extra_factor_2")])
+    # 1 byte per number: right 12, the latent alone 8; without b the same figures, and 8 is no doubled figure
+    assert table(8, dtype_bytes=1) == ("missing_rope", [])
+    named = diagnose("mla_slip_name", "extra_factor_2", **dict(geometry, answer_bytes=24))
+    assert named.slip.key == "reference_without_dtype" and "dtype_bytes = 2" in named.message
