@@ -1,4 +1,4 @@
-"""Held-out learner answers are told what they did ([issue 49 §2]).
+"""Held-out learner answers are told what they did ([learner screen] §2).
 
 ``tests/heldout/chNN.py`` holds wrong answers to chapters 01-05's exercises, written from the student
 notebooks alone before the slip catalogue was read (each with what the learner did, in the chapter's words).
