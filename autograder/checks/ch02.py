@@ -418,7 +418,7 @@ EXERCISES = exercises(
         visible_cases=Q4_VISIBLE,
         hidden_cases=with_sides(colleague_hidden, tp_side, TP_SIDES, colleague_on_tp_side),
         expected=colleague_slip_expected,
-        answer=Tuple((INT, Choice(Q4_SLIPS))),
+        answer=Tuple((INT, Choice(Q4_SLIPS)), ("factor", "slip")),
         unit="",
         hidden_note="(Hidden cases: other models, dtypes and TP sizes; each listed slip appears.)",
     ),
