@@ -1287,7 +1287,7 @@ _CHAINS = {
                                              tokens_not_sequences=3, gb_for_gib=3)),
     "pool": (_chain_pool, {"label_memory": 0, "gb_for_gib": 0, "ignored_utilization": 0, "ceil_not_floor": 2,
                            "bytes_for_tokens": 2}),
-    "block_waste": (_chain_block_waste, {"block_size_not_minus_one": 0, "worst_case_waste": 0,
+    "block_waste": (_chain_block_waste, {"block_size_not_minus_one": 0, "worst_case_waste": 0, "half_floored": 0,
                                          "one_sequence_waste": 1}),
     "mla_vs_gqa": (_chain_mla_vs_gqa, {"missing_rope": 0, "mla_as_mha": 0, "qk_head_dim_added": 0,
                                        "extra_factor_2": 1, "bits_not_bytes": 1, "wrong_16bit_vs_fp8": 1,

@@ -233,6 +233,11 @@ def q5_peak_not_achieved(bpt, params, layers, heads, head_dim, tokens, link, pea
     return fetch_or_recompute(bpt, params, layers, heads, head_dim, tokens, link, peak, 1.0, overhead)
 
 
+def q5_attention_with_d(bpt, params, layers, heads, head_dim, tokens, link, peak, mfu, overhead):
+    """D per query-key pair in the attention term, not 2 D (head_dim enters nothing else here)."""
+    return fetch_or_recompute(bpt, params, layers, heads, head_dim // 2, tokens, link, peak, mfu, overhead)
+
+
 HINTED = [
     ("ch05_q3_prefix_key", q3_unchained, "the previous block's key as the parent"),
     ("ch05_q3_prefix_key", q3_hashes_the_tail, "a partial last block has no key"),
@@ -342,6 +347,11 @@ def _q5_summary(fn):
     # as bits, against 33.5 s to recompute (the attention term's hint was shown before, [diagnosis §4])
     ("link_as_bits", lambda bpt, p, layers, h, d, t, link, peak, mfu, over:
         fetch_or_recompute(bpt * 8, p, layers, h, d, t, link, peak, mfu, over)),
+    # D per pair, not 2 D (head_dim halved in the attention term alone): by hand, 160,000 tokens of Llama 3.1 8B
+    # over 2 GB/s fetch in 160,000 x 131,072 B / 2e9 = 10.49 s; recomputing at 0.6 x 989 TFLOP/s takes
+    # (2 x 7,504,924,672 x 160,000 = 2.40e15, + 2 x 32 x 32 x 256 x 160,000 x 160,001 / 2 = 6.71e15) / 5.93e14 =
+    # 15.4 s (fetch), but with half the attention term (2.40e15 + 3.36e15) / 5.93e14 = 9.7 s (recompute)
+    ("attention_half_width", q5_attention_with_d),
 ])
 def test_q5_slips_are_named_and_their_hint_follows_the_slip(slip, fn):
     """[diagnosis §3-4]: Question 5's slips are recomputed (kvcoach.slips fetch_choice) and named on every case they

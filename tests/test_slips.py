@@ -322,9 +322,10 @@ def test_kv_pool_tokens_catalogue():
 
 def test_block_waste_catalogue():
     # 3 sequences, blocks of 4: 3 x (4 - 1) / 2 = 4.5 slots; bs / 2 each: 3 x 4 / 2 = 6; worst case
-    # 3 x 3 = 9; one sequence: 3 / 2 = 1.5
+    # 3 x 3 = 9; one sequence: 3 / 2 = 1.5; floor division per sequence 3 x (3 // 2) = 3, on the total 9 // 2 = 4
     assert_catalogue("block_waste_tokens", dict(num_seqs=3, block_size=4), 4.5,
-                     [("block_size_not_minus_one", 6), ("worst_case_waste", 9), ("one_sequence_waste", 1.5)])
+                     [("block_size_not_minus_one", 6), ("worst_case_waste", 9), ("one_sequence_waste", 1.5),
+                      ("half_floored", 3), ("half_floored", 4)])
 
 
 def test_pool_tokens_catalogue():
@@ -486,10 +487,11 @@ def test_config_kv_bytes_per_token_per_gpu_catalogue():
 def test_pool_tokens_reported_catalogue():
     # as test_kv_pool_tokens_catalogue: 3,450 B -> 34 tokens; label 44; 10^9 / 2^30 -> 31; the other way
     # 10,000 x 1.073741824 x 0.5 = 5368.7 - 1550 -> 3818 B -> 38; no utilization: 10000 - 1550 = 8450 -> 84;
-    # nothing else subtracted: 5000 - 1000 = 4000 -> 40; ceil(34.5) = 35
+    # nothing else subtracted: 5000 - 1000 = 4000 -> 40; u after the weights: (10000 - 1000 - 550) x 0.5 = 4225
+    # -> 42, (10000 - 1000) x 0.5 - 550 = 3950 -> 39; ceil(34.5) = 35
     pool = dict(gpu_bytes=10_000, utilization=0.5, weight_bytes=1000, other_bytes=550, bytes_per_token=100)
     tail = [("gb_for_gib", 31), ("gb_for_gib", 38), ("ignored_utilization", 84), ("ignored_other_bytes", 40),
-            ("ceil_not_floor", 35)]
+            ("utilization_after_weights", 42), ("utilization_after_weights", 39), ("ceil_not_floor", 35)]
     assert_catalogue("pool_tokens_reported", dict(pool, label_bytes=12_000), 34, [("label_memory", 44)] + tail)
     assert_catalogue("pool_tokens_reported", pool, 34, tail)
     # round(34.5) = 34 (to even) is the floor itself, so it is dropped above; O = 520: 3,480 / 100 = 34.8, which
@@ -502,11 +504,11 @@ def test_hybrid_kv_bytes_per_sequence_catalogue():
     # 1 full + 3 sliding layers, K = 2, D = 4, b = 2: 32 B per layer and token; 100 tokens, window 10:
     # 32 x (1 x 100 + 3 x 10) = 4,160 B. Windowed at full length: 32 x 400 = 12,800; sliding dropped:
     # 32 x 100 = 3,200; all windowed: 32 x 40 = 1,280; no factor 2: 2,080; H = 8: 128 x 130 = 16,640;
-    # 1 byte: 16 x 130 = 2,080; 4 bytes: 64 x 130 = 8,320
+    # 1 byte: 16 x 130 = 2,080; 4 bytes: 64 x 130 = 8,320; the window taken as w - 1 = 9: 32 x (100 + 27) = 4,064
     case = dict(full_layers=1, sliding_layers=3, kv_heads=2, head_dim=4, dtype_bytes=2, seq_len=100,
                 sliding_window=10, num_heads=8)
     assert_catalogue("hybrid_kv_bytes_per_sequence", case, 4160, [
-        ("windowed_as_full", 12800), ("sliding_layers_dropped", 3200), ("all_layers_windowed", 1280),
+        ("windowed_as_full", 12800), ("window_minus_one", 4064), ("sliding_layers_dropped", 3200), ("all_layers_windowed", 1280),
         ("missing_kv_factor", 2080), ("query_heads", 16640), ("ignored_dtype_bytes", 2080),
         ("ignored_dtype_bytes", 8320)] + units(4160))
     # a sequence shorter than the window (5 tokens, H = K): every layer holds all 5, 32 x 4 x 5 = 640; counting
@@ -717,6 +719,12 @@ def test_prefix_sharing_catalogue():
     # bytes at 100 B per token: 1,600; each slip x 100; the token count 16; units of 1,600
     assert_catalogue("prefix_bytes_saved", dict(case, bytes_per_token=100), 1600,
                      scaled(saved, 100) + [("tokens_not_bytes", 16)] + units(1600))
+    # a 12-token prompt (3 whole blocks of 4), 3 requests: saved 2 x 12 = 24 (a partial block: none); every copy
+    # 3 x 12 = 36, with the partial block too the same 36; blocks 2 x 3 = 6; the hit capped before the last
+    # token: 2 x floor(11 / 4) x 4 = 16
+    assert_catalogue("prefill_tokens_saved", dict(prompt_tokens=12, num_requests=3, block_size=4), 24,
+                     [("every_copy_saved", 36), ("partial_block_shared+every_copy_saved", 36), ("blocks_not_tokens", 6),
+                      ("last_token_cap", 16)])
 
 
 def test_agent_prefill_catalogue():
@@ -1213,3 +1221,31 @@ def test_each_slip_has_its_words_and_its_general_words():
         for key, (words, general_words) in getattr(topic, "SLIP_WORDS", {}).items():
             assert words.endswith(".") and general_words.endswith("."), (topic.__name__, key)
             assert "{" not in general_words, (topic.__name__, key)    # general words name no figure of a case
+
+
+def test_kv_heads_and_group_catalogue():
+    # H = 32, K = 8: (K, H // K) = (8, 4); the ratio upside down: K // H = 0, K / H = 0.25
+    assert_catalogue("kv_heads_and_group", dict(num_heads=32, kv_heads=8), (8, 4),
+                     [("inverted_ratio", (8, 0)), ("inverted_ratio", (8, 0.25))])
+    # num_key_value_heads absent: K = H = 32, a group of 1; read as one KV head in all (MQA): (1, 32 // 1 = 32);
+    # upside down gives 32 // 32 = 1, the right group, so it is dropped
+    assert_catalogue("kv_heads_and_group", dict(num_heads=32, kv_heads=32, kv_field_absent=True), (32, 1),
+                     [("absent_as_mqa", (1, 32))])
+
+
+
+def test_mla_slip_name_catalogue():
+    # L = 2, d_c = 4, d_R = 2, b = 2: right 2 x 6 x 2 = 24 B, doubled 48, the latent alone 2 x 4 x 2 = 16.
+    # Figures without b: 12, 24, 8 -- so the right figure 24 reads as 'extra_factor_2'; the latent alone doubled:
+    # 2 x (8 + 2) x 2 = 40, so 48 reads as 'other' and 40 as 'extra_factor_2'
+    geometry = dict(layers=2, latent_dim=4, rope_dim=2, dtype_bytes=2)
+
+    def table(answer_bytes, **changed):
+        return QUANTITIES["mla_slip_name"](dict(geometry, answer_bytes=answer_bytes, **changed))
+    assert table(24) == ("correct", [("reference_without_dtype", "extra_factor_2")])
+    assert table(48) == ("extra_factor_2", [("reference_without_dtype", "other"), ("doubled_latent_only", "other")])
+    assert table(40) == ("other", [("doubled_latent_only", "extra_factor_2")])
+    # 1 byte per number: right 12, the latent alone 8; without b the same figures, and 8 is no doubled figure
+    assert table(8, dtype_bytes=1) == ("missing_rope", [])
+    named = diagnose("mla_slip_name", "extra_factor_2", **dict(geometry, answer_bytes=24))
+    assert named.slip.key == "reference_without_dtype" and "dtype_bytes = 2" in named.message

@@ -256,9 +256,14 @@ class Bytes:
 
 @dataclass(frozen=True)
 class Tuple:
-    """A ``tuple`` of exactly ``len(items)`` elements, element i of type ``items[i]``."""
+    """A ``tuple`` of exactly ``len(items)`` elements, element i of type ``items[i]``.
+
+    ``labels``: what each element is, in the exercise's words ("factor", "slip"); with them a wrong answer that no
+    slip of the catalogue explains is told which of its elements are right (``parts_text``).
+    """
 
     items: tuple
+    labels: tuple = ()
     name = "tuple"
 
     def fits(self, value) -> bool:
@@ -285,6 +290,22 @@ class Tuple:
 
     def show(self, value) -> str:
         return "(" + ", ".join(t.show(v) for t, v in zip(self.items, value)) + ")"
+
+    def parts_text(self, value, expected) -> str | None:
+        """Which labelled elements of ``value`` are right and which wrong, as a sentence (None without labels,
+        or when every element is wrong or right).
+
+        >>> Tuple((INT, Choice(("a", "b"))), ("factor", "slip")).parts_text((8, "a"), (8, "b"))
+        'the factor is right and the slip wrong: recheck how you found the slip.'
+        """
+        if len(self.labels) != len(self.items):
+            return None
+        right = [label for t, label, a, e in zip(self.items, self.labels, value, expected) if t.equal(a, e)]
+        wrong = [label for label in self.labels if label not in right]
+        if not right or not wrong:
+            return None
+        return (f"the {' and the '.join(right)} {'is' if len(right) == 1 else 'are'} right and the "
+                f"{' and the '.join(wrong)} wrong: recheck how you found the {' and the '.join(wrong)}.")
 
 
 @dataclass(frozen=True)

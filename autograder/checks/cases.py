@@ -87,6 +87,12 @@ def config_slip_inputs(case: dict) -> dict:
                 hidden_size=spec.hidden_size)
 
 
+def head_count_slip_inputs(case: dict) -> dict:
+    """``config_slip_inputs`` and ``kv_field_absent``: the config has no value for num_key_value_heads (absent or
+    null), where reading the absence as one KV head in all (MQA) is the slip (ch01 Exercise 6, ch02 Exercise 1)."""
+    return dict(config_slip_inputs(case), kv_field_absent=case["kwargs"]["config"].get("num_key_value_heads") is None)
+
+
 CONFIG_VARIANTS = ("as published", "num_key_value_heads removed", "num_key_value_heads: null",
                    "explicit head_dim", "head_dim removed", "head_dim: null", "other layer count",
                    "other GPT-2 sizes")

@@ -48,6 +48,7 @@ from .cases import (
     config_case,
     config_hidden,
     config_slip_inputs,
+    head_count_slip_inputs,
     config_spec,
     geometry_case,
     geometry_hidden,
@@ -352,10 +353,6 @@ def kv_head_sharing_expected(case: dict) -> tuple:
     return (kv.formulas.exact_div(spec.num_heads, spec.num_kv_heads), with_query_heads - config_bytes_per_token(case))
 
 
-def kv_head_sharing_slip_inputs(case: dict) -> dict:
-    return dict(config_slip_inputs(case), kv_field_absent=case["kwargs"]["config"].get("num_key_value_heads") is None)
-
-
 Q6_SEED_OFFSET = 6      # q6's hidden configs are drawn apart from q1's
 
 
@@ -436,7 +433,7 @@ EXERCISES = exercises(
         expected=kv_head_sharing_expected,
         answer=Tuple((INT, INT)),
         quantity="kv_head_sharing",
-        slip_inputs=kv_head_sharing_slip_inputs,
+        slip_inputs=head_count_slip_inputs,
         unit="(query heads per KV head, extra bytes per token)",
         hidden_note=HIDDEN_NOTE_CONFIG,
     ),

@@ -396,6 +396,8 @@ EXERCISES = exercises(
         hidden_cases=slip_answer_hidden,
         expected=lambda c: classify_answer(**c["kwargs"]),
         answer=Choice(SLIP_CHOICES),
+        quantity="mla_slip_name",
+        slip_inputs=lambda case: dict(case["kwargs"]),
         unit="",
         hidden_note=HIDDEN_NOTE_SLIP,
     ),

@@ -321,6 +321,8 @@ Q5_VISIBLE = (
                 hint="recomputing also pays the attention term, 2 L H (2 D) T (T + 1) / 2 FLOPs, which grows "
                      "with T squared."),
     _fetch_case("Llama 3.1 8B, 20,000 tokens over a 2 GB/s link", "llama-3.1-8b", 20_000, 2 * 10**9),
+    # the attention term decides here at its full width, 2 D per pair: with D alone recomputing would win
+    _fetch_case("Llama 3.1 8B, 160,000 tokens over a 2 GB/s link", "llama-3.1-8b", 160_000, 2 * 10**9),
     _fetch_case("Llama 2 7B (MHA), 4,096 tokens, 16 GB/s, H100 at 40% MFU", "llama-2-7b", 4096, 16 * 10**9,
                 mfu=0.4, hint="the GPU achieves mfu x peak FLOP/s, not its peak."),
     # head_dim decides here: GPT-2 large's 64-wide heads keep the attention term small enough to recompute

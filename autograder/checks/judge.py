@@ -145,7 +145,8 @@ def judge(exercise: Exercise, case: dict, record: dict, *, hidden: bool = False,
         if lead in named:
             named = (lead,) + tuple(k for k in named if k != lead)
         texts = [slips.general(k) for k in named[:2]]
-        text = " Or: ".join(texts) if texts else "the answer matches no known slip: recheck each part."
+        text = (" Or: ".join(texts) if texts else _parts(exercise, value, expected)
+                or "the answer matches no known slip: recheck each part.")
         note = f" {type_note}" if type_note else ""
         return CaseVerdict(False, f"{fn} is wrong {head}{text}{note} {exercise.hidden_note}".rstrip(), keys, "value",
                        variants=found, built_on=basis)
@@ -153,7 +154,7 @@ def judge(exercise: Exercise, case: dict, record: dict, *, hidden: bool = False,
                                               else repr(number) if number is not None else record.get("type", "?"))
     line = (f"{exercise.call_text(case)} returned {shown}; expected {kind.show(expected)} {exercise.unit}".rstrip()
             + _other_accepted(exercise, accepted, basis, expected))
-    diagnosis = _diagnosis(exercise, case, number, lead, allowed, basis)
+    diagnosis = _diagnosis(exercise, case, number, lead, allowed, basis, expected, value)
     # a case's hint helps only where no slip is named: a named slip's words are its advice
     tail = (f"\n{type_note}" if type_note else "") + (f"\nHint: {hint}" if hint and not named else "")
     return CaseVerdict(False, head + line + ".\n" + diagnosis + tail, keys, "value", head + line + ".\n", tail,
@@ -366,11 +367,20 @@ def passed_line(exercise: Exercise, count: int, hidden: bool = False) -> str:
     return f"✓ {exercise.function_name}: all {count} {'hidden' if hidden else 'visible'} cases right ({exercise.grade_id})"
 
 
-def _diagnosis(exercise: Exercise, case: dict, number, lead, allowed=None, earlier=NOT_BUILT_ON) -> str:
+def _diagnosis(exercise: Exercise, case: dict, number, lead, allowed=None, earlier=NOT_BUILT_ON,
+               expected=None, value=None) -> str:
     if exercise.quantity and number is not None:
         return slips.diagnose(exercise.quantity, number, rel_tol=_rel_tol(exercise), lead=lead, only=allowed,
                               unit=exercise.unit, **slip_inputs_for(exercise, case, earlier)).message
-    return "recheck it step by step."
+    return _parts(exercise, value, expected) or "recheck it step by step."
+
+
+def _parts(exercise: Exercise, value, expected) -> str | None:
+    """Which parts of a tuple answer are right and which wrong, where the exercise labels them (None: not told)."""
+    parts = getattr(exercise.answer, "parts_text", None)
+    if parts is None or type(value) is not tuple or not exercise.answer.fits(value):
+        return None
+    return parts(value, expected)
 
 
 def verdicts(exercise: Exercise, cases, records, *, hidden: bool = False, earlier=None) -> list:

@@ -75,6 +75,20 @@ def q_kv_bytes_per_token_per_gpu(i):
     return expected, slips + unit_slips(expected)
 
 
+def _q_kv_heads_and_group(i):
+    """(K, H // K) from a config: K as it resolves (absent or null: K = H, MHA).
+
+    ``kv_field_absent``: the config had no value for num_key_value_heads, where reading the absence as one KV
+    head in all (MQA) is the slip.
+    """
+    H, K = i["num_heads"], i["kv_heads"]
+    expected = (K, H // K)
+    slips = [("inverted_ratio", (K, K // H)), ("inverted_ratio", (K, K / H))]
+    if i.get("kv_field_absent"):
+        slips.append(("absent_as_mqa", (1, H)))
+    return expected, [(k, v) for k, v in slips if v != expected]
+
+
 def _q_max_concurrency_per_gpu(i):
     """Sequences per GPU under TP: floor((M - ceil(W / tp) - R) / (per-GPU bytes per token x T)).
 
@@ -122,6 +136,7 @@ def per_gpu_token(i):
 
 QUANTITIES = {
     "kv_bytes_per_token_per_gpu": q_kv_bytes_per_token_per_gpu,
+    "kv_heads_and_group": _q_kv_heads_and_group,
     "max_concurrency_per_gpu": _q_max_concurrency_per_gpu,
 }
 UNROUNDED = {

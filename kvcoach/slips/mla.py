@@ -19,6 +19,14 @@ SLIP_WORDS = {
                      "({rope_dim}) per layer.",
                      "the decoupled RoPE key (qk_rope_head_dim) is missing: the cache holds latent + rope key per "
                      "layer."),
+    "reference_without_dtype": ("your figures to compare with leave out b, the bytes per number (dtype_bytes = "
+                                "{dtype_bytes}): L (d_c + d_R) counts numbers; the answer is in bytes, so compare it "
+                                "with L (d_c + d_R) b, twice that, and L d_c b.",
+                                "the figures to compare with leave out b, the bytes per number."),
+    "doubled_latent_only": ("'extra_factor_2' is the whole right figure twice, 2 L (d_c + d_R) b: a K and a V counted "
+                            "for the whole cached width; you doubled the latent alone, L (2 d_c + d_R) b.",
+                            "'extra_factor_2' is twice the whole figure, 2 L (d_c + d_R) b, not the latent alone "
+                            "doubled."),
     "mla_as_mha": ("you treated MLA as ordinary attention (2 x heads x head_dim); MLA caches one latent of "
                    "{latent_dim} + {rope_dim} per layer.",
                    "you treated MLA as ordinary attention (2 x heads x head_dim); MLA caches one latent plus one "
@@ -138,8 +146,26 @@ def _q_config_kv_bytes_per_token_per_gpu(i):
     return expected, slips + unit_slips(expected)
 
 
+def _kind(answer, right, doubled, latent) -> str:
+    """The name ch03's Exercise 3 gives ``answer`` against these three figures."""
+    return ("correct" if answer == right else "extra_factor_2" if answer == doubled
+            else "missing_rope" if answer == latent else "other")
+
+
+def _q_mla_slip_name(i):
+    """The kind of a reported MLA bytes-per-token figure: 'correct' (L (d_c + d_R) b), 'extra_factor_2' (twice
+    that), 'missing_rope' (L d_c b) or 'other'; each slip names the kind with one of the figures recomputed wrong."""
+    a, L, dc, dr, b = i["answer_bytes"], i["layers"], i["latent_dim"], i["rope_dim"], i["dtype_bytes"]
+    right, latent = formulas.mla_bytes_per_token(L, dc, dr, b), formulas.mla_bytes_per_token(L, dc, 0, b)
+    expected = _kind(a, right, 2 * right, latent)
+    slips = [("reference_without_dtype", _kind(a, right // b, 2 * right // b, latent // b)),   # numbers, not bytes
+             ("doubled_latent_only", _kind(a, right, formulas.mla_bytes_per_token(L, 2 * dc, dr, b), latent))]
+    return expected, [(k, v) for k, v in slips if v != expected]
+
+
 QUANTITIES = {
     "mla_bytes_per_token": _q_mla_bytes_per_token,
+    "mla_slip_name": _q_mla_slip_name,
     "mla_config_bytes_per_token": _q_mla_config_bytes_per_token,
     "config_kv_bytes_per_token_per_gpu": _q_config_kv_bytes_per_token_per_gpu,
 }

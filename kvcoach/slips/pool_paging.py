@@ -33,6 +33,10 @@ SLIP_WORDS = {
     "all_layers_windowed": ("every layer is capped at the window ({sliding_window} tokens); only the sliding-window "
                             "layers are, the full-attention layers hold the whole sequence.",
                             "every layer is capped at the window, the full-attention layers too."),
+    "window_minus_one": ("a sliding-window layer holds the whole window, up to {sliding_window} tokens: "
+                         "min(seq_len, window), not window - 1 (vLLM's w - 1 is the tokens before the newest one, "
+                         "which the newest one joins).",
+                         "a sliding-window layer holds up to the whole window (w tokens), not w - 1."),
     "window_not_capped": ("a sequence shorter than the window ({sliding_window} tokens) holds only its own tokens in "
                           "a sliding-window layer: min(seq_len, window), not the whole window.",
                           "a sequence shorter than the window holds only its own tokens in a windowed layer."),
@@ -44,6 +48,10 @@ SLIP_WORDS = {
     "block_size_not_minus_one": ("a last block is short by 0 to block_size - 1 tokens (block_size = {block_size}), "
                                  "never by a whole block: the average is (bs - 1) / 2, not bs / 2.",
                                  "a last block is short by 0 to block_size - 1 tokens: the average is (bs - 1) / 2."),
+    "half_floored": ("floor division (//) drops the half: a last block wastes (bs - 1) / 2 slots on average, "
+                     "a fraction when the block size ({block_size}) is even: divide with /, not //.",
+                     "floor division (//) drops the half: the average (bs - 1) / 2 is a fraction for an even block "
+                     "size."),
     "worst_case_waste": ("that is the worst case, every last block holding one token; with lengths uniform modulo the "
                          "block size the expected waste is half of it.",
                          "that is the worst case, not the expected waste."),
@@ -108,6 +116,9 @@ def _q_pool_tokens_reported(i):
               ("gb_for_gib@up", formulas.kv_pool_tokens(m * GiB / GB, u, w, o, bpt)),
               ("ignored_utilization", formulas.kv_pool_tokens(m, 1, w, o, bpt)),
               ("ignored_other_bytes", formulas.kv_pool_tokens(m, u, w, 0, bpt)),
+              # u applied to what the weights leave (chapter 01's order slip): (M - W - O) u, or (M - W) u - O
+              ("utilization_after_weights", math.floor((m - w - o) * u / bpt)),
+              ("utilization_after_weights@other_last", math.floor(((m - w) * u - o) / bpt)),
               ("ceil_not_floor", math.ceil((m * u - w - o) / bpt)),
               ("round_for_floor", round((m * u - w - o) / bpt))]      # round(): the ceiling above a half only
     return expected, [(k, v) for k, v in slips if v != expected]
@@ -126,6 +137,7 @@ def _q_hybrid_kv_bytes_per_sequence(i):
     per_layer_token = formulas.kv_bytes_per_token(1, K, D, b)
     slips = [("windowed_as_full", _hybrid_bytes(f + s, 0, K, D, b, t, win)),
              ("window_not_capped", per_layer_token * (f * t + s * win)),
+             ("window_minus_one", _hybrid_bytes(f, s, K, D, b, t, win - 1)),
              ("sliding_layers_dropped", _hybrid_bytes(f, 0, K, D, b, t, win)),
              ("all_layers_windowed", _hybrid_bytes(0, f + s, K, D, b, t, win)),
              ("missing_kv_factor", expected // 2)]
@@ -166,7 +178,9 @@ def _q_block_waste_tokens(i):
     expected = formulas.block_waste_tokens(n, bs)
     return expected, [("block_size_not_minus_one", formulas.exact_div(n * bs, 2)),
                       ("worst_case_waste", n * (bs - 1)),
-                      ("one_sequence_waste", formulas.exact_div(bs - 1, 2))]
+                      ("one_sequence_waste", formulas.exact_div(bs - 1, 2)),
+                      # floor division: each sequence's (bs - 1) // 2, or the total's
+                      ("half_floored", n * ((bs - 1) // 2)), ("half_floored@total", n * (bs - 1) // 2)]
 
 
 def _q_allocator_waste(i):
@@ -181,8 +195,10 @@ def _q_allocator_waste(i):
         slips.append(("paged_whole_last_block", allocator_waste(reqs, pol, bs, msl, last_block="whole")))
         floor_blocks = sum((p + 1) // bs * bs - (p + 1) for p, _ in reqs)
         slips += [("paged_floor_not_ceil", floor_blocks), ("paged_floor_not_ceil@clamped", max(0, floor_blocks))]
-    else:
-        slips.append(("reservation_ignored", allocator_waste(reqs, pol, bs, msl, count_reservation=False)))
+    else:   # a variant of its own for the oracle ("it knows the final length, so it wastes nothing"): a
+        # max_reservation case the learner gets right does not rule out the oracle's
+        slips.append(("reservation_ignored" + ("@oracle" if pol == "oracle" else ""),
+                      allocator_waste(reqs, pol, bs, msl, count_reservation=False)))
     if pol == "oracle":
         slips.append(("oracle_extra_slot", expected + len(reqs)))
     return expected, [(k, v) for k, v in slips if v != expected]

@@ -16,6 +16,11 @@ SLIP_WORDS = {
                          "one copy is still computed and held: the saving is over num_requests - 1 requests."),
     "tokens_not_bytes": ("that is a count of tokens: multiply by bytes_per_token ({bytes_per_token:,} B) for bytes.",
                          "that is a count of tokens: multiply by bytes_per_token."),
+    "last_token_cap": ("a hit stops before the prompt's last token only when the prompt is the whole request; here each "
+                       "request goes on with a question of its own, so every full block of the {prompt_tokens:,}-token "
+                       "prompt is hit (the cap falls inside the question).",
+                       "the cap at the request's last token falls inside each request's question: every full block "
+                       "of the shared prompt is hit."),
     "blocks_not_tokens": ("that counts blocks: multiply by block_size ({block_size} tokens) for tokens.",
                           "that counts blocks: multiply by block_size."),
     "no_cache": ("that is the prefill with no prefix cache at all: every step recomputes its whole history.",
@@ -45,6 +50,10 @@ SLIP_WORDS = {
     "attention_term_missing": ("recomputing also pays the attention term, 2 L H (2 D) T (T + 1) / 2 FLOPs, which "
                                "grows with T squared; you counted only the linear 2 P T.",
                                "recomputing also pays the attention term, which grows with T squared."),
+    "attention_half_width": ("the attention term is 2 L H (2 D) T (T + 1) / 2 FLOPs: each query-key pair costs 2 D for "
+                             "the score and 2 D for the weighted value; counted with D (head_dim = {head_dim}) in "
+                             "place of 2 D it is half as large.",
+                             "the attention term counts 2 D per pair (score and weighted value), not D."),
     "mfu_ignored": ("the GPU achieves mfu x peak FLOP/s ({mfu} x peak), not its peak: recomputing is slower than you "
                     "took it.",
                     "the GPU achieves mfu x peak FLOP/s, not its peak."),
@@ -73,7 +82,9 @@ def _q_prefill_tokens_saved(i):
     slips = [("partial_block_shared", (n - 1) * p), ("every_copy_saved", n * shared),
              ("partial_block_shared+every_copy_saved", n * p), ("blocks_not_tokens", (n - 1) * s.shared_blocks),
              # a partial last block counted as a whole shared block
-             ("partial_block_rounded_up", (n - 1) * -(-p // i["block_size"]) * i["block_size"])]
+             ("partial_block_rounded_up", (n - 1) * -(-p // i["block_size"]) * i["block_size"]),
+             # the hit capped before the prompt's last token, as if the prompt were the whole request
+             ("last_token_cap", (n - 1) * ((p - 1) // i["block_size"]) * i["block_size"])]
     return expected, [(k, v) for k, v in slips if v != expected]
 
 
@@ -133,7 +144,9 @@ def _q_fetch_choice(i):
 
     expected = choose()
     slips = [("tie_other_way", choose(tie=False)),      # < for <=: only an exact tie differs
-             ("attention_term_missing", choose(flops=linear)), ("mfu_ignored", choose(achieved=i["peak_flop_per_s"])),
+             ("attention_term_missing", choose(flops=linear)),
+             ("attention_half_width", choose(flops=linear + attention // 2)),      # D per pair, not 2 D
+             ("mfu_ignored", choose(achieved=i["peak_flop_per_s"])),
              ("fetch_overhead_ignored", choose(overhead=0)), ("link_as_bits", choose(byte_time=8 * bpt / link)),
              ("choice_inverted", "recompute" if expected == "fetch" else "fetch")]
     return expected, [(k, v) for k, v in slips if i["fetch_overhead_s"] or k != "fetch_overhead_ignored"]
