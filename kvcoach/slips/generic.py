@@ -41,10 +41,14 @@ SLIP_WORDS = {
                        "the answer looks like seconds; return milliseconds."),
     "ms_for_seconds": ("the answer looks like milliseconds; the question asks for seconds.",
                        "the answer looks like milliseconds; return seconds."),
-    "per_node_not_per_gpu": ("that is {gpus} GPUs' worth (x {gpus}); the question asks for one GPU's share.",
-                             "that is several GPUs' worth; the question asks for one GPU's share."),
-    "per_gpu_not_per_node": ("that is one GPU's share (/ {gpus}); the question asks for all {gpus} GPUs together.",
-                             "that is one GPU's share; the question asks for all the GPUs together."),
+    # Neutral on purpose: a factor of the GPU count is either slip (a per-GPU figure taken for the node's, or a
+    # TP split applied twice or left out), and the answer's unit does not say which the question asks for.
+    "per_node_not_per_gpu": ("that is {gpus} times the figure: {gpus} GPUs' worth. Check which of your figures are "
+                             "one GPU's share and which are all {gpus} GPUs together.",
+                             "that is a factor of the GPU count too large: check which figures are one GPU's share."),
+    "per_gpu_not_per_node": ("that is the figure divided by {gpus}: one GPU's share of {gpus}. Check which of your "
+                             "figures are one GPU's share and which are all {gpus} GPUs together.",
+                             "that is a factor of the GPU count too small: check which figures are one GPU's share."),
     "blocks_for_tokens": ("that looks like a block count (tokens / block_size = {block_size}); the question asks for "
                           "tokens.",
                           "that looks like a block count; return tokens."),
