@@ -638,7 +638,6 @@ def test_q7_in_flight_by_hand_and_its_slips():
     # time / rate: the same slip, told apart from rate / time by the cases (equal at 1 request/s)
     message = fails("ch07_q7_in_flight", lambda r, t, n, i: (t + n * i) / 1000 / r)
     assert "returned 1.6; expected 160" in message and "Little's law multiplies" in message, message
-    # rounded to whole requests: the fraction under one is lost
     # rounded to whole requests: 22.25 -> 22, the 0.18 under one -> 0 are named
     message = fails("ch07_q7_in_flight", lambda r, t, n, i: float(round(requests_in_flight(r, t, n, i))))
     assert "returned 22; expected 22.25" in message and "not rounded to whole requests" in message, message
