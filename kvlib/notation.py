@@ -60,7 +60,8 @@ class Symbol:
         """
         if "_" in self.letter:
             base, sub = self.letter.split("_", 1)
-            return f"{base}_{{{sub}}}"
+            head = base if len(base) == 1 else rf"\mathit{{{base}}}"      # BW_x: \mathit{BW}_{x}, one letter
+            return f"{head}_{{{sub}}}"
         if self.letter in GREEK:
             return "\\" + self.letter
         return self.letter if len(self.letter) == 1 else rf"\mathit{{{self.letter}}}"
@@ -219,6 +220,12 @@ SYMBOLS: tuple[Symbol, ...] = (
     Symbol("P_e", "expert_params", "parameters of one routed expert in one MoE layer (its gated MLP)", "count",
            chapter="ch06_crossover"),
     Symbol("lambda", "rate_per_s", "requests arriving per second (the rate Little's law multiplies)", "requests/s",
+           chapter="ch07_capacity_plan"),
+    Symbol("S_x", "disagg_transfer_bytes", "KV bytes a disaggregated prefill hands to decode per request: its "
+           "prompt's cache, t S_g (MLA: L (d_c + d_R) b T_p)", "B", chapter="ch07_capacity_plan"),
+    Symbol("BW_x", "link_bytes_per_s", "one GPU's link to another GPU, one direction: NVLink, or a NIC between nodes",
+           "B/s", chapter="ch07_capacity_plan"),
+    Symbol("t_x", "transfer_seconds", "time one GPU takes to send its share of S_x over its link BW_x", "s",
            chapter="ch07_capacity_plan"),
     Symbol("h_p", "prefix_hit_rate", "share of a prompt's tokens the prefix cache serves (not computed again)",
            "fraction", chapter="ch07_capacity_plan"),

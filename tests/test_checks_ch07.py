@@ -59,6 +59,10 @@ def ttft_ms(prompt_tokens, token_budget, decode_tokens, step_ms, queue_ms):
     return queue_ms + math.ceil(prompt_tokens / (token_budget - decode_tokens)) * step_ms
 
 
+def requests_in_flight(rate_per_s, ttft_ms, output_tokens, itl_ms):
+    return rate_per_s * (ttft_ms + output_tokens * itl_ms) / 1000
+
+
 REFERENCE = {
     "ch07_q1_kv_per_sequence_per_gpu": kv_per_sequence_per_gpu,
     "ch07_q2_sequences_by_memory": sequences_by_memory,
@@ -66,6 +70,7 @@ REFERENCE = {
     "ch07_q4_sequences_by_itl": sequences_by_itl,
     "ch07_q5_nodes": nodes,
     "ch07_q6_ttft_ms": ttft_ms,
+    "ch07_q7_in_flight": requests_in_flight,
 }
 
 
@@ -79,7 +84,7 @@ def test_grade_ids_and_points():
     assert list(EX) == list(source_points("ch07_capacity_plan"))
     assert source_points("ch07_capacity_plan") == {"ch07_q1_kv_per_sequence_per_gpu": 1, "ch07_q2_sequences_by_memory": 2,
                                 "ch07_q3_itl_ms": 2, "ch07_q4_sequences_by_itl": 2, "ch07_q5_nodes": 2,
-                                "ch07_q6_ttft_ms": 2}
+                                "ch07_q6_ttft_ms": 2, "ch07_q7_in_flight": 1}
 
 
 def test_exercise_d_by_hand():
@@ -606,3 +611,36 @@ def test_q6_ttft_by_hand_and_its_slips():
     assert "the time in the queue is missing" in named["ttft_without_queue"]
     assert "running decodes take their tokens" in named["decodes_not_subtracted"]
     assert "round the number of chunks up" in named["chunks_rounded_down"]
+
+
+def test_q7_in_flight_by_hand_and_its_slips():
+    """Little's law, N = rate x time in system: section 8's service, 10 requests/s each staying 1,000 ms + 300 x
+    50 ms = 16 s, holds 160 on average; 0.2/s staying 0.3 s + 50 x 12 ms = 0.9 s holds 0.18 (a fraction, kept);
+    1.1/s staying 2 s + 600 x 80 ms = 50 s holds 55 (stored as 55.00000000000001, within the tolerance). Inverted
+    (10 / 16 = 0.625, or 16 / 10 = 1.6), the times in milliseconds (10 x 16,000 = 160,000), the decode left out
+    (10 x 1 s = 10) and the TTFT left out (10 x 15 s = 150) are each named."""
+    ex = EX["ch07_q7_in_flight"]
+    got = {c["label"].split(":")[0]: ex.expected_for(c) for c in ex.visible_cases}
+    assert got["section 8's service"] == 160 and math.isclose(got["fewer than one in flight on average"], 0.18)
+    assert math.isclose(got["1.1 requests/s after a long queue"], 55) and 1.1 * 50 != 55
+    assert runner.check(ex, lambda r, t, n, i: 55.00000000000001 if r == 1.1 else requests_in_flight(r, t, n, i)) \
+        is None
+    slipped = {"littles_law_inverted": lambda r, t, n, i: r / ((t + n * i) / 1000),
+               "time_in_system_in_ms": lambda r, t, n, i: r * (t + n * i),
+               "decode_time_left_out": lambda r, t, n, i: r * t / 1000,
+               "ttft_left_out": lambda r, t, n, i: r * n * i / 1000}
+    named = {key: fails("ch07_q7_in_flight", fn) for key, fn in slipped.items()}
+    assert "returned 0.625; expected 160" in named["littles_law_inverted"], named["littles_law_inverted"]
+    assert "Little's law multiplies" in named["littles_law_inverted"]
+    assert "the times are in milliseconds" in named["time_in_system_in_ms"]
+    assert "until its last token" in named["decode_time_left_out"]
+    assert "the time to first token (1 s) counts" in named["ttft_left_out"]
+    # time / rate: the same slip, told apart from rate / time by the cases (equal at 1 request/s)
+    message = fails("ch07_q7_in_flight", lambda r, t, n, i: (t + n * i) / 1000 / r)
+    assert "returned 1.6; expected 160" in message and "Little's law multiplies" in message, message
+    # rounded to whole requests: 22.25 -> 22, the 0.18 under one -> 0 are named
+    message = fails("ch07_q7_in_flight", lambda r, t, n, i: float(round(requests_in_flight(r, t, n, i))))
+    assert "returned 22; expected 22.25" in message and "not rounded to whole requests" in message, message
+    # rounded up: 160 and 8 stay, 0.18 -> 1, and 55.00000000000001 -> 56
+    message = fails("ch07_q7_in_flight", lambda r, t, n, i: float(math.ceil(requests_in_flight(r, t, n, i))))
+    assert "not rounded to whole requests" in message, message

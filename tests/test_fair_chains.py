@@ -253,9 +253,9 @@ def test_ch07_q1_without_its_factor_2_by_hand():
     one sequence per GPU is 2 x 64 x 1 x 128 x 2 x 16,384 = 536,870,912 B; without the 2, 268,435,456 B.
     The pool: ceil(84,986,665,370 x 0.92) = 78,187,732,141 B, less 65,527,752,704 / 8 = 8,190,969,088 B of
     weights and 3,000,000,000 B: 66,996,763,053 B, which holds 124 sequences (249 of the half-size ones).
-    The notebook's test cells and the grader each give 10 of 11 points (Question 1's 1 lost: 9 points for
-    Questions 1-5, 2 for Exercise 6's TTFT, which builds on none), and a wrong Question 2 is told both values it
-    would have taken.
+    The notebook's test cells and the grader each give 11 of 12 points (Question 1's 1 lost: 9 points for
+    Questions 1-5, 2 for Exercise 6's TTFT and 1 for Exercise 7's requests in flight, which build on none), and a
+    wrong Question 2 is told both values it would have taken.
     """
     source = _chapters()["ch07"]
     exercises = chapter_exercises("ch07")
@@ -273,7 +273,7 @@ def test_ch07_q1_without_its_factor_2_by_hand():
     # the notebook: each test cell stops at its first failing check
     score = sum(points[gid] for gid, ex in exercises.items()
                 if _passes(ex, learner[gid]) is None and _passes(ex, learner[gid], hidden=True) is None)
-    assert (score, sum(points.values())) == (10, 11)
+    assert (score, sum(points.values())) == (11, 12)
     # the grader outside, on the records of a grading seed
     given, score = {}, 0
     for gid, ex in exercises.items():
@@ -281,7 +281,7 @@ def test_ch07_q1_without_its_factor_2_by_hand():
         judged, given[gid] = V._judge_exercise(ex, gid, points[gid], cases, len(ex.cases()),
                                                _records(ex, learner[gid], cases), given.get(ex.builds_on))
         score += judged.points
-    assert score == 10
+    assert score == 11
     # a Question 2 that is wrong on either basis (one sequence too many) is told both values, by hand
     q2 = exercises["ch07_q2_sequences_by_memory"]
     message = _passes(q2, lambda *args: learner[q2.grade_id](*args) + 1)

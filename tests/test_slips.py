@@ -668,6 +668,23 @@ def test_sequences_by_itl_catalogue():
         ("total_not_per_gpu", 1), ("no_tp_overhead", 6), ("ceil_not_floor", 4), ("ceil_not_floor", 4)])
 
 
+def test_requests_in_flight_catalogue():
+    # 0.5 requests/s, each staying 2,500 ms + 1,200 x 35 ms = 44,500 ms = 44.5 s: 0.5 x 44.5 = 22.25 in flight
+    inputs = dict(rate_per_s=0.5, ttft_ms=2500.0, output_tokens=1200, itl_ms=35.0)
+    assert_catalogue("requests_in_flight", inputs, 22.25, [
+        ("littles_law_inverted", 0.5 / 44.5),                      # rate / time
+        ("littles_law_inverted", 89.0),                            # time / rate: 44.5 / 0.5
+        ("time_in_system_in_ms", 22_250.0),                        # 0.5 x 44,500
+        ("decode_time_left_out", 1.25),                            # 0.5 x 2.5 s
+        ("ttft_left_out", 21.0),                                   # 0.5 x 42 s
+        ("itl_ms_as_seconds", 21_001.25),                          # 0.5 x (2.5 + 1,200 x 35)
+        ("one_token_not_output", 1.2675),                          # 0.5 x (2.5 + 0.035)
+        ("littles_law_inverted+time_in_system_in_ms", 0.5 / 44_500),
+        ("littles_law_inverted+time_in_system_in_ms", 89_000.0),   # 44,500 / 0.5
+        ("mean_rounded", 22.0), ("mean_rounded", 22.0), ("mean_rounded", 23.0),   # round, floor, ceil
+    ])
+
+
 def test_nodes_with_headroom_catalogue():
     # 100 users, nodes of 8 GPUs at tp 2 = 4 replicas, min(5 by memory, 3 by ITL) = 3 per replica:
     # 12 per node -> ceil(100 / 12) = 9 nodes; spike 1.25: ceil(11.25) = 12, + 4 spares = 16.

@@ -13,6 +13,7 @@ ch07_q4_sequences_by_itl                 sequences_by_itl(itl_target_ms, W, tp, 
 ch07_q5_nodes                            nodes(users, gpus_per_node, tp, sequences_by_memory, sequences_by_itl,
                                                spike_factor, redundancy_nodes)
 ch07_q6_ttft_ms                          ttft_ms(prompt_tokens, token_budget, decode_tokens, step_ms, queue_ms)
+ch07_q7_in_flight                        requests_in_flight(rate_per_s, ttft_ms, output_tokens, itl_ms)
 =======================================  ===============================================================
 
 Every exercise shares one list of plan cases (case k is the same plan in each), so q2-q4,
@@ -463,6 +464,75 @@ def chunk_side(case) -> str | None:
     return {0: "whole chunks", 1: "one token past"}.get(rest)
 
 
+# --- q7: requests in flight, Little's law -----------------------------------------------------------------
+Q7_PARAMS = ("rate_per_s", "ttft_ms", "output_tokens", "itl_ms")
+
+
+def _in_flight_case(label, rate_per_s, ttft_ms, output_tokens, itl_ms):
+    return {"label": label,
+            "kwargs": {"rate_per_s": rate_per_s, "ttft_ms": ttft_ms, "output_tokens": output_tokens, "itl_ms": itl_ms},
+            "context": {}}
+
+
+def _exact_in_flight(case):
+    """The mean in flight in exact arithmetic (the inputs as written in decimal)."""
+    from fractions import Fraction
+    k = case["kwargs"]
+    return (Fraction(str(k["rate_per_s"])) * (Fraction(str(k["ttft_ms"])) + k["output_tokens"]
+                                              * Fraction(str(k["itl_ms"]))) / 1000)
+
+
+#: Exercise 7's answer is the mean (Little's L), a float checked to 1 part in 10^6: never rounded to a whole request
+MEAN_EDGE = Edge("the mean in flight as a float, not rounded: under one request on average stays a fraction, and a "
+                 "whole one (stored a hair off it in floating point) is within the tolerance")
+Q7_VISIBLE = (
+    MEAN_EDGE.on(_in_flight_case("section 8's service: 10 requests/s, a 1,000 ms TTFT, 300 tokens at 50 ms",
+                                 10, 1000.0, 300, 50.0)),
+    _in_flight_case("0.5 requests/s (under one a second), a 2,500 ms TTFT, 1,200 tokens at 35 ms",
+                    0.5, 2500.0, 1200, 35.0),
+    _in_flight_case("a single output token: 40 requests/s, a 180 ms TTFT, 1 token at 20 ms", 40, 180.0, 1, 20.0),
+    _in_flight_case("one request a second, an 800 ms TTFT, 400 tokens at 25 ms", 1, 800.0, 400, 25.0),
+    MEAN_EDGE.on(_in_flight_case("fewer than one in flight on average: 0.2 requests/s, a 300 ms TTFT, 50 tokens at "
+                                 "12 ms", 0.2, 300.0, 50, 12.0)),
+    _in_flight_case("150 requests/s, a 450 ms TTFT, 180 tokens at 9 ms", 150, 450.0, 180, 9.0),
+    _in_flight_case("a large service: 500 requests/s, a 400 ms TTFT, 250 tokens at 12 ms", 500, 400.0, 250, 12.0),
+    # 1.1 x 50 s = 55 requests, stored as 55.00000000000001
+    MEAN_EDGE.on(_in_flight_case("1.1 requests/s after a long queue: a 2,000 ms TTFT, 600 tokens at 80 ms",
+                                 1.1, 2000.0, 600, 80.0)),
+)
+
+
+def _in_flight(case: dict) -> float:
+    from kvlib.serving import littles_law_concurrency
+    k = case["kwargs"]
+    return littles_law_concurrency(k["rate_per_s"], (k["ttft_ms"] + k["output_tokens"] * k["itl_ms"]) / 1e3)
+
+
+def in_flight_hidden(seed: int) -> tuple:
+    """Six services drawn from ``seed`` (rates, TTFTs, output lengths and ITLs of chat, batch and agent loads),
+    then the edge's two sides: under one request on average, and a whole number."""
+    rng = random.Random(seed + 70)
+    cases = []
+    for _ in range(6):
+        rate = rng.choice([0.25, 0.5, 2, 3, 8, 12.5, 25, 60, 120])
+        ttft = rng.choice([150.0, 300.0, 600.0, 900.0, 1500.0, 4000.0])
+        out = rng.choice([1, 32, 128, 400, 1000, 2500])
+        itl = rng.choice([6.0, 10.0, 18.0, 25.0, 40.0, 70.0])
+        cases.append(_in_flight_case(f"{rate:g} requests/s, {ttft:g} ms TTFT, {out} tokens at {itl:g} ms",
+                                     rate, ttft, out, itl))
+    under = rng.choice([0.05, 0.1, 0.15])
+    cases += MEAN_EDGE.on_each((
+        _in_flight_case(f"{under:g} requests/s: under one in flight", under, 400.0, 20, 15.0),
+        _in_flight_case("4 requests/s: a whole number in flight", 4, 250.0, 150, 25.0)))
+    return tuple(cases)
+
+
+def mean_side(case) -> str | None:
+    """Q7's edge: under one request in flight on average, or a whole number of them (else None)."""
+    exact = _exact_in_flight(case)
+    return "under one" if exact < 1 else "whole" if exact.denominator == 1 else None
+
+
 EDGES = {
     "ch07_q1_kv_per_sequence_per_gpu": (HEADS_PER_GPU_EDGE.listing(tp_side),),
     "ch07_q2_sequences_by_memory": (BUDGET_EDGE.listing(pool_side),),
@@ -470,6 +540,7 @@ EDGES = {
     "ch07_q4_sequences_by_itl": (RETURN_ZERO_EDGE.listing(zero_side),),
     "ch07_q5_nodes": (NODES_EDGE.listing(users_side), SPIKE_EDGE.listing(spike_side)),
     "ch07_q6_ttft_ms": (WHOLE_CHUNKS_EDGE.listing(chunk_side),),
+    "ch07_q7_in_flight": (MEAN_EDGE.listing(mean_side),),
 }
 
 
@@ -498,4 +569,9 @@ EXERCISES = exercises(
              slip_inputs=lambda case: dict(case["kwargs"]), unit="ms",
              hidden_note="(Hidden cases use other prompts, budgets, decodes, step times and queues, and a prompt of "
                          "whole chunks with one token past it.)"),
+    Exercise(grade_id="ch07_q7_in_flight", function_name="requests_in_flight", params=Q7_PARAMS,
+             visible_cases=Q7_VISIBLE, hidden_cases=in_flight_hidden, expected=_in_flight,
+             answer=Float(rel_tol=1e-6), quantity="requests_in_flight", slip_inputs=lambda case: dict(case["kwargs"]),
+             unit="requests", hidden_note="(Hidden cases use other rates, TTFTs, output lengths and ITLs, one service "
+                                          "with under one request in flight and one with a whole number.)"),
 )

@@ -1,4 +1,5 @@
-"""A capacity plan step by step: per-GPU memory, the ITL limit, replicas, headroom: ch07_capacity_plan's slips.
+"""A capacity plan step by step: per-GPU memory, the ITL limit, replicas, headroom, chunked prefill's TTFT and the
+requests in flight (Little's law): ch07_capacity_plan's slips.
 
 Also the drill ``plan_step`` (nodes for memory alone).
 """
@@ -10,7 +11,7 @@ import math
 from kvlib import formulas
 from kvlib.units import GB, GiB
 
-from .engine import exact_ratio, unit_slips
+from .engine import close, exact_ratio, unit_slips
 from .gqa_tp import per_gpu_token, q_kv_bytes_per_token_per_gpu
 from .kv_formula import kv_token, token_slips
 
@@ -83,6 +84,17 @@ SLIP_WORDS = {
                                "the running decodes take their share of the budget first: chunks of budget - decodes."),
     "chunks_rounded_down": ("the last, partial chunk still takes a step: round the number of chunks up (ceil).",
                             "round the number of chunks up: a partial chunk takes a whole step."),
+    "littles_law_inverted": ("Little's law multiplies: requests in flight = rate x time in system ({rate_per_s:g} "
+                             "per second x {seconds_in_system:g} s); one divided by the other is not a count of "
+                             "requests.",
+                             "Little's law multiplies the rate by the time in system; it does not divide them."),
+    "time_in_system_in_ms": ("the times are in milliseconds and the rate is per second: a request stays "
+                             "{seconds_in_system:g} s (the TTFT plus {output_tokens:,} x {itl_ms:g} ms, over 1,000), "
+                             "not {milliseconds_in_system:,g} s.",
+                             "the times are in milliseconds and the rate per second: convert the time to seconds."),
+    "mean_rounded": ("Little's law gives the mean number in flight, a fraction included ({mean_in_flight:g} here): "
+                     "return it as it is, not rounded to whole requests.",
+                     "Little's law gives a mean: do not round it to whole requests."),
     "one_prefill_step": ("the prompt does not go in one step: under the budget it takes ceil(prompt / (budget - "
                          "decodes)) steps, each {step_ms:g} ms.",
                          "the prompt takes ceil(prompt / (budget - decodes)) steps, not one."),
@@ -247,8 +259,29 @@ def _q_chunked_ttft_ms(i):
     return expected, [(key, v) for key, v in slips if v != expected]
 
 
+def _q_requests_in_flight(i):
+    """Requests in flight on average, Little's law: rate x (TTFT + T_o x ITL), the times in seconds
+    (kvlib.serving.littles_law_concurrency); each slip recomputed the slipped way."""
+    from kvlib.serving import littles_law_concurrency
+    rate, ttft_ms, t_o, itl_ms = i["rate_per_s"], i["ttft_ms"], i["output_tokens"], i["itl_ms"]
+    seconds = (ttft_ms + t_o * itl_ms) / 1e3
+    expected = littles_law_concurrency(rate, seconds)
+    ms = ttft_ms + t_o * itl_ms
+    slips = [("littles_law_inverted", rate / seconds), ("littles_law_inverted@time_over_rate", seconds / rate),
+             ("time_in_system_in_ms", rate * ms),
+             ("decode_time_left_out", rate * ttft_ms / 1e3), ("ttft_left_out", rate * t_o * itl_ms / 1e3),
+             ("itl_ms_as_seconds", rate * (ttft_ms / 1e3 + t_o * itl_ms)),
+             ("one_token_not_output", rate * (ttft_ms + itl_ms) / 1e3),
+             ("littles_law_inverted+time_in_system_in_ms", rate / ms),
+             ("littles_law_inverted@time_over_rate+time_in_system_in_ms", ms / rate),
+             ("mean_rounded", float(round(expected))), ("mean_rounded@down", float(math.floor(expected))),
+             ("mean_rounded@up", float(math.ceil(expected)))]
+    return expected, [(key, v) for key, v in slips if not close(v, expected, 1e-9)]
+
+
 QUANTITIES = {
     "chunked_ttft_ms": _q_chunked_ttft_ms,
+    "requests_in_flight": _q_requests_in_flight,
     "kv_bytes_per_sequence_per_gpu": _q_kv_bytes_per_sequence_per_gpu,
     "sequences_per_gpu_by_memory": _q_sequences_per_gpu_by_memory,
     "itl_ms": _q_itl_ms,
@@ -268,7 +301,15 @@ COUNT_SLIPS = {"floor_nodes", "spike_not_rounded_up", "spike_float_noise", "ceil
 
 
 def figures(key, inputs) -> dict:
-    """``{replicas}``: the replicas of tp GPUs a node of gpus_per_node runs."""
+    """``{replicas}``: the replicas of tp GPUs a node of gpus_per_node runs; a request's time in system
+    (``{seconds_in_system}``, ``{milliseconds_in_system}``, ``{ttft_s}``) where its TTFT is given in ms, and the
+    mean in flight at a rate (``{mean_in_flight}``)."""
+    out = {}
     if inputs.get("gpus_per_node") and inputs.get("tp"):
-        return {"replicas": inputs["gpus_per_node"] // inputs["tp"]}
-    return {}
+        out["replicas"] = inputs["gpus_per_node"] // inputs["tp"]
+    if all(name in inputs for name in ("ttft_ms", "output_tokens", "itl_ms")):
+        ms = inputs["ttft_ms"] + inputs["output_tokens"] * inputs["itl_ms"]
+        out.update(seconds_in_system=ms / 1e3, milliseconds_in_system=ms, ttft_s=inputs["ttft_ms"] / 1e3)
+        if "rate_per_s" in inputs:
+            out["mean_in_flight"] = inputs["rate_per_s"] * ms / 1e3
+    return out
