@@ -512,9 +512,12 @@ class Sandbox:
         limit is fixed then, and the jobs launched after it (a class graded with ``--jobs N``) add their
         kernels' threads to the same count, which left an earlier kernel none (ZeroMQ's threads failed to
         start; the notebook came back needs_manual). Whatever the order of launches, the count can grow past
-        a job's launch by no more than what the jobs running at once use, at most ``nproc`` each, so none is
-        starved by an honest neighbour. A fork bomb is still stopped, at that bound; beside it, jobs that share
-        its uid may find no room (nothing but a uid of its own separates them: run as root, or with bwrap)."""
+        a job's launch by no more than what the jobs running at once use, and an honest one uses well under
+        ``nproc`` (a class of 8 graded with ``--jobs 4``: at most 92 threads of the uid in all, the grader's
+        own included), so none is starved by its neighbours. Starting the jobs one at a time would not do (each
+        limit is still fixed at its launch, below what later jobs add), and unprivileged there is no other uid
+        to take. A fork bomb is still stopped, ``nproc`` times the jobs over the count at its launch; beside
+        it, jobs that share its uid may find no room (only a uid of its own separates them: root, or bwrap)."""
         if not shared_uid:
             return self.limits.nproc
         return self.limits.nproc * shared_jobs() + _threads_of_uid(os.getuid())
