@@ -387,6 +387,23 @@ print(json.dumps(out))
 '''  # noqa: E501
 
 
+def _code_for_everyone(base: Path, script: str) -> Path:
+    """``base/code``, readable by every user: ``autograder/sandbox.py`` alone and ``run.py`` holding ``script``
+    (another user's Python runs it; the checkout may sit where they cannot read). Skips where ``base`` is out
+    of other users' reach."""
+    code = base / "code"
+    (code / "autograder").mkdir(parents=True)
+    shutil.copy(REPO / "autograder" / "sandbox.py", code / "autograder" / "sandbox.py")
+    (code / "autograder" / "__init__.py").write_text("")
+    (code / "run.py").write_text(script)
+    for p in [base, *base.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    for parent in base.parents:
+        if not os.stat(parent).st_mode & 0o001:
+            pytest.skip(f"{parent} is not searchable by other users")
+    return code
+
+
 @pytest.mark.skipif(not ROOT, reason="needs root to become an unprivileged user for the test")
 def test_works_unprivileged():
     system_python = "/usr/bin/python3"
@@ -395,16 +412,7 @@ def test_works_unprivileged():
     import tempfile
     base = Path(tempfile.mkdtemp(prefix="kv-unpriv-"))  # pytest's tmp_path is private to root
     try:
-        code = base / "code"
-        (code / "autograder").mkdir(parents=True)
-        shutil.copy(REPO / "autograder" / "sandbox.py", code / "autograder" / "sandbox.py")
-        (code / "autograder" / "__init__.py").write_text("")
-        (code / "run.py").write_text(UNPRIV)
-        for p in [base, *base.rglob("*")]:
-            p.chmod(0o755 if p.is_dir() else 0o644)
-        for parent in base.parents:
-            if not os.stat(parent).st_mode & 0o001:
-                pytest.skip(f"{parent} is not searchable by other users")
+        code = _code_for_everyone(base, UNPRIV)
         proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
                                system_python, "-I", str(code / "run.py"), str(code)],
                               capture_output=True, text=True, timeout=120, cwd="/")
@@ -476,26 +484,18 @@ print(json.dumps({k: [r.stdout.decode().strip(), r.describe(), r.stderr.decode()
 def test_jobs_sharing_a_uid_at_rlimits_do_not_starve_each_other():
     """Two jobs at once at level rlimits as one unprivileged uid (as root: uid 65534, what grading as a user
     does; otherwise as we are), with ``SANDBOX_SHARED_JOBS=2`` and 16 processes and threads each: the first,
-    launched before the second, still starts its 8 threads while the second holds 12 (its limit was fixed
-    at launch: 16 over the uid's count then, which the second's 13 and its 8 pass); a fork bomb, alone,
-    is stopped below 2 x 16."""
+    launched before the second, still starts its 8 threads while the second holds 12 (with a limit of 16
+    over the uid's count at its launch alone, the second's 13 and its own 8 passed it: it started 2); a
+    fork bomb, alone, is stopped below 2 x 16, past 16."""
     system_python = "/usr/bin/python3"
     if not os.access(system_python, os.X_OK):
         pytest.skip("no system python3 an unprivileged user can run")
     import tempfile
     base = Path(tempfile.mkdtemp(prefix="kv-shared-"))  # pytest's tmp_path is private to root
     try:
-        code, meet = base / "code", base / "meet"
-        (code / "autograder").mkdir(parents=True)
-        meet.mkdir()
-        shutil.copy(REPO / "autograder" / "sandbox.py", code / "autograder" / "sandbox.py")
-        (code / "autograder" / "__init__.py").write_text("")
-        (code / "run.py").write_text(SHARED)
-        for p in [base, *base.rglob("*")]:
-            p.chmod(0o777 if p == meet else 0o755 if p.is_dir() else 0o644)
-        for parent in base.parents:
-            if not os.stat(parent).st_mode & 0o001:
-                pytest.skip(f"{parent} is not searchable by other users")
+        code, meet = _code_for_everyone(base, SHARED), base / "meet"
+        meet.mkdir(mode=0o777)
+        meet.chmod(0o777)                    # both jobs write their marks here (mkdir's mode passes the umask)
         as_user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"] if ROOT else []
         proc = subprocess.run([*as_user, system_python, "-I", str(code / "run.py"), str(code), str(meet)],
                               capture_output=True, text=True, timeout=180, cwd="/",
