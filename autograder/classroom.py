@@ -48,10 +48,16 @@ def _silence_stderr(directory: Path) -> None:
     os.close(fd)
 
 
-def _worker_init(course_dir: str, assignment: str, timeout, seed, seed_info):
-    """Pool initializer: this process's Grader (course copy, kernelspec, ipc dir)."""
+def _worker_init(course_dir: str, assignment: str, timeout, seed, seed_info, jobs: int = 1):
+    """Pool initializer: this process's Grader (course copy, kernelspec, ipc dir). ``jobs``: the pool's
+    workers, whose jobs may all run at once as one uid (level rlimits unprivileged): each job's process
+    limit leaves room for them (``autograder.sandbox.shared_jobs``; a larger SANDBOX_SHARED_JOBS stays)."""
     global _WORKER
     import multiprocessing.util
+
+    from .sandbox import SHARED_JOBS_ENV, shared_jobs
+
+    os.environ[SHARED_JOBS_ENV] = str(max(jobs, shared_jobs()))
 
     _WORKER = Grader(Path(course_dir), assignment, timeout=timeout, seed=seed, seed_info=seed_info)
     _silence_stderr(_WORKER.tmp)
@@ -193,7 +199,7 @@ def _results(plan: list, jobs: int, course_dir: Path, assignment: str, timeout, 
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init,
-                             initargs=(str(course_dir), assignment, timeout, seed, seed_info)) as pool:
+                             initargs=(str(course_dir), assignment, timeout, seed, seed_info, jobs)) as pool:
         futures = {pool.submit(_worker_grade, student, folder, digest): (student, digest)
                    for student, folder, digest in plan}
         for future in as_completed(futures):

@@ -34,7 +34,11 @@ job gets its own uid/gid from a reserved range (``SANDBOX_UID_BASE``,
 default 1895825408 = 0x71000000, ``SANDBOX_UID_COUNT`` slots, locked with
 ``flock`` so concurrent graders never share one). Unprivileged, bwrap's
 user namespace gives the same separation: since Linux 5.14 the limit is
-counted per user namespace.
+counted per user namespace. Only ``rlimits`` run unprivileged has neither:
+every job runs as the grader's own uid, so their processes and threads draw
+on one count; ``SANDBOX_SHARED_JOBS`` (default 1; ``grade-class`` raises it to
+its ``--jobs``) says how many jobs may run at once as that uid, and each job's
+limit leaves room for all of them (``Sandbox._nproc``).
 
 ``REQUIRE_ISOLATION=1`` turns a level weaker than ``SANDBOX_MIN_LEVEL``
 (default ``"unshare+setpriv"``, so bwrap or unshare+setpriv) into an
@@ -75,6 +79,7 @@ LEVELS = ("none", "rlimits", "unshare+setpriv", "bwrap")  # weakest first
 DEFAULT_MIN_LEVEL = "unshare+setpriv"
 UID_BASE = 0x71000000          # above systemd's container ranges, below 2**31
 UID_COUNT = 4096
+SHARED_JOBS_ENV = "SANDBOX_SHARED_JOBS"   # jobs that may run at once as one shared uid (``shared_jobs``)
 LOCK_DIRS = ("/run/kv-sandbox", os.path.join(tempfile.gettempdir(), "kv-sandbox-root"))
 
 SANDBOX_ENV = {
@@ -187,6 +192,17 @@ def _threads_of_uid(uid: int) -> int:
     return count
 
 
+def shared_jobs() -> int:
+    """How many sandboxed jobs may run at once as one uid (``$SANDBOX_SHARED_JOBS``, default 1): the grader's
+    own uid at level ``rlimits`` unprivileged. ``IsolationError`` when it is not a whole number of at least 1."""
+    raw = os.environ.get(SHARED_JOBS_ENV, "").strip()
+    if not raw:
+        return 1
+    if not raw.isdigit() or int(raw) < 1:
+        raise IsolationError(f"{SHARED_JOBS_ENV} must be a whole number of at least 1 (got {raw!r})")
+    return int(raw)
+
+
 def _which(name: str) -> str | None:
     for d in ("/usr/bin", "/bin", "/usr/sbin", "/sbin"):
         p = os.path.join(d, name)
@@ -278,7 +294,9 @@ def require_isolation() -> bool:
 
 
 def check_level(level: str) -> None:
-    """Raise IsolationError when REQUIRE_ISOLATION is set and ``level`` is below SANDBOX_MIN_LEVEL."""
+    """Raise IsolationError when REQUIRE_ISOLATION is set and ``level`` is below SANDBOX_MIN_LEVEL, or when
+    SANDBOX_SHARED_JOBS is malformed (here, in one line, before any kernel reads it)."""
+    shared_jobs()
     if require_isolation() and rank(level) < rank(min_level()):
         why = {lvl: probe(lvl)[1] for lvl in LEVELS[rank(level) + 1:]}
         reasons = "; ".join(f"{k}: {v}" for k, v in why.items() if v)
@@ -486,11 +504,23 @@ class Sandbox:
                 "--core=0", "--"]
 
     def _nproc(self, shared_uid: bool) -> int:
-        """RLIMIT_NPROC for the job. It counts every process and thread of the job's real uid, machine-wide: a job
-        that shares the grader's own uid (level rlimits run unprivileged: no uid of its own, no user namespace)
-        gets ``nproc`` more than that uid already runs, or the grader's other jobs, its own threads and the
-        user's other programs would leave the kernel none (ZeroMQ's threads failed to start at 64)."""
-        return self.limits.nproc + (_threads_of_uid(os.getuid()) if shared_uid else 0)
+        """RLIMIT_NPROC for the job. It counts every process and thread of the job's real uid, machine-wide.
+
+        A job with a uid of its own (or a user namespace) gets ``nproc``. A job that shares the grader's own uid
+        (level rlimits run unprivileged) gets what that uid runs at its launch plus ``nproc`` for each of the
+        ``shared_jobs()`` jobs that may run at once as that uid. The count at launch alone is not enough: the
+        limit is fixed then, and the jobs launched after it (a class graded with ``--jobs N``) add their
+        kernels' threads to the same count, which left an earlier kernel none (ZeroMQ's threads failed to
+        start; the notebook came back needs_manual). Whatever the order of launches, the count can grow past
+        a job's launch by no more than what the jobs running at once use, and an honest one uses well under
+        ``nproc`` (a class of 8 graded with ``--jobs 4``: at most 92 threads of the uid in all, the grader's
+        own included), so none is starved by its neighbours. Starting the jobs one at a time would not do (each
+        limit is still fixed at its launch, below what later jobs add), and unprivileged there is no other uid
+        to take. A fork bomb is still stopped, ``nproc`` times the jobs over the count at its launch; beside
+        it, jobs that share its uid may find no room (only a uid of its own separates them: root, or bwrap)."""
+        if not shared_uid:
+            return self.limits.nproc
+        return self.limits.nproc * shared_jobs() + _threads_of_uid(os.getuid())
 
     @staticmethod
     def _drop_args(uid: int | None) -> list[str]:

@@ -16,11 +16,19 @@ folder, which is what let every kernel start (nothing is bound at that level).
 Root only (to become another user). The user's half needs an interpreter that user may start: the
 checkout and the interpreter get traversal (o+x) for the test's duration, as the hub test does; where it
 still cannot start, that half skips in one line, unless REQUIRE_ISOLATION=1 (CI), which fails instead. The
-eight runs go four at a time: about 40 s on 2 cores.
+eight runs go four at a time: about 40 s on 2 cores. The user's four say so (``SANDBOX_SHARED_JOBS=4``):
+at rlimits their jobs share the user's uid, whose processes and threads RLIMIT_NPROC counts machine-wide.
+
+A class graded at rlimits as that user (``grade-class --jobs 4``, eight honest copies, nothing set): the
+four workers' kernels and outside checks share the uid, and every student gets 11 of 11. Before each
+job's limit left room for the others, a job launched first was left no threads by those launched after
+it: one student of the eight came back needs_manual or an nbgrader error ("Invalid Signature") in each
+of three runs (about 25 s each on 2 cores).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -55,8 +63,40 @@ def _as(uid: int | None) -> list:
 def _env(home: Path, **extra) -> dict:
     """The grading environment with ``home`` as HOME (Jupyter's runtime files go there), no level forced
     and no REQUIRE_ISOLATION (CI's, which would refuse rlimits and none before trying them)."""
-    return grading_env(drop=("REQUIRE_ISOLATION", "SANDBOX_LEVEL", "XDG_RUNTIME_DIR", "JUPYTER_RUNTIME_DIR",
-                             "JUPYTER_DATA_DIR", "XDG_DATA_HOME"), HOME=str(home), **extra)
+    return grading_env(drop=("REQUIRE_ISOLATION", "SANDBOX_LEVEL", "SANDBOX_SHARED_JOBS", "XDG_RUNTIME_DIR",
+                             "JUPYTER_RUNTIME_DIR", "JUPYTER_DATA_DIR", "XDG_DATA_HOME"), HOME=str(home), **extra)
+
+
+@contextlib.contextmanager
+def _workspace(prefix: str):
+    """A fresh folder under the system's temp folder (pytest's tmp_path is private to root), removed after;
+    meanwhile the user may traverse to the venv's Python and the checkout, which may sit under a 0700 home (a
+    pyenv under /root): traversal only (o+x, never o+r), as the hub test does."""
+    base = Path(tempfile.mkdtemp(prefix=prefix))
+    traversal = grant_traversal([Path(sys.executable).parent, Path(sys.executable).resolve().parent, REPO])
+    try:
+        for parent in base.parents:
+            if not os.stat(parent).st_mode & 0o001:
+                pytest.skip(f"{parent} is not searchable by other users")
+        yield base
+    finally:
+        restore_modes(traversal)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _open_to_all(base: Path) -> None:
+    """Everything under ``base`` readable by the user, and its folders writable (homes, outputs)."""
+    for p in [base, *base.rglob("*")]:
+        p.chmod(0o777 if p.is_dir() else 0o644)
+
+
+def _usable_or_skip(home: Path) -> str | None:
+    """Why the user cannot run this interpreter (the caller leaves the user's half out), or None; under
+    REQUIRE_ISOLATION=1 (CI, whose venv the hub test grades with as a user) that fails instead."""
+    unusable = _interpreter_unusable(home)
+    if unusable and S.require_isolation():
+        pytest.fail(f"REQUIRE_ISOLATION=1 but {unusable}", pytrace=False)
+    return unusable
 
 
 def _interpreter_unusable(home: Path) -> str | None:
@@ -88,48 +128,33 @@ def _levels_for(uid: int | None, home: Path) -> dict:
 def runs():
     if not ROOT:
         pytest.skip("needs root to grade as another user too")
-    base = Path(tempfile.mkdtemp(prefix="kv-levels-"))      # pytest's tmp_path is private to root
-    # the user runs the venv's Python and imports the checkout, which may sit under a 0700 home (a pyenv
-    # under /root): traversal only (o+x, never o+r) for the test's duration, as the hub test does
-    traversal = grant_traversal([Path(sys.executable).parent, Path(sys.executable).resolve().parent, REPO])
-    try:
-        for parent in base.parents:
-            if not os.stat(parent).st_mode & 0o001:
-                pytest.skip(f"{parent} is not searchable by other users")
+    with _workspace("kv-levels-") as base:
         notebook = base / "honest.ipynb"
         notebook.write_bytes(H.dump(H.make_kit().notebook()))
         homes = {who: base / f"home-{who}" for who in ("root", "user")}
         for home in homes.values():
             home.mkdir()
-        for p in [base, *base.rglob("*")]:
-            p.chmod(0o777 if p.is_dir() else 0o644)
+        _open_to_all(base)
         who_uid = {"root": None, "user": USER}
-        unusable = _interpreter_unusable(homes["user"])
-        if unusable:   # CI's venv is the hub test's too, which grades as a user: there it must be usable
-            if S.require_isolation():
-                pytest.fail(f"REQUIRE_ISOLATION=1 but {unusable}", pytrace=False)
+        unusable = _usable_or_skip(homes["user"])
+        if unusable:
             del homes["user"]
         offered = {who: _levels_for(who_uid[who], homes[who]) for who in homes}
+        pool_size = 4
+        # the user's graders run beside each other, up to pool_size at once, and say so: at rlimits their jobs
+        # share the user's uid, whose threads RLIMIT_NPROC counts machine-wide (autograder.sandbox.shared_jobs)
+        shared = {"root": {}, "user": {"SANDBOX_SHARED_JOBS": str(pool_size)}}
 
         def grade(job):
             who, level = job
             home = homes[who]
             return job, run_in_group([*_as(who_uid[who]), sys.executable, "-m", "autograder", "grade",
                                       str(notebook), "--assignment", ASSIGNMENT, "--json"],
-                                     timeout=500, cwd=home, env=_env(home, SANDBOX_LEVEL=level))
+                                     timeout=500, cwd=home, env=_env(home, SANDBOX_LEVEL=level, **shared[who]))
 
-        # rlimits run unprivileged shares its uid with the user's other jobs, and RLIMIT_NPROC counts that uid's
-        # threads machine-wide: its limit is set over what the uid runs at launch, so it is graded alone, after the
-        # others (beside them, their kernels' threads, started later, could leave its kernel none)
-        alone = [job for job in [("user", "rlimits")] if job[0] in homes]
-        with ThreadPoolExecutor(4) as pool:
-            done = dict(pool.map(grade, [(who, level) for who in homes for level in LEVELS
-                                         if (who, level) not in alone]))
-        done.update(grade(job) for job in alone)
+        with ThreadPoolExecutor(pool_size) as pool:
+            done = dict(pool.map(grade, [(who, level) for who in homes for level in LEVELS]))
         yield {"offered": offered, "runs": done, "unusable": unusable}
-    finally:
-        restore_modes(traversal)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.mark.parametrize("level", LEVELS)
@@ -147,6 +172,33 @@ def test_every_level_grades_full_marks_or_stops_in_one_line(runs, who, level):
     else:
         assert run.returncode == 3 and run.stdout == "", (who, level, run.returncode, run.stderr[-2000:])
         assert len(run.stderr.strip().splitlines()) == 1 and f"SANDBOX_LEVEL={level} does not work" in run.stderr
+
+
+@pytest.mark.skipif(not ROOT, reason="needs root to grade as another user")
+def test_a_class_graded_at_rlimits_as_one_user_gets_every_score():
+    students, jobs = [f"student{i}" for i in range(8)], 4
+    with _workspace("kv-class-") as base:
+        honest = H.dump(H.make_kit().notebook())
+        for student in students:
+            folder = base / "submitted" / student / ASSIGNMENT
+            folder.mkdir(parents=True)
+            (folder / f"{ASSIGNMENT}.ipynb").write_bytes(honest)
+        home, out = base / "home", base / "out"
+        home.mkdir()
+        out.mkdir()
+        _open_to_all(base)
+        unusable = _usable_or_skip(home)
+        if unusable:
+            pytest.skip(unusable)
+        run = run_in_group([*_as(USER), sys.executable, "-m", "autograder", "grade-class", str(base / "submitted"),
+                            "--assignment", ASSIGNMENT, "--course", str(REPO / "course"), "--out", str(out),
+                            "--jobs", str(jobs), "--json"],
+                           timeout=500, cwd=home, env=_env(home, SANDBOX_LEVEL="rlimits"))
+    assert run.returncode == 0, run.stderr[-2000:]
+    summary = json.loads(run.stdout)
+    assert (summary["isolation"], summary["jobs"]) == ("rlimits", jobs)
+    assert {row["student"]: (row["score"], row["status"]) for row in summary["rows"]} == \
+        {student: (H.FULL, "graded") for student in students}, [row["reason"] for row in summary["rows"]]
 
 
 def test_root_has_every_level_here(runs):

@@ -387,6 +387,23 @@ print(json.dumps(out))
 '''  # noqa: E501
 
 
+def _code_for_everyone(base: Path, script: str) -> Path:
+    """``base/code``, readable by every user: ``autograder/sandbox.py`` alone and ``run.py`` holding ``script``
+    (another user's Python runs it; the checkout may sit where they cannot read). Skips where ``base`` is out
+    of other users' reach."""
+    code = base / "code"
+    (code / "autograder").mkdir(parents=True)
+    shutil.copy(REPO / "autograder" / "sandbox.py", code / "autograder" / "sandbox.py")
+    (code / "autograder" / "__init__.py").write_text("")
+    (code / "run.py").write_text(script)
+    for p in [base, *base.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    for parent in base.parents:
+        if not os.stat(parent).st_mode & 0o001:
+            pytest.skip(f"{parent} is not searchable by other users")
+    return code
+
+
 @pytest.mark.skipif(not ROOT, reason="needs root to become an unprivileged user for the test")
 def test_works_unprivileged():
     system_python = "/usr/bin/python3"
@@ -395,16 +412,7 @@ def test_works_unprivileged():
     import tempfile
     base = Path(tempfile.mkdtemp(prefix="kv-unpriv-"))  # pytest's tmp_path is private to root
     try:
-        code = base / "code"
-        (code / "autograder").mkdir(parents=True)
-        shutil.copy(REPO / "autograder" / "sandbox.py", code / "autograder" / "sandbox.py")
-        (code / "autograder" / "__init__.py").write_text("")
-        (code / "run.py").write_text(UNPRIV)
-        for p in [base, *base.rglob("*")]:
-            p.chmod(0o755 if p.is_dir() else 0o644)
-        for parent in base.parents:
-            if not os.stat(parent).st_mode & 0o001:
-                pytest.skip(f"{parent} is not searchable by other users")
+        code = _code_for_everyone(base, UNPRIV)
         proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
                                system_python, "-I", str(code / "run.py"), str(code)],
                               capture_output=True, text=True, timeout=120, cwd="/")
@@ -420,6 +428,85 @@ def test_works_unprivileged():
         assert uid == 65534 or (lvl == "unshare+setpriv" and uid == 0), out[lvl]  # userns root, no caps
         assert "work" not in root and "home" not in root and net == "down"
         assert out[lvl]["honest"] == "forked 8", out[lvl]  # per-userns process counting
+
+
+# ---------------------------------------------------------------------------
+# rlimits unprivileged: every job shares the grader's uid, and RLIMIT_NPROC counts it machine-wide
+# ---------------------------------------------------------------------------
+def test_a_shared_uids_limit_leaves_room_for_every_job_sharing_it(monkeypatch):
+    monkeypatch.setattr(S, "_threads_of_uid", lambda uid: 10)     # what the uid runs at launch
+    box = S.Sandbox(level="rlimits", limits=S.Limits(nproc=16), enforce_minimum=False)
+    monkeypatch.delenv("SANDBOX_SHARED_JOBS", raising=False)
+    assert (box._nproc(shared_uid=True), box._nproc(shared_uid=False)) == (16 + 10, 16)
+    monkeypatch.setenv("SANDBOX_SHARED_JOBS", "3")
+    assert (box._nproc(shared_uid=True), box._nproc(shared_uid=False)) == (3 * 16 + 10, 16)
+    for bad in ("0", "two", "-1", "1.5"):
+        monkeypatch.setenv("SANDBOX_SHARED_JOBS", bad)
+        with pytest.raises(S.IsolationError) as caught:
+            S.check_level("rlimits")
+        assert str(caught.value) == f"SANDBOX_SHARED_JOBS must be a whole number of at least 1 (got {bad!r})"
+
+
+SHARED = r'''
+import json, os, sys, threading, time
+sys.path.insert(0, sys.argv[1])
+from autograder import sandbox as S
+meet = sys.argv[2]                  # a folder both jobs see: the rlimits level hides nothing
+box = S.Sandbox(level="rlimits", limits=S.Limits(wall_s=60, cpu_s=30, nproc=16), binds=S.python_binds(),
+                enforce_minimum=False)
+py = S.python_executable()
+def until(name):
+    return f"while not os.path.exists({meet!r} + '/{name}'): time.sleep(0.02)\n"
+# the first job launches, waits until the second (launched after it) holds 12 threads, then starts 8
+first = ("import os, threading, time\n" f"open({meet!r} + '/first', 'w').close()\n" + until("second") +
+         "go = threading.Event(); n = 0\n"
+         "try:\n  for _ in range(8):\n    threading.Thread(target=go.wait).start(); n += 1\n"
+         "except RuntimeError: pass\n"
+         "go.set(); print(n)\n" f"open({meet!r} + '/done', 'w').close()\n")
+second = ("import os, threading, time\n" "go = threading.Event()\n"
+          "for _ in range(12): threading.Thread(target=go.wait, daemon=True).start()\n"
+          f"open({meet!r} + '/second', 'w').close()\n" + until("done") + "go.set(); print(12)\n")
+res = {}
+one = threading.Thread(target=lambda: res.__setitem__("first", box.run([py, "-I", "-S", "-c", first])))
+one.start()
+deadline = time.monotonic() + 30
+while not os.path.exists(meet + "/first") and time.monotonic() < deadline and one.is_alive():
+    time.sleep(0.02)
+res["second"] = box.run([py, "-I", "-S", "-c", second])
+one.join()
+bomb = ("import os, time\nn = 0\ntry:\n  for _ in range(500):\n    if os.fork() == 0:\n"
+        "      time.sleep(3); os._exit(0)\n    n += 1\nexcept OSError: pass\nprint(n)\n")
+res["bomb"] = box.run([py, "-I", "-S", "-c", bomb])
+print(json.dumps({k: [r.stdout.decode().strip(), r.describe(), r.stderr.decode()[-300:]] for k, r in res.items()}))
+'''
+
+
+def test_jobs_sharing_a_uid_at_rlimits_do_not_starve_each_other():
+    """Two jobs at once at level rlimits as one unprivileged uid (as root: uid 65534, what grading as a user
+    does; otherwise as we are), with ``SANDBOX_SHARED_JOBS=2`` and 16 processes and threads each: the first,
+    launched before the second, still starts its 8 threads while the second holds 12 (with a limit of 16
+    over the uid's count at its launch alone, the second's 13 and its own 8 passed it: it started 2); a
+    fork bomb, alone, is stopped below 2 x 16, past 16."""
+    system_python = "/usr/bin/python3"
+    if not os.access(system_python, os.X_OK):
+        pytest.skip("no system python3 an unprivileged user can run")
+    import tempfile
+    base = Path(tempfile.mkdtemp(prefix="kv-shared-"))  # pytest's tmp_path is private to root
+    try:
+        code, meet = _code_for_everyone(base, SHARED), base / "meet"
+        meet.mkdir(mode=0o777)
+        meet.chmod(0o777)                    # both jobs write their marks here (mkdir's mode passes the umask)
+        as_user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"] if ROOT else []
+        proc = subprocess.run([*as_user, system_python, "-I", str(code / "run.py"), str(code), str(meet)],
+                              capture_output=True, text=True, timeout=180, cwd="/",
+                              env={"PATH": "/usr/bin:/bin", "SANDBOX_SHARED_JOBS": "2"})
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["second"][0] == "12", out
+    assert out["first"][0] == "8", out
+    assert 16 <= int(out["bomb"][0]) < 2 * 16, out
 
 
 # ---------------------------------------------------------------------------
