@@ -22,10 +22,10 @@ import numpy as np
 import pytest
 
 from autograder.checks import ch09, check, claim_student, current_student, my_question
-from ch09_drill_answers import DRILL_IDS, FLOAT_TOPICS, Q1, TOLERANT_TOPICS, TOPICS, hand_answer, typed
+from ch09_drill_answers import DRILL_IDS, FLOAT_TOPICS, KINDS, Q1, TOLERANT_TOPICS, TOPICS, hand_answer, typed
 from chapter_checks import fails
 from kvcoach import learner
-from kvcoach.drills import GRADED_TOPICS, TOPICS as ALL_TOPICS, DrillError, Question, generate, student_problem
+from kvcoach.drills import GRADED_KINDS, GRADED_TOPICS, TOPICS as ALL_TOPICS, DrillError, Question, generate, student_problem
 
 ADA, ALAN = "ada", "alan"
 ID_VARS = ("KV_COURSE_GRADING_STUDENT", "JUPYTERHUB_USER", "KV_COURSE_STUDENT", "STUDENT_ID")
@@ -44,6 +44,7 @@ def no_student(monkeypatch):
 # --- kvcoach.drills: the learner's own problem ------------------------------------------------------
 def test_graded_topics_are_the_contract():
     assert GRADED_TOPICS == TOPICS
+    assert dict(GRADED_KINDS) == KINDS
     assert set(GRADED_TOPICS) <= set(ALL_TOPICS)
 
 
@@ -53,7 +54,8 @@ def test_same_id_same_problem_seeded_from_the_id_alone(topic):
     assert p == student_problem(ADA, topic)
     # seed: the first 8 bytes of SHA-256 of "<id>/<topic>", big-endian (the interface)
     seed = int.from_bytes(hashlib.sha256(f"{ADA}/{topic}".encode()).digest()[:8], "big")
-    assert p.seed == seed and p == generate(topic, seed)
+    assert p.seed == seed and p == generate(topic, seed, kind=KINDS.get(topic))
+    assert p.template.split("/")[:2] == [topic, *([KINDS[topic]] if topic in KINDS else [])]
 
 
 def test_same_problem_in_another_process():
