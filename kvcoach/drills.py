@@ -2098,8 +2098,8 @@ def _hybrid_figures(spec, kind) -> dict:
                    "linear_num_value_heads": spec.linear_num_value_heads,
                    "linear_key_head_dim": spec.linear_key_head_dim, "linear_value_head_dim": spec.linear_value_head_dim,
                    "linear_conv_kernel_dim": spec.linear_conv_kernel_dim}
-    return dict(figures, state_layers=spec.layer_kinds.count(kind), attention_layers=spec.layer_kinds.count("full"),
-                kv_heads=spec.num_kv_heads, head_dim=spec.head_dim)
+    return dict(figures, num_layers=spec.num_layers, state_layers=spec.layer_kinds.count(kind),
+                attention_layers=spec.layer_kinds.count("full"), kv_heads=spec.num_kv_heads, head_dim=spec.head_dim)
 
 
 def _hybrid_state(rng, seed, kind=None):
