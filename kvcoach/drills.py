@@ -48,9 +48,10 @@ from . import slips
 from .guard import GuardedField
 from .slips import COMBINED, PREFIX_MIX_KEYS, base_key, diagnose
 
-__all__ = ["FAMILIES_2026", "GRADED_KINDS", "GRADED_TOPICS", "KINDS", "TOPICS", "MAX_REPEATS", "TOLERANCE", "EXACT_UNITS", "Problem", "Question", "Step",
-           "Verdict", "DrillError", "answer_reads", "generate", "problem_set", "read_answer", "seed_for_student",
-           "student_problem", "swallowed_slips", "tolerance_for", "units_line", "variety_key"]
+__all__ = ["FAMILIES_2026", "GRADED_KINDS", "GRADED_TOPICS", "KINDS", "TOPICS", "MAX_REPEATS", "TOLERANCE",
+           "EXACT_UNITS", "Problem", "Question", "Step", "Verdict", "DrillError", "answer_reads", "generate",
+           "problem_set", "read_answer", "seed_for_student", "student_problem", "swallowed_slips", "tolerance_for",
+           "units_line", "variety_key"]
 
 
 class DrillError(ValueError):
