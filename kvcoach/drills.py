@@ -48,9 +48,10 @@ from . import slips
 from .guard import GuardedField
 from .slips import COMBINED, PREFIX_MIX_KEYS, base_key, diagnose
 
-__all__ = ["FAMILIES_2026", "GRADED_TOPICS", "TOPICS", "MAX_REPEATS", "TOLERANCE", "EXACT_UNITS", "Problem", "Question", "Step",
-           "Verdict", "DrillError", "answer_reads", "generate", "problem_set", "read_answer", "seed_for_student",
-           "student_problem", "swallowed_slips", "tolerance_for", "units_line", "variety_key"]
+__all__ = ["FAMILIES_2026", "GRADED_KINDS", "GRADED_TOPICS", "KINDS", "TOPICS", "MAX_REPEATS", "TOLERANCE",
+           "EXACT_UNITS", "Problem", "Question", "Step", "Verdict", "DrillError", "answer_reads", "generate",
+           "problem_set", "read_answer", "seed_for_student", "student_problem", "swallowed_slips", "tolerance_for",
+           "units_line", "variety_key"]
 
 
 class DrillError(ValueError):
@@ -1532,6 +1533,27 @@ MOE_MODELS = ("Qwen/Qwen3-30B-A3B", "Qwen/Qwen3-Next-80B-A3B-Thinking", "deepsee
 GPUS_2026 = ("B200", "B300", "GB200", "H200")
 
 
+#: The question types (kinds) of each family that asks more than one, in the order its generator draws them; the
+#: template of a question is "<topic>/<kind>". ``generate(topic, seed, kind=...)`` asks one type: the rest of the
+#: draw is the seed's own (a seed whose first draw was that type gives the same question either way).
+KINDS = MappingProxyType({
+    "moe_decode": ("experts", "bytes", "all_read"),
+    "requests_concurrency": ("littles_law", "prefill_steps"),
+    "disagg_transfer": ("bytes", "time", "pd_ratio"),
+    "expert_parallel": ("bytes", "vs_tp"),
+    "eagle_mtp": ("tokens", "speedup"),
+    "low_precision_compute": ("prefill", "ridge"),
+    "hybrid_state": ("state", "sequence"),
+    "indexer_cache": ("bytes", "pool"),
+})
+
+
+def _kind(asked, drawn):
+    """The question type asked for (``generate``'s ``kind``), else the one the seed drew (drawn either way, so
+    the rest of the draw does not depend on the asking)."""
+    return asked or drawn
+
+
 def _bf16(spec) -> int:
     return spec.weight_bytes(2)
 
@@ -1549,8 +1571,8 @@ def _moe_head(spec, f) -> str:
 
 
 # --- moe_decode ------------------------------------------------------------------------------------
-def _moe_decode(rng, seed):
-    kind = rng.choice(("experts", "bytes", "all_read"))
+def _moe_decode(rng, seed, kind=None):
+    kind = _kind(kind, rng.choice(KINDS["moe_decode"]))
     while True:
         spec, gpu, tp, batch, context, dep = _deployment(
             rng, models=MOE_MODELS, batches=(4, 8, 16, 32, 64, 128), contexts=(2048, 4096, 8192),
@@ -1634,8 +1656,8 @@ _SERVED = ("Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V3.2", "meta-llama/Llama-
            "moonshotai/Kimi-K2-Instruct", "openai/gpt-oss-120b", "openai/gpt-oss-20b")
 
 
-def _requests_concurrency(rng, seed):
-    kind = rng.choice(("littles_law", "prefill_steps"))
+def _requests_concurrency(rng, seed, kind=None):
+    kind = _kind(kind, rng.choice(KINDS["requests_concurrency"]))
     spec = _spec(rng.choice(_SERVED))
     if kind == "littles_law":
         rate = rng.choice((2, 5, 8, 10, 20, 40))
@@ -1691,8 +1713,8 @@ def _fp8(spec) -> int:
     return spec.weight_bytes(1)
 
 
-def _disagg_transfer(rng, seed):
-    kind = rng.choice(("bytes", "time", "pd_ratio"))
+def _disagg_transfer(rng, seed, kind=None):
+    kind = _kind(kind, rng.choice(KINDS["disagg_transfer"]))
     spec, gpu, tp, _, prompt, dep = _deployment(rng, models=_DISAGG_MODELS, contexts=(2048, 4096, 8192, 16384, 32768),
                                                 weights=_fp8, gpus=GPUS_2026)
     output = rng.choice((200, 500, 1000, 2000))
@@ -1859,7 +1881,7 @@ def _ep_draw(rng):
             return spec, card, domain, ep, dep
 
 
-def _expert_parallel(rng, seed):
+def _expert_parallel(rng, seed, kind=None):
     spec, card, domain, ep, dep = _ep_draw(rng)
     layers, _ = routed_expert_params(spec)
     d, k = spec.hidden_size, spec.num_experts_per_tok
@@ -1869,7 +1891,7 @@ def _expert_parallel(rng, seed):
             f"hidden_size {d}) is served on {where}: each GPU holds {spec.num_experts // ep} whole experts, and the "
             f"attention runs data-parallel (each GPU its own sequences)")
     common = dict(deployments=(dep,), model=spec.name, gpu=domain)
-    if rng.random() < 0.6:
+    if _kind(kind, "bytes" if rng.random() < 0.6 else "vs_tp") == "bytes":
         tokens = rng.choice((16, 32, 64, 128, 256))
         fp8 = rng.random() < 0.5
         inputs = {"tokens": tokens, "hidden_size": d, "top_k": k, "ep": ep, "moe_layers": layers,
@@ -1930,7 +1952,7 @@ def _acceptances(rng, count) -> tuple:
     return tuple(out)
 
 
-def _eagle_mtp(rng, seed):
+def _eagle_mtp(rng, seed, kind=None):
     spec, gpu, tp, _, context, dep = _deployment(rng, models=_EAGLE_MODELS, contexts=(2048, 4096, 8192),
                                                  weights=_fp8, gpus=GPUS_2026)
     mtp = spec.name == "deepseek-ai/DeepSeek-V3"
@@ -1944,7 +1966,7 @@ def _eagle_mtp(rng, seed):
             f"{gamma}) given the drafts before it were; the first rejection ends the chain, and the target's verify "
             f"adds a token of its own")
     common = dict(deployments=(dep,), model=spec.name, gpu=gpu.name)
-    if rng.random() < 0.5:
+    if _kind(kind, "tokens" if rng.random() < 0.5 else "speedup") == "tokens":
         inputs = {"acceptance_per_position": acc, "draft_tokens": gamma}
         q = f"{head}. How many tokens does one verification yield, on average?"
         return _problem("eagle_mtp", seed, q, "eagle_tokens", inputs, "tokens", template="eagle_mtp/tokens", **common)
@@ -1994,7 +2016,7 @@ _LOW_PRECISION_MODELS = ("Qwen/Qwen3-0.6B", "meta-llama/Llama-3.1-8B", "meta-lla
 _DTYPE_BYTES = {"bf16": 2, "fp8": 1, "fp4": 0.5}
 
 
-def _low_precision_compute(rng, seed):
+def _low_precision_compute(rng, seed, kind=None):
     while True:
         spec, gpu, tp, _, prompt, dep = _deployment(rng, models=_LOW_PRECISION_MODELS, tps=(1,),
                                                     contexts=(4096, 8192, 16384, 32768), weights=_fp8, gpus=GPUS_2026)
@@ -2008,7 +2030,7 @@ def _low_precision_compute(rng, seed):
     sheet = (f"The {gpu.name} data sheet lists dense peaks of {peaks} (twice each with 2:4 sparsity), and "
              f"{gpu.bandwidth_bytes_per_s / 1e12:g} TB/s of HBM")
     common = dict(deployments=(dep,), model=spec.name, gpu=gpu.name)
-    if rng.random() < 0.5:
+    if _kind(kind, "prefill" if rng.random() < 0.5 else "ridge") == "prefill":
         mfu = _mfu(rng)
         inputs = {"num_params": prefill_params_per_token(spec.name), "prompt_tokens": prompt, "peak_flop_per_s": f,
                   "mfu": mfu, "other_peak_flop_per_s": gpu.peak_flop_per_s(other), "dtype": dtype,
@@ -2066,26 +2088,42 @@ def _state_text(spec, kind) -> str:
             f"{spec.linear_conv_kernel_dim}); vLLM keeps both states in bf16")
 
 
-def _hybrid_state(rng, seed):
+def _hybrid_figures(spec, kind) -> dict:
+    """The config figures a hybrid_state question states, by name (config.json's), for a worked answer."""
+    if kind == "mamba2":
+        figures = {"mamba_num_heads": spec.mamba_num_heads, "mamba_head_dim": spec.mamba_head_dim,
+                   "ssm_state_size": spec.mamba_state_size, "n_groups": spec.mamba_n_groups,
+                   "conv_kernel": spec.mamba_conv_kernel}
+    else:
+        figures = {"linear_num_key_heads": spec.linear_num_key_heads,
+                   "linear_num_value_heads": spec.linear_num_value_heads,
+                   "linear_key_head_dim": spec.linear_key_head_dim, "linear_value_head_dim": spec.linear_value_head_dim,
+                   "linear_conv_kernel_dim": spec.linear_conv_kernel_dim}
+    return dict(figures, num_layers=spec.num_layers, state_layers=spec.layer_kinds.count(kind),
+                attention_layers=spec.layer_kinds.count("full"), kv_heads=spec.num_kv_heads, head_dim=spec.head_dim)
+
+
+def _hybrid_state(rng, seed, kind=None):
     from kvlib.spec import SpecError
     while True:
         spec, gpu, tp, batch, context, dep = _deployment(rng, models=_HYBRID_MODELS, batches=(1, 8, 32),
                                                          contexts=(4096, 8192, 32768), weights=_bf16, gpus=GPUS_2026)
-        kind = next(k for k in spec.layer_kinds if k in ("mamba2", "gated_deltanet"))
+        kind_of_state = next(k for k in spec.layer_kinds if k in ("mamba2", "gated_deltanet"))
         try:
-            spec.state_tensor_shapes(kind, tp)
+            spec.state_tensor_shapes(kind_of_state, tp)
         except SpecError:           # vLLM's head split refuses this TP for the state layers
             continue
         break
     attention = spec.layer_kinds.count("full")
-    head = (f"{spec.name} on {_tp_text(gpu, tp)} is a hybrid of {spec.num_layers} layers: {_state_text(spec, kind)}; "
+    head = (f"{spec.name} on {_tp_text(gpu, tp)} is a hybrid of {spec.num_layers} layers: "
+            f"{_state_text(spec, kind_of_state)}; "
             f"{attention} attention layers ({spec.num_kv_heads} KV heads of {spec.head_dim}, bf16 KV cache)"
             + (f"; the other {spec.layer_kinds.count('none')} layers are MLPs only" if "none" in spec.layer_kinds
                else ""))
     inputs = {"model": spec.name, "tp": tp, "seq_len": context}
-    common = dict(deployments=(dep,), model=spec.name, gpu=gpu.name)
+    common = dict(deployments=(dep,), model=spec.name, gpu=gpu.name, **_hybrid_figures(spec, kind_of_state))
     per = "one GPU keep" if tp > 1 else "the GPU keep"
-    if rng.random() < 0.5:
+    if _kind(kind, "state" if rng.random() < 0.5 else "sequence") == "state":
         q = (f"{head}. A sequence of {context:,} tokens is running. How many bytes of state (conv and recurrent, "
              f"every state layer; the attention KV left out) does {per} for it?")
         return _problem("hybrid_state", seed, q, "hybrid_state_bytes", inputs, "bytes", template="hybrid_state/state",
@@ -2134,7 +2172,7 @@ def _chain_hybrid_sequence(i):
 _INDEXER_MODELS = ("deepseek-ai/DeepSeek-V3.2", "zai-org/GLM-5")
 
 
-def _indexer_cache(rng, seed):
+def _indexer_cache(rng, seed, kind=None):
     spec, gpu, tp, _, context, dep = _deployment(rng, models=_INDEXER_MODELS, contexts=(8192, 32768),
                                                  weights=_fp8, gpus=GPUS_2026)
     layers = len(spec.indexer_layers)
@@ -2146,8 +2184,10 @@ def _indexer_cache(rng, seed):
             f"Its sparse attention's indexer caches, in each of the {layers} layers that build one, one key per token "
             f"of index_head_dim values stored in fp8 with one float32 scale per 128 values, beside the MLA latent "
             f"and RoPE key")
-    common = dict(deployments=(dep,), model=spec.name, gpu=gpu.name)
-    if rng.random() < 0.5:
+    # the MLA figures the question states (config.json), for a worked answer's arithmetic
+    common = dict(deployments=(dep,), model=spec.name, gpu=gpu.name, num_layers=spec.num_layers,
+                  kv_lora_rank=spec.kv_lora_rank, qk_rope_head_dim=spec.qk_rope_head_dim)
+    if _kind(kind, "bytes" if rng.random() < 0.5 else "pool") == "bytes":
         q = f"{head}. How many bytes of indexer cache does one token take on each GPU, all layers together?"
         return _problem("indexer_cache", seed, q, "indexer_bytes", inputs, "bytes", template="indexer_cache/bytes",
                         **common)
@@ -2234,11 +2274,20 @@ _QUANTITY_CHAINS.update({"moe_step_bytes": _chain_moe_bytes, "all_experts_batch"
                          "hybrid_sequence_bytes": _chain_hybrid_sequence, "indexer_pool_tokens": _chain_indexer_pool})
 
 
-#: The graded drills of ch09_interview_drills, in notebook order (grade ids ch09_q2_ ... ch09_q10_). One 2026
-#: family is graded, ``long_ttft``: its one template keeps the quantity, unit and tolerance a grade id fixes (the
-#: other families draw templates of other units or roundings, practised in drill mode and ``kvlib drill``).
+#: The graded drills of ch09_interview_drills, in notebook order (grade ids ch09_q2_ ... ch09_q18_): the cache topics,
+#: then every 2026 family. A grade id fixes one quantity, unit and tolerance: ``long_ttft`` asks one type of question,
+#: the other families the type of ``GRADED_KINDS`` (their other types are practised in drill mode and
+#: ``kvlib drill``).
 GRADED_TOPICS = ("kv_per_token", "concurrency", "pool", "crossover", "step_time", "mla_vs_gqa", "tp_per_gpu",
-                 "plan_step", "long_ttft")
+                 "plan_step", "long_ttft", "moe_decode", "requests_concurrency", "disagg_transfer", "expert_parallel",
+                 "eagle_mtp", "low_precision_compute", "hybrid_state", "indexer_cache")
+#: The question type each graded family of several asks a learner (``student_problem``): the weight bytes a MoE
+#: decode step reads, Little's law, the hand-over time, the all-to-all bytes, the EAGLE speed-up, a low-precision
+#: prefill, a hybrid's sequence (state and KV), the tokens an indexer's pool holds.
+GRADED_KINDS = MappingProxyType({"moe_decode": "bytes", "requests_concurrency": "littles_law",
+                                 "disagg_transfer": "time", "expert_parallel": "bytes", "eagle_mtp": "speedup",
+                                 "low_precision_compute": "prefill", "hybrid_state": "sequence",
+                                 "indexer_cache": "pool"})
 
 
 def _seed(seed) -> int:
@@ -2247,15 +2296,26 @@ def _seed(seed) -> int:
     return seed
 
 
-def generate(topic: str, seed: int = 0) -> Problem:
-    """One problem on ``topic`` (a key of TOPICS); the same seed gives the same problem."""
+def generate(topic: str, seed: int = 0, kind: str | None = None) -> Problem:
+    """One problem on ``topic`` (a key of TOPICS); the same seed gives the same problem.
+
+    ``kind``: one question type of a family that asks several (``KINDS[topic]``), so its quantity, unit and
+    tolerance are fixed (a graded exercise's); None: the type the seed draws.
+
+    >>> {generate("eagle_mtp", s, kind="speedup").template for s in range(5)}
+    {'eagle_mtp/speedup'}
+    """
     if topic not in TOPICS:
         raise DrillError(f"unknown topic {topic!r} (known: {', '.join(TOPICS)})")
+    if kind is not None and kind not in KINDS.get(topic, ()):
+        known = ", ".join(KINDS[topic]) if topic in KINDS else "none: it asks one type"
+        raise DrillError(f"kind must be a question type of {topic} ({known}), got {kind!r}")
     rng = random.Random(_seed(seed))
+    ask = {"kind": kind} if kind is not None else {}
     for _attempt in range(_REDRAWS):
         # a draw where a named slip lands within the tolerance cannot tell that slip from the answer: drawn
         # again from the same generator (a seed whose first draw tells them apart keeps its problem)
-        p = TOPICS[topic](rng, seed)
+        p = TOPICS[topic](rng, seed, **ask)
         if not swallowed_slips(p):
             break
     return p
@@ -2344,7 +2404,8 @@ def seed_for_student(student_id: str) -> int:
 
 
 def student_problem(student_id: str, topic: str) -> Problem:
-    """The learner's own problem on ``topic``: ``generate(topic, seed_for_student(f"{student_id}/{topic}"))``.
+    """The learner's own problem on ``topic``: ``generate(topic, seed_for_student(f"{student_id}/{topic}"),
+    kind=GRADED_KINDS.get(topic))`` (a family of several question types asks its graded one).
 
     It depends on the id alone (never on a class secret), so the learner's
     notebook, the instant check and the grader all draw the same problem;
@@ -2359,7 +2420,7 @@ def student_problem(student_id: str, topic: str) -> Problem:
         raise DrillError(f"unknown topic {topic!r} (known: {', '.join(TOPICS)})")
     if not isinstance(student_id, str) or not student_id.strip():
         raise DrillError(f"student_id must be a non-empty string, got {student_id!r}")
-    return generate(topic, seed_for_student(f"{student_id}/{topic}"))
+    return generate(topic, seed_for_student(f"{student_id}/{topic}"), kind=GRADED_KINDS.get(topic))
 
 
 # --- answers read from outside (ch09's graded drills): who may read Problem.answer is kvcoach.guard's policy ---

@@ -64,6 +64,15 @@ TOPIC_TITLES = {
     "quant_speedup": "weight-only quantization at batch 1",
     "allreduce": "tensor-parallel all-reduce bytes per step",
     "cost": "cost per million tokens",
+    "long_ttft": "a long prompt's time to first token",
+    "moe_decode": "a mixture of experts at decode",
+    "requests_concurrency": "requests in flight and chunked prefill",
+    "disagg_transfer": "disaggregated prefill and decode",
+    "expert_parallel": "expert parallelism's all-to-all",
+    "eagle_mtp": "draft heads: EAGLE and multi-token prediction",
+    "low_precision_compute": "FP8 and FP4 compute",
+    "hybrid_state": "a hybrid's constant state",
+    "indexer_cache": "a sparse-attention indexer's cache",
 }
 
 
@@ -575,7 +584,7 @@ def my_question(topic: str):
 
 
 def _exercise_number(topic: str) -> int:
-    """Graded topics are Exercises 2 to 9, in ``GRADED_TOPICS`` order (Exercise 1 is the formula)."""
+    """Graded topics are Exercises 2 to 18, in ``GRADED_TOPICS`` order (Exercise 1 is the formula)."""
     return drills.GRADED_TOPICS.index(topic) + 2
 
 

@@ -6,7 +6,7 @@ the tests evaluate them to get expected values, and the solution-style
 notebook's answer cells are the same expressions, so they compute each answer
 from the question the learner draws.
 
-Notebooks: a minimal source notebook with the ten grade ids of chapter 09
+Notebooks: a minimal source notebook with the eighteen grade ids of chapter 09
 (``fixture_source``), used until the chapter's own source exists and beside it
 afterwards; ``submission`` fills any chapter-09 source's answer cells (found by
 what they assign, so the real chapter works too) with typed literals.
@@ -26,11 +26,17 @@ ASSIGNMENT = "ch09_interview_drills"
 
 # The contract ([per-learner drills], CH09 interface): topics in notebook order, grade ids, points.
 TOPICS = ("kv_per_token", "concurrency", "pool", "crossover", "step_time", "mla_vs_gqa", "tp_per_gpu", "plan_step",
-          "long_ttft")
+          "long_ttft", "moe_decode", "requests_concurrency", "disagg_transfer", "expert_parallel", "eagle_mtp",
+          "low_precision_compute", "hybrid_state", "indexer_cache")
+#: The question type each 2026 family of several asks in its graded exercise (one quantity, unit and tolerance a
+#: grade id): template "<topic>/<kind>".
+KINDS = {"moe_decode": "bytes", "requests_concurrency": "littles_law", "disagg_transfer": "time",
+         "expert_parallel": "bytes", "eagle_mtp": "speedup", "low_precision_compute": "prefill",
+         "hybrid_state": "sequence", "indexer_cache": "pool"}
 Q1 = "ch09_q1_kv_formula"
 DRILL_IDS = {topic: f"ch09_q{n}_{topic}" for n, topic in enumerate(TOPICS, start=2)}
 POINTS = {Q1: 2, **{gid: 1 for gid in DRILL_IDS.values()}}
-FULL = sum(POINTS.values())          # 11
+FULL = sum(POINTS.values())          # 19
 
 # The environment a Binder session's kernel sees: BinderHub's spawner sets BINDER_REPO_URL, BINDER_REF_URL,
 # BINDER_LAUNCH_HOST, BINDER_PERSISTENT_REQUEST and BINDER_REQUEST (binderhub's spawner ``get_env``), and JupyterHub
@@ -61,11 +67,44 @@ EXPRESSIONS = {
     "long_ttft": '(2 * q["num_params"] * q["prompt_tokens"] + 2 * q["layers"] * q["num_heads"] '
                  '* (q["qk_head_dim"] + q["v_head_dim"]) * q["prompt_tokens"] * (q["prompt_tokens"] + 1) / 2) '
                  '/ (q["tp"] * q["mfu"] * q["peak_flop_per_s"]) * 1000',
+    # the 2026 families, each at the question type its exercise asks (kvcoach.drills.GRADED_KINDS):
+    # the dense part read whole and each MoE layer's routed experts the batch touches, E (1 - (1 - k/E)^B)
+    "moe_decode": '(q["num_params"] - q["moe_layers"] * q["num_experts"] * q["expert_params"]) '
+                  '* q["weight_dtype_bytes"] + math.ceil(q["moe_layers"] * q["num_experts"] '
+                  '* (1 - (1 - q["top_k"] / q["num_experts"]) ** q["batch_size"]) * q["expert_params"] '
+                  '* q["weight_dtype_bytes"])',
+    # Little's law: the rate times the time in the system (TTFT, then the output tokens at the ITL)
+    "requests_concurrency": 'q["rate_per_s"] * (q["ttft_s"] + q["output_tokens"] * q["itl_ms"] / 1000)',
+    # the cache over every prefill GPU's NIC at once, Gb/s as bytes (/ 8)
+    "disagg_transfer": 'q["transfer_bytes"] / (q["tp"] * q["link_gbit_per_s"] * 1e9 / 8) * 1000',
+    # each GPU's tokens to the top-k experts, the local share staying home; dispatch and combine, every MoE layer
+    "expert_parallel": 'q["moe_layers"] * q["tokens"] * q["top_k"] * (q["ep"] - 1) * q["hidden_size"] '
+                       '* (q["dispatch_bytes"] + q["combine_bytes"]) // q["ep"]',
+    # 1 + the chance each prefix of drafts is accepted, over the drafts' and the verify's cost
+    "eagle_mtp": '(1 + sum(math.prod(q["acceptance_per_position"][:j]) for j in range(1, q["draft_tokens"] + 1))) '
+                 '/ (q["draft_tokens"] * q["cost_ratio"] + q["verify_ratio"])',
+    "low_precision_compute": '2 * q["num_params"] * q["prompt_tokens"] / (q["mfu"] * q["peak_flop_per_s"]) * 1000',
+    # state layers: Gated DeltaNet (bf16 conv and recurrent states) or Mamba2 (bf16 conv, float32 SSM), split by
+    # heads over TP; plus the attention layers' bf16 KV of the sequence
+    "hybrid_state": '(q["state_layers"] * ((q["linear_conv_kernel_dim"] - 1) * (2 * q["linear_num_key_heads"] '
+                    '* q["linear_key_head_dim"] + q["linear_num_value_heads"] * q["linear_value_head_dim"]) // q["tp"] '
+                    '* 2 + q["linear_num_value_heads"] // q["tp"] * q["linear_value_head_dim"] '
+                    '* q["linear_key_head_dim"] * 2) if "linear_num_value_heads" in q else '
+                    'q["state_layers"] * ((q["conv_kernel"] - 1) * (q["mamba_num_heads"] * q["mamba_head_dim"] '
+                    '+ 2 * q["n_groups"] * q["ssm_state_size"]) // q["tp"] * 2 + q["mamba_num_heads"] // q["tp"] '
+                    '* q["mamba_head_dim"] * q["ssm_state_size"] * 4)) '
+                    f'+ q["attention_layers"] * 2 * {_HEADS_PER_GPU} * q["head_dim"] * 2 * q["seq_len"]',
+    # MLA latent and RoPE key (bf16) beside the indexer's fp8 key and a float32 scale per 128 values, every layer
+    "indexer_cache": 'q["budget_bytes"] // (q["num_layers"] * (q["kv_lora_rank"] + q["qk_rope_head_dim"]) * 2 '
+                     '+ q["indexer_layers"] * (q["index_head_dim"] + q["index_head_dim"] // 128 * 4))',
 }
-FLOAT_TOPICS = {"crossover", "step_time", "long_ttft"}      # answers that are not whole numbers
+FLOAT_TOPICS = {"crossover", "step_time", "long_ttft", "requests_concurrency", "disagg_transfer", "eagle_mtp",
+                "low_precision_compute"}      # answers that are not whole numbers
 #: Judged to 0.5% ([interview 2026 §1]: every figure within 0.5%, whatever its notation); the counts whose rounding is the
 #: question (sequences, nodes) exactly.
-TOLERANT_TOPICS = {"kv_per_token", "pool", "crossover", "step_time", "mla_vs_gqa", "tp_per_gpu", "long_ttft"}
+TOLERANT_TOPICS = {"kv_per_token", "pool", "crossover", "step_time", "mla_vs_gqa", "tp_per_gpu", "long_ttft",
+                   "moe_decode", "requests_concurrency", "disagg_transfer", "expert_parallel", "eagle_mtp",
+                   "low_precision_compute", "hybrid_state", "indexer_cache"}
 
 
 def hand_answer(topic: str, params) -> int | float:
@@ -112,9 +151,9 @@ def _test(gid, source, points):
 
 
 def fixture_source() -> dict:
-    """A minimal chapter-09 source notebook: setup, the STUDENT_ID cell, q1 and the nine drills."""
+    """A minimal chapter-09 source notebook: setup, the STUDENT_ID cell, q1 and the seventeen drills."""
     cells = [
-        _cell("markdown", "# Chapter 09 grading fixture\nThe ten graded exercises of the interview drills."),
+        _cell("markdown", "# Chapter 09 grading fixture\nThe eighteen graded exercises of the interview drills."),
         _cell("code", "import math\n\nfrom autograder.checks import check, claim_student, my_question",
               tags=["setup"]),
         _cell("code", 'STUDENT_ID = ""   # your name (self-study); on a hub your login is used\n'

@@ -22,10 +22,10 @@ import numpy as np
 import pytest
 
 from autograder.checks import ch09, check, claim_student, current_student, my_question
-from ch09_drill_answers import DRILL_IDS, FLOAT_TOPICS, Q1, TOLERANT_TOPICS, TOPICS, hand_answer, typed
+from ch09_drill_answers import DRILL_IDS, FLOAT_TOPICS, KINDS, Q1, TOLERANT_TOPICS, TOPICS, hand_answer, typed
 from chapter_checks import fails
 from kvcoach import learner
-from kvcoach.drills import GRADED_TOPICS, TOPICS as ALL_TOPICS, DrillError, Question, generate, student_problem
+from kvcoach.drills import GRADED_KINDS, GRADED_TOPICS, TOPICS as ALL_TOPICS, DrillError, Question, generate, student_problem
 
 ADA, ALAN = "ada", "alan"
 ID_VARS = ("KV_COURSE_GRADING_STUDENT", "JUPYTERHUB_USER", "KV_COURSE_STUDENT", "STUDENT_ID")
@@ -44,6 +44,7 @@ def no_student(monkeypatch):
 # --- kvcoach.drills: the learner's own problem ------------------------------------------------------
 def test_graded_topics_are_the_contract():
     assert GRADED_TOPICS == TOPICS
+    assert dict(GRADED_KINDS) == KINDS
     assert set(GRADED_TOPICS) <= set(ALL_TOPICS)
 
 
@@ -53,7 +54,8 @@ def test_same_id_same_problem_seeded_from_the_id_alone(topic):
     assert p == student_problem(ADA, topic)
     # seed: the first 8 bytes of SHA-256 of "<id>/<topic>", big-endian (the interface)
     seed = int.from_bytes(hashlib.sha256(f"{ADA}/{topic}".encode()).digest()[:8], "big")
-    assert p.seed == seed and p == generate(topic, seed)
+    assert p.seed == seed and p == generate(topic, seed, kind=KINDS.get(topic))
+    assert p.template.split("/")[:2] == [topic, *([KINDS[topic]] if topic in KINDS else [])]
 
 
 def test_same_problem_in_another_process():
@@ -278,6 +280,105 @@ def test_a_slip_is_named_and_the_answer_is_never_shown(student):
     message = fails(DRILL_IDS["long_ttft"], f"{linear_only:.2f} ms")
     assert "[attention_flops_left_out]" in message and f"{student_problem(student, 'long_ttft').answer:.1f}" \
         not in message, message
+
+
+def _state_and_kv(q) -> tuple:
+    """(conv, recurrent) state bytes of one state layer and the attention KV of a hybrid_state question, by hand."""
+    t = q["tp"]
+    if "linear_num_value_heads" in q:            # Gated DeltaNet: bf16 states
+        conv = (q["linear_conv_kernel_dim"] - 1) * (2 * q["linear_num_key_heads"] * q["linear_key_head_dim"]
+                                                   + q["linear_num_value_heads"] * q["linear_value_head_dim"]) // t * 2
+        recurrent = q["linear_num_value_heads"] // t * q["linear_value_head_dim"] * q["linear_key_head_dim"] * 2
+    else:                                        # Mamba2: bf16 conv, float32 SSM
+        conv = (q["conv_kernel"] - 1) * (q["mamba_num_heads"] * q["mamba_head_dim"]
+                                         + 2 * q["n_groups"] * q["ssm_state_size"]) // t * 2
+        recurrent = q["mamba_num_heads"] // t * q["mamba_head_dim"] * q["ssm_state_size"] * 4
+    kv = q["attention_layers"] * 2 * max(1, q["kv_heads"] // t) * q["head_dim"] * 2 * q["seq_len"]
+    return conv, recurrent, kv
+
+
+def _mla_and_indexer(q) -> tuple:
+    return (q["num_layers"] * (q["kv_lora_rank"] + q["qk_rope_head_dim"]) * 2,
+            q["indexer_layers"] * (q["index_head_dim"] + q["index_head_dim"] // 128 * 4))
+
+
+def _eagle_reach(q) -> list:
+    out, reach = [], 1.0
+    for a in q["acceptance_per_position"]:
+        reach *= a
+        out.append(reach)
+    return out
+
+
+#: Three or more slips of each 2026 family's graded question, worked by hand from the stated figures (q) and the
+#: right answer (r): {topic: {slip key: value}}.
+FAMILY_SLIPS = {
+    "moe_decode": lambda q, r: {
+        "moe_read_all_weights": q["num_params"] * q["weight_dtype_bytes"],               # every expert read
+        "moe_dense_left_out": r - (q["num_params"] - q["moe_layers"] * q["num_experts"] * q["expert_params"])
+        * q["weight_dtype_bytes"],                                                       # the routed experts only
+        "moe_read_top_k_only": (q["num_params"] - q["moe_layers"] * q["num_experts"] * q["expert_params"]
+                                + q["moe_layers"] * q["top_k"] * q["expert_params"]) * q["weight_dtype_bytes"]},
+    "requests_concurrency": lambda q, r: {
+        "ttft_left_out": q["rate_per_s"] * q["output_tokens"] * q["itl_ms"] / 1000,
+        "decode_time_left_out": q["rate_per_s"] * q["ttft_s"],
+        "itl_ms_as_seconds": q["rate_per_s"] * (q["ttft_s"] + q["output_tokens"] * q["itl_ms"])},
+    "disagg_transfer": lambda q, r: {
+        "link_bits_as_bytes": q["transfer_bytes"] / (q["tp"] * q["link_gbit_per_s"] * 1e9) * 1000,
+        "seconds_for_ms": r / 1000,
+        **({"one_link_for_all": q["transfer_bytes"] / (q["link_gbit_per_s"] * 1e9 / 8) * 1000} if q["tp"] > 1
+           else {})},
+    "expert_parallel": lambda q, r: {
+        "a2a_local_routes_counted": q["moe_layers"] * q["tokens"] * q["top_k"] * q["hidden_size"]
+        * (q["dispatch_bytes"] + q["combine_bytes"]),
+        "a2a_top_k_missing": r / q["top_k"],
+        "a2a_moe_layers_missing": r / q["moe_layers"]},
+    "eagle_mtp": lambda q, r: {
+        "eagle_no_bonus": sum(_eagle_reach(q)) / (q["draft_tokens"] * q["cost_ratio"] + q["verify_ratio"]),
+        "draft_cost_ignored": 1 + sum(_eagle_reach(q)),                  # the drafts free, the verify one step
+        "eagle_sum_not_product": (1 + sum(q["acceptance_per_position"]))
+        / (q["draft_tokens"] * q["cost_ratio"] + q["verify_ratio"]),
+        **({"moe_verify_as_one_step": (1 + sum(_eagle_reach(q))) / (q["draft_tokens"] * q["cost_ratio"] + 1)}
+           if q["verify_ratio"] != 1 else {})},
+    "low_precision_compute": lambda q, r: {
+        "ignored_mfu": r * q["mfu"],
+        "sparse_peak_used": r / 2,            # twice the peak: the same number as 1 FLOP per parameter, both named
+        "peak_of_wrong_dtype": 2 * q["num_params"] * q["prompt_tokens"] / (q["mfu"] * q["other_peak_flop_per_s"])
+        * 1000},
+    "hybrid_state": lambda q, r: {
+        "hybrid_state_left_out": _state_and_kv(q)[2],
+        "conv_state_left_out": q["state_layers"] * _state_and_kv(q)[1] + _state_and_kv(q)[2],
+        "state_all_layers": q["num_layers"] * sum(_state_and_kv(q)[:2]) + _state_and_kv(q)[2],
+        "hybrid_kv_every_layer": q["state_layers"] * sum(_state_and_kv(q)[:2])
+        + _state_and_kv(q)[2] // q["attention_layers"] * q["num_layers"]},
+    "indexer_cache": lambda q, r: {
+        "indexer_forgotten": q["budget_bytes"] // _mla_and_indexer(q)[0],
+        "indexer_in_bf16": q["budget_bytes"] // (_mla_and_indexer(q)[0]
+                                                 + q["indexer_layers"] * q["index_head_dim"] * 2),
+        **({"indexer_split_by_tp": q["budget_bytes"] // (_mla_and_indexer(q)[0] + _mla_and_indexer(q)[1] // q["tp"])}
+           if q["tp"] > 1 else {})},
+}
+
+
+@pytest.mark.parametrize("topic", sorted(FAMILY_SLIPS))
+def test_each_graded_family_names_three_slips(topic):
+    """[interview 2026 §2]: every 2026 family's graded exercise names at least three slips, at its tolerance, with
+    the answer never shown; a slip that lands within 0.5% of the answer, or of another slip (at an MFU of 50%,
+    2 FLOPs per parameter forgotten is the MFU ignored), on a draw is not asked there."""
+    named = set()
+    for student in (ADA, ALAN, "grace", "student-017", "p1", "p2", "p3", "p4"):
+        claim_student(student)
+        q = student_problem(student, topic).public().params
+        right = hand_answer(topic, q)
+        table = FAMILY_SLIPS[topic](q, right)
+        for key, value in table.items():
+            if any(abs(value - other) <= 0.005 * abs(other) for other in (right, *(table[k] for k in table if k != key))):
+                continue
+            message = fails(DRILL_IDS[topic], value)
+            assert f"[{key}]" in message, (student, key, message)
+            assert f"{right:,}" not in message and typed(right) not in message, message
+            named.add(key)
+    assert len(named) >= 3, named
 
 
 @pytest.mark.parametrize("value, words", [(None, "is None"), ("lots", "is text that is not a number in tokens"),

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from kvcoach.drills import FAMILIES_2026, GRADED_TOPICS, TOPICS, generate
+from kvcoach.drills import FAMILIES_2026, GRADED_TOPICS, KINDS, TOPICS, DrillError, generate
 from kvcoach.slips import (SLIPS, disagg_transfer, eagle_mtp, expert_parallel, hybrid_state, indexer_cache, long_ttft,
                            low_precision_compute, moe_decode, requests_concurrency, variants)
 from kvlib import load_model
@@ -146,15 +146,60 @@ def _independent(p, prompt_tokens=None) -> float:
     raise AssertionError(p.template)
 
 
-def test_the_families_follow_the_older_topics_and_one_is_graded():
+def test_the_families_follow_the_older_topics_and_all_are_graded():
     assert FAMILIES_2026 == ("moe_decode", "requests_concurrency", "disagg_transfer", "long_ttft", "expert_parallel",
                              "eagle_mtp", "low_precision_compute", "hybrid_state", "indexer_cache")
     assert list(TOPICS)[-len(FAMILIES_2026):] == list(FAMILIES_2026)
-    # ch09's tenth graded exercise: the one family whose every draw asks one quantity in one unit at one tolerance
-    # (a grade id fixes them), last in notebook order
-    assert set(FAMILIES_2026) & set(GRADED_TOPICS) == {"long_ttft"} and GRADED_TOPICS[-1] == "long_ttft"
+    # ch09's Exercises 10 to 18: long_ttft, then the other families in their order (a grade id each)
+    assert GRADED_TOPICS[-len(FAMILIES_2026):] == ("long_ttft",) + tuple(t for t in FAMILIES_2026 if t != "long_ttft")
     assert {(p.quantity, p.units, p.tolerance) for p in map(lambda s: generate("long_ttft", s), range(40))} == \
         {("long_ttft_ms", "ms", 0.005)}
+
+
+#: Each family's question types and the (quantity, unit, tolerance) each one asks ([interview 2026 §1]: 0.5%, the
+#: counts whose rounding is asked exactly).
+ASKED = {("moe_decode", "experts"): ("moe_experts_read", "experts", 0.005),
+         ("moe_decode", "bytes"): ("moe_step_bytes", "bytes", 0.005),
+         ("moe_decode", "all_read"): ("all_experts_batch", "sequences", 0.0),
+         ("requests_concurrency", "littles_law"): ("requests_in_system", "requests", 0.005),
+         ("requests_concurrency", "prefill_steps"): ("prefill_steps", "steps", 0.0),
+         ("disagg_transfer", "bytes"): ("disagg_transfer_bytes", "bytes", 0.005),
+         ("disagg_transfer", "time"): ("disagg_transfer_ms", "ms", 0.005),
+         ("disagg_transfer", "pd_ratio"): ("pd_ratio", "ratio", 0.005),
+         ("expert_parallel", "bytes"): ("ep_step_bytes", "bytes", 0.005),
+         ("expert_parallel", "vs_tp"): ("ep_over_tp", "times", 0.005),
+         ("eagle_mtp", "tokens"): ("eagle_tokens", "tokens", 0.005),
+         ("eagle_mtp", "speedup"): ("eagle_speedup", "times", 0.005),
+         ("low_precision_compute", "prefill"): ("low_precision_ttft_ms", "ms", 0.005),
+         ("low_precision_compute", "ridge"): ("low_precision_ridge", "sequences", 0.0),
+         ("hybrid_state", "state"): ("hybrid_state_bytes", "bytes", 0.005),
+         ("hybrid_state", "sequence"): ("hybrid_sequence_bytes", "bytes", 0.005),
+         ("indexer_cache", "bytes"): ("indexer_bytes", "bytes", 0.005),
+         ("indexer_cache", "pool"): ("indexer_pool_tokens", "tokens", 0.005)}
+
+
+@pytest.mark.parametrize("topic, kind", sorted(ASKED))
+def test_a_kind_fixes_one_question_type(topic, kind):
+    """``generate(topic, seed, kind=...)`` asks that type on every seed (a graded exercise's one quantity, unit and
+    tolerance), each answer the formula written out; a seed whose draw was that type asks the same question."""
+    problems = [generate(topic, s, kind=kind) for s in range(12)]
+    assert {(p.quantity, p.units, p.tolerance) for p in problems} == {ASKED[topic, kind]}
+    assert {p.template.split("/")[1] for p in problems} == {kind}
+    for p in problems:
+        assert p.answer == pytest.approx(_independent(p), rel=1e-9), p.question
+    same = [s for s in SEEDS if generate(topic, s).template.split("/")[1] == kind]
+    assert same and generate(topic, same[0], kind=kind) == generate(topic, same[0])
+
+
+def test_a_kind_is_refused_in_one_line():
+    assert set(KINDS) == {t for t in FAMILIES_2026 if t != "long_ttft"}
+    assert {(t, k) for t, kinds in KINDS.items() for k in kinds} == set(ASKED)
+    with pytest.raises(DrillError, match=r"^kind must be a question type of moe_decode \(experts, bytes, all_read\), "
+                                         r"got 'ratio'$"):
+        generate("moe_decode", 1, kind="ratio")
+    with pytest.raises(DrillError, match=r"^kind must be a question type of long_ttft \(none: it asks one type\), "
+                                         r"got 'bytes'$"):
+        generate("long_ttft", 1, kind="bytes")
 
 
 @pytest.mark.parametrize("topic", FAMILIES_2026)

@@ -313,8 +313,8 @@ def test_cli_drill_student_asks_their_graded_questions_without_answers():
     # ada's first graded question: Llama 2 7B in bf16, 2 x 32 layers x 32 KV heads x 128 x 2 B = 524,288 B per token
     code, out, err = drill("--student", "ada", stdin="524288\n262144\n")
     assert code == 0 and err == ""
-    assert "9 question(s) of student 'ada'" in out and out.count("Question ") == 3   # the third meets end of input
-    assert "Llama-2-7b-hf" in out and "correct." in out and "score 1/2 (7 not answered)" in out
+    assert "17 question(s) of student 'ada'" in out and out.count("Question ") == 3   # the third meets end of input
+    assert "Llama-2-7b-hf" in out and "correct." in out and "score 1/2 (15 not answered)" in out
     assert "The answer is" not in out and "x too" not in out
     assert drill("--student", "ada", stdin="524288\n262144\n", hashseed="7") == (code, out, err)
 

@@ -222,8 +222,8 @@ MOE_CORRECTED = {("student-003", "step_time")}
 REDRAWN_50 = {("student-006", "pool"), ("student-009", "pool")}
 #: [interview 2026 §1] moved the tolerance from the question's text to its units line: these questions said "(to 0.5%)".
 SAID_TOLERANCE = ("crossover", "step_time")
-#: The graded topics these pins cover, in notebook order; [interview 2026 §2] graded one 2026 family after them (long_ttft,
-#: pinned by hand in tests/test_checks_ch09.py), whose draws the pin leaves out so the old rows stay as they were.
+#: The graded topics these pins cover, in notebook order; [interview 2026 §2] graded the 2026 families after them (each
+#: answer worked by hand in tests/test_checks_ch09.py), whose draws the pin leaves out so the old rows stay as they were.
 GRADED_BEFORE_2026 = ("kv_per_token", "concurrency", "pool", "crossover", "step_time", "mla_vs_gqa", "tp_per_gpu",
                       "plan_step")
 

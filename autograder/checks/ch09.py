@@ -1,4 +1,4 @@
-"""Chapter 09 (interview drills): its ten graded exercises, as data.
+"""Chapter 09 (interview drills): its eighteen graded exercises, as data.
 
 Grade ids, names and parameter order are a contract with the grading pipeline;
 points (2 for q1, 1 for each drill) are on the source notebook's test cells.
@@ -17,11 +17,21 @@ ch09_q7_mla_vs_gqa                     answer_mla_vs_gqa = <bytes, within 0.5%>
 ch09_q8_tp_per_gpu                     answer_tp_per_gpu = <bytes, within 0.5%>
 ch09_q9_plan_step                      answer_plan_step = <nodes, exact>
 ch09_q10_long_ttft                     answer_long_ttft = <ms, within 0.5%>
+ch09_q11_moe_decode                    answer_moe_decode = <bytes, within 0.5%>
+ch09_q12_requests_concurrency          answer_requests_concurrency = <requests, within 0.5%>
+ch09_q13_disagg_transfer               answer_disagg_transfer = <ms, within 0.5%>
+ch09_q14_expert_parallel               answer_expert_parallel = <bytes, within 0.5%>
+ch09_q15_eagle_mtp                     answer_eagle_mtp = <times, within 0.5%>
+ch09_q16_low_precision_compute         answer_low_precision_compute = <ms, within 0.5%>
+ch09_q17_hybrid_state                  answer_hybrid_state = <bytes, within 0.5%>
+ch09_q18_indexer_cache                 answer_indexer_cache = <tokens, within 0.5%>
 =====================================  ==============================================================
 
-q2-q10 are value exercises (``Exercise(value=True)``): each learner answers their
+q2-q18 are value exercises (``Exercise(value=True)``): each learner answers their
 own problem, ``kvcoach.drills.student_problem(student, topic)`` with the topics of
-``kvcoach.drills.GRADED_TOPICS`` in this order, the student being
+``kvcoach.drills.GRADED_TOPICS`` in this order (a 2026 family of several question
+types asks the one of ``kvcoach.drills.GRADED_KINDS``, so a grade id holds one
+quantity, unit and tolerance), the student being
 ``current_student()`` in the kernel and the submission's student in the grader.
 The rule is the drills' own ([interview 2026 §1]): a number, or text in any notation
 ``kvcoach.drills.read_answer`` reads ('16.6 GB', '1.66e10'), is right within the
@@ -42,7 +52,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import kvlib as kv
-from kvcoach.drills import GRADED_TOPICS, generate, read_answer
+from kvcoach.drills import GRADED_KINDS, GRADED_TOPICS, generate, read_answer
 
 from .answers import Number
 from .cases import (
@@ -115,12 +125,18 @@ class DrillNumber(Number):
         return super().wrong_type(fn, type_name_)
 
 
+def _sample(topic: str):
+    """One problem of the graded question type on ``topic`` (its quantity, units and tolerance are every learner's)."""
+    return generate(topic, 0, kind=GRADED_KINDS.get(topic))
+
+
 def drill_exercise(number: int, topic: str) -> Exercise:
     """The value exercise ``ch09_q<number>_<topic>``: ``answer_<topic>`` against the learner's own problem.
 
-    A topic's quantity, units and tolerance are the same for every seed; they are read from one problem.
+    A topic's quantity, units and tolerance are the same for every seed (a family's graded question type,
+    ``GRADED_KINDS``); they are read from one problem.
     """
-    sample = generate(topic, 0)
+    sample = _sample(topic)
     return Exercise(
         grade_id=f"ch09_q{number}_{topic}",
         function_name=f"answer_{topic}",
@@ -146,7 +162,7 @@ _TOLERANCE_EDGE = {"rule": "to 0.5% of the answer (math.isclose's relative toler
                    "visible": ()}
 _EXACT_EDGE = {"rule": "exact: one unit more or fewer fails, named as off by one (or, on a count the text "
                        "floors or ceils, as the rounding taken the other way)", "visible": ()}
-EDGES = {f"ch09_q{n}_{topic}": (dict(_TOLERANCE_EDGE if generate(topic, 0).tolerance else _EXACT_EDGE,
+EDGES = {f"ch09_q{n}_{topic}": (dict(_TOLERANCE_EDGE if _sample(topic).tolerance else _EXACT_EDGE,
                                      visible=(drill_label(topic),)),)
          for n, topic in enumerate(GRADED_TOPICS, start=2)}
 

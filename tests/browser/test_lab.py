@@ -561,7 +561,7 @@ def test_run_all_fails_only_in_exercise_checks(chapter):
     shown = chapter.cells.nth(failed[0])
     shown.scroll_into_view_if_needed()
     # A cell far from where Run All left the view is drawn only after it is scrolled to (JupyterLab's windowed
-    # notebook; ch09's first check is 25 cells above the end): wait for its output to be drawn.
+    # notebook; ch09's first check is some 50 cells above the end): wait for its output to be drawn.
     # On a busy machine the first scroll can land before the windowed list settles: scroll again while waiting.
     output = shown.locator(".jp-OutputArea")
     deadline = time.monotonic() + 30
