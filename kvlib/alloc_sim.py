@@ -592,7 +592,7 @@ def expected_partial_block_waste(num_seqs: int, block_size: int):
     Averages the waste ``(bs - r) mod bs`` over the ``bs`` residues r, which
     is ``(bs - 1) / 2`` per sequence -- the same value as
     ``kvlib.formulas.block_waste_tokens``, reached by enumeration instead of
-    the closed form. Seed 000: 200 sequences in 16-token blocks waste 1,500
+    the closed form. [chains]: 200 sequences in 16-token blocks waste 1,500
     token slots:
 
     >>> expected_partial_block_waste(200, 16)

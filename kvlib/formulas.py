@@ -162,7 +162,7 @@ def kv_pool_bytes(gpu_bytes, utilization, weight_bytes, other_bytes, *, round_bu
     subtract from the float. The result is whole bytes either way (and may be
     negative when the weights do not fit).
 
-    Taught in ch04_pool_paging. Seed 000's H100 (85.02 GB, u = 0.92,
+    Taught in ch04_pool_paging. [chains]'s H100 (85.02 GB, u = 0.92,
     16.06 GB of weights, 3.0 GB other):
 
     >>> kv_pool_bytes(gpu_bytes=85_020_000_000, utilization=0.92, weight_bytes=16_060_000_000,
@@ -184,7 +184,7 @@ def kv_pool_tokens(gpu_bytes, utilization, weight_bytes, other_bytes, bytes_per_
     The pool is ``floor(M * u - W - O)`` whole bytes (``kv_pool_bytes``; for an
     integer bytes_per_token this equals ``floor((M * u - W - O) / bytes_per_token)``).
 
-    Taught in ch04_pool_paging. Seed 000's H100 example: CUDA reports
+    Taught in ch04_pool_paging. [chains]'s H100 example: CUDA reports
     85.02 GB, u = 0.92, weights 16.06 GB, 3.0 GB other, Llama 3.1 8B:
 
     >>> kv_pool_tokens(gpu_bytes=85.02e9, utilization=0.92, weight_bytes=16.06e9,
@@ -238,7 +238,7 @@ def max_concurrency(kv_budget_bytes, bytes_per_sequence):
     """Whole sequences that fit: ``floor(kv_budget_bytes / bytes_per_sequence)``.
 
     A fraction of a sequence cannot be admitted, so this is a floor, not a
-    rounding. Taught in ch01_kv_formula. Seed 003, Llama 3 8B on one H100 at 8K:
+    rounding. Taught in ch01_kv_formula. [kv-math], Llama 3 8B on one H100 at 8K:
 
     >>> max_concurrency(kv_budget_bytes=59.9e9, bytes_per_sequence=131072 * 8192)
     55
@@ -251,7 +251,7 @@ def block_waste_tokens(num_seqs, block_size):
 
     Formula: ``B * (bs - 1) / 2`` for B = ``num_seqs`` sequences -- each one's last block is short by
     0..bs-1 tokens, uniformly when lengths are uniform modulo the block size.
-    Taught in ch04_pool_paging. Seed 000: 200 sequences, 16-token blocks:
+    Taught in ch04_pool_paging. [chains]: 200 sequences, 16-token blocks:
 
     >>> block_waste_tokens(num_seqs=200, block_size=16)
     1500
@@ -266,7 +266,7 @@ def crossover_tokens(weight_bytes, bytes_per_token):
 
     Formula: ``B * T = W / bytes_per_token``. Below it a step is
     weight-dominated, above it cache-dominated. Taught in ch06_crossover.
-    Seed 003, Llama 3 8B (16.06 GB of bf16 weights):
+    [kv-math], Llama 3 8B (16.06 GB of bf16 weights):
 
     >>> round(crossover_tokens(weight_bytes=16.06e9, bytes_per_token=131072))
     122528
@@ -306,7 +306,7 @@ def decode_step_seconds(weight_bytes, bytes_per_token, context, batch, bandwidth
 
     Formula: ``(W + bytes_per_token * T * B) / BW`` [s]: every step reads all
     weights once and every sequence's whole cache once. Taught in ch06_crossover.
-    Seed 003: Llama 3 8B, batch 32, context 4,096, H100 at 3.35 TB/s:
+    [kv-math]: Llama 3 8B, batch 32, context 4,096, H100 at 3.35 TB/s:
 
     >>> round(decode_step_seconds(weight_bytes=16.06e9, bytes_per_token=131072,
     ...                           context=4096, batch=32, bandwidth_bytes_per_s=3.35e12) * 1e3, 2)

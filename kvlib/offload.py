@@ -72,7 +72,7 @@ def _check_positive(name, value, *, integer=False):
 def prefill_linear_flops(num_params, tokens):
     """FLOPs of the linear layers over a prefill: ``2 * P * T``.
 
-    Seed 000's shared system prompt: each prefix hit skips 2 x 8.03e9 x 2,000
+    [chains]'s shared system prompt: each prefix hit skips 2 x 8.03e9 x 2,000
     = 32 TFLOP (65 ms at 50% of 989 TFLOP/s):
 
     >>> prefill_linear_flops(8.03e9, 2000) / 1e12
@@ -225,7 +225,7 @@ def fetch_or_recompute(model, tokens: int, *, link_bytes_per_s=DEFAULT_LINK_BYTE
     tensor parallelism ``tp`` each rank fetches its share of the KV and does
     its share of the FLOPs over its own link, so the comparison is per rank.
 
-    Seed 000: 8,192 tokens of Llama 3.1 8B (bf16), PCIe Gen5 at an assumed
+    [chains]: 8,192 tokens of Llama 3.1 8B (bf16), PCIe Gen5 at an assumed
     50 GB/s, recompute at 60% of an H100's 989 TFLOP/s:
 
     >>> r = fetch_or_recompute("llama-3.1-8b", 8192, num_params=8.03e9)
@@ -354,7 +354,7 @@ def break_even_context(model, *, link_bytes_per_s=DEFAULT_LINK_BYTES_PER_S, gpu=
 
 
 def fetch_wins_rule(bytes_per_token, link_bytes_per_s, flops_per_token, achieved_flop_per_s) -> bool:
-    """Seed 000's rule: fetch when ``bytes_per_token / link < flops_per_token / achieved``.
+    """[chains]'s rule: fetch when ``bytes_per_token / link < flops_per_token / achieved``.
 
     Llama 3.1 8B over 50 GB/s: 131,072 B / 50 GB/s = 2.6 us per token against
     2 x 8.03e9 FLOP / (0.6 x 989 TFLOP/s) = 27 us per token, so fetch:

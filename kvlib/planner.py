@@ -134,7 +134,7 @@ def itl_seconds(weight_bytes_per_gpu, kv_bytes_per_sequence_per_gpu, sequences, 
     slice ``S_g`` [B] of every sequence's cache once per step, at ``BW`` [B/s];
     ``s`` is ``step_slowdown``. With every layer attending over the whole
     context this is ``decode_step_seconds(W_g, bytes_per_token_per_gpu, T, n, BW) * s``.
-    Accepts sympy symbols. Taught in ch07_capacity_plan. Seed 003 s8: 17.65 GB
+    Accepts sympy symbols. Taught in ch07_capacity_plan. [kv-math] s8: 17.65 GB
     of weights and 241 sequences of 6,000 x 40,960 B per GPU on an H100 (3.35 TB/s),
     x 1.3 / 0.7:
 
@@ -153,7 +153,7 @@ def sequences_under_itl(itl_target_s, weight_bytes_per_gpu, kv_bytes_per_sequenc
     ``itl_seconds`` solved for ``n`` at ``tau`` [s], then floored (a fraction of
     a sequence cannot be admitted); negative or zero when the weights alone
     miss the target. Accepts sympy symbols (a ``floor`` expression out).
-    Taught in ch07_capacity_plan. Seed 003 s8's numbers at 60 ms:
+    Taught in ch07_capacity_plan. [kv-math] s8's numbers at 60 ms:
     0.06 x 3.35e12 x 0.7 / 1.3 = 108.23 GB, less 17.65 GB, over 245.76 MB = 368.6:
 
     >>> sequences_under_itl(0.060, 17.65e9, 6000 * 40960, 3.35e12, slowdown=1.3 / 0.7)
@@ -206,7 +206,7 @@ def nodes_needed(users, sequences_per_node):
     """Nodes that hold ``users`` sequences at ``sequences_per_node`` each: ``ceil(users / n_node)``.
 
     A part of a node's load still needs a whole node. Taught in ch07_capacity_plan.
-    Seed 003 s8: 2,000 users, 241 sequences per node (8.3):
+    [kv-math] s8: 2,000 users, 241 sequences per node (8.3):
 
     >>> nodes_needed(2000, 241)
     9
@@ -221,7 +221,7 @@ def nodes_with_headroom(nodes, spike_factor=DEFAULT_SPIKE_FACTOR, redundancy_nod
 
     The spike is rounded up to whole nodes before the spares are added (float
     noise ignored: 9 x 1.3 is 11.7, 10 x 1.3 is 13 exactly). Taught in
-    ch07_capacity_plan. Seed 003 s8: 9 nodes, 30% spike, N+1 (9 x 1.3 + 1 = 12.7):
+    ch07_capacity_plan. [kv-math] s8: 9 nodes, 30% spike, N+1 (9 x 1.3 + 1 = 12.7):
 
     >>> nodes_with_headroom(9, 1.3, 1), nodes_with_headroom(10, 1.3, 1)
     (13, 14)
@@ -362,7 +362,7 @@ def plan_capacity(model, *, users: int, context: int, itl_ms: float, gpu="H100-S
     instead, ``ITL = bytes / BW x (1 + o) / e``: a stated pessimistic bound.
     ``Plan.allreduce_rule`` names the rule used.
 
-    Seed 003 exercise D, with kvlib's defaults (CUDA-reported memory, 0.92,
+    [kv-math] exercise D, with kvlib's defaults (CUDA-reported memory, 0.92,
     3 GB per GPU, TP = 8 on 8 x A100-80GB):
 
     >>> p = plan_capacity("qwen2.5-32b", users=500, context=16384, itl_ms=80, gpu="A100-80GB")

@@ -117,7 +117,7 @@ def block_hashes(token_ids, block_size: int = 16, *, extra_keys=None, cache_salt
     block's key; ``cache_salt`` only into the first block's, as in vLLM, so
     two tenants with different salts share nothing.
 
-    Seed 000: a 2,007-token prompt has 125 full 16-token blocks; 7 tokens are
+    [chains]: a 2,007-token prompt has 125 full 16-token blocks; 7 tokens are
     left over and are always recomputed. One changed token at position 100
     (block 6) changes blocks 6..124 and leaves blocks 0..5 shared:
 
@@ -620,7 +620,7 @@ def prefix_sharing_savings(prompt_tokens: int, num_requests: int, bytes_per_toke
     every request. The prompt is taken to be the start of each request,
     followed by tokens of its own (a question): a request that is the prompt
     alone cannot hit all of it (``cache_hit_tokens``: its last token, here a
-    whole block, is computed again). Seed 000: a 2,000-token system prompt, 100 requests,
+    whole block, is computed again). [chains]: a 2,000-token system prompt, 100 requests,
     Llama 3.1 8B (131,072 B per token):
 
     >>> s = prefix_sharing_savings(2000, 100, 131072)

@@ -110,7 +110,7 @@ def regime(weight_bytes, kv_bytes) -> str:
 def crossover_context(weight_bytes, bytes_per_token, batch):
     """Context at which ``batch`` sequences read as many KV bytes as weight bytes.
 
-    Formula: ``T = W / (bytes_per_token * B)`` [tokens]. Seed 003 example 4,
+    Formula: ``T = W / (bytes_per_token * B)`` [tokens]. [kv-math] example 4,
     Llama 3 8B (16.06 GB): 16.06e9 / 131,072 = 122,528 token-slots, so
 
     >>> [round(crossover_context(16.06e9, 131072, b)) for b in (32, 64, 128)]

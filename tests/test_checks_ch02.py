@@ -282,7 +282,7 @@ CONTEXTS = (4096, 8192, 32768, 131072)
 
 
 def test_question3_erratum_counts_from_the_sheets_own_budget():
-    # Seed 003's worked example 2: a 57.35 GB budget per GPU and 40 KiB per token per GPU (2 x 80 x 1 x 128 x 2).
+    # [kv-math]'s worked example 2: a 57.35 GB budget per GPU and 40 KiB per token per GPU (2 x 80 x 1 x 128 x 2).
     # 40 KiB x 8,192 = 40,960 x 8,192 = 335,544,320 B (335.5 MB); the sheet's "327.7 MB" is 40,000 x 8,192.
     # By hand: 57.35e9 / 335,544,320 = 170.9 -> 170; / 167,772,160 = 341.8 -> 341; / 1,342,177,280 = 42.7 -> 42;
     # / 5,368,709,120 = 10.7 -> 10. With the KiB-as-kB slip: / 327.68e6 = 175.0 -> 175, 350, 43, 10 (its own counts).

@@ -5,7 +5,7 @@ hand arithmetic on the published configs and datasheets: Llama 3.1 8B has 8,030,
 parameters (its config: 32 layers, 8 KV heads of 128, 131,072 B/token in bf16), so bf16
 weights 16,060,522,496 B, of which an untied 128,256 x 4,096 input embedding (1,050,673,152 B):
 a step of B sequences reads only B of its rows, so it reads 16,060,522,496 - (128,256 - B) x
-4,096 x 2 B (the chapter's W_r); H100 SXM 3.35e12 B/s (NVIDIA datasheet). Seed 003 sections 6-7
+4,096 x 2 B (the chapter's W_r); H100 SXM 3.35e12 B/s (NVIDIA datasheet). [kv-math] sections 6-7
 (crossover at batch 32 "3,830", step "9.92 ms") count the whole table: with what a step reads
 they are 3,579 and 9.61 ms.
 """

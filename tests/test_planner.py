@@ -15,7 +15,7 @@ from kvlib import load_model
 from kvlib.cli import main
 from kvlib.planner import PlanError, plan_capacity
 
-# Seed 003 section 8's own assumptions: 80 GB per GPU (its "640 GB" node), no utilization cap,
+# [kv-math] section 8's own assumptions: 80 GB per GPU (its "640 GB" node), no utilization cap,
 # 24 GB of overhead and activations per node (3 GB per GPU), 70.6e9 x 2 = 141.2 GB of weights,
 # TP = 8, 30% all-reduce overhead, 70% efficiency, 1.3x spike, N+1.
 SEED_8 = dict(users=2000, context=6000, itl_ms=60, gpu="H100-SXM", gpus_per_node=8, tp=8,
@@ -236,7 +236,7 @@ SEED_003_S8 = dict(context=6000, itl_ms=60, gpu="H100-SXM", gpu_memory_bytes=80 
 
 
 def test_headroom_is_ceil_of_nodes_times_spike_plus_redundancy():
-    # Seed 003 s8's node holds 241 sequences; 2,410 users need exactly 10 nodes. Its rule, nodes x 1.3 + 1:
+    # [kv-math] s8's node holds 241 sequences; 2,410 users need exactly 10 nodes. Its rule, nodes x 1.3 + 1:
     # 10 x 1.3 = 13 exactly (float: 13.000000000000002, which a bare ceil would turn into 14), + 1 = 14.
     # ceil((10 + 1) x 1.3) = ceil(14.3) = 15 would be the other reading of "N+1 and 30%".
     p = plan_capacity("llama-3-70b", users=2410, **SEED_003_S8)
@@ -512,7 +512,7 @@ def test_an_unknown_model_is_not_fetched_unless_asked():
 
 
 def test_a_pool_of_exactly_one_sequence_plans_one_per_replica():
-    # Seed 003 s8's assumptions with 20,895,760,000 B per GPU: 20,895,760,000 - 17.65e9 - 3e9 = 245,760,000 B,
+    # [kv-math] s8's assumptions with 20,895,760,000 B per GPU: 20,895,760,000 - 17.65e9 - 3e9 = 245,760,000 B,
     # exactly one sequence of 6,000 x 40,960 B. It fits: 3 users need 3 nodes.
     p = plan_capacity("llama-3-70b", users=3, **dict(SEED_003_S8, gpu_memory_bytes=20_895_760_000))
     assert p.kv_pool_bytes_per_gpu == p.kv_bytes_per_sequence_per_gpu == 245_760_000
@@ -520,7 +520,7 @@ def test_a_pool_of_exactly_one_sequence_plans_one_per_replica():
 
 
 def test_efficiency_enters_the_plan():
-    # Seed 003 s8 at 50% efficiency: 76,878,160,000 B / 3.35e12 = 22.9487 ms x 1.3 / 0.5 = 59.67 ms, still
+    # [kv-math] s8 at 50% efficiency: 76,878,160,000 B / 3.35e12 = 22.9487 ms x 1.3 / 0.5 = 59.67 ms, still
     # under 60 ms: the node keeps its 241 sequences
     p = plan_capacity("llama-3-70b", **dict(SEED_8, efficiency=0.5))
     assert round(p.itl_s * 1e3, 2) == 59.67 and p.sequences_per_node == 241
