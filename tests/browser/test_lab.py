@@ -60,6 +60,9 @@ CHECKER_TEXT = ("Traceback", "core.py", "autograder/")   # a failed check shows 
 TOAST = ".Toastify__toast"             # JupyterLab 4's notifications (news, updates) pop up as these
 SCREENSHOTS = ("opened", "ran-all", "explorer", "slider-arrowright", "slider-end", "wrong-answer-slip",
                "validate-dialog", "engine-cell", "buttons")   # artefacts/browser/<chapter>-NN-<label>.png, NN fixed per label
+# A long value shown raw: a whole digest in hex or as a bytes literal, or a list of ten or more numbers. A check
+# shortens these ("32 bytes cad5c5b5…acafbe5d", "[89, 111, 117, …, 110, 115] (32 items)").
+LONG_RAW_VALUES = (r"[0-9a-f]{24,}", r"b'\\x|b\"\\x", r"\d+(?:, \d+){9,}")
 KNOWN_CONSOLE_NOISE: tuple[re.Pattern, ...] = (
     # None needed so far: JupyterLab 4.6.6 + nbgrader 0.9.6 + ipywidgets 8.1.9 log no error
     # in these steps. Add a pattern here only with a comment saying why it is unrelated.
@@ -79,8 +82,8 @@ class Plan:
     shows: tuple[str, ...] = ()      # texts the page must show after Run All
     buttons: tuple[tuple[str, str, str], ...] = ()   # (text typed into the widget's text box first, or "";
                                                      #  button to click; regex a widget must then show)
-    more_wrong: tuple[tuple[str, str, str | tuple[str, ...]], ...] = ()   # (answer_id, wrong_answer, slip or
-                                    # slips, each a text the check must print): more answers, an answer cell may recur
+    more_wrong: tuple[tuple, ...] = ()   # (answer_id, wrong_answer, slip or slips, each a text the check must
+                                         # print[, regexes it must not print]): more answers, a cell may recur
     hidden_cells: tuple[str, ...] = ()   # ids of generator cells that must show the collapsed placeholder
 
 
@@ -149,6 +152,14 @@ PLANS = {
         slip="that is twice the right figure",
         validate=("that is twice the right figure",                            # q1, as typed
                   "kv_bytes_per_token_per_gpu is not written yet"),            # q2, left blank
+        more_wrong=(
+            # Exercise 1 again: the latent alone, the RoPE key left out. Every one of the 8 visible cases caches a
+            # rope key, so all 8 fail and the one slip explains all 8 (the counts add up: no "N more fail").
+            ("ch03_q1_answer",
+             "def mla_bytes_per_token_from_config(config, dtype_bytes=2): c = config.get('text_config') or config; "
+             "return c['num_hidden_layers'] * c['kv_lora_rank'] * dtype_bytes",
+             ("the 64-wide decoupled RoPE key is missing", "explains all 8 failing cases")),
+        ),
     ),
     "ch04_pool_paging": Plan(
         slider="block size (tokens)",
@@ -167,6 +178,12 @@ PLANS = {
              "def pool_tokens(label_bytes, reported_bytes, utilization, weight_bytes, other_bytes, bytes_per_token): "
              "return round((reported_bytes * utilization - weight_bytes - other_bytes) / bytes_per_token)",
              "rounded down (floor), not to the nearest whole number"),
+            # Exercise 4: 2-byte (fp16) elements where fp8 is 1 byte: half the blocks (59,156,844,918 B //
+            # 2,097,152 B a block = 28,208 blocks, 451,328 tokens, for 902,656). The message names the 2 used.
+            ("ch04_q4_answer",
+             "def fp8_pool_tokens(available_bytes, layers, kv_heads, head_dim, block_size): return available_bytes "
+             "// (2 * layers * kv_heads * head_dim * 2 * block_size) * block_size",
+             ("fp8 is 1 byte", "(you used 2)"), (r"you used 1\b",)),
         ),
     ),
     "ch06_crossover": Plan(
@@ -179,6 +196,14 @@ PLANS = {
         slip="round up (ceil)",
         validate=("round up (ceil)",                                            # q1, as typed
                   "decode_step_ms is not written yet"),                        # q2, left blank
+        more_wrong=(
+            # Exercise 6: every expert read, not the ones the batch's tokens touch. Mixtral (E = 8, k = 2) at batch
+            # 1 reads 2 experts a layer on average (8 (1 - (6/8)^1)), so all 8 is 4x too much.
+            ("ch06_q6_answer",
+             "def expert_bytes_read(num_experts, top_k, batch_size, moe_layers, expert_params, dtype_bytes): "
+             "return float(num_experts * moe_layers * expert_params * dtype_bytes)",
+             ("4x too large", "that is every expert (the total, E = 8)", "only those some token was routed to")),
+        ),
     ),
     "ch07_capacity_plan": Plan(
         slider="users",
@@ -200,6 +225,26 @@ PLANS = {
              "* layers * max(1, kv_heads // tp) * head_dim * dtype_bytes * context; return max(0, math.ceil((readable "
              "- math.ceil(weight_bytes / tp)) / per_seq))",
              "take the floor, not the ceiling"),
+            # Exercise 5: each GPU counted as a replica (8 x 124 sequences a node: ceil(500 / 992) = 1, x 1.3
+            # rounded up = 2, + 1 spare = 3 nodes for 8: ceil(500 / 124) = 5, x 1.3 = 6.5 -> 7, + 1).
+            ("ch07_q5_answer",
+             "def nodes(users, gpus_per_node, tp, sequences_by_memory, sequences_by_itl, spike_factor, "
+             "redundancy_nodes): import math; per_node = gpus_per_node * min(sequences_by_memory, sequences_by_itl); "
+             "return math.ceil(round(math.ceil(users / per_node) * spike_factor, 9)) + redundancy_nodes",
+             "you counted each GPU as a replica"),
+            # Exercise 5 again: the spike applied to the users before rounding to nodes (ceil(500 x 1.3 / 124) =
+            # ceil(5.24) = 6, + 1 = 7 nodes for 8).
+            ("ch07_q5_answer",
+             "def nodes(users, gpus_per_node, tp, sequences_by_memory, sequences_by_itl, spike_factor, "
+             "redundancy_nodes): import math; per_node = gpus_per_node // tp * min(sequences_by_memory, "
+             "sequences_by_itl); return math.ceil(round(users * spike_factor / per_node, 9)) + redundancy_nodes",
+             "round the users up to whole nodes first, then scale those nodes by the spike"),
+            # Exercise 7: Little's law inverted, the rate divided by the time in system (10 per second over
+            # 1 s + 300 x 50 ms = 16 s: 0.625 for 160 in flight).
+            ("ch07_q7_answer",
+             "def requests_in_flight(rate_per_s, ttft_ms, output_tokens, itl_ms): "
+             "return rate_per_s / ((ttft_ms + output_tokens * itl_ms) / 1000)",
+             ("Little's law multiplies", "one divided by the other is not a count of requests")),
         ),
     ),
     "ch00_orientation": Plan(
@@ -217,6 +262,19 @@ PLANS = {
         slip="only full blocks are shared",
         validate=("only full blocks are shared",                               # q1, as typed
                   "prefill_tokens_saved is not written yet"),                  # q2, left blank
+        more_wrong=(
+            # Exercise 3: every block hashed from NONE_HASH, not chained to the block before it. Three visible
+            # cases have a full block past the first and fail; the one with no full block (NONE_HASH) passes.
+            # The message names the chaining and shows no token list or digest in full.
+            ("ch05_q3_answer",
+             "def prefix_key(token_ids, block_size, cache_salt): keys = [kv.prefix_cache.hash_block("
+             "kv.prefix_cache.NONE_HASH, token_ids[i:i + block_size], (('cache_salt', cache_salt),) if cache_salt "
+             "is not None and i == 0 else None) for i in range(0, len(token_ids) - block_size + 1, block_size)]; "
+             "return keys[-1] if keys else kv.prefix_cache.NONE_HASH",
+             ("with the previous block's key as the parent", "so its key no longer says what came before it",
+              "explains all 3 failing cases"),
+             LONG_RAW_VALUES),
+        ),
     ),
     "ch08_vllm_lab": Plan(
         slider="printed GiB",
@@ -700,13 +758,18 @@ def test_buttons_redraw_their_widget(chapter):
 
 
 def test_more_wrong_answers_name_their_slips(chapter):
-    """The plan's other wrong answers (ch01's 1, 5 and 6, ch04's 1, ch07's 4): each gets its own named message."""
+    """The plan's other wrong answers (ch01's 1, 5 and 6, ch03's 1, ch04's 1 and 4, ch05's 3, ch06's 6, ch07's 4, 5
+    and 7): each gets its own named message, and none shows what its entry says it must not (ch05: a long raw
+    value, LONG_RAW_VALUES)."""
     if not chapter.plan or not chapter.plan.more_wrong:
         pytest.skip(f"{chapter.name}: the plan types one wrong answer only")
-    for answer_id, wrong_answer, slips in chapter.plan.more_wrong:
+    for answer_id, wrong_answer, slips, *not_shown in chapter.plan.more_wrong:
         output = chapter.type_and_check(answer_id, wrong_answer)
         for slip in (slips,) if isinstance(slips, str) else slips:
             assert slip in output, f"{answer_id}: the check did not name {slip!r}:\n{output}"
+        for pattern in not_shown[0] if not_shown else ():
+            shown = re.search(pattern, output)
+            assert shown is None, f"{answer_id}: the check printed {shown.group(0)!r} ({pattern}):\n{output}"
         assert output.lstrip().startswith("✗ ") and not [t for t in CHECKER_TEXT if t in output], output
 
 
