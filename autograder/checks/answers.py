@@ -174,6 +174,15 @@ class Int:
         return f"{value:,}"
 
 
+def show_float(value) -> str:
+    """A float as a learner reads it: six significant digits, and grouped whole digits where those would
+    turn into an exponent (22,548,578,304, not 2.25486e+10)."""
+    shown = f"{value:,.6g}"
+    if "e+" in shown and math.isfinite(value):
+        return f"{value:,.0f}"
+    return shown
+
+
 @dataclass(frozen=True)
 class Float:
     """A finite ``float`` within ``rel_tol`` (relative) or ``abs_tol`` (absolute) of the expected value."""
@@ -202,7 +211,7 @@ class Float:
         return f"{fn} returned an object of type {_short(type_name_)}; return a plain float."
 
     def show(self, value) -> str:
-        return f"{value:,.6g}"
+        return show_float(value)
 
 
 @dataclass(frozen=True)
@@ -342,7 +351,7 @@ class Number:
         return f"{fn} is an object of type {_short(type_name_)}; it must be a plain number (int or float)."
 
     def show(self, value) -> str:
-        return f"{value:,}" if type(value) is int else f"{value:,.6g}"
+        return f"{value:,}" if type(value) is int else show_float(value)
 
 
 INT = Int()
