@@ -208,3 +208,21 @@ def test_one_of_a_unit_is_singular_and_big_rates_read_in_tflop_per_s():
             for step in generate(topic, seed).steps():
                 if step.units == "FLOP/s":
                     assert re.search(r"= [\d.,]+ [TP]FLOP/s$", step.text()), (topic, seed, step.text())
+
+
+#: "1 nodes", "1 sequences", "1 bytes": a plural noun after a lone 1 ("block_size - 1 tokens" is a formula)
+_ONE_PLURAL = re.compile(r"(?<![\d.,])(?<![+\-] )1 (nodes|GPUs|sequences|tokens|replicas|experts|steps|requests|"
+                         r"layers|heads|blocks|bytes|seconds|drafts|chunks|slots)\b")
+
+
+@pytest.mark.parametrize("topic", sorted(TOPICS))
+def test_no_lone_one_with_a_plural_noun(topic):
+    # [interview 2026 §1] "1 nodes": the question, each worked step, and the feedback on each catalogued slip
+    for seed in range(40):
+        p = generate(topic, seed)
+        texts = [p.question, *(s.text() for s in p.steps())]
+        _, table = variants(p.quantity, unit=p.units, **p.inputs)
+        texts += [p.verdict(repr(v)).feedback for _, v in table if isinstance(v, (int, float))
+                  and not isinstance(v, bool)]
+        for text in texts:
+            assert not _ONE_PLURAL.search(text), (topic, seed, text)

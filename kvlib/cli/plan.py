@@ -141,7 +141,8 @@ def request_rows(r: RequestPlan) -> list[tuple[str, str]]:
                        f"{count_text(r.sequences_per_replica, 'sequence')} each"),
         ("5. nodes", f"{r.nodes_for_decode} for the sequences, {r.nodes} with the prompts kept up with "
                      f"({r.binding_constraint} binds)"),
-        ("5. with headroom", f"{count_text(r.nodes_with_headroom, 'node')} ({r.nodes_with_headroom * d.gpus_per_node:,} x {d.gpu})"),
+        ("5. with headroom", f"{count_text(r.nodes_with_headroom, 'node')} "
+                             f"({r.nodes_with_headroom * d.gpus_per_node:,} x {d.gpu})"),
         ("assumptions", f"MFU {r.mfu:g} for prefill, token budget {r.token_budget} a step, efficiency "
                         f"{d.efficiency:g}, {allreduce_text(d)}; queueing left to the spike headroom"),
     ]
