@@ -95,7 +95,7 @@ def ask(problems, *, stdin=None, stdout=None, reveal: bool = True, timings: bool
         asked += 1
         if structured:
             verdict = drill_assumptions.check(p, text, reveal=reveal)
-            ok, named = verdict.correct, ((verdict.slip,) if verdict.slip else ())
+            ok, named = verdict.correct, verdict.slips
             figure = verdict.fields[0].stated or ""
             say(verdict.text())
         else:

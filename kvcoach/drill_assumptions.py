@@ -85,10 +85,12 @@ class FieldVerdict:
 
 @dataclass(frozen=True)
 class StatedVerdict:
-    """A structured answer checked: right only when every field is; the figure's slip key, if one is named."""
+    """A structured answer checked: right only when every field is; the figure's slip key, if one is named, and
+    every slip key its feedback names (``slips``: two where the figure's feedback says "Or: ...")."""
 
     fields: tuple
     slip: str | None = None
+    slips: tuple = ()
 
     @property
     def correct(self) -> bool:
@@ -231,10 +233,11 @@ def check(problem, text, reveal: bool = True) -> StatedVerdict:
     if not figure_text:
         verdicts.append(FieldVerdict(names[0], None, False, f"missing: give the figure as {names[0]}=..."))
         figure = None
-        slip = None
+        slip, named = None, ()
     else:
-        ok, message = judged.check(figure_text, reveal=reveal)
-        verdicts.append(FieldVerdict(names[0], figure_text, ok, message))
+        judgement = judged.verdict(figure_text, reveal=reveal)
+        ok, named = judgement.correct, judgement.slips
+        verdicts.append(FieldVerdict(names[0], figure_text, ok, judgement.feedback))
         figure = _number(figure_text)
         slip = None if ok else judged.slip_key(figure_text)
     i = problem.inputs
@@ -247,7 +250,8 @@ def check(problem, text, reveal: bool = True) -> StatedVerdict:
             verdicts.append(_open_check(name, value.strip()))
             continue
         verdicts.append(_CHECKS[name](problem, i, value.strip(), figure))
-    return StatedVerdict(tuple(verdicts), slip)
+    named = tuple(dict.fromkeys(((slip,) if slip else ()) + tuple(named if slip else ())))
+    return StatedVerdict(tuple(verdicts), slip, named)
 
 
 _MISSING = {

@@ -294,12 +294,23 @@ _SINGULAR = {"nodes": "node", "sequences": "sequence", "tokens": "token", "bytes
              "token slots": "token slot", "slot-steps": "slot-step", "steps": "step", "heads": "head"}
 
 
+#: A compute rate of 10^12 FLOP/s or more is shown in the unit a data sheet uses: 181 TFLOP/s, 7.916 PFLOP/s.
+_FLOP_RATE_UNITS = ((1e15, "PFLOP/s"), (1e12, "TFLOP/s"))
+
+
 def _amount(x, units: str) -> str:
-    """A figure with its unit, singular for one: '1 node', '3 nodes', '1.5 ms'.
+    """A figure with its unit, singular for one: '1 node', '3 nodes', '1.5 ms'; a compute rate in TFLOP/s or
+    PFLOP/s as a data sheet gives it.
 
     >>> _amount(1, "nodes"), _amount(3, "nodes"), _amount(1.0, "sequences")
     ('1 node', '3 nodes', '1 sequence')
+    >>> _amount(42_600_000_000_000.0, "FLOP/s"), _amount(7.916e15, "FLOP/s"), _amount(5e9, "FLOP/s")
+    ('42.6 TFLOP/s', '7.916 PFLOP/s', '5e9 FLOP/s')
     """
+    if units == "FLOP/s" and isinstance(x, (int, float)):
+        for size, unit in _FLOP_RATE_UNITS:
+            if abs(x) >= size:
+                return f"{x / size:,.4g} {unit}"
     one = x == 1 and (isinstance(x, int) or float(x).is_integer())
     return f"{_fmt(int(x) if one else x)} {_SINGULAR.get(units, units) if one else units}".rstrip()
 

@@ -197,7 +197,7 @@ class DrillSession:
         if self.structured():
             verdict = drill_assumptions.check(p, text)
             verdicts, figure = verdict.fields, verdict.fields[0].stated or ""
-            correct, named = verdict.correct, ((verdict.slip,) if verdict.slip else ())
+            correct, named = verdict.correct, verdict.slips
             feedback = "every field right." if correct else "not quite: see each field."
             is_number = bool(figure) and verdict.fields[0].message.startswith(("correct", "not quite"))
         else:

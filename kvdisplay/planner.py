@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 
 import kvlib as kv
+from kvlib.units import count_text
 
 from .explorer import wire
 
@@ -61,21 +62,21 @@ def planner_view(model: str, gpu: str, gpus_per_node: int, tp: int, users: int, 
         _row("3", f"pool per GPU: ⌈{gb(p.gpu_memory_bytes)} × {p.utilization}⌉ − weights "
                   f"{gb(p.weight_bytes_per_gpu)} − overhead {gb(p.overhead_bytes_per_gpu)}",
              gb(p.kv_pool_bytes_per_gpu)),
-        _row("3", f"sequences per replica by memory ({p.replicas_per_node} replica(s) of TP {tp} per node)",
+        _row("3", f"sequences per replica by memory ({count_text(p.replicas_per_node, 'replica')} of TP {tp} per node)",
              f"{p.sequences_per_replica_by_memory:,}"),
         _row("4", f"ITL at the memory limit ({_step_rule(p)})", f"{p.itl_s_at_memory_limit * 1e3:.1f} ms"),
         _row("4", f"sequences per replica under {itl_ms:g} ms", f"{p.sequences_per_replica_by_latency:,}"),
         _row("5", "sequences per node, and its decode rate",
              f"{p.sequences_per_node:,} at {p.itl_s * 1e3:.1f} ms: {p.tokens_per_s_per_node:,.0f} tokens/s"),
         _row("6", f"nodes: ⌈{users:,} / {p.sequences_per_node:,}⌉, then ⌈× {spike_factor}⌉ + {redundancy_nodes}",
-             f"{p.nodes} → {p.nodes_with_headroom} ({p.gpus} GPUs)"),
+             f"{p.nodes} → {p.nodes_with_headroom} ({count_text(p.gpus, 'GPU')})"),
     ]
     return (f"<div style='font-family:sans-serif;font-size:13px;line-height:1.5'>"
             f"total KV cache: <b>{gb(p.total_kv_bytes)}</b> &nbsp;·&nbsp; binds: "
             f"<b style='color:{color}'>{binds}</b> ({p.sequences_per_replica_by_memory:,} by memory, "
             f"{p.sequences_per_replica_by_latency:,} by ITL, at most {p.max_num_seqs:,} by vLLM's max_num_seqs per "
             f"replica) &nbsp;·&nbsp; deploy "
-            f"<b>{p.nodes_with_headroom} nodes</b>"
+            f"<b>{count_text(p.nodes_with_headroom, 'node')}</b>"
             f"<table style='margin-top:6px;border-collapse:collapse'>{''.join(rows)}</table></div>")
 
 

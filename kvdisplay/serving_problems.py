@@ -105,8 +105,8 @@ def step_latex(formula: str) -> str:
 def _value(step) -> str:
     value = step.value
     if isinstance(value, float) and value.is_integer() and abs(value) >= 1:
-        value = int(value)       # 494,500,000,000,000 FLOP/s, not ...000.0
-    return f"{drills._fmt(value)} {step.units}"
+        value = int(value)       # 1,234 tokens, not 1,234.0
+    return drills._amount(value, step.units)
 
 
 def _markdown_text(text: str) -> str:

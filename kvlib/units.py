@@ -9,6 +9,8 @@ every printed figure says which one it is. Taught in ch01_kv_formula.
 '1.07 GB (1.00 GiB)'
 >>> parse_bytes("80GB"), parse_bytes("79.18 GiB"), parse_bytes("1024")
 (80000000000, 85018877624, 1024)
+
+``count_text`` writes a count with its noun, singular for one ('1 node'), for every printed count.
 """
 
 from __future__ import annotations
@@ -44,6 +46,17 @@ def format_bytes(n_bytes: int) -> str:
 def format_gb_gib(n_bytes) -> str:
     """Both readings, to two decimals: '1.07 GB (1.00 GiB)'."""
     return f"{n_bytes / GB:,.2f} GB ({n_bytes / GiB:,.2f} GiB)"
+
+
+def count_text(n, word: str, plural: str | None = None) -> str:
+    """A count with its noun, singular for one: '1 node', '3 nodes', '1,024 sequences', '1 replica'.
+
+    ``plural`` for a noun that does not take an s ('1 batch', '2 batches').
+
+    >>> count_text(1, "node"), count_text(3, "node"), count_text(1024, "sequence"), count_text(2, "batch", "batches")
+    ('1 node', '3 nodes', '1,024 sequences', '2 batches')
+    """
+    return f"{n:,} {word if n == 1 else plural or word + 's'}"
 
 
 def parse_bytes(text: str) -> int:

@@ -60,3 +60,28 @@ def test_the_mfu_is_asked_too():
     v = A.check(p, f"ms={ms:.6g} mfu=45%")
     assert v.correct, v.text()
     assert not A.check(p, f"ms={ms:.6g} mfu={i['mfu']}").fields[0].ok       # that figure is not the question's MFU's
+
+
+def test_every_slip_the_figure_s_feedback_names_is_recorded(tmp_path):
+    # [interview 2026 §1] "every slip shown is recorded", with --assumptions too: a bf16 cache's figure halved is
+    # the factor 2 for K and V forgotten, and equally 1 byte per element for 2 (2 L K D b / 2 = 2 L K D x 1):
+    # the feedback names both ("Or: ..."), the run summary, the history and --stats keep both
+    from drill_terminal import Terminal
+    from kvcoach import cli, drill_history
+    from kvcoach.drills import generate
+
+    p = generate("kv_per_token", 2)
+    L, K, D, b = (p.params[k] for k in ("layers", "kv_heads", "head_dim", "dtype_bytes"))
+    assert b == 2 and p.answer == 2 * L * K * D * b
+    half = L * K * D * b
+    v = A.check(p, f"bytes={half} dtype=bf16")
+    assert v.slips == ("missing_kv_factor", "wrong_16bit_vs_fp8") and "Or: the element size" in v.text()
+    history = drill_history.History(tmp_path / "drills.json")
+    session = history.new_session("cli", now=0.0)
+    out = io.StringIO()
+    cli.ask([p], stdin=Terminal(f"bytes={half} dtype=bf16\n"), stdout=out, assumptions=True, history=history,
+            session=session, clock=iter(range(10)).__next__, wall=lambda: 0.0)
+    assert "slips: missing_kv_factor x1, wrong_16bit_vs_fp8 x1" in out.getvalue()
+    saved = drill_history.load(tmp_path / "drills.json")
+    assert saved.attempts[0]["slips"] == ["missing_kv_factor", "wrong_16bit_vs_fp8"]
+    assert "wrong_16bit_vs_fp8 x1" in drill_history.stats_table(saved)

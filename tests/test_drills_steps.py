@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from kvcoach.drills import TOPICS, Step, generate
+from kvcoach.drills import TOPICS, Step, _amount, generate
 from kvcoach.slips import variants
 
 SEEDS = range(12)
@@ -185,17 +185,44 @@ def test_ch09s_serving_worked_problems():
     assert "**Question 8.**" in whole and "**Question 17.**" in whole
 
 
-def test_one_of_a_unit_is_singular_and_big_rates_read_in_scientific_notation():
+def test_one_of_a_unit_is_singular_and_big_rates_read_in_tflop_per_s():
     # [interview 2026 §1]: "1 nodes" and "42,600,000,000,000.0 FLOP/s"
     one = next(p for p in (generate("plan_step", s) for s in range(400)) if p.answer == 1)
     assert one.check("1")[1] == "correct: 1 node."
     assert one.steps()[-1].text().endswith("= 1 node")
+    assert _amount(42_600_000_000_000.0, "FLOP/s") == "42.6 TFLOP/s"            # the figure
+    # H100 dense bf16 989 TFLOP/s (data sheet) at 50% MFU: 494.5 TFLOP/s; 8 B200s at fp8 4,500 TFLOP/s and 60%
+    # MFU: 8 x 0.6 x 4.5e15 = 2.16e16 FLOP/s = 21.6 PFLOP/s
+    assert _amount(0.5 * 989e12, "FLOP/s") == "494.5 TFLOP/s"
+    assert _amount(8 * 0.6 * 4.5e15, "FLOP/s") == "21.6 PFLOP/s"
     ttft = generate("ttft", 0)
     reached = ttft.steps()[1]
     assert reached.units == "FLOP/s"
     line = reached.text()
-    # 0.4-0.6 of a peak of 10^14 or more: printed as mantissa e exponent, no ",000.0"
-    assert ",000.0" not in line and line.endswith(" FLOP/s")
-    mantissa, exponent = line.rsplit(" = ", 1)[1].split()[0].split("e")
-    assert float(mantissa) * 10 ** int(exponent) == pytest.approx(ttft.inputs["mfu"] * ttft.inputs["peak_flop_per_s"],
-                                                                  rel=1e-5)
+    assert ",000" not in line.rsplit(" = ", 1)[1] and line.endswith(" TFLOP/s")
+    shown = float(line.rsplit(" = ", 1)[1].split()[0].replace(",", ""))
+    assert shown * 1e12 == pytest.approx(ttft.inputs["mfu"] * ttft.inputs["peak_flop_per_s"], rel=1e-3)
+    # no worked step of any topic prints a compute rate as a long run of digits or in e-notation
+    for topic in TOPICS:
+        for seed in range(6):
+            for step in generate(topic, seed).steps():
+                if step.units == "FLOP/s":
+                    assert re.search(r"= [\d.,]+ [TP]FLOP/s$", step.text()), (topic, seed, step.text())
+
+
+#: "1 nodes", "1 sequences", "1 bytes": a plural noun after a lone 1 ("block_size - 1 tokens" is a formula)
+_ONE_PLURAL = re.compile(r"(?<![\d.,])(?<![+\-] )1 (nodes|GPUs|sequences|tokens|replicas|experts|steps|requests|"
+                         r"layers|heads|blocks|bytes|seconds|drafts|chunks|slots)\b")
+
+
+@pytest.mark.parametrize("topic", sorted(TOPICS))
+def test_no_lone_one_with_a_plural_noun(topic):
+    # [interview 2026 §1] "1 nodes": the question, each worked step, and the feedback on each catalogued slip
+    for seed in range(40):
+        p = generate(topic, seed)
+        texts = [p.question, *(s.text() for s in p.steps())]
+        _, table = variants(p.quantity, unit=p.units, **p.inputs)
+        texts += [p.verdict(repr(v)).feedback for _, v in table if isinstance(v, (int, float))
+                  and not isinstance(v, bool)]
+        for text in texts:
+            assert not _ONE_PLURAL.search(text), (topic, seed, text)

@@ -487,3 +487,20 @@ def test_a_graded_question_states_the_drills_units_line():
     # the same line as kvlib drill and drill mode print: the units, the one tolerance, the notations read
     assert "answer in tokens, within 0.5% (any notation: 12800, 1.28e4, 12,800 or 12,800 tokens)" in html_text
     assert student_problem("ada", "pool").public().units_line() in html_text.replace("&#x27;", "'")
+
+
+def test_drill_mode_records_both_slips_a_stated_figure_s_feedback_names():
+    # as tests/test_drill_assumptions.py: Qwen2.5-32B's bf16 figure halved (2 x 64 x 8 x 128 x 2 / 2 = 131,072) is
+    # missing_kv_factor, "Or:" wrong_16bit_vs_fp8; drill mode with "state assumptions" keeps both
+    from kvcoach import drill_history
+    from kvcoach.drills import generate
+
+    history = drill_history.History()
+    s = D.DrillSession(("kv_per_token",), seed=0, clock=lambda: 0.0, history=history)
+    s.assumptions = True
+    s.new_question("kv_per_token")
+    s.problem = generate("kv_per_token", 2)
+    a = s.answer("bytes=131072 dtype=bf16")
+    assert a.slips == ("missing_kv_factor", "wrong_16bit_vs_fp8")
+    assert history.attempts[-1]["slips"] == ["missing_kv_factor", "wrong_16bit_vs_fp8"]
+    assert s.slips() == {"missing_kv_factor": 1, "wrong_16bit_vs_fp8": 1}

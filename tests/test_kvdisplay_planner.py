@@ -70,3 +70,11 @@ def test_explorer_redraws_from_its_controls():
     per_node.value = 2
     assert "does not divide" in box.view.value
     del tp
+
+
+def test_one_node_is_singular():
+    # [interview 2026 §1] "1 nodes": Llama 3.1 8B, 4 users of 1,000 tokens on one H100 node of 8 GPUs at TP 8,
+    # spike x1, no spare: ceil(1 x 1) + 0 = 1 node, one replica of TP 8 per node
+    view = planner_view("llama-3.1-8b", "H100-SXM", 8, 8, 4, 1000, 50, spike_factor=1, redundancy_nodes=0)
+    assert "deploy <b>1 node</b>" in view and "(1 replica of TP 8 per node)" in view and "(8 GPUs)" in view
+    assert "1 nodes" not in view and "(s)" not in view

@@ -245,3 +245,12 @@ def test_the_itl_margin_left_out_is_named_at_the_sequences_step():
     r = s.answer(str(margin_left_out))
     assert not r.ok and r.slips == ("itl_margin_left_out",)
     assert "aim the mean step at the target less that chunk's compute" in r.feedback
+
+
+def test_prefill_left_out_of_one_node_reads_in_the_singular():
+    # [interview 2026 §1] "1 nodes": the sequences fit one node, the prompts need two: 1 is prefill_left_out
+    nodes = dict(nodes=2, users=100, replicas=2, sequences_per_replica=120, nodes_for_decode=1, gpus_per_node=8,
+                 tp=4, rate_per_s=10, prompt_tokens=1000)
+    d = diagnose("plan_nodes", 1, rel_tol=0.005, unit="nodes", **nodes)
+    assert d.slip.key == "prefill_left_out"
+    assert "1 nodes" not in d.message and "hold the sequences (1)" in d.message, d.message

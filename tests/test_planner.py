@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 import subprocess
 import sys
 
@@ -614,3 +615,20 @@ def test_max_num_seqs_caps_a_replica():
     assert (a100.max_num_seqs, a100.sequences_per_replica, a100.sequences_per_node) == (256, 256, 8 * 256)
     assert plan_capacity("qwen2.5-3b", users=5000, context=256, itl_ms=200, tp=1,
                          max_num_seqs=2048).sequences_per_replica == 2048
+
+
+def test_cli_plan_one_node_is_singular(capsys):
+    # [interview 2026 §1] "1 nodes": Llama 3.1 8B, 4 users of 1,000 tokens fit one H100 node many times over
+    # (131,072 B a token x 1,000 = 0.13 GB each); spike x1 and no spare node leave ceil(1 x 1) + 0 = 1 node.
+    # A request rate of 0.1/s of 100-token prompts: one prefill step of the 512-token budget, one sequence each.
+    users = ["plan", "meta-llama/Llama-3.1-8B", "--users", "4", "--context", "1000", "--itl-ms", "50",
+             "--gpu", "H100-SXM", "--spike", "1", "--redundancy", "0"]
+    assert main(users) == 0
+    out = capsys.readouterr().out
+    assert "ceil(1 x 1) + 0 = 1 node (8 x H100-SXM)" in out and "+0 nodes;" in out and "; 1 node:" in out
+    rate = ["plan", "meta-llama/Llama-3.1-8B", "--rate", "0.1", "--prompt-tokens", "100", "--output-tokens", "100",
+            "--ttft-ms", "2000", "--itl-ms", "50", "--gpu", "H100-SXM", "--spike", "1", "--redundancy", "0"]
+    assert main(rate) == 0
+    out = capsys.readouterr().out
+    assert "1 node (8 x H100-SXM)" in out and "1 step for the prompt" in out
+    assert not re.search(r"\b1 (nodes|steps|sequences|replicas)\b", out) and "(s)" not in out, out

@@ -955,7 +955,7 @@ def test_diagnose_names_the_lead_slip_first_and_the_next_one_after():
                          "Or: the element size is off: fp8 is 1 byte, fp16/bf16 are 2 bytes (you used 1).")
     d = diagnose("kv_bytes_per_token", 65_536, lead="ignored_dtype_bytes", **LLAMA8B)
     assert d.slip.key == "ignored_dtype_bytes"
-    assert d.message.startswith("2x too small: the answer does not follow the argument dtype_bytes (2 bytes per "
+    assert d.message.startswith("2x too small: the answer does not follow the argument dtype_bytes (2 B per "
                                 "element)")
     assert d.message.endswith(" Or: the factor 2 for K and V is missing: every token stores a key and a value.")
     # a lead that is not among the matches changes nothing
@@ -988,7 +988,7 @@ def test_diagnose_with_two_matches_and_a_tolerance():
     # (4 bytes): exactly two slips, both named
     d = diagnose("kv_bytes_per_token", 262_144, layers=32, kv_heads=8, head_dim=128, dtype_bytes=2)
     assert d.message == ("2x too large: you used 4 bytes per element (fp32); the cache is stored in 16 bits (2 bytes). "
-                         "Or: the answer does not follow the argument dtype_bytes (2 bytes per element): it uses "
+                         "Or: the answer does not follow the argument dtype_bytes (2 B per element): it uses "
                          "another element size (a fixed one, or one read from the config).")
     # the tolerance applies to the slips too: 256 x 1.005 is the query-head slip within 1% (test geometry G)
     assert diagnose("kv_bytes_per_token", 256 * 1.005, **G).slip is None

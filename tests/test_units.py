@@ -69,3 +69,9 @@ def test_format_bytes_and_both_readings():
     # 80 GB = 80 / 1.073741824 = 74.51 GiB
     assert format_gb_gib(80 * GB) == "80.00 GB (74.51 GiB)"
     assert format_gb_gib(1_500 * GB) == "1,500.00 GB (1,396.98 GiB)"
+
+
+def test_count_text_is_singular_for_one():
+    from kvlib.units import count_text
+    assert [count_text(n, "node") for n in (0, 1, 2, 1000)] == ["0 nodes", "1 node", "2 nodes", "1,000 nodes"]
+    assert count_text(1, "batch", "batches") == "1 batch" and count_text(3, "batch", "batches") == "3 batches"

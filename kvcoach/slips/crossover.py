@@ -25,8 +25,8 @@ SLIP_WORDS = {
                          "the batch multiplies where it should divide."),
     "kv_only_step": ("the weights are missing: every decode step reads all of them once, besides the KV cache.",
                      "the weights are missing: every decode step reads all of them once."),
-    "weights_only_step": ("the KV reads are missing: every step also reads each sequence's whole cache ({batch_size} "
-                          "sequences x {seq_len} tokens).",
+    "weights_only_step": ("the KV reads are missing: every step also reads each sequence's whole cache (B = {batch_size} "
+                          "of {seq_len} tokens each).",
                           "the KV reads are missing: every step also reads each sequence's whole cache."),
     "ignored_efficiency": ("the efficiency is not applied: at a share e = {efficiency:g} of the peak bandwidth the "
                            "step takes (bandwidth-limit step) / e, so fewer tokens per second.",

@@ -32,7 +32,7 @@ SLIP_WORDS = {
                           "explicitly."),
     "missing_layers": ("the number of layers ({layers}) is missing: every layer keeps its own cache.",
                        "the number of layers is missing."),
-    "ignored_dtype_bytes": ("the answer does not follow the argument dtype_bytes ({dtype_bytes} bytes per element): "
+    "ignored_dtype_bytes": ("the answer does not follow the argument dtype_bytes ({dtype_bytes} B per element): "
                             "it uses another element size (a fixed one, or one read from the config).",
                             "the argument dtype_bytes is not followed (another element size is used)."),
     "missing_seq_len": ("the sequence length ({seq_len}) is missing: one entry per token.",

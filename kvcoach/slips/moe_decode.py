@@ -26,7 +26,7 @@ SLIP_WORDS = {
     "moe_read_all_weights": ("that is every weight, all {num_experts} experts of each MoE layer; at a batch of "
                              "{batch_size} a step reads only the experts its tokens touch, beside the dense part.",
                              "a step reads only the experts its tokens touch, not every weight."),
-    "moe_read_top_k_only": ("that is one token's read (its {top_k} experts per layer); the batch's {batch_size} "
+    "moe_read_top_k_only": ("that is one token's read (the top {top_k} of each layer's experts); the batch's {batch_size} "
                             "tokens touch N_e (1 - (1 - k_e / N_e)^B) experts per layer, and a step reads them all.",
                             "that is one token's read; the batch touches more experts."),
     "moe_dense_left_out": ("the dense part (attention, shared experts, router, embeddings: {dense_params:,} "

@@ -28,8 +28,8 @@ SLIP_WORDS = {
                           "sequences per replica are cut until it does.",
                           "the TTFT SLO cuts the sequences per replica too."),
     "prefill_left_out": ("the replicas must also keep up with the prompts ({rate_per_s:g} requests/s of "
-                         "{prompt_tokens:,} tokens, less the prefix-cache hits): {nodes_for_decode} nodes hold the "
-                         "sequences but cannot prefill that fast.",
+                         "{prompt_tokens:,} tokens, less the prefix-cache hits): the nodes that hold the sequences "
+                         "({nodes_for_decode}) cannot prefill that fast.",
                          "the nodes must also keep up with the prompt tokens (prefill throughput)."),
     "ttft_left_out_of_w": ("a request stays in the system its time to first token and then every output token's "
                            "ITL: W = TTFT + T_out x ITL, not T_out x ITL alone.",

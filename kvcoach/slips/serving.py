@@ -26,7 +26,7 @@ SLIP_WORDS = {
     "moe_total_params": ("a mixture of experts runs only its active parameters on each token ({num_params:,}), not "
                          "all {total_params:,}.",
                          "a mixture of experts computes with its active parameters only."),
-    "ridge_no_factor_2": ("each weight byte read does 2 FLOPs per sequence per {dtype_bytes:g} bytes of weight: the "
+    "ridge_no_factor_2": ("each weight read ({dtype_bytes:g} B of it) does 2 FLOPs per sequence: the "
                           "intensity is 2 B / b, so the batch is ridge x b / 2.",
                           "the intensity is 2 B / b FLOP per byte: the batch is ridge x b / 2."),
     "ridge_as_batch": ("the ridge point is FLOPs per byte, not a batch: with {dtype_bytes:g}-byte weights a sequence "

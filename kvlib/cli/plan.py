@@ -26,7 +26,7 @@ from ..planner import (
     plan_capacity,
     plan_requests,
 )
-from ..units import GB, GiB, format_gb_gib
+from ..units import GB, GiB, count_text, format_gb_gib
 from .common import UsageError, print_table
 
 
@@ -79,7 +79,7 @@ def plan_rows(p: Plan) -> list[tuple[str, str]]:
                                f"{_gb(p.overhead_bytes_per_gpu)} = {_gb(p.kv_pool_bytes_per_gpu)}"),
         ("3. KV pool per node", f"{p.gpus_per_node} x {_gb(p.kv_pool_bytes_per_gpu)} = "
                                 f"{_gb(p.kv_pool_bytes_per_node)}"),
-        ("3. sequences by memory", f"{p.replicas_per_node} replica(s) x floor({_gb(p.kv_pool_bytes_per_gpu)} / "
+        ("3. sequences by memory", f"{count_text(p.replicas_per_node, 'replica')} x floor({_gb(p.kv_pool_bytes_per_gpu)} / "
                                    f"{_gb(p.kv_bytes_per_sequence_per_gpu)}) = "
                                    f"{p.sequences_per_node_by_memory:,} per node"),
         ("3. nodes for memory", f"ceil({p.users:,} / {p.sequences_per_node_by_memory:,}) = {p.nodes_for_memory}"),
@@ -98,16 +98,16 @@ def plan_rows(p: Plan) -> list[tuple[str, str]]:
                                                 f"{p.sequences_per_node:,} per node"))
     rows += [
         ("5. throughput", f"{p.sequences_per_node:,} / {p.itl_s * ms:.1f} ms = {p.tokens_per_s_per_node:,.0f} tok/s "
-                          f"per node; {p.nodes} node(s): {p.tokens_per_s:,.0f} tok/s "
+                          f"per node; {count_text(p.nodes, 'node')}: {p.tokens_per_s:,.0f} tok/s "
                           f"({p.tokens_per_s_per_user:.1f} tok/s per user)"),
         ("6. nodes", f"ceil({p.users:,} / {p.sequences_per_node:,}) = {p.nodes} ({p.limited_by}-limited)"),
-        ("6. with headroom", f"ceil({p.nodes} x {p.spike_factor:g}) + {p.redundancy_nodes} = {p.nodes_with_headroom} "
-                             f"nodes ({p.gpus:,} x {p.gpu})"),
+        ("6. with headroom", f"ceil({p.nodes} x {p.spike_factor:g}) + {p.redundancy_nodes} = "
+                             f"{count_text(p.nodes_with_headroom, 'node')} ({p.gpus:,} x {p.gpu})"),
         ("assumptions", f"memory per GPU {_gb(p.gpu_memory_bytes)}, utilization {p.utilization:g}, overhead "
                         f"{_gb(p.overhead_bytes_per_gpu)} per GPU, weights {_gb(p.weight_bytes)}, KV "
                         f"{p.kv_dtype_bytes:g} B/element, bandwidth {p.bandwidth_bytes_per_s / 1e12:g} TB/s, "
                         f"efficiency {p.efficiency:g}, {allreduce_text(p)}, spike x{p.spike_factor:g}, "
-                        f"+{p.redundancy_nodes} node(s); decode bandwidth-bound"),
+                        f"+{count_text(p.redundancy_nodes, 'node')}; decode bandwidth-bound"),
     ]
     return rows
 
@@ -135,13 +135,14 @@ def request_rows(r: RequestPlan) -> list[tuple[str, str]]:
         ("2. per replica", f"memory {d.sequences_per_replica_by_memory:,}, ITL {d.sequences_per_replica_by_latency:,} "
                            f"({allreduce_text(d)}), after the TTFT "
                            f"cut {r.max_sequences_per_replica:,}"),
-        ("3. TTFT at p95", f"{r.prefill_steps_p95} step(s) for the prompt's uncached tokens: "
+        ("3. TTFT at p95", f"{count_text(r.prefill_steps_p95, 'step')} for the prompt's uncached tokens: "
                            f"{r.ttft_s_p95 * ms:,.0f} ms"),
         ("4. prefill", f"{r.prefill_tokens_per_s_per_replica:,.0f} prompt tokens/s per replica at "
-                       f"{r.sequences_per_replica:,} sequences each"),
+                       f"{count_text(r.sequences_per_replica, 'sequence')} each"),
         ("5. nodes", f"{r.nodes_for_decode} for the sequences, {r.nodes} with the prompts kept up with "
                      f"({r.binding_constraint} binds)"),
-        ("5. with headroom", f"{r.nodes_with_headroom} nodes ({r.nodes_with_headroom * d.gpus_per_node:,} x {d.gpu})"),
+        ("5. with headroom", f"{count_text(r.nodes_with_headroom, 'node')} "
+                             f"({r.nodes_with_headroom * d.gpus_per_node:,} x {d.gpu})"),
         ("assumptions", f"MFU {r.mfu:g} for prefill, token budget {r.token_budget} a step, efficiency "
                         f"{d.efficiency:g}, {allreduce_text(d)}; queueing left to the spike headroom"),
     ]
