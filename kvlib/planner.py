@@ -169,17 +169,20 @@ def prefill_chunk_seconds(num_params, chunk_tokens, tp, flop_per_s, mfu=0.5):
     With chunked prefill (vLLM V1's default) a new request's prompt is cut into
     chunks that ride in the same steps as the running sequences' decode tokens,
     so a step that carries one lasts the decode step plus the chunk's compute:
-    ``2 P`` FLOPs per token over ``P`` (active) parameters, split over ``t``
+    ``2 P`` FLOPs per token over the ``P`` parameters a prompt token is
+    multiplied by (``kvlib.offload.prefill_params_per_token``: the active
+    parameters less an untied input embedding, a lookup), split over ``t``
     GPUs of ``F`` FLOP/s each at model FLOPs utilization ``m`` (attention over
     the prompt left out: it adds more for long prompts). Those steps set the
     tail of the ITL, so a plan aims its *mean* step at the p95 target less this
     margin. ``C`` is at most vLLM's per-step token budget,
     ``max_num_batched_tokens``. Taught in ch07_capacity_plan. A 512-token chunk
-    of a 70.6e9-parameter model on 8 GPUs of 989 TFLOP/s at 50%:
-    2 x 70.6e9 x 512 / (8 x 989e12 x 0.5) = 18.3 ms:
+    of Llama 3.3 70B (70,553,706,496 - 128,256 x 8,192 = 69,503,033,344) on 8
+    GPUs of 989 TFLOP/s at 50%: 2 x 69,503,033,344 x 512 / (8 x 989e12 x 0.5)
+    = 17.99 ms:
 
-    >>> round(prefill_chunk_seconds(70.6e9, 512, 8, 989e12) * 1e3, 1)
-    18.3
+    >>> round(prefill_chunk_seconds(69_503_033_344, 512, 8, 989e12) * 1e3, 2)
+    17.99
     """
     return 2 * num_params * chunk_tokens / (tp * flop_per_s * mfu)
 

@@ -198,7 +198,7 @@ def test_chapters_print_the_same_figures_for_the_same_scenario(executed_release)
     The prefill rule (Llama 3.1 8B): ch05 says how many parameters a prompt token is multiplied by, ch06 prints its
     decode matmuls' FLOPs at 512 sequences; by hand 8,030,261,248 - 128,256 x 4,096 = 7,504,924,672 and
     2 x 7,504,924,672 x 512 = 7.685e12. The p95 margin (a 70B Llama, one 512-token chunk on 8 H100s at 50% of
-    989e12 FLOP/s): ch07's request-based plan and ch09's Question 6 both hold it back from the ITL; by hand
+    989e12 FLOP/s): ch07's Question 1, its request-based plan and ch09's Question 6 all hold it back from the ITL; by hand
     2 x (70,553,706,496 - 128,256 x 8,192) x 512 / (8 x 0.5 x 989e12) = 17.99 ms. The all-reduce: ch07's Question 1
     and ch09's Question 6 (the same 80-layer Llama at TP 8) both model it, two per layer at 20 us, 2 x 80 x 20 us =
     3.20 ms a step, and both show what the 30% bound would charge instead only as a labelled pessimistic bound."""
@@ -212,10 +212,25 @@ def test_chapters_print_the_same_figures_for_the_same_scenario(executed_release)
     margin = 2 * (70_553_706_496 - 128_256 * 8192) * 512 / (8 * 0.5 * 989e12) * 1e3
     ch07 = _figure(r"\| p95 margin \| [^|\n]+ \| ([\d.]+) ms of", text["ch07_capacity_plan"], "ch07")
     ch09 = _figure(r"prefill chunk last ([\d.]+) ms longer", text["ch09_interview_drills"], "ch09")
-    assert ch07 == round(margin, 2) and ch09 == round(margin, 1), (ch07, ch09, margin)
+    ch07_q1 = _figure(r"a p95 margin of ([\d.]+) ms, one 512-token prefill chunk", text["ch07_capacity_plan"], "ch07")
+    assert ch07 == round(margin, 2) and ch09 == ch07_q1 == round(margin, 1), (ch07, ch07_q1, ch09, margin)
     allreduce = r"\$2 L l\$ = 2 × 80 × 20 µs = ([\d.]+) ms \(the all-reduces every step pays at TP 8\)"
     assert (_figure(allreduce, text["ch07_capacity_plan"], "ch07"), _figure(allreduce, text["ch09_interview_drills"],
                                                                              "ch09")) == (3.2, 3.2)
     assert "all-reduce as the 30% bound" in text["ch07_capacity_plan"]
     assert "Charged instead as 30% of the step, an older rule of thumb and a pessimistic bound" in text[
         "ch09_interview_drills"]
+
+
+def test_ch07_disaggregated_links_use_layouts_that_fit(executed_release):
+    """ch07 §9's hand-over table: an 8-GPU H100 node cannot hold a TP-8 prefill pool and a TP-8 decode pool, so its
+    same-node column is TP 4 + TP 4 (two of Llama 3.3 70B's 8 KV heads a GPU). By hand, a 2,000-token prompt:
+    2 x 80 x 8 x 128 x 2 x 2,000 = 655,360,000 B; / 4 GPUs over 450 GB/s = 0.36 ms; / 8 GPUs over a 50 GB/s NIC
+    = 1.64 ms; / 8 over 900 GB/s = 0.09 ms."""
+    text = _shown_text(executed_release(course_chapters.release("ch07_capacity_plan")))
+    row = re.search(r"\| 2,000 tokens \| [^|]+ \| 163,840,000 B [^|]+\| 81,920,000 B [^|]+\| ([\d.]+) ms \| ([\d.]+) ms "
+                    r"\| ([\d.]+) ms \|", text)
+    assert row, "ch07 §9 no longer prints the 2,000-token hand-over row with its TP 4 and TP 8 shares"
+    assert "same node: TP 4 + TP 4" in text
+    expected = (655_360_000 / 4 / 450e9, 655_360_000 / 8 / 50e9, 655_360_000 / 8 / 900e9)
+    assert tuple(float(x) for x in row.groups()) == tuple(round(s * 1e3, 2) for s in expected)

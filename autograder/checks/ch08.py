@@ -509,7 +509,7 @@ def cause_hidden(seed: int, count: int = 8) -> tuple:
 
 
 def window_side(case) -> str | None:
-    """Exercise 3's edge: the window's open upper end, or its closed lower end, exactly on a block boundary."""
+    """Practice A's edge: the window's open upper end, or its closed lower end, exactly on a block boundary."""
     from kvlib.vllm.log import gib_window
     from kvlib.vllm.mismatch import block_bytes
     k = case["kwargs"]
@@ -519,7 +519,7 @@ def window_side(case) -> str | None:
 
 
 def slack_side(case) -> str | None:
-    """Exercise 4's rounding slack: a count 2 blocks past the window, 3 past, or 2 below it (else None)."""
+    """Practice B's rounding slack: a count 2 blocks past the window, 3 past, or 2 below it (else None)."""
     k = case["kwargs"]
     if k["gpus"] != 1 or k["dtype_bytes"] != 2:
         return None
