@@ -644,3 +644,22 @@ def test_q7_in_flight_by_hand_and_its_slips():
     # rounded up: 160 and 8 stay, 0.18 -> 1, and 55.00000000000001 -> 56
     message = fails("ch07_q7_in_flight", lambda r, t, n, i: float(math.ceil(requests_in_flight(r, t, n, i))))
     assert "not rounded to whole requests" in message, message
+
+
+def test_in_flight_rounded_to_an_int_is_told_the_rounding_before_the_type():
+    """The value is checked before the type: Exercise 7 answered with round(...) returns right ints on the cases
+    whose mean is whole and wrong ones elsewhere. By hand, the eight visible cases: 10 x (1 + 300 x 0.05) = 160,
+    40 x (0.18 + 0.02) = 8, 500 x (0.4 + 3) = 1,700 and 1.1 x (2 + 48) = 55 are whole (right but an int);
+    0.5 x (2.5 + 42) = 22.25, 1 x (0.8 + 10) = 10.8, 0.2 x (0.3 + 0.6) = 0.18 and 150 x (0.45 + 1.62) = 310.5
+    are not. The message leads with 22.25 (the first wrong number), names the rounding, and its counts add up:
+    4 cases with a wrong number, 4 more wrong in their type alone."""
+    def rounded(rate_per_s, ttft_ms, output_tokens, itl_ms):
+        return round(rate_per_s * (ttft_ms + output_tokens * itl_ms) / 1000)
+
+    message = fails("ch07_q7_in_flight", rounded)
+    assert "returned 22; expected 22.25 requests" in message
+    assert "not rounded to whole requests" in message
+    assert "returned an int; this answer is a float" in message
+    assert "the value itself is right" not in message.lower()
+    assert "explains all 4 cases that returned a wrong number" in message
+    assert "(4 more visible cases fail on the type alone.)" in message

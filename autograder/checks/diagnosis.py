@@ -152,6 +152,10 @@ def summary(exercise: Exercise, cases, results, *, hidden: bool = False, earlier
     returned = [(j, v) for j, v in failures if v.kind != "error"]
     if raised and returned:
         k, first = returned[0]
+    if first.kind == "type" and value_failures:
+        # the value is checked before the type: a case whose value happens to be right in the wrong type (a
+        # rounded int where the mean is whole) does not hide the slip the other cases' numbers show
+        k, first = next((j, v) for j, v in failures if v.kind == "value")
     message, named = first.message, ()
     if first.kind == "value":
         prior = _prior(earlier, k, cases[k])
@@ -159,7 +163,8 @@ def summary(exercise: Exercise, cases, results, *, hidden: bool = False, earlier
             message = judge(exercise, cases[k], records[k], earlier=prior, lead=fitting[0], allowed=fitting).message
             named = fitting[:2]
             if len(value_failures) > 1:
-                wrong = "cases that returned a wrong number" if raised else "failing cases"
+                typed = any(v.kind == "type" for _, v in failures)
+                wrong = "cases that returned a wrong number" if raised or typed else "failing cases"
                 message += f"\n(The same slip explains all {len(value_failures)} {wrong}.)"
         elif exercise.quantity and first.slips:
             message = _unexplained(exercise, cases, results, records, k, first, first.built_on)
@@ -169,7 +174,10 @@ def summary(exercise: Exercise, cases, results, *, hidden: bool = False, earlier
         message += "\n" + _raised_line(exercise, cases, records, raised)
     told = len(value_failures) if first.kind == "value" and (named or "\nFailing cases: " in message) else 1
     more = len(returned) - told if raised and returned else len(failures) - told
-    tail = f"\n({more} more visible case{'s' if more > 1 else ''} fail{'' if more > 1 else 's'}.)" if more > 0 else ""
+    plural = more > 1
+    alone = (" on the type alone" if more > 0 and told == len(value_failures) and first.kind == "value"
+             and all(v.kind == "type" for _, v in failures if v.kind != "value") else "")
+    tail = f"\n({more} more visible case{'s' if plural else ''} fail{'' if plural else 's'}{alone}.)" if more > 0 else ""
     return _summary(message + tail, named, fitting, first.kind)
 
 
