@@ -1962,7 +1962,9 @@ def _eagle_mtp(rng, seed, kind=None):
     drafts = (f"its multi-token-prediction module, run {gamma} times in a chain" if mtp else
               f"an EAGLE-3 draft head proposing {gamma} tokens in a chain")
     rates = ", ".join(f"{a:g}" for a in acc)
-    head = (f"{spec.name} on {_tp_text(gpu, tp)} decodes one sequence with speculative decoding: {drafts}. vLLM "
+    # the deployment is checked with fp8 weights (a bf16 Llama 3.3 70B or Kimi K2 would not fit), so the text says so
+    head = (f"{spec.name} (fp8 weights) on {_tp_text(gpu, tp)} decodes one sequence with speculative decoding: "
+            f"{drafts}. vLLM "
             f"reports the acceptance per position: the j-th draft is accepted with probability {rates} (j = 1 .. "
             f"{gamma}) given the drafts before it were; the first rejection ends the chain, and the target's verify "
             f"adds a token of its own")
