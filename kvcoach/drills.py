@@ -1963,9 +1963,11 @@ def _eagle_mtp(rng, seed, kind=None):
               f"an EAGLE-3 draft head proposing {gamma} tokens in a chain")
     rates = ", ".join(f"{a:g}" for a in acc)
     # the deployment is checked with fp8 weights (a bf16 Llama 3.3 70B or Kimi K2 would not fit), so the text says so
+    # the rates are conditional (given the drafts before), so they are not attributed to vLLM: its log's
+    # "Per-position acceptance rate" is the product up to j (vllm/v1/spec_decode/metrics.py)
     head = (f"{spec.name} (fp8 weights) on {_tp_text(gpu, tp)} decodes one sequence with speculative decoding: "
-            f"{drafts}. vLLM "
-            f"reports the acceptance per position: the j-th draft is accepted with probability {rates} (j = 1 .. "
+            f"{drafts}. Its "
+            f"acceptance per position was measured: the j-th draft is accepted with probability {rates} (j = 1 .. "
             f"{gamma}) given the drafts before it were; the first rejection ends the chain, and the target's verify "
             f"adds a token of its own")
     common = dict(deployments=(dep,), model=spec.name, gpu=gpu.name)

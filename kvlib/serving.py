@@ -514,15 +514,19 @@ def eagle_expected_tokens(acceptance_per_position) -> float:
 
     EAGLE draft heads and DeepSeek-V3's multi-token prediction propose a
     chain of tokens whose acceptance falls with the position; ``a_j`` is
-    the chance the j-th draft is accepted given the ones before it were
-    (vLLM reports it per position: vllm/v1/spec_decode/metrics.py). The
-    target's own token always comes. Li et al. 2024, "EAGLE"; DeepSeek-V3
+    the chance the j-th draft is accepted given the ones before it were.
+    vLLM's log prints the products instead: its "Per-position acceptance
+    rate" r_j counts the drafts accepted at position j over all drafts
+    (vllm/v1/spec_decode/metrics.py), r_j = a_1 ... a_j, so E = 1 + sum_j r_j
+    and a_j = r_j / r_(j-1). The target's own token always comes. Li et al. 2024, "EAGLE"; DeepSeek-V3
     technical report, section 5.4.3: one MTP token accepted 85-90% of the
     time gives 1.85-1.9 tokens a step. A constant a is Leviathan's
     ``(1 - a^(gamma + 1)) / (1 - a)`` (``speculative_expected_tokens``):
 
     >>> eagle_expected_tokens([0.85]), round(eagle_expected_tokens([0.8, 0.6, 0.4]), 3)
     (1.85, 2.472)
+    >>> round(1 + 0.8 + 0.48 + 0.192, 3)      # vLLM's per-position rates for the same chain, summed
+    2.472
     >>> round(eagle_expected_tokens([0.8] * 4), 4) == round(speculative_expected_tokens(0.8, 4), 4)
     True
     """
