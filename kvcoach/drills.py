@@ -779,8 +779,9 @@ def _moe_read(spec, tokens, dtype_bytes=2) -> int:
 def _moe_text(spec, tokens) -> str:
     """How many experts a step of ``tokens`` tokens reads, in words (uniform routing)."""
     e, k = spec.num_experts, spec.num_experts_per_tok
-    return (f"a mixture of experts ({e} routed experts per MoE layer, {k} per token): {tokens} token(s) routed "
-            f"uniformly touch E (1 - (1 - k/E)^B) = {expected_experts_touched(e, k, tokens):.2f} of them per layer, "
+    routed = "one token routed uniformly touches" if tokens == 1 else f"{tokens} tokens routed uniformly touch"
+    return (f"a mixture of experts ({e} routed experts per MoE layer, {k} per token): {routed} "
+            f"E (1 - (1 - k/E)^B) = {expected_experts_touched(e, k, tokens):.2f} of them per layer, "
             f"and a step reads only those")
 
 
@@ -1021,14 +1022,14 @@ def _spec_decode(rng, seed):
     w_t = _served_weights(spec.name)[0]
     alpha, gamma = rng.choice((0.6, 0.7, 0.8, 0.9)), rng.choice((2, 3, 4, 5, 6))
     inputs = {"acceptance": alpha, "draft_tokens": gamma, "draft_weight_bytes": w_d, "weight_bytes": w_t}
-    cost = "a draft step costs W_draft / W_target of a target step"
+    cost = ", so a draft step costs W_draft / W_target of a target step"
     if spec.num_experts:
         # a mixture of experts: one token's step reads its top-k experts, a verify of gamma + 1 tokens the experts
         # they touch, so the verify costs W_verify / W_one target steps and a draft step W_draft / W_one
         one, verify = _moe_read(spec, 1), _moe_read(spec, gamma + 1)
         inputs.update(weight_bytes=one, verify_weight_bytes=verify, total_weight_bytes=w_t)
         w_t = one
-        cost = (f"{spec.name} is {_moe_text(spec, 1)}: a plain step reads {one:,} bytes, while the verify of "
+        cost = (f". Here {spec.name} is {_moe_text(spec, 1)}: a plain step reads {one:,} bytes, while the verify of "
                 f"{gamma + 1} tokens reads the experts they touch, {verify:,} bytes on average "
                 f"({expected_experts_touched(spec.num_experts, spec.num_experts_per_tok, gamma + 1):.2f} experts per "
                 f"layer); a draft step costs W_draft / W_one of a plain target step and the verify W_verify / W_one")
@@ -1038,7 +1039,7 @@ def _spec_decode(rng, seed):
     q = (f"{head} on {_tp_text(gpu, tp)} decodes one sequence with "
          f"{draft.name} as its draft (bf16 weights {w_d:,} bytes). Each step drafts {gamma} tokens, each accepted "
          f"with probability {alpha:g} until the first rejection, and the target verifies them in one step that "
-         f"adds a token of its own. At batch 1 a step's cost is its weight read, so {cost}. What is the expected "
+         f"adds a token of its own. At batch 1 a step's cost is its weight read{cost}. What is the expected "
          f"speed-up over plain decoding?")
     return _problem("spec_decode", seed, q, "spec_speedup", inputs, "times",
                     deployments=(dep,), model=spec.name,
@@ -1972,8 +1973,12 @@ def _eagle_mtp(rng, seed, kind=None):
     drafts = (f"its multi-token-prediction module, run {gamma} times in a chain" if mtp else
               f"an EAGLE-3 draft head proposing {gamma} tokens in a chain")
     rates = ", ".join(f"{a:g}" for a in acc)
-    head = (f"{spec.name} on {_tp_text(gpu, tp)} decodes one sequence with speculative decoding: {drafts}. vLLM "
-            f"reports the acceptance per position: the j-th draft is accepted with probability {rates} (j = 1 .. "
+    # the deployment is checked with fp8 weights (a bf16 Llama 3.3 70B or Kimi K2 would not fit), so the text says so
+    # the rates are conditional (given the drafts before), so they are not attributed to vLLM: its log's
+    # "Per-position acceptance rate" is the product up to j (vllm/v1/spec_decode/metrics.py)
+    head = (f"{spec.name} (fp8 weights) on {_tp_text(gpu, tp)} decodes one sequence with speculative decoding: "
+            f"{drafts}. Its "
+            f"acceptance per position was measured: the j-th draft is accepted with probability {rates} (j = 1 .. "
             f"{gamma}) given the drafts before it were; the first rejection ends the chain, and the target's verify "
             f"adds a token of its own")
     common = dict(deployments=(dep,), model=spec.name, gpu=gpu.name)

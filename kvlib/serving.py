@@ -514,15 +514,19 @@ def eagle_expected_tokens(acceptance_per_position) -> float:
 
     EAGLE draft heads and DeepSeek-V3's multi-token prediction propose a
     chain of tokens whose acceptance falls with the position; ``a_j`` is
-    the chance the j-th draft is accepted given the ones before it were
-    (vLLM reports it per position: vllm/v1/spec_decode/metrics.py). The
-    target's own token always comes. Li et al. 2024, "EAGLE"; DeepSeek-V3
+    the chance the j-th draft is accepted given the ones before it were.
+    vLLM's log prints the products instead: its "Per-position acceptance
+    rate" r_j counts the drafts accepted at position j over all drafts
+    (vllm/v1/spec_decode/metrics.py), r_j = a_1 ... a_j, so E = 1 + sum_j r_j
+    and a_j = r_j / r_(j-1). The target's own token always comes. Li et al. 2024, "EAGLE"; DeepSeek-V3
     technical report, section 5.4.3: one MTP token accepted 85-90% of the
     time gives 1.85-1.9 tokens a step. A constant a is Leviathan's
     ``(1 - a^(gamma + 1)) / (1 - a)`` (``speculative_expected_tokens``):
 
     >>> eagle_expected_tokens([0.85]), round(eagle_expected_tokens([0.8, 0.6, 0.4]), 3)
     (1.85, 2.472)
+    >>> round(1 + 0.8 + 0.48 + 0.192, 3)      # vLLM's per-position rates for the same chain, summed
+    2.472
     >>> round(eagle_expected_tokens([0.8] * 4), 4) == round(speculative_expected_tokens(0.8, 4), 4)
     True
     """
@@ -562,7 +566,7 @@ def eagle_speedup(acceptance_per_position, cost_ratio, verify_ratio=1) -> float:
 
 
 def draft_head_bytes(model, *, dtype_bytes=2, tp: int = 1) -> int:
-    """Weight bytes one step of a draft head reads, per GPU: ``W_h = (2 d^2 + P_layer + V d) · b / t`` [B].
+    """Weight bytes one step of a draft head reads, per GPU: ``W_h = 2 d^2 b + (P_layer + V d) · b / t`` [B].
 
     An EAGLE head (Li et al. 2024, "EAGLE: Speculative Sampling Requires Rethinking Feature
     Uncertainty", section 3) and DeepSeek-V3's multi-token-prediction module (DeepSeek-V3 technical
@@ -572,13 +576,22 @@ def draft_head_bytes(model, *, dtype_bytes=2, tp: int = 1) -> int:
     included) and the target's own LM head (``V d``), shared, not copied. At batch 1 a draft step
     reads those once. (EAGLE-3 fuses three of the target's layers, ``3 d -> d``, and samples from a
     smaller draft vocabulary: the same order of bytes.) The head's own KV cache (one layer) and the
-    norms around the projection are left out. Llama 3.1 8B (d = 4,096, V = 128,256): one layer is
+    norms around the projection are left out. Under tensor parallelism the layer and the LM head are split
+    over the ``t`` GPUs, but the projection is not: vLLM builds it whole on every GPU (``ReplicatedLinear``
+    in ``llama_eagle.py``, a plain ``nn.Linear`` ``eh_proj`` in ``deepseek_mtp.py``, vLLM 0.34.0), so each
+    GPU reads all ``2 d^2`` of it. Llama 3.1 8B (d = 4,096, V = 128,256): one layer is
     attention 2 x 4,096^2 + 2 x 4,096 x 1,024 = 41,943,040, MLP 3 x 4,096 x 14,336 = 176,160,768 and
     two norms of 4,096; in bf16:
 
     >>> draft_head_bytes("llama-3.1-8b")
     1554006016
     >>> draft_head_bytes("llama-3.1-8b") == (2 * 4096**2 + 41_943_040 + 176_160_768 + 2 * 4096 + 128_256 * 4096) * 2
+    True
+
+    DeepSeek-V3's MTP module in fp8 at TP 8: the projection whole, 2 x 7,168^2 = 102,760,448 B on each GPU, and
+    an eighth of its MoE layer as one token reads it (585,318,400) and of the LM head (129,280 x 7,168):
+
+    >>> draft_head_bytes("deepseek-v3", dtype_bytes=1, tp=8) == 2 * 7168**2 + (585_318_400 + 129_280 * 7168) // 8
     True
 
     Taught in ch09_interview_drills (draft heads against a draft model).
@@ -590,8 +603,9 @@ def draft_head_bytes(model, *, dtype_bytes=2, tp: int = 1) -> int:
         raise ValueError(f"{spec.name}: hidden_size and vocab_size are needed to size a draft head")
     d, last = spec.hidden_size, spec.num_layers - 1
     layer = _layer_params(spec, last, spec.num_experts_per_tok if spec.num_experts else None)
-    return formulas.weight_bytes_per_gpu(formulas.weight_bytes(2 * d * d + layer + spec.vocab_size * d,
-                                                               dtype_bytes), tp)
+    projection = formulas.weight_bytes(2 * d * d, dtype_bytes)       # replicated: whole on every GPU
+    return projection + formulas.weight_bytes_per_gpu(formulas.weight_bytes(layer + spec.vocab_size * d,
+                                                                            dtype_bytes), tp)
 
 
 def verify_cost_ratio(model, tokens: int, *, context: int, gpu="H100-SXM", weight_dtype_bytes=2,

@@ -300,6 +300,22 @@ def test_eagle_figures_by_hand():
     assert p.slip_key("2.58") == "eagle_sum_not_product"                # 1 + 0.9 + 0.68
 
 
+def test_eagle_questions_state_the_weights_their_deployment_fits_in():
+    # Llama 3.3 70B in bf16 is 141 GB, all of an H200's label: the family's deployments are checked with fp8
+    # weights, so its question must say fp8 (the chapter's rule is bf16 unless a question says otherwise)
+    from kvlib import load_model
+    from kvlib.feasibility import check_deployment
+    asked = [generate("eagle_mtp", s) for s in range(60)]
+    for p in asked:
+        assert "(fp8 weights) on " in p.question, p.question
+        # conditional rates are never credited to vLLM, whose per-position rate is the product up to j
+        assert "given the drafts before it were" in p.question and "vLLM reports" not in p.question
+    p = next(p for p in asked if p.params["model"] == "meta-llama/Llama-3.3-70B-Instruct" and "one H200" in p.question)
+    assert 70_553_706_496 * 2 > 141 * 10**9 > 70_553_706_496
+    assert not check_deployment(load_model(p.params["model"]), "H200", seq_len=4096).fits
+    assert check_deployment(load_model(p.params["model"]), "H200", seq_len=4096, weight_dtype_bytes=1).fits
+
+
 def test_low_precision_figures_by_hand():
     # B200: 4,500 TFLOP/s dense fp8, 9,000 fp4, 8 TB/s. fp8: 562.5 FLOP/B x 1 / 2 = 281.25 -> 282 sequences; fp4:
     # 1,125 x 0.5 / 2 = 281.25 -> 282 too (the peak doubles as the bytes halve); B300's fp4 (13,125): 410.2 -> 411

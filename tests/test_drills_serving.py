@@ -315,6 +315,10 @@ def test_spec_decode_on_mixtral_reads_the_experts_touched():
                                           + _mixtral_read(g + 1) / _mixtral_read(1)), rel=1e-6)
     assert p.answer < old / 2
     assert "moe_total_weights" in str(diagnose(p.quantity, old, rel_tol=p.tolerance, **p.inputs))
+    # the question reads as sentences: the weight-read rule, then the mixture of experts (once it ran "so <model>
+    # is a mixture of experts" and "1 token(s) routed uniformly touch")
+    assert "weight read. Here mistralai/Mixtral-8x7B-v0.1 is a mixture of experts" in p.question
+    assert "one token routed uniformly touches" in p.question and "token(s)" not in p.question
 
 
 def test_moe_ridge_batch_counts_coverage():

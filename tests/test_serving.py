@@ -142,8 +142,12 @@ def test_draft_head_bytes_by_hand():
     assert draft_head_bytes("mixtral-8x7b") == 1_117_863_936
     # DeepSeek-V3's MTP module: MLA 187,107,328 + 8 routed and 1 shared expert of 3 x 7,168 x 2,048 = 44,040,192
     # + router 7,168 x 256 = 1,835,008 + norms 14,336 = 585,318,400; + 2 x 7,168^2 = 102,760,448 + 129,280 x 7,168
-    # = 926,679,040 -> 1,614,757,888 parameters; fp8 over 8 GPUs: 201,844,736 B each
-    assert draft_head_bytes("deepseek-v3", dtype_bytes=1, tp=8) == 201_844_736
+    # = 926,679,040. At TP 8 vLLM splits the layer and the head (1,511,997,440 fp8 bytes / 8 = 188,999,680) but
+    # builds the projection whole on every GPU (vLLM 0.34.0 deepseek_mtp.py: eh_proj = nn.Linear(2 d, d)):
+    # 188,999,680 + 102,760,448 = 291,760,128 B each (not 1,614,757,888 / 8 = 201,844,736)
+    assert draft_head_bytes("deepseek-v3", dtype_bytes=1, tp=8) == 291_760_128
+    # tp = 1 is unchanged by the replication: the whole head on one GPU
+    assert draft_head_bytes("deepseek-v3", dtype_bytes=1) == 1_614_757_888
     with pytest.raises(ValueError, match="^tp"):
         draft_head_bytes("llama-3.1-8b", tp=0)
 
