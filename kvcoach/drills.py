@@ -673,13 +673,17 @@ def _crossover(rng, seed):
     batches = (8, 16, 32, 64, 128)
     while True:   # the crossover must lie within the model's context
         spec = _spec(rng.choice(_gqa_models()))
-        weights = _round_gb(spec.weight_bytes(2))
         batch = _not_the_layers(batches, rng.choice(batches), spec)
+        # a mixture of experts reads only the experts its batch touches: the step's weight read is those bytes
+        weights = _round_gb(_moe_read(spec, batch) if spec.num_experts else spec.weight_bytes(2))
         inputs = dict(_geometry(spec), weight_bytes=weights, batch_size=batch)
         if _within_context(spec, weights / (spec.kv_bytes_per_token() * batch)) and \
                 _apart("crossover", "crossover_context", inputs, "tokens"):
             break
-    q = (f"{_config_text(spec)}; its bf16 weights are {_gb_text(weights)} (10^9 bytes). At a batch of {batch} "
+    read = (f"; {_moe_text(spec, batch)}: a step reads {_gb_text(weights)} (10^9 bytes) of its bf16 weights "
+            f"({_gb_text(_round_gb(spec.weight_bytes(2)))})" if spec.num_experts else
+            f"; its bf16 weights are {_gb_text(weights)} (10^9 bytes)")
+    q = (f"{_config_text(spec)}{read}. At a batch of {batch} "
          f"sequences, at what context does one decode step read as many KV bytes as weight bytes?")
     return _problem("crossover", seed, q, "crossover_context", inputs, "tokens", model=spec.name)
 
@@ -1077,9 +1081,26 @@ def _allreduce(rng, seed):
                     deployments=(dep,), model=spec.name, gpu=gpu.name)
 
 
+def _read_per_step(spec, tokens) -> int:
+    """Weight bytes a decode step of ``tokens`` sequences reads (the whole input table counted): a dense model's
+    weights as served; a mixture of experts only the experts its tokens touch (kvlib.roofline.weight_bytes_read),
+    exact by parameter at one dtype, so in bf16 (``_decode_rate``'s rule) -- fp8 for DeepSeek's MLA models, as
+    served (``_served_weights``)."""
+    if not spec.num_experts:
+        return _served_weights(spec.name)[0]
+    return _moe_read(spec, tokens, dtype_bytes=1 if spec.is_mla else 2)
+
+
+def _held_per_step(spec) -> int:
+    """The weights ``_read_per_step`` reads a share of, held whole (what the deployment must fit)."""
+    if not spec.num_experts:
+        return _served_weights(spec.name)[0]
+    return spec.weight_bytes(1 if spec.is_mla else 2)
+
+
 def _cost(rng, seed):
-    spec, gpu, tp, batch, context, dep = _deployment(rng, batches=(8, 16, 32, 64, 128))
-    w = _served_weights(spec.name)[0]
+    spec, gpu, tp, batch, context, dep = _deployment(rng, batches=(8, 16, 32, 64, 128), weights=_held_per_step)
+    w = _read_per_step(spec, batch)
     step = formulas_serving.tp_decode_step_seconds(w, spec.kv_bytes_per_sequence(context, tp=tp), batch,
                                                    gpu.bandwidth_bytes_per_s, tp)
     price = rng.randrange(50, 601, 5) / 100
