@@ -2011,7 +2011,7 @@ def _chain_eagle_speedup(i):
 # low_precision_compute: FP8 and FP4 dense peaks (kvlib.gpus.GPU.peak_flop_per_s) -- a prefill at that peak, and the
 # decode batch that reaches the ridge with weights and compute in that dtype (kvlib.serving.ridge_batch)
 _LOW_PRECISION_MODELS = ("Qwen/Qwen3-0.6B", "meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.3-70B-Instruct",
-                         "Qwen/Qwen2.5-32B")
+                         "Qwen/Qwen2.5-32B", "Qwen/Qwen3-30B-A3B", "openai/gpt-oss-120b")
 _DTYPE_BYTES = {"bf16": 2, "fp8": 1, "fp4": 0.5}
 
 
@@ -2034,7 +2034,13 @@ def _low_precision_compute(rng, seed):
         inputs = {"num_params": prefill_params_per_token(spec.name), "prompt_tokens": prompt, "peak_flop_per_s": f,
                   "mfu": mfu, "other_peak_flop_per_s": gpu.peak_flop_per_s(other), "dtype": dtype,
                   "other_dtype": other}
-        q = (f"{spec.name} ({inputs['num_params']:,} parameters multiplied per token, the embedding lookup "
+        moe = ""
+        if spec.num_experts:
+            # a mixture of experts multiplies each token by its own top-k experts only: the total is a named slip
+            inputs["total_params"] = spec.num_params() - spec.num_params_active() + inputs["num_params"]
+            moe = (f": a mixture of experts, each token through its top {spec.num_experts_per_tok} of "
+                   f"{spec.num_experts} experts, of {inputs['total_params']:,} in all")
+        q = (f"{spec.name} ({inputs['num_params']:,} parameters multiplied per token{moe}, the embedding lookup "
              f"excluded), quantized to {dtype} weights and activations, prefills a {prompt:,}-token prompt on one "
              f"{gpu.name} at {mfu:.0%} MFU. {sheet}. Counting the linear layers only (2 FLOPs per parameter per "
              f"token), how long does the prefill take, in milliseconds?")
@@ -2043,10 +2049,18 @@ def _low_precision_compute(rng, seed):
     inputs = {"peak_flop_per_s": f, "bandwidth_bytes_per_s": gpu.bandwidth_bytes_per_s,
               "weight_dtype_bytes": _DTYPE_BYTES[dtype], "other_peak_flop_per_s": gpu.peak_flop_per_s(other),
               "dtype": dtype, "other_dtype": other}
+    moe = ""
+    if spec.num_experts:
+        # its experts turn compute-bound only once the batch covers them (serving.ridge_batch with E and k)
+        inputs.update(num_experts=spec.num_experts, top_k=spec.num_experts_per_tok)
+        moe = (f" It is a mixture of experts ({spec.num_experts} routed experts per MoE layer, "
+               f"{spec.num_experts_per_tok} per token): count its routed experts alone (the dense parts turn "
+               f"compute-bound first); a batch of B tokens routed uniformly reads E (1 - (1 - k/E)^B) of them per "
+               f"layer, and each token does 2 FLOPs per parameter of its own {spec.num_experts_per_tok} experts.")
     q = (f"{spec.name} runs with {dtype} weights ({_DTYPE_BYTES[dtype]:g} byte per parameter) and {dtype} matmuls on "
          f"one {gpu.name}. {sheet}. Counting only the weight reads and the linear layers' 2 FLOPs per parameter per "
          f"sequence (short contexts), from which batch on does a decode step reach the ridge point and turn "
-         f"compute-bound?")
+         f"compute-bound?{moe}")
     return _problem("low_precision_compute", seed, q, "low_precision_ridge", inputs, "sequences",
                     template=f"low_precision_compute/ridge/{dtype}", **common)
 
@@ -2062,6 +2076,8 @@ def _chain_low_precision_ttft(i):
 
 def _chain_low_precision_ridge(i):
     f, bw, b = i["peak_flop_per_s"], i["bandwidth_bytes_per_s"], i["weight_dtype_bytes"]
+    if i.get("num_experts"):
+        return _chain_ridge_batch(dict(i, dtype_bytes=b))
     return (Step(f"the ridge point at the dense {i['dtype']} peak", "I = F / BW", f"{_n(f)} / {_n(bw)}", f / bw,
                  "FLOP/B"),
             Step("FLOPs per weight byte one sequence adds", "2 / b", f"2 / {_n(b)}", 2 / b, "FLOP/B"),
@@ -2239,6 +2255,7 @@ _CHAINS.update({
                                         "eagle_no_bonus": 1, "moe_verify_as_one_step": 2, "draft_cost_ignored": 2}),
     "low_precision_compute": (_chain_low_precision_ttft, {"peak_of_wrong_dtype": 1, "sparse_peak_used": 1,
                                                           "ignored_mfu": 1, "prefill_missing_factor_2": 0,
+                                                          "moe_total_params": 0, "moe_coverage_forgotten": 1,
                                                           "ridge_no_factor_2": 1, "fp4_half_byte_missed": 1,
                                                           "batch_rounded_down": 2}),
     "hybrid_state": (_chain_hybrid_state, {"conv_state_left_out": 0, "ssm_state_in_model_dtype": 1,
