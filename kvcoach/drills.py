@@ -846,6 +846,14 @@ def _ttft(rng, seed):
                     deployments=(dep,), model=spec.name, gpu=gpu.name)
 
 
+def _moe_ridge_words(subject, experts, top_k) -> str:
+    """How a mixture of experts' decode reaches the ridge, in words (``ridge_batch`` and ``low_precision_compute``)."""
+    return (f" {subject} is a mixture of experts ({experts} routed experts per MoE layer, {top_k} per token): count its "
+            f"routed experts alone (the dense parts turn compute-bound first); a batch of B tokens routed uniformly "
+            f"reads E (1 - (1 - k/E)^B) of them per layer, and each token does 2 FLOPs per parameter of its own {top_k} "
+            f"experts.")
+
+
 def _ridge_batch(rng, seed):
     while True:
         gpu = _gpu(rng)
@@ -869,10 +877,7 @@ def _ridge_batch(rng, seed):
     moe = ""
     if experts:
         inputs.update(num_experts=experts[0], top_k=experts[1])
-        moe = (f" {spec.name} is a mixture of experts ({experts[0]} routed experts per MoE layer, {experts[1]} per "
-               f"token): count its routed experts alone (the dense parts turn compute-bound first); a batch of B "
-               f"tokens routed uniformly reads E (1 - (1 - k/E)^B) of them per layer, and each token does 2 FLOPs per "
-               f"parameter of its own {experts[1]} experts.")
+        moe = _moe_ridge_words(spec.name, *experts)
     q = (f"{spec.name} on {_tp_text(gpu, tp)}: {compute}; peak {f / 1e12:g} TFLOP/s dense, "
          f"{gpu.bandwidth_bytes_per_s / 1e12:g} TB/s (10^12 bytes/s). Counting only the weight reads and the "
          f"linear layers' 2 FLOPs per parameter per sequence (short contexts: KV reads left out), from which "
@@ -2053,10 +2058,7 @@ def _low_precision_compute(rng, seed):
     if spec.num_experts:
         # its experts turn compute-bound only once the batch covers them (serving.ridge_batch with E and k)
         inputs.update(num_experts=spec.num_experts, top_k=spec.num_experts_per_tok)
-        moe = (f" It is a mixture of experts ({spec.num_experts} routed experts per MoE layer, "
-               f"{spec.num_experts_per_tok} per token): count its routed experts alone (the dense parts turn "
-               f"compute-bound first); a batch of B tokens routed uniformly reads E (1 - (1 - k/E)^B) of them per "
-               f"layer, and each token does 2 FLOPs per parameter of its own {spec.num_experts_per_tok} experts.")
+        moe = _moe_ridge_words("It", spec.num_experts, spec.num_experts_per_tok)
     q = (f"{spec.name} runs with {dtype} weights ({_DTYPE_BYTES[dtype]:g} byte per parameter) and {dtype} matmuls on "
          f"one {gpu.name}. {sheet}. Counting only the weight reads and the linear layers' 2 FLOPs per parameter per "
          f"sequence (short contexts), from which batch on does a decode step reach the ridge point and turn "
