@@ -389,6 +389,25 @@ def test_cost_draws_mixtures_of_experts_and_never_charges_them_every_expert():
     assert len(seen) == 3 and sum(seen.values()) >= 20, seen
 
 
+def test_a_chunked_prefill_step_of_a_moe_reads_every_expert():
+    # chunked_prefill charges a mixture of experts its whole weights: right only because the step's B decodes and C chunk
+    # tokens (at least 8 + 256) touch every expert. Mixtral (8, top 2): 8 x 0.75^264 = 8e-33 experts unread; gpt-oss-20b
+    # (32, top 4): 32 x 0.875^264 = 1.5e-14; DeepSeek-V3 (256, top 8) would leave 256 x (31/32)^264 = 0.058 unread
+    # (0.02% of its expert bytes): none is near the 0.5% tolerance
+    seen = collections.Counter()
+    for seed in range(200):
+        p = generate("chunked_prefill", seed)
+        spec = kv.load_model(p.params["model"])
+        if not spec.num_experts:
+            continue
+        seen[spec.name] += 1
+        tokens = p.inputs["batch_size"] + p.inputs["chunk_tokens"]
+        assert tokens >= 264
+        e, k = spec.num_experts, spec.num_experts_per_tok
+        assert e * (1 - k / e) ** tokens / e < 0.001, (seed, spec.name)
+    assert sum(seen.values()) >= 20, seen
+
+
 def test_mixtral_crossover_states_the_weights_a_step_reads():
     # the crossover compares a step's KV read with its weight read: Mixtral's batch of 64 touches
     # 8 (1 - 0.75^64) = 8 - 8e-8 experts, so 93.41 GB; 93.41e9 / (131,072 x 64) = 11,135.5 tokens
