@@ -335,6 +335,15 @@ def test_moe_steps_read_the_experts_touched(topic):
     assert q["weight_bytes"] < 2 * 46_702_792_704
 
 
+def _moe_draws(topic, seeds=200):
+    """(seed, problem, model spec) of every draw of ``topic`` that is a mixture of experts."""
+    for seed in range(seeds):
+        p = generate(topic, seed)
+        spec = kv.load_model(p.params["model"])
+        if spec.num_experts:
+            yield seed, p, spec
+
+
 def test_cost_of_a_mixtral_step_reads_the_experts_touched():
     # Mixtral 8x7B on 8 x L4 (300 GB/s, NVIDIA's L4 datasheet), 8 sequences of 1,024 tokens, the step stated in ms.
     # 8 tokens touch 8 (1 - 0.75^8) = 7.199 of 8 experts in each of 32 layers: (1,605,636,096 + 32 x 7.199 x
@@ -369,11 +378,7 @@ def test_cost_draws_mixtures_of_experts_and_never_charges_them_every_expert():
     # every MoE draw's stated rate or step beats the step that reads all of the weights, wherever a batch leaves an
     # expert unread on average (tokens/s: B / step; the step: (W / t + B S_g) / BW)
     seen = collections.Counter()
-    for seed in range(200):
-        p = generate("cost", seed)
-        spec = kv.load_model(p.params["model"])
-        if not spec.num_experts:
-            continue
+    for seed, p, spec in _moe_draws("cost"):
         seen[spec.name] += 1
         dep = p.params["deployments"][0]
         gpu = kv.get_gpu(p.params["gpu"])
@@ -395,11 +400,7 @@ def test_a_chunked_prefill_step_of_a_moe_reads_every_expert():
     # (32, top 4): 32 x 0.875^264 = 1.5e-14; DeepSeek-V3 (256, top 8) would leave 256 x (31/32)^264 = 0.058 unread
     # (0.02% of its expert bytes): none is near the 0.5% tolerance
     seen = collections.Counter()
-    for seed in range(200):
-        p = generate("chunked_prefill", seed)
-        spec = kv.load_model(p.params["model"])
-        if not spec.num_experts:
-            continue
+    for seed, p, spec in _moe_draws("chunked_prefill"):
         seen[spec.name] += 1
         tokens = p.inputs["batch_size"] + p.inputs["chunk_tokens"]
         assert tokens >= 264
