@@ -685,13 +685,17 @@ def _crossover(rng, seed):
     batches = (8, 16, 32, 64, 128)
     while True:   # the crossover must lie within the model's context
         spec = _spec(rng.choice(_gqa_models()))
-        weights = _round_gb(spec.weight_bytes(2))
         batch = _not_the_layers(batches, rng.choice(batches), spec)
+        # a mixture of experts reads only the experts its batch touches: the step's weight read is those bytes
+        weights = _round_gb(_moe_read(spec, batch) if spec.num_experts else spec.weight_bytes(2))
         inputs = dict(_geometry(spec), weight_bytes=weights, batch_size=batch)
         if _within_context(spec, weights / (spec.kv_bytes_per_token() * batch)) and \
                 _apart("crossover", "crossover_context", inputs, "tokens"):
             break
-    q = (f"{_config_text(spec)}; its bf16 weights are {_gb_text(weights)} (10^9 bytes). At a batch of {batch} "
+    read = (f"; {_moe_text(spec, batch)}: a step reads {_gb_text(weights)} (10^9 bytes) of its bf16 weights "
+            f"({_gb_text(_round_gb(spec.weight_bytes(2)))})" if spec.num_experts else
+            f"; its bf16 weights are {_gb_text(weights)} (10^9 bytes)")
+    q = (f"{_config_text(spec)}{read}. At a batch of {batch} "
          f"sequences, at what context does one decode step read as many KV bytes as weight bytes?")
     return _problem("crossover", seed, q, "crossover_context", inputs, "tokens", model=spec.name)
 
@@ -855,6 +859,14 @@ def _ttft(rng, seed):
                     deployments=(dep,), model=spec.name, gpu=gpu.name)
 
 
+def _moe_ridge_words(subject, experts, top_k) -> str:
+    """How a mixture of experts' decode reaches the ridge, in words (``ridge_batch`` and ``low_precision_compute``)."""
+    return (f" {subject} is a mixture of experts ({experts} routed experts per MoE layer, {top_k} per token): count its "
+            f"routed experts alone (the dense parts turn compute-bound first); a batch of B tokens routed uniformly "
+            f"reads E (1 - (1 - k/E)^B) of them per layer, and each token does 2 FLOPs per parameter of its own {top_k} "
+            f"experts.")
+
+
 def _ridge_batch(rng, seed):
     while True:
         gpu = _gpu(rng)
@@ -878,10 +890,7 @@ def _ridge_batch(rng, seed):
     moe = ""
     if experts:
         inputs.update(num_experts=experts[0], top_k=experts[1])
-        moe = (f" {spec.name} is a mixture of experts ({experts[0]} routed experts per MoE layer, {experts[1]} per "
-               f"token): count its routed experts alone (the dense parts turn compute-bound first); a batch of B "
-               f"tokens routed uniformly reads E (1 - (1 - k/E)^B) of them per layer, and each token does 2 FLOPs per "
-               f"parameter of its own {experts[1]} experts.")
+        moe = _moe_ridge_words(spec.name, *experts)
     q = (f"{spec.name} on {_tp_text(gpu, tp)}: {compute}; peak {f / 1e12:g} TFLOP/s dense, "
          f"{gpu.bandwidth_bytes_per_s / 1e12:g} TB/s (10^12 bytes/s). Counting only the weight reads and the "
          f"linear layers' 2 FLOPs per parameter per sequence (short contexts: KV reads left out), from which "
@@ -1090,9 +1099,26 @@ def _allreduce(rng, seed):
                     deployments=(dep,), model=spec.name, gpu=gpu.name)
 
 
+def _read_per_step(spec, tokens) -> int:
+    """Weight bytes a decode step of ``tokens`` sequences reads (the whole input table counted): a dense model's
+    weights as served; a mixture of experts only the experts its tokens touch (kvlib.roofline.weight_bytes_read),
+    exact by parameter at one dtype, so in bf16 (``_decode_rate``'s rule) -- fp8 for DeepSeek's MLA models, as
+    served (``_served_weights``)."""
+    if not spec.num_experts:
+        return _served_weights(spec.name)[0]
+    return _moe_read(spec, tokens, dtype_bytes=1 if spec.is_mla else 2)
+
+
+def _held_per_step(spec) -> int:
+    """The weights ``_read_per_step`` reads a share of, held whole (what the deployment must fit)."""
+    if not spec.num_experts:
+        return _served_weights(spec.name)[0]
+    return spec.weight_bytes(1 if spec.is_mla else 2)
+
+
 def _cost(rng, seed):
-    spec, gpu, tp, batch, context, dep = _deployment(rng, batches=(8, 16, 32, 64, 128))
-    w = _served_weights(spec.name)[0]
+    spec, gpu, tp, batch, context, dep = _deployment(rng, batches=(8, 16, 32, 64, 128), weights=_held_per_step)
+    w = _read_per_step(spec, batch)
     step = formulas_serving.tp_decode_step_seconds(w, spec.kv_bytes_per_sequence(context, tp=tp), batch,
                                                    gpu.bandwidth_bytes_per_s, tp)
     price = rng.randrange(50, 601, 5) / 100
@@ -2028,7 +2054,7 @@ def _chain_eagle_speedup(i):
 # low_precision_compute: FP8 and FP4 dense peaks (kvlib.gpus.GPU.peak_flop_per_s) -- a prefill at that peak, and the
 # decode batch that reaches the ridge with weights and compute in that dtype (kvlib.serving.ridge_batch)
 _LOW_PRECISION_MODELS = ("Qwen/Qwen3-0.6B", "meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.3-70B-Instruct",
-                         "Qwen/Qwen2.5-32B")
+                         "Qwen/Qwen2.5-32B", "Qwen/Qwen3-30B-A3B", "openai/gpt-oss-120b")
 _DTYPE_BYTES = {"bf16": 2, "fp8": 1, "fp4": 0.5}
 
 
@@ -2051,7 +2077,13 @@ def _low_precision_compute(rng, seed, kind=None):
         inputs = {"num_params": prefill_params_per_token(spec.name), "prompt_tokens": prompt, "peak_flop_per_s": f,
                   "mfu": mfu, "other_peak_flop_per_s": gpu.peak_flop_per_s(other), "dtype": dtype,
                   "other_dtype": other}
-        q = (f"{spec.name} ({inputs['num_params']:,} parameters multiplied per token, the embedding lookup "
+        moe = ""
+        if spec.num_experts:
+            # a mixture of experts multiplies each token by its own top-k experts only: the total is a named slip
+            inputs["total_params"] = spec.num_params() - spec.num_params_active() + inputs["num_params"]
+            moe = (f": a mixture of experts, each token through its top {spec.num_experts_per_tok} of "
+                   f"{spec.num_experts} experts, of {inputs['total_params']:,} in all")
+        q = (f"{spec.name} ({inputs['num_params']:,} parameters multiplied per token{moe}, the embedding lookup "
              f"excluded), quantized to {dtype} weights and activations, prefills a {prompt:,}-token prompt on one "
              f"{gpu.name} at {mfu:.0%} MFU. {sheet}. Counting the linear layers only (2 FLOPs per parameter per "
              f"token), how long does the prefill take, in milliseconds?")
@@ -2060,10 +2092,15 @@ def _low_precision_compute(rng, seed, kind=None):
     inputs = {"peak_flop_per_s": f, "bandwidth_bytes_per_s": gpu.bandwidth_bytes_per_s,
               "weight_dtype_bytes": _DTYPE_BYTES[dtype], "other_peak_flop_per_s": gpu.peak_flop_per_s(other),
               "dtype": dtype, "other_dtype": other}
+    moe = ""
+    if spec.num_experts:
+        # its experts turn compute-bound only once the batch covers them (serving.ridge_batch with E and k)
+        inputs.update(num_experts=spec.num_experts, top_k=spec.num_experts_per_tok)
+        moe = _moe_ridge_words("It", spec.num_experts, spec.num_experts_per_tok)
     q = (f"{spec.name} runs with {dtype} weights ({_DTYPE_BYTES[dtype]:g} byte per parameter) and {dtype} matmuls on "
          f"one {gpu.name}. {sheet}. Counting only the weight reads and the linear layers' 2 FLOPs per parameter per "
          f"sequence (short contexts), from which batch on does a decode step reach the ridge point and turn "
-         f"compute-bound?")
+         f"compute-bound?{moe}")
     return _problem("low_precision_compute", seed, q, "low_precision_ridge", inputs, "sequences",
                     template=f"low_precision_compute/ridge/{dtype}", **common)
 
@@ -2079,6 +2116,8 @@ def _chain_low_precision_ttft(i):
 
 def _chain_low_precision_ridge(i):
     f, bw, b = i["peak_flop_per_s"], i["bandwidth_bytes_per_s"], i["weight_dtype_bytes"]
+    if i.get("num_experts"):
+        return _chain_ridge_batch(dict(i, dtype_bytes=b))
     return (Step(f"the ridge point at the dense {i['dtype']} peak", "I = F / BW", f"{_n(f)} / {_n(bw)}", f / bw,
                  "FLOP/B"),
             Step("FLOPs per weight byte one sequence adds", "2 / b", f"2 / {_n(b)}", 2 / b, "FLOP/B"),
@@ -2274,6 +2313,7 @@ _CHAINS.update({
                                         "eagle_no_bonus": 1, "moe_verify_as_one_step": 2, "draft_cost_ignored": 2}),
     "low_precision_compute": (_chain_low_precision_ttft, {"peak_of_wrong_dtype": 1, "sparse_peak_used": 1,
                                                           "ignored_mfu": 1, "prefill_missing_factor_2": 0,
+                                                          "moe_total_params": 0, "moe_coverage_forgotten": 1,
                                                           "ridge_no_factor_2": 1, "fp4_half_byte_missed": 1,
                                                           "batch_rounded_down": 2}),
     "hybrid_state": (_chain_hybrid_state, {"conv_state_left_out": 0, "ssm_state_in_model_dtype": 1,

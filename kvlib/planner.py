@@ -12,7 +12,8 @@ The plan follows [kv-math] section 8, one step per line of the report:
    replica of ``tp`` GPUs holds ``floor(pool / kv_per_sequence_per_gpu)``
    sequences and a node holds ``gpus_per_node / tp`` replicas.
 4. Latency check at that load: each GPU reads ``W / tp + n * kv_per_seq_per_gpu``
-   bytes per step; ``ITL = bytes / BW / efficiency + 2 L l``, the last term
+   bytes per step (a mixture of experts: of ``W`` only the experts its n
+   sequences' tokens touch, ``roofline.weight_bytes_read``); ``ITL = bytes / BW / efficiency + 2 L l``, the last term
    the tensor-parallel all-reduces, two per layer at a near-fixed latency
    ``l`` each (``allreduce_seconds_per_step``; only when tp > 1). The older
    rule charges the all-reduce as a fraction of the step instead,
@@ -340,6 +341,38 @@ class Plan:
         return d
 
 
+def _weight_read(spec, weight_bytes_per_gpu: int):
+    """``n -> W_g(n)``: the weight bytes per GPU a decode step of ``n`` sequences reads.
+
+    A dense model reads all its weights, ``W_g``, at any batch. A mixture of experts reads in
+    each MoE layer only the experts its n tokens touch (``roofline.weight_bytes_read``): the
+    share ``P_read(n) / P`` of its parameters, applied to the weights as given (one precision
+    for the whole model assumed), whole bytes rounded up."""
+    if not spec.num_experts:
+        return lambda n: weight_bytes_per_gpu
+    from .roofline import weight_bytes_read
+    total = spec.num_params()
+    return lambda n: -(-weight_bytes_per_gpu * weight_bytes_read(spec, n, dtype_bytes=1, embedding_rows=False)
+                       // total)
+
+
+def _most_sequences_under(budget_s, read, kv_bytes_per_sequence_per_gpu, bandwidth_bytes_per_s, slowdown) -> int:
+    """Largest n with ``(W_g(n) + n S_g) / BW * s <= budget`` for a step read ``W_g(n)`` growing with n (a mixture of
+    experts): between the closed forms at ``W_g(1)`` (above) and ``W_g`` whole (below), by bisection."""
+    high = sequences_under_itl(budget_s, read(1), kv_bytes_per_sequence_per_gpu, bandwidth_bytes_per_s, slowdown)
+    if high < 1:
+        return high
+    low = 0
+
+    def meets(n):
+        return itl_seconds(read(n), kv_bytes_per_sequence_per_gpu, n, bandwidth_bytes_per_s, slowdown) <= budget_s
+
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if meets(mid) else (low, mid)
+    return high if meets(high) else low
+
+
 def plan_capacity(model, *, users: int, context: int, itl_ms: float, gpu="H100-SXM", gpus_per_node: int = 8,
                   tp: int | None = None, gpu_memory_bytes=None, utilization: float = DEFAULT_UTILIZATION,
                   overhead_bytes_per_gpu=DEFAULT_OVERHEAD_BYTES, weight_bytes=None, num_params=None,
@@ -439,16 +472,21 @@ def plan_capacity(model, *, users: int, context: int, itl_ms: float, gpu="H100-S
         allreduce_s = 0
     target_s = itl_ms / 1e3
     mean_target_s = (itl_ms - itl_margin_ms) / 1e3      # the mean step, leaving the margin for the tail
-    bytes_mem = w_gpu + by_memory * per_seq_gpu
-    itl_mem = itl_seconds(w_gpu, per_seq_gpu, by_memory, bw, slowdown) + allreduce_s
-    by_latency = sequences_under_itl(mean_target_s - allreduce_s, w_gpu, per_seq_gpu, bw, slowdown)
+    # a mixture of experts reads only the experts its sequences' tokens touch (read(n) <= w_gpu); a dense model all
+    read = _weight_read(spec, w_gpu)
+    bytes_mem = read(by_memory) + by_memory * per_seq_gpu
+    itl_mem = itl_seconds(read(by_memory), per_seq_gpu, by_memory, bw, slowdown) + allreduce_s
+    if spec.num_experts:
+        by_latency = _most_sequences_under(mean_target_s - allreduce_s, read, per_seq_gpu, bw, slowdown)
+    else:
+        by_latency = sequences_under_itl(mean_target_s - allreduce_s, w_gpu, per_seq_gpu, bw, slowdown)
     if by_latency < 1:
         margin = f" less the {itl_margin_ms:g} ms margin" if itl_margin_ms else ""
         raise PlanError(
-            f"itl_ms: {itl_ms} ms{margin} cannot be met: reading the weights ({format_gb_gib(w_gpu)} per GPU) and one "
-            f"sequence already takes {((w_gpu + per_seq_gpu) / bw * slowdown + allreduce_s) * 1e3:.1f} ms per step")
+            f"itl_ms: {itl_ms} ms{margin} cannot be met: reading the weights ({format_gb_gib(read(1))} per GPU) and one "
+            f"sequence already takes {((read(1) + per_seq_gpu) / bw * slowdown + allreduce_s) * 1e3:.1f} ms per step")
     n = min(by_memory, by_latency, cap)
-    step_bytes = w_gpu + n * per_seq_gpu
+    step_bytes = read(n) + n * per_seq_gpu
     # Steps 5 and 6: nodes, then headroom.
     per_node = replicas * n
     nodes = nodes_needed(users, per_node)
@@ -465,8 +503,8 @@ def plan_capacity(model, *, users: int, context: int, itl_ms: float, gpu="H100-S
         sequences_per_replica_by_memory=by_memory, nodes_for_memory=nodes_for_memory,
         step_bytes_per_gpu_at_memory_limit=bytes_mem, itl_s_at_memory_limit=itl_mem,
         sequences_per_replica_by_latency=by_latency, sequences_per_replica=n, step_bytes_per_gpu=step_bytes,
-        step_s_bound=itl_seconds(w_gpu, per_seq_gpu, n, bw),
-        itl_s=itl_seconds(w_gpu, per_seq_gpu, n, bw, slowdown) + allreduce_s,
+        step_s_bound=itl_seconds(read(n), per_seq_gpu, n, bw),
+        itl_s=itl_seconds(read(n), per_seq_gpu, n, bw, slowdown) + allreduce_s,
         sequences_per_node=per_node, nodes=nodes,
         nodes_with_headroom=nodes_with_headroom(nodes, spike_factor, redundancy_nodes),
         max_num_seqs=cap, itl_margin_s=itl_margin_ms / 1e3, allreduce_s_per_step=allreduce_s,
@@ -619,7 +657,10 @@ def plan_requests(model, *, rate_per_s: float, prompt_tokens: int, output_tokens
     cached = math.floor(prefix_hit_rate * p95_in)
     uncached_mean = prompt_tokens - math.floor(prefix_hit_rate * prompt_tokens)
     slowdown = step_slowdown(tp, 0 if tp_overhead is None else tp_overhead, decode.efficiency)
-    w_gpu, s_gpu, bw = decode.weight_bytes_per_gpu, decode.kv_bytes_per_sequence_per_gpu, decode.bandwidth_bytes_per_s
+    s_gpu, bw = decode.kv_bytes_per_sequence_per_gpu, decode.bandwidth_bytes_per_s
+    # a step carrying a chunk holds token_budget tokens (n decodes, the chunk the rest): a mixture of experts reads the
+    # experts those touch
+    w_gpu = _weight_read(spec, decode.weight_bytes_per_gpu)(token_budget)
 
     def ttft(n):
         steps = prefill_steps(p95_in - cached, token_budget, min(n, token_budget - 1))

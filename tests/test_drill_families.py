@@ -82,6 +82,20 @@ def test_indexer_cache_by_hand():
     assert p.slip_key(str(p.params["budget_bytes"] // 70_272)) == "indexer_forgotten"
 
 
+def _ridge_by_hand(peak, i) -> int:
+    """First batch at the ridge: ceil(F / BW x b / 2) for a dense model; a mixture of experts' experts do 2 k B FLOPs on
+    E_B = E (1 - (1 - k/E)^B) experts' bytes, so the first B with 2 k B / (E_B b) >= F / BW, counted up from the dense
+    batch."""
+    f, bw, b = peak, i["bandwidth_bytes_per_s"], i["weight_dtype_bytes"]
+    batch = math.ceil(f / bw * b / 2)
+    if not i.get("num_experts"):
+        return batch
+    e, k = i["num_experts"], i["top_k"]
+    while 2 * k * batch * bw < f * b * e * (1 - (1 - k / e) ** batch):
+        batch += 1
+    return batch
+
+
 def _independent(p, prompt_tokens=None) -> float:
     i = p.params
     if p.template == "moe_decode/experts":
@@ -126,7 +140,7 @@ def _independent(p, prompt_tokens=None) -> float:
     if p.template.startswith("low_precision_compute/prefill"):
         return 2 * i["num_params"] * i["prompt_tokens"] / (i["mfu"] * i["peak_flop_per_s"]) * 1000
     if p.template.startswith("low_precision_compute/ridge"):
-        return math.ceil(i["peak_flop_per_s"] / i["bandwidth_bytes_per_s"] * i["weight_dtype_bytes"] / 2)
+        return _ridge_by_hand(i["peak_flop_per_s"], i)
     if p.template.startswith("eagle_mtp"):
         expected, reach = 1.0, 1.0
         for a in i["acceptance_per_position"]:
@@ -327,6 +341,35 @@ def test_low_precision_figures_by_hand():
     assert ridge_batch(b300.peak_flop_per_s("fp4"), b300.bandwidth_bytes_per_s, 0.5) == 411
 
 
+def test_low_precision_draws_mixtures_of_experts_and_counts_their_experts():
+    # the FP8/FP4 peaks of 2026 serve mixtures of experts: a prefill multiplies each token by its active parameters
+    # only, and a decode step's experts reach the ridge once the batch covers them, E / k times the dense batch.
+    # Qwen3-30B-A3B (128 experts, top 8): on a GB200 in fp8 (5,000 TFLOP/s, 8 TB/s) 625 x 1 x 128 / (2 x 8) = 5,000;
+    # its prefill: 3,353,032,704 active parameters less the untied table 151,936 x 2,048 = 3,041,867,776 per token
+    ridge = next(p for p in (generate("low_precision_compute", s) for s in range(200))
+                 if p.quantity == "low_precision_ridge" and p.params["model"] == "Qwen/Qwen3-30B-A3B"
+                 and p.params["gpu"] == "GB200" and p.params["dtype"] == "fp8")
+    assert ridge.answer == 5000 and "mixture of experts" in ridge.question
+    # the dense rule, 625 x 1 / 2 = 312.5 -> 313, is the experts' coverage forgotten
+    assert ridge.slip_key("313") == "moe_coverage_forgotten"
+    models, prefills = set(), 0
+    for seed in range(200):
+        p = generate("low_precision_compute", seed)
+        if p.params["model"] not in ("Qwen/Qwen3-30B-A3B", "openai/gpt-oss-120b"):
+            continue
+        models.add(p.params["model"])
+        if p.quantity == "low_precision_ttft_ms" and p.params["model"] == "Qwen/Qwen3-30B-A3B":
+            i = p.inputs
+            assert i["num_params"] == 3_353_032_704 - 151_936 * 2048 == 3_041_867_776
+            assert i["total_params"] == 1_541_093_376 + 48 * 128 * 4_718_592 - 151_936 * 2048
+            hand = 2 * 3_041_867_776 * i["prompt_tokens"] / (i["mfu"] * i["peak_flop_per_s"]) * 1000
+            assert p.answer == pytest.approx(hand, rel=1e-12)
+            wrong = hand * i["total_params"] / i["num_params"]
+            assert p.slip_key(f"{wrong:.6g}") == "moe_total_params"
+            prefills += 1
+    assert models == {"Qwen/Qwen3-30B-A3B", "openai/gpt-oss-120b"} and prefills >= 3
+
+
 def _slipped(p):
     """(a wrong answer computed here, the slip it must be named as)."""
     i = p.params
@@ -358,8 +401,7 @@ def _slipped(p):
         return 2 * i["num_params"] * i["prompt_tokens"] / (i["mfu"] * 2 * i["peak_flop_per_s"]) * 1000, \
             "sparse_peak_used"
     if p.template.startswith("low_precision_compute/ridge"):
-        return math.ceil(i["other_peak_flop_per_s"] / i["bandwidth_bytes_per_s"] * i["weight_dtype_bytes"] / 2), \
-            "peak_of_wrong_dtype"
+        return _ridge_by_hand(i["other_peak_flop_per_s"], i), "peak_of_wrong_dtype"
     if p.template == "eagle_mtp/tokens":
         return p.answer - 1, "eagle_no_bonus"
     if p.template == "eagle_mtp/speedup":

@@ -339,6 +339,89 @@ def test_moe_steps_read_the_experts_touched(topic):
     assert q["weight_bytes"] < 2 * 46_702_792_704
 
 
+def _moe_draws(topic, seeds=200):
+    """(seed, problem, model spec) of every draw of ``topic`` that is a mixture of experts."""
+    for seed in range(seeds):
+        p = generate(topic, seed)
+        spec = kv.load_model(p.params["model"])
+        if spec.num_experts:
+            yield seed, p, spec
+
+
+def test_cost_of_a_mixtral_step_reads_the_experts_touched():
+    # Mixtral 8x7B on 8 x L4 (300 GB/s, NVIDIA's L4 datasheet), 8 sequences of 1,024 tokens, the step stated in ms.
+    # 8 tokens touch 8 (1 - 0.75^8) = 7.199 of 8 experts in each of 32 layers: (1,605,636,096 + 32 x 7.199 x
+    # 176,160,768) x 2 = 84,375,969,792 B, an eighth per GPU; cache 2 x 32 x 1 KV head x 128 x 2 B x 1,024 x 8 =
+    # 134,217,728 B per GPU: (10,546,996,224 + 134,217,728) / 300e9 = 35.60 ms (every expert: 39.37 ms)
+    p = _first("cost", lambda p: "Mixtral" in p.params["model"] and p.params["gpu"] == "L4"
+               and p.params.get("batch_size") == 8 and p.params["gpus"] == 8)
+    kv = 2 * 32 * 1 * 128 * 2 * 1024 * 8
+    assert p.params["deployments"][0]["seq_len"] == 1024
+    assert p.inputs["step_ms"] == round((_mixtral_read(8) / 8 + kv) / 300e9 * 1e3, 2) == 35.6
+    assert round((2 * 46_702_792_704 / 8 + kv) / 300e9 * 1e3, 2) == 39.37
+
+
+def test_cost_of_a_deepseek_step_reads_the_experts_touched():
+    # DeepSeek-V3 in fp8 (1 B a parameter) on 4 x B200 (8 TB/s), 16 sequences of 2,048 tokens. Its 58 MoE layers have
+    # 256 routed experts of 3 x 7,168 x 2,048 = 44,040,192 parameters, 8 per token: 16 tokens touch
+    # 256 (1 - (31/32)^16) = 101.96 of them. Dense part 671,026,404,352 - 58 x 256 x 44,040,192 = 17,117,633,536;
+    # read 17,128,644,608 + 58 x 101.96 x 44,040,192 = 277,562,759,447 B, a quarter per GPU. MLA's cache
+    # ((512 + 64) x 61 layers x 2 B a token, every TP rank holds it whole) 16 x 2,048 x 70,272 = 2,302,672,896 B:
+    # (69,390,689,862 + 2,302,672,896) / 8e12 = 8.96 ms, not the 21.26 ms of reading all 671 GB
+    p = _first("cost", lambda p: "DeepSeek-V3" in p.params["model"] and p.params.get("batch_size") == 16
+               and p.params["gpu"] == "B200" and p.params["gpus"] == 4)
+    assert p.params["deployments"][0]["seq_len"] == 2048
+    touched = 256 * (1 - (31 / 32) ** 16)
+    read = 671_026_404_352 - 58 * 256 * 44_040_192 + 58 * touched * 44_040_192
+    kv = (512 + 64) * 61 * 2 * 2048 * 16
+    assert p.inputs["step_ms"] == round((read / 4 + kv) / 8e12 * 1e3, 2) == 8.96
+    assert round((671_026_404_352 / 4 + kv) / 8e12 * 1e3, 2) == 21.26
+
+
+def test_cost_draws_mixtures_of_experts_and_never_charges_them_every_expert():
+    # every MoE draw's stated rate or step beats the step that reads all of the weights, wherever a batch leaves an
+    # expert unread on average (tokens/s: B / step; the step: (W / t + B S_g) / BW)
+    seen = collections.Counter()
+    for seed, p, spec in _moe_draws("cost"):
+        seen[spec.name] += 1
+        dep = p.params["deployments"][0]
+        gpu = kv.get_gpu(p.params["gpu"])
+        b, t = dep["batch_size"], dep["tp"]
+        every = (dep["weight_bytes"] / t + b * spec.kv_bytes_per_sequence(dep["seq_len"], tp=t)) \
+            / gpu.bandwidth_bytes_per_s
+        step = p.inputs["step_ms"] / 1e3 if "step_ms" in p.inputs else b / p.inputs["tokens_per_s"]
+        unread = spec.num_experts * (1 - spec.num_experts_per_tok / spec.num_experts) ** b
+        if unread > 0.01 * spec.num_experts:
+            assert step < every, (seed, spec.name)
+        else:
+            assert step == pytest.approx(every, rel=0.01), (seed, spec.name)
+    assert len(seen) == 3 and sum(seen.values()) >= 20, seen
+
+
+def test_a_chunked_prefill_step_of_a_moe_reads_every_expert():
+    # chunked_prefill charges a mixture of experts its whole weights: right only because the step's B decodes and C chunk
+    # tokens (at least 8 + 256) touch every expert. Mixtral (8, top 2): 8 x 0.75^264 = 8e-33 experts unread; gpt-oss-20b
+    # (32, top 4): 32 x 0.875^264 = 1.5e-14; DeepSeek-V3 (256, top 8) would leave 256 x (31/32)^264 = 0.058 unread
+    # (0.02% of its expert bytes): none is near the 0.5% tolerance
+    seen = collections.Counter()
+    for seed, p, spec in _moe_draws("chunked_prefill"):
+        seen[spec.name] += 1
+        tokens = p.inputs["batch_size"] + p.inputs["chunk_tokens"]
+        assert tokens >= 264
+        e, k = spec.num_experts, spec.num_experts_per_tok
+        assert e * (1 - k / e) ** tokens / e < 0.001, (seed, spec.name)
+    assert sum(seen.values()) >= 20, seen
+
+
+def test_mixtral_crossover_states_the_weights_a_step_reads():
+    # the crossover compares a step's KV read with its weight read: Mixtral's batch of 64 touches
+    # 8 (1 - 0.75^64) = 8 - 8e-8 experts, so 93.41 GB; 93.41e9 / (131,072 x 64) = 11,135.5 tokens
+    p = _first("crossover", lambda p: "Mixtral" in p.params["model"] and p.inputs["batch_size"] == 64)
+    assert p.inputs["weight_bytes"] == round(_mixtral_read(64) / 1e7) * 10**7 == 93_410_000_000
+    assert "experts" in p.question and "93.41 GB" in p.question
+    assert p.answer == pytest.approx(93_410_000_000 / (131_072 * 64))
+
+
 def test_moe_graded_step_time_reads_the_experts_touched():
     p = student_problem("student-003", "step_time")
     q = p.inputs

@@ -632,3 +632,50 @@ def test_cli_plan_one_node_is_singular(capsys):
     out = capsys.readouterr().out
     assert "1 node (8 x H100-SXM)" in out and "1 step for the prompt" in out
     assert not re.search(r"\b1 (nodes|steps|sequences|replicas)\b", out) and "(s)" not in out, out
+
+
+# --- a mixture of experts' step reads only the experts its sequences touch ----------------------------------------
+def test_a_moe_plan_reads_the_experts_its_sequences_touch():
+    # Qwen3-30B-A3B on one H100 (3.35 TB/s, efficiency 0.7, TP 1: no all-reduce), 4,096-token sequences, ITL 20 ms.
+    # n sequences touch 128 (1 - (15/16)^n) of the 128 experts in each of 48 layers (4,718,592 parameters each), beside
+    # 1,541,093,376 dense parameters, bf16; each sequence's cache 98,304 x 4,096 = 402,653,184 B. Reading every expert
+    # (61.06 GB) and one sequence takes 26.2 ms: the old rule refused the plan. By hand the largest n within 20 ms:
+    def itl(n):
+        touched = 128 * (1 - (15 / 16) ** n)
+        return (2 * (1_541_093_376 + 48 * touched * 4_718_592) + n * 402_653_184) / 3.35e12 / 0.7
+    assert (2 * (1_541_093_376 + 48 * 128 * 4_718_592) + 402_653_184) / 3.35e12 / 0.7 > 0.026
+    assert itl(16) <= 0.020 < itl(17)
+    p = plan_capacity("qwen3-30b-a3b", users=200, context=4096, itl_ms=20, gpu="H100-SXM", tp=1, gpus_per_node=1)
+    assert p.sequences_per_replica_by_latency == p.sequences_per_replica == 16
+    assert p.itl_s == pytest.approx(itl(16), rel=1e-9)
+    assert p.weight_bytes_per_gpu == 2 * (1_541_093_376 + 48 * 128 * 4_718_592)      # memory still holds them all
+
+
+def test_a_deepseek_plan_step_reads_the_experts_touched():
+    # DeepSeek-V3 in fp8 on 8 x H200 (4.8 TB/s), 200 users of 4,096 tokens, ITL 50 ms: memory holds 177 sequences a
+    # replica; they touch 256 (1 - (31/32)^177) = 255.07 of 256 experts in each of 58 layers (44,040,192 parameters);
+    # the GPU's share of the weights, ceil(671,026,404,352 / 8), scaled by the parameters read, (17,117,633,536 +
+    # 58 x 255.07 x 44,040,192) / 671,026,404,352; MLA's 70,272 B a token whole on every GPU; two all-reduces of
+    # 20 us in each of 61 layers: 42.48 ms (every expert: 42.57 ms)
+    p = plan_capacity("deepseek-v3", users=200, context=4096, itl_ms=50, gpu="H200", tp=8, weight_dtype_bytes=1)
+    assert p.sequences_per_replica == p.sequences_per_replica_by_memory == 177
+    touched = 256 * (1 - (31 / 32) ** 177)
+    read = -(-671_026_404_352 // 8) * (671_026_404_352 - 58 * 256 * 44_040_192 + 58 * touched * 44_040_192) \
+        / 671_026_404_352
+    itl = (read + 177 * 70_272 * 4096) / 4.8e12 / 0.7 + 2 * 61 * 20e-6
+    assert p.itl_s == pytest.approx(itl, rel=1e-9)
+    assert round(p.itl_s * 1e3, 2) == 42.48
+
+
+def test_the_plan_report_names_the_experts_a_moe_step_reads(capsys):
+    # step 4's bytes add up. The CLI holds the checkpoint's bytes: 2 x 30,532,122,624 parameters plus the rotary cache
+    # (40,960 positions x 128 x 2 B) = 61,074,731,008 B; the 42 sequences memory holds touch 128 (1 - (15/16)^42) =
+    # 117.9 experts a layer, so a step reads that share of the parameters, 57.22 GB, plus 42 caches of 0.403 GB
+    assert main(["plan", "qwen3-30b-a3b", "--users", "200", "--context", "4096", "--itl-ms", "20", "--tp", "1",
+                 "--gpu", "H100-SXM", "--gpus-per-node", "1"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("4. bytes per step"))
+    held = 2 * (1_541_093_376 + 48 * 128 * 4_718_592) + 40_960 * 128 * 2
+    assert held == 61_074_731_008
+    share = (1_541_093_376 + 48 * 128 * (1 - (15 / 16) ** 42) * 4_718_592) / (1_541_093_376 + 48 * 128 * 4_718_592)
+    assert f"{held * share / 1e9:.2f} GB" in row and round(held * share / 1e9, 2) == 57.22
+    assert "(the experts its sequences touch)" in row and "+ 42 x 0.403 GB" in row

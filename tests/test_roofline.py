@@ -472,3 +472,52 @@ def test_compute_bound_batch_moe_is_later_than_dense():
     assert 296 < b <= 1181
     s = decode_step("mixtral-8x7b", batch=b, context=1)
     assert s.limit == "compute" and decode_step("mixtral-8x7b", batch=b - 1, context=1).limit == "bandwidth"
+
+
+# --- a decode step's time reads the experts its batch touches: one hand-worked figure per MoE of 2026 ----------------
+# Every part below is bandwidth-bound (batch far under the ridge), so the step is (W_read + KV) / BW.
+def test_qwen3_moe_step_time_by_hand():
+    # Qwen3-30B-A3B, 16 sequences of 4,096 tokens on an H100 (3.35 TB/s). 16 tokens touch 128 - 120^16 / 128^15 = 82.42
+    # of 128 experts in each of 48 layers: 2 x 1,541,093,376 dense + ceil(2 x 48 x 4,718,592 x 82.42) = 40,418,334,188 B
+    # (every expert: 61.06 GB); cache 2 x 48 layers x 4 KV heads x 128 x 2 B = 98,304 B a token x 4,096 x 16
+    w = 2 * 1_541_093_376 + math.ceil(2 * 48 * 4_718_592 * (128 - Fraction(120 ** 16, 128 ** 15)))
+    kv = 2 * 48 * 4 * 128 * 2 * 4096 * 16
+    s = decode_step("qwen3-30b-a3b", batch=16, context=4096)
+    assert (s.weight_bytes, s.kv_bytes) == (w, kv) == (40_418_334_188, 6_442_450_944)
+    assert s.step_s == pytest.approx((w + kv) / 3.35e12, rel=1e-12)
+    assert round(s.step_s * 1e3, 2) == 13.99                 # reading every expert: (61.06 + 6.44) GB -> 20.15 ms
+
+
+def test_deepseek_v3_step_time_by_hand():
+    # DeepSeek-V3 at batch 1, 4,096 tokens, on an H200 (4.8 TB/s), bf16: 17,117,633,536 dense parameters (671,026,404,352
+    # less 58 MoE layers x 256 experts x 44,040,192) + 58 x 8 x 44,040,192 routed = 37.55 B active, 2 B each; MLA cache
+    # (512 + 64) x 61 layers x 2 B = 70,272 B a token: (75,104,565,248 + 287,834,112) / 4.8e12 = 15.71 ms, not the
+    # 1,342 GB / 4.8e12 = 279.7 ms of reading all 671 B parameters
+    w = 2 * (671_026_404_352 - 58 * 256 * 44_040_192 + 58 * 8 * 44_040_192)
+    kv = (512 + 64) * 61 * 2 * 4096
+    s = decode_step("deepseek-v3", batch=1, context=4096, gpu="H200")
+    assert (s.weight_bytes, s.kv_bytes) == (w, kv) == (75_104_565_248, 287_834_112)
+    assert round(s.step_s * 1e3, 2) == round((w + kv) / 4.8e12 * 1e3, 2) == 15.71
+
+
+def test_gpt_oss_step_time_by_hand():
+    # gpt-oss-120b, 32 sequences of 128 tokens (every layer, sliding or full, holds all 128) on an H100, bf16: 32 tokens
+    # touch 128 - 124^32 / 128^31 = 81.66 of 128 experts in 36 layers; dense 116,829,156,672 - 36 x 128 x 24,891,840 =
+    # 2,127,557,952; cache 36 layers x 2 x 8 KV heads x 64 x 2 B = 73,728 B a token x 128 x 32
+    w = 2 * 2_127_557_952 + math.ceil(2 * 36 * 24_891_840 * (128 - Fraction(124 ** 32, 128 ** 31)))
+    kv = 36 * 2 * 8 * 64 * 2 * 128 * 32
+    s = decode_step("gpt-oss-120b", batch=32, context=128)
+    assert (s.weight_bytes, s.kv_bytes) == (w, kv) == (150_601_672_339, 301_989_888)
+    assert round(s.step_s * 1e3, 2) == round((w + kv) / 3.35e12 * 1e3, 2) == 45.05   # all experts: 69.8 ms
+
+
+def test_mixtral_compute_bound_batch_by_hand():
+    # one token of context on an H100: bytes 2 (1,605,636,096 + 32 E_B 176,160,768) + 131,072 B, FLOPs
+    # 2 x 12,879,925,248 B + 2 x 32 x 32 x 256 B (active parameters, one cached token); the first B whose intensity
+    # reaches 989 / 3.35 = 295.2 FLOP/B, E_B = 8 (1 - 0.75^B): 1,073
+    def intensity(b):
+        e_b = 8 * (1 - 0.75 ** b)
+        return (2 * 12_879_925_248 * b + 2 * 32 * 32 * 256 * b) / (2 * (1_605_636_096 + 32 * e_b * 176_160_768)
+                                                                  + 131_072 * b)
+    assert intensity(1072) < 989 / 3.35 <= intensity(1073)
+    assert compute_bound_batch("mixtral-8x7b", context=1) == 1073

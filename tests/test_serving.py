@@ -185,3 +185,47 @@ def test_speculative_verify_of_a_moe_target():
     assert speculative_speedup(0.7, 3, 0.1) == pytest.approx(e / 1.3)
     assert speculative_speedup(0.7, 3, 0.1, verify_ratio=2.5) == pytest.approx(e / 2.8)
     assert math.isclose(e / 2.8, 0.9046, abs_tol=1e-4)
+
+
+# --- a verify, a short prefill and the ridge of the MoEs of 2026 read the experts their tokens touch ----------------
+# Qwen3-30B-A3B: 1,541,093,376 dense parameters, 48 layers of 128 experts of 4,718,592 (top 8), vocabulary 151,936 x
+# d 2,048 untied, cache 98,304 B a token. DeepSeek-V3: 17,117,633,536 dense, 58 layers of 256 experts of 44,040,192
+# (top 8), vocabulary 129,280 x d 7,168 untied, MLA cache 70,272 B a token. gpt-oss-120b: 2,127,557,952 dense, 36
+# layers of 128 experts of 24,891,840 (top 4), vocabulary 201,088 x d 2,880 untied, 73,728 B a token (128 tokens
+# fit every sliding window). bf16 weights; a verify of B tokens reads the rows of B tokens, one step's of 1.
+def _verify_by_hand(dense, layers, expert, e, k, tokens, vocab, d, kv):
+    touched = e * (1 - (1 - k / e) ** tokens)
+    return (((dense + layers * touched * expert - (vocab - tokens) * d) * 2 + kv)
+            / ((dense + layers * k * expert - (vocab - 1) * d) * 2 + kv))
+
+
+def test_verify_cost_ratio_of_the_moes_of_2026_by_hand():
+    # Qwen3 verifying 4 tokens at 4,096: 128 (1 - (15/16)^4) = 29.12 experts a layer against 8 -> 2.475 plain steps
+    qwen = _verify_by_hand(1_541_093_376, 48, 4_718_592, 128, 8, 4, 151_936, 2048, 98_304 * 4096)
+    assert verify_cost_ratio("qwen3-30b-a3b", 4, context=4096) == pytest.approx(qwen, rel=1e-9)
+    assert round(qwen, 3) == 2.475
+    # DeepSeek-V3's one MTP token (a verify of 2) on an H200: 256 (1 - (31/32)^2) = 15.75 experts against 8 -> 1.538
+    ds = _verify_by_hand(17_117_633_536, 58, 44_040_192, 256, 8, 2, 129_280, 7168, 70_272 * 4096)
+    assert verify_cost_ratio("deepseek-v3", 2, context=4096, gpu="H200") == pytest.approx(ds, rel=1e-9)
+    assert round(ds, 3) == 1.538
+    # gpt-oss-120b verifying 4 tokens at 128: 128 (1 - (31/32)^4) = 15.27 experts against 4 -> 2.965
+    oss = _verify_by_hand(2_127_557_952, 36, 24_891_840, 128, 4, 4, 201_088, 2880, 73_728 * 128)
+    assert verify_cost_ratio("gpt-oss-120b", 4, context=128) == pytest.approx(oss, rel=1e-9)
+    assert round(oss, 3) == 2.965
+
+
+def test_a_short_moe_prefill_is_held_to_the_experts_it_reads():
+    # Qwen3-30B-A3B, a 16-token prompt on an H100 at 50% MFU: 2 x 3,041,867,776 x 16 + 2 x 48 x 32 x 256 x 136 FLOPs
+    # take 0.197 ms; reading the 82.42 experts the 16 tokens touch in each layer, 2 x 1,541,093,376 +
+    # 2 x 48 x 4,718,592 x 82.42 less the 151,920 unread embedding rows, takes 11.88 ms: the TTFT
+    touched = 128 * (1 - (15 / 16) ** 16)
+    read = 2 * 1_541_093_376 + 2 * 48 * 4_718_592 * touched - (151_936 - 16) * 2048 * 2
+    flops = 2 * 3_041_867_776 * 16 + 2 * 48 * 32 * 256 * 16 * 17 // 2
+    assert flops / (0.5 * 989e12) < read / 3.35e12
+    assert ttft_seconds("qwen3-30b-a3b", 16) == pytest.approx(read / 3.35e12, rel=1e-9)
+    assert round(read / 3.35e12 * 1e3, 2) == 11.88
+
+
+def test_qwen3_moe_ridge_batch_by_hand():
+    # Qwen3-30B-A3B (128 experts, top 8) on an H100, bf16: 989 / 3.35 x 2 x 128 / (2 x 8) = 4,723.6 -> 4,724
+    assert ridge_batch(989 * 10**12, 3_350_000_000_000, 2, 128, 8) == 4724

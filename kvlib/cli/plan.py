@@ -68,6 +68,9 @@ def plan_rows(p: Plan) -> list[tuple[str, str]]:
         slowdown = f"/ {p.efficiency:g} + {p.allreduce_s_per_step * ms:.2f} ms all-reduce"
     else:
         slowdown = f"/ {p.efficiency:g}"
+    # the weights the step reads: all of them, or of a mixture of experts the experts its sequences touch
+    read_mem = p.step_bytes_per_gpu_at_memory_limit - p.sequences_per_replica_by_memory * p.kv_bytes_per_sequence_per_gpu
+    experts_note = " (the experts its sequences touch)" if read_mem != p.weight_bytes_per_gpu else ""
     rows = [
         ("requirement", f"{p.model}: {p.users:,} users at {p.context:,} tokens, ITL <= {p.itl_target_s * ms:g} ms"),
         ("1. KV per token", f"{p.kv_bytes_per_token:,} B in all, {p.kv_bytes_per_token_per_gpu:,} B per GPU{tp_note}"),
@@ -83,7 +86,7 @@ def plan_rows(p: Plan) -> list[tuple[str, str]]:
                                    f"{_gb(p.kv_bytes_per_sequence_per_gpu)}) = "
                                    f"{p.sequences_per_node_by_memory:,} per node"),
         ("3. nodes for memory", f"ceil({p.users:,} / {p.sequences_per_node_by_memory:,}) = {p.nodes_for_memory}"),
-        ("4. bytes per step per GPU", f"{_gb(p.weight_bytes_per_gpu)} + {p.sequences_per_replica_by_memory:,} x "
+        ("4. bytes per step per GPU", f"{_gb(read_mem)}{experts_note} + {p.sequences_per_replica_by_memory:,} x "
                                       f"{_gb(p.kv_bytes_per_sequence_per_gpu)} = "
                                       f"{_gb(p.step_bytes_per_gpu_at_memory_limit)}"),
         ("4. ITL at memory limit", f"{p.step_bytes_per_gpu_at_memory_limit / p.bandwidth_bytes_per_s * ms:.2f} ms at "
