@@ -1335,7 +1335,7 @@ def _pct(x) -> str:
 def _chain_ttft(i):
     p, t, f, mfu = i["num_params"], i["prompt_tokens"], i["peak_flop_per_s"], i["mfu"]
     flops = prefill_linear_flops(p, t)
-    return (Step("prefill FLOPs (linear layers: P multiplied per token, the embedding lookup excluded)", "2 · P · T",
+    return (Step("prefill FLOPs of the linear layers: P multiplied per token, the embedding lookup excluded", "2 · P · T",
                  _times(2, p, t), flops, "FLOP"),
             Step("FLOP/s reached", "eta · F", f"{_pct(mfu)} · {_n(f)}", mfu * f, "FLOP/s"),
             Step("time to first token", "2 · P · T / (eta · F) · 1000", f"{_n(flops)} / {_n(mfu * f)} · 1000",
@@ -1389,7 +1389,7 @@ def _chain_chunked_prefill(i):
     return (Step("read time: weights and the decodes' caches", "(W + KV) / BW · 1000",
                  f"({_n(w)} + {_n(kv)}) / {_n(bw)} · 1000", read_ms, "ms"),
             Step("tokens the step computes", "B + C", f"{_n(b)} + {_n(c)}", b + c, "tokens"),
-            Step("the step's FLOPs (P multiplied per token, the embedding lookup excluded)", "2 · P · (B + C)",
+            Step("the step's FLOPs: P multiplied per token, the embedding lookup excluded", "2 · P · (B + C)",
                  f"2 · {_n(p)} · {_n(b + c)}", flops, "FLOP"),
             Step("compute time", "2 · P · (B + C) / (eta · F) · 1000", f"{_n(flops)} / ({_pct(mfu)} · {_n(f)}) · 1000",
                  compute_ms, "ms"),
@@ -1435,7 +1435,7 @@ def _chain_prefix_hit(i):
     return (Step("cached tokens: whole blocks of the system prompt", "T_c = floor(T_p / bs) · bs",
                  f"floor({_n(s)} / {_n(bs)}) · {_n(bs)}", hit, "tokens"),
             Step("tokens still prefilled", "T − T_c", f"{_n(t)} − {_n(hit)}", t - hit, "tokens"),
-            Step("their FLOPs (P multiplied per token, the embedding lookup excluded)", "2 · P · (T − T_c)",
+            Step("their FLOPs: P multiplied per token, the embedding lookup excluded", "2 · P · (T − T_c)",
                  _times(2, p, t - hit), flops, "FLOP"),
             Step("time to first token", "2 · P · (T − T_c) / (eta · F) · 1000",
                  f"{_n(flops)} / ({_pct(mfu)} · {_n(f)}) · 1000",
