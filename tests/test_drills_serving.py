@@ -458,3 +458,21 @@ def test_a_tied_embedding_is_multiplied_once_and_no_embedding_slip_is_catalogued
     assert p.inputs["num_params"] == p.inputs["active_params"] == 596_049_920
     assert "tied to the LM head, so multiplied by once" in p.question
     assert "embedding_counted" not in [k for k, _ in variants(p.quantity, unit=p.units, **p.inputs)[1]]
+
+
+def test_a_draw_whose_embedding_share_hides_the_slip_is_drawn_again():
+    # Llama 2 70B (config.json: 68,976,648,192 parameters, vocab_size 32,000, hidden_size 8,192): V d = 262,144,000,
+    # 0.38% of the 68,714,504,192 multiplied -- inside a 0.5% tolerance, so 2 x all parameters would be marked right.
+    # generate() draws such a problem again (swallowed_slips), as for every family's slips.
+    from types import MappingProxyType
+    from kvcoach.drills import Problem, swallowed_slips
+    p_m = 68_976_648_192 - 32_000 * 8_192
+    inputs = {"num_params": p_m, "active_params": 68_976_648_192, "total_params": 68_976_648_192,
+              "prompt_tokens": 2000, "peak_flop_per_s": 989e12, "mfu": 0.5}
+    answer = 2 * p_m * 2000 / (0.5 * 989e12) * 1000
+    hidden = Problem(topic="ttft", seed=0, question="Q?", answer=answer, units="ms", tolerance=0.005,
+                     quantity="ttft_ms", params=MappingProxyType({"model": "meta-llama/Llama-2-70b-chat-hf"}),
+                     inputs=MappingProxyType(inputs))
+    assert swallowed_slips(hidden) == ("embedding_counted",)
+    # Llama 3.1 8B's 7.0% is told apart: kept
+    assert swallowed_slips(generate("ttft", 0)) == () and generate("ttft", 0).params["model"] == "meta-llama/Llama-3.1-8B"
