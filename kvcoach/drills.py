@@ -842,6 +842,15 @@ def _params_text(spec) -> str:
     return f"{total:,} parameters"
 
 
+def _prefill_params_sentence(spec) -> str:
+    """The parameters a prefill multiplies each token by (``prefill_params_per_token``), stated as long_ttft
+    states them: the input embedding is a lookup, not a matmul; a tied table stays once, as the LM head."""
+    p_m = prefill_params_per_token(spec.name)
+    lookup = ("the embedding lookup excluded" if p_m != spec.num_params_active() else
+              "its embedding table tied to the LM head, so multiplied by once")
+    return f"It multiplies each token by {p_m:,} parameters ({lookup}; the model has {_params_text(spec)})."
+
+
 def _mfu(rng) -> float:
     return rng.choice((0.4, 0.5, 0.6))
 
@@ -850,11 +859,11 @@ def _ttft(rng, seed):
     spec, gpu, _, _, prompt, dep = _deployment(rng, tps=(1,), contexts=(500, 1000, 2000, 4000, 8000))
     mfu = _mfu(rng)
     f = gpu.bf16_flop_per_s
-    inputs = {"num_params": spec.num_params_active(), "total_params": spec.num_params(), "prompt_tokens": prompt,
-              "peak_flop_per_s": f, "mfu": mfu}
-    q = (f"{spec.name} ({_params_text(spec)}) on {_tp_text(gpu, 1)} ({f / 1e12:g} TFLOP/s dense bf16). A prompt "
-         f"of {prompt:,} tokens is prefilled at {mfu:.0%} MFU. Counting the linear layers only (2 FLOPs per "
-         f"parameter per token), what is the time to first token, in milliseconds?")
+    inputs = {"num_params": prefill_params_per_token(spec.name), "active_params": spec.num_params_active(),
+              "total_params": spec.num_params(), "prompt_tokens": prompt, "peak_flop_per_s": f, "mfu": mfu}
+    q = (f"{spec.name} on {_tp_text(gpu, 1)} ({f / 1e12:g} TFLOP/s dense bf16). {_prefill_params_sentence(spec)} "
+         f"A prompt of {prompt:,} tokens is prefilled at {mfu:.0%} MFU. Counting the linear layers only (2 FLOPs per "
+         f"parameter multiplied per token), what is the time to first token, in milliseconds?")
     return _problem("ttft", seed, q, "ttft_ms", inputs, "ms",
                     deployments=(dep,), model=spec.name, gpu=gpu.name)
 
@@ -940,13 +949,14 @@ def _chunked_prefill(rng, seed):
     w, words = _served_weights(spec.name)
     kv = batch * spec.kv_bytes_per_sequence(context)
     bw, f = gpu.bandwidth_bytes_per_s, gpu.bf16_flop_per_s
-    inputs = {"weight_bytes": w, "kv_bytes": kv, "num_params": spec.num_params_active(), "batch_size": batch,
+    inputs = {"weight_bytes": w, "kv_bytes": kv, "num_params": prefill_params_per_token(spec.name),
+              "active_params": spec.num_params_active(), "total_params": spec.num_params(), "batch_size": batch,
               "chunk_tokens": chunk, "bandwidth_bytes_per_s": bw, "peak_flop_per_s": f, "mfu": mfu}
-    q = (f"{spec.name} ({words}, {w:,} bytes; {_params_text(spec)}) on one {gpu.name} ({bw / 1e12:g} TB/s, "
-         f"{f / 1e12:g} TFLOP/s dense bf16, {mfu:.0%} MFU). A step carries {batch} decodes of {context:,}-token "
+    q = (f"{spec.name} ({words}, {w:,} bytes) on one {gpu.name} ({bw / 1e12:g} TB/s, {f / 1e12:g} TFLOP/s dense "
+         f"bf16, {mfu:.0%} MFU). {_prefill_params_sentence(spec)} A step carries {batch} decodes of {context:,}-token "
          f"sequences (their caches: {kv:,} bytes) and a {chunk:,}-token chunk of a new prompt (chunked prefill). "
          f"The step takes the longer of its reads (weights once, the decodes' caches) and its linear-layer FLOPs "
-         f"(2 per active parameter per token, chunk and decodes). What inter-token latency do the decodes see in "
+         f"(2 per parameter multiplied per token, chunk and decodes). What inter-token latency do the decodes see in "
          f"that step, in milliseconds?")
     return _problem("chunked_prefill", seed, q, "chunked_itl_ms", inputs, "ms",
                     deployments=(dep, dict(dep, batch_size=batch + 1)), model=spec.name,
@@ -985,14 +995,14 @@ def _prefix_hit(rng, seed):
     spec, gpu, _, _, _, dep = _deployment(rng, tps=(1,), contexts=(shared + user,))
     mfu = _mfu(rng)
     f = gpu.bf16_flop_per_s
-    inputs = {"num_params": spec.num_params_active(), "total_params": spec.num_params(),
-              "prompt_tokens": shared + user, "shared_tokens": shared, "block_size": bs, "peak_flop_per_s": f,
-              "mfu": mfu}
-    q = (f"{spec.name} ({_params_text(spec)}) on one {gpu.name} ({f / 1e12:g} TFLOP/s dense bf16, {mfu:.0%} MFU) "
-         f"with prefix caching, blocks of {bs} tokens. Every request starts with the same {shared:,}-token system "
-         f"prompt, then {user:,} tokens of its own. Once the system prompt is cached, what is a request's time to "
-         f"first token, counting the linear layers only (2 FLOPs per parameter per prefilled token), in "
-         f"milliseconds?")
+    inputs = {"num_params": prefill_params_per_token(spec.name), "active_params": spec.num_params_active(),
+              "total_params": spec.num_params(), "prompt_tokens": shared + user, "shared_tokens": shared,
+              "block_size": bs, "peak_flop_per_s": f, "mfu": mfu}
+    q = (f"{spec.name} on one {gpu.name} ({f / 1e12:g} TFLOP/s dense bf16, {mfu:.0%} MFU) with prefix caching, "
+         f"blocks of {bs} tokens. {_prefill_params_sentence(spec)} Every request starts with the same "
+         f"{shared:,}-token system prompt, then {user:,} tokens of its own. Once the system prompt is cached, what "
+         f"is a request's time to first token, counting the linear layers only (2 FLOPs per parameter multiplied "
+         f"per prefilled token), in milliseconds?")
     return _problem("prefix_hit", seed, q, "cached_ttft_ms", inputs, "ms",
                     deployments=(dep,), model=spec.name,
                     gpu=gpu.name)
@@ -1351,7 +1361,8 @@ def _pct(x) -> str:
 def _chain_ttft(i):
     p, t, f, mfu = i["num_params"], i["prompt_tokens"], i["peak_flop_per_s"], i["mfu"]
     flops = prefill_linear_flops(p, t)
-    return (Step("prefill FLOPs (linear layers)", "2 · P · T", _times(2, p, t), flops, "FLOP"),
+    return (Step("prefill FLOPs of the linear layers: P multiplied per token, the embedding lookup excluded", "2 · P · T",
+                 _times(2, p, t), flops, "FLOP"),
             Step("FLOP/s reached", "eta · F", f"{_pct(mfu)} · {_n(f)}", mfu * f, "FLOP/s"),
             Step("time to first token", "2 · P · T / (eta · F) · 1000", f"{_n(flops)} / {_n(mfu * f)} · 1000",
                  formulas_serving.prefill_seconds(p, t, f, mfu) * 1e3, "ms"))
@@ -1404,7 +1415,8 @@ def _chain_chunked_prefill(i):
     return (Step("read time: weights and the decodes' caches", "(W + KV) / BW · 1000",
                  f"({_n(w)} + {_n(kv)}) / {_n(bw)} · 1000", read_ms, "ms"),
             Step("tokens the step computes", "B + C", f"{_n(b)} + {_n(c)}", b + c, "tokens"),
-            Step("the step's FLOPs", "2 · P · (B + C)", f"2 · {_n(p)} · {_n(b + c)}", flops, "FLOP"),
+            Step("the step's FLOPs: P multiplied per token, the embedding lookup excluded", "2 · P · (B + C)",
+                 f"2 · {_n(p)} · {_n(b + c)}", flops, "FLOP"),
             Step("compute time", "2 · P · (B + C) / (eta · F) · 1000", f"{_n(flops)} / ({_pct(mfu)} · {_n(f)}) · 1000",
                  compute_ms, "ms"),
             Step("the step, so the decodes' ITL", "max(read, compute)", f"max({_n(read_ms)}, {_n(compute_ms)})",
@@ -1449,7 +1461,8 @@ def _chain_prefix_hit(i):
     return (Step("cached tokens: whole blocks of the system prompt", "T_c = floor(T_p / bs) · bs",
                  f"floor({_n(s)} / {_n(bs)}) · {_n(bs)}", hit, "tokens"),
             Step("tokens still prefilled", "T − T_c", f"{_n(t)} − {_n(hit)}", t - hit, "tokens"),
-            Step("their FLOPs", "2 · P · (T − T_c)", _times(2, p, t - hit), flops, "FLOP"),
+            Step("their FLOPs: P multiplied per token, the embedding lookup excluded", "2 · P · (T − T_c)",
+                 _times(2, p, t - hit), flops, "FLOP"),
             Step("time to first token", "2 · P · (T − T_c) / (eta · F) · 1000",
                  f"{_n(flops)} / ({_pct(mfu)} · {_n(f)}) · 1000",
                  formulas_serving.prefill_seconds(p, t - hit, f, mfu) * 1e3, "ms"))
@@ -1531,19 +1544,21 @@ _QUANTITY_CHAINS = {"idle_slot_steps": _chain_idle_slots, "spec_speedup": _chain
 
 
 _CHAINS.update({
-    "ttft": (_chain_ttft, {"prefill_missing_factor_2": 0, "moe_total_params": 0, "ignored_mfu": 1,
-                           "mfu_multiplied": 1, "seconds_for_ms": 2}),
+    "ttft": (_chain_ttft, {"prefill_missing_factor_2": 0, "moe_total_params": 0, "embedding_counted": 0,
+                           "ignored_mfu": 1, "mfu_multiplied": 1, "seconds_for_ms": 2}),
     "ridge_batch": (_chain_ridge_batch, {"ridge_as_batch": 1, "ridge_no_factor_2": 1, "batch_rounded_down": 2}),
     "decode_rate": (_chain_decode_rate, {"weights_not_split": 0, "kv_only_step": 1, "weights_only_step": 1,
                                          "missing_batch": 1, "total_not_per_gpu": 1, "per_replica_not_per_gpu": 3,
                                          "per_sequence_rate": 3, "batch_rate_for_user": 3}),
     "chunked_prefill": (_chain_chunked_prefill, {"chunk_ignored": 1, "decodes_not_in_flops": 1, "ignored_mfu": 3,
+                                                 "embedding_counted": 2, "moe_total_params": 2,
                                                  "mfu_multiplied": 3, "sum_not_max": 4, "seconds_for_ms": 4}),
     "batching": (_chain_batching_speedup,
                  {"mean_for_max": 1, "static_rate_not_speedup": 3, "batching_inverted": 3, "tokens_not_waste": 3,
                   "allocated_not_waste": 3}),
     "prefix_hit": (_chain_prefix_hit, {"partial_block_shared": 0, "no_cache": 0, "hit_not_miss": 1,
-                                       "prefill_missing_factor_2": 2, "moe_total_params": 2, "ignored_mfu": 3,
+                                       "prefill_missing_factor_2": 2, "moe_total_params": 2, "embedding_counted": 2,
+                                       "ignored_mfu": 3,
                                        "mfu_multiplied": 3,
                                        "seconds_for_ms": 3}),
     "spec_decode": (_chain_spec_memory,

@@ -129,17 +129,20 @@ _WHOLE = (" The stated weight bytes are read whole, the input embedding's table 
           "count reads only the batch's rows of it).")
 _ASSUMPTIONS = {
     "ttft": "the prefill is compute-bound and counts the linear layers only (attention's term, quadratic in the "
-            "prompt, is left out); a mixture of experts counts its active parameters.",
+            "prompt, is left out), with the parameters a token is multiplied by: the input embedding is a lookup, "
+            "not a matmul, and a mixture of experts counts its active parameters.",
     "ridge_batch": "short contexts, so the KV reads and attention FLOPs are left out; the weights are read once per "
                    "step and every sequence adds 2 FLOPs per parameter." + _WHOLE,
     "decode_rate": "bandwidth-bound decode: each GPU reads its share of the weights and its KV heads of every "
                    "sequence once per step, all GPUs at once; nothing else costs time." + _WHOLE,
-    "chunked_prefill": "a roofline step: the longer of its reads and its linear-layer FLOPs at the stated MFU; every "
-                       "decode in the step waits for the whole step." + _WHOLE,
+    "chunked_prefill": "a roofline step: the longer of its reads and its linear-layer FLOPs (the parameters a token "
+                       "is multiplied by, the embedding lookup excluded) at the stated MFU; every decode in the step "
+                       "waits for the whole step." + _WHOLE,
     "batching": "one token per running request per step; requests keep waiting, so continuous batching refills a "
                 "freed slot at once.",
     "prefix_hit": "only whole blocks of the shared prompt are cached and reused; the rest is prefilled at the "
-                  "stated MFU, linear layers only.",
+                  "stated MFU, linear layers only, with the parameters a token is multiplied by (the embedding "
+                  "lookup excluded).",
     "spec_decode": "batch 1 and bandwidth-bound, so a step's cost is its weight read; each drafted token is "
                    "accepted independently with the stated probability." + _WHOLE,
     "quant_speedup": "batch 1, bandwidth-bound; only the weights shrink, the cache keeps bf16." + _WHOLE,

@@ -71,12 +71,20 @@ def prefill_seconds(num_params, prompt_tokens, peak_flop_per_s, mfu):
     A prefill's linear layers do one multiply-add (2 FLOPs) per parameter per
     prompt token (``offload.prefill_linear_flops``); attention adds
     ``2 L H (d_qk + d_v) T_p (T_p + 1) / 2``, small below a few thousand
-    tokens and left out of this interview estimate. For a mixture of experts
-    P is the *active* parameters. Llama 3.1 8B, 2,000 tokens, an H100's
-    989 TFLOP/s at 50% MFU:
+    tokens and left out of this interview estimate. P is the parameters a
+    token is multiplied by, ``offload.prefill_params_per_token``: the input
+    embedding is a lookup, not a matmul, so its V x d parameters are left out
+    (a tied table stays once, as the LM head), and a mixture of experts counts
+    its *active* parameters. Llama 3.1 8B: P = 8,030,261,248 - 128,256 x 4,096
+    = 7,504,924,672. 2,000 tokens on an H100's 989 TFLOP/s at 50% MFU:
+    2 x 7,504,924,672 x 2,000 = 3.0020e13 FLOP over 4.945e14 FLOP/s is 60.7 ms
+    (the 8.03e9 that counts the embedding too would say 65.0 ms, 7% high):
 
-    >>> round(prefill_seconds(8.03e9, 2000, 989e12, 0.5) * 1e3, 1)   # 3.212e13 FLOP / 4.945e14 FLOP/s
-    65.0
+    >>> round(prefill_seconds(7_504_924_672, 2000, 989e12, 0.5) * 1e3, 1)
+    60.7
+    >>> from kvlib.offload import prefill_params_per_token
+    >>> prefill_params_per_token("llama-3.1-8b") == 7_504_924_672
+    True
     """
     return prefill_linear_flops(num_params, prompt_tokens) / (mfu * peak_flop_per_s)
 
@@ -161,10 +169,14 @@ def mixed_step_seconds(weight_bytes, kv_bytes, num_params, tokens, bandwidth_byt
     The roofline: the step takes the longer of its reads (weights once, the
     decodes' KV) and its linear-layer FLOPs at the achieved rate. A chunk of
     C prompt tokens beside B decodes makes tokens = B + C; every decode in
-    that step waits for it, so the step is their inter-token latency.
+    that step waits for it, so the step is their inter-token latency. P is
+    the parameters a token is multiplied by (``prefill_seconds``). Llama 3.1
+    8B on an H100, 32 decodes and a 2,048-token chunk: the reads take
+    20.36e9 / 3.35e12 = 6.08 ms, the FLOPs 2 x 7,504,924,672 x 2,080 =
+    3.1220e13 at 4.945e14 FLOP/s take 63.14 ms, so compute sets the step:
 
-    >>> round(mixed_step_seconds(16.06e9, 4.3e9, 8.03e9, 32 + 2048, 3.35e12, 989e12, 0.5) * 1e3, 2)
-    67.55
+    >>> round(mixed_step_seconds(16.06e9, 4.3e9, 7_504_924_672, 32 + 2048, 3.35e12, 989e12, 0.5) * 1e3, 2)
+    63.14
     """
     return max((weight_bytes + kv_bytes) / bandwidth_bytes_per_s,
                prefill_linear_flops(num_params, tokens) / (mfu * peak_flop_per_s))

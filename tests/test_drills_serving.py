@@ -458,8 +458,8 @@ def test_a_mixture_of_experts_total_parameters_are_named_in_prefix_hit():
     for seed in range(200):
         p = generate("prefix_hit", seed)
         q = p.inputs
-        if q["total_params"] == q["num_params"]:
-            continue
+        if q["total_params"] == q["active_params"]:
+            continue            # dense: 2 x all parameters is the embedding slip (tests below)
         cached = q["shared_tokens"] // q["block_size"] * q["block_size"]
         wrong = 2 * q["total_params"] * (q["prompt_tokens"] - cached) / (q["mfu"] * q["peak_flop_per_s"]) * 1000
         # named first, or beside another slip that gives the same number here (both are named and recorded)
@@ -467,3 +467,95 @@ def test_a_mixture_of_experts_total_parameters_are_named_in_prefix_hit():
         assert f"{q['total_params']:,}" in p.question
         found += 1
     assert found >= 3
+
+
+# One prefill-FLOP rule: a prompt token is multiplied by the matmuls' parameters, P - V d (the input embedding is a
+# lookup). By hand: Llama 3.1 8B (config.json: 8,030,261,248 parameters, vocab_size 128,256, hidden_size 4,096):
+# V d = 525,336,576, P_m = 7,504,924,672. gpt-oss-20b (config.json: vocab_size 201,088, hidden_size 2,880):
+# V d = 579,133,440; OpenAI's model card lists 3.61B active parameters (the embedding apart) and 20.91B in all.
+LLAMA_PM, LLAMA_P = 7_504_924_672, 8_030_261_248
+GPT_OSS_PM, GPT_OSS_VD, GPT_OSS_TOTAL = 3_608_307_264, 201_088 * 2_880, 20_914_757_184
+
+
+def _prefill_answer(topic, q, params):
+    """The family's answer with P = params, the formula written out."""
+    if topic == "ttft":
+        return _ms(2 * params * q["prompt_tokens"], q)
+    if topic == "prefix_hit":
+        return _ms(2 * params * (q["prompt_tokens"] - q["shared_tokens"] // q["block_size"] * q["block_size"]), q)
+    return max((q["weight_bytes"] + q["kv_bytes"]) / q["bandwidth_bytes_per_s"] * 1000,
+               _ms(2 * params * (q["batch_size"] + q["chunk_tokens"]), q))
+
+
+@pytest.mark.parametrize("topic", ["ttft", "chunked_prefill", "prefix_hit"])
+def test_the_prefill_families_multiply_by_the_matmul_parameters_dense(topic):
+    assert LLAMA_P - 128_256 * 4_096 == LLAMA_PM and 128_256 * 4_096 == 525_336_576
+    found = 0
+    for seed in range(80):
+        p = generate(topic, seed)
+        if p.params["model"] != "meta-llama/Llama-3.1-8B":
+            continue
+        q = p.inputs
+        assert q["num_params"] == LLAMA_PM and q["active_params"] == q["total_params"] == LLAMA_P
+        assert "multiplies each token by 7,504,924,672 parameters (the embedding lookup excluded" in p.question
+        assert p.answer == pytest.approx(_prefill_answer(topic, q, LLAMA_PM), rel=1e-12)
+        wrong = _prefill_answer(topic, q, LLAMA_P)            # 2 x all 8.03e9 parameters: 7.0% high
+        if wrong == pytest.approx(p.answer, rel=1e-9):
+            continue                                          # a chunked step the reads set: P changes nothing
+        assert wrong == pytest.approx(p.answer * LLAMA_P / LLAMA_PM, rel=1e-12)
+        v = p.verdict(f"{wrong:.6g}")
+        assert not v.correct and v.slips[0] == "embedding_counted", v.feedback     # named first
+        assert "the input embedding is a table lookup, not a matmul" in v.feedback and "7,504,924,672" in v.feedback
+        enters = p.steps()[p.slip_step("embedding_counted")]       # the FLOPs step: 2 x P_m x tokens
+        assert "embedding lookup excluded" in enters.label and enters.substitution.startswith("2 · 7,504,924,672 · ")
+        found += 1
+    assert found >= 2
+
+
+@pytest.mark.parametrize("topic", ["ttft", "chunked_prefill", "prefix_hit"])
+def test_the_prefill_families_multiply_by_the_matmul_parameters_moe(topic):
+    assert GPT_OSS_VD == 579_133_440 and round(GPT_OSS_PM / 1e9, 2) == 3.61 and round(GPT_OSS_TOTAL / 1e9, 2) == 20.91
+    found = 0
+    for seed in range(80):
+        p = generate(topic, seed)
+        if p.params["model"] != "openai/gpt-oss-20b":
+            continue
+        q = p.inputs
+        assert (q["num_params"], q["active_params"], q["total_params"]) == \
+            (GPT_OSS_PM, GPT_OSS_PM + GPT_OSS_VD, GPT_OSS_TOTAL)
+        assert f"multiplies each token by {GPT_OSS_PM:,} parameters" in p.question and "a mixture of experts" in p.question
+        assert p.answer == pytest.approx(_prefill_answer(topic, q, GPT_OSS_PM), rel=1e-12)
+        for params, key in ((GPT_OSS_PM + GPT_OSS_VD, "embedding_counted"), (GPT_OSS_TOTAL, "moe_total_params")):
+            wrong = _prefill_answer(topic, q, params)
+            if wrong == pytest.approx(p.answer, rel=1e-9):
+                continue                                      # a chunked step the reads set
+            assert key in p.verdict(f"{wrong:.6g}").slips, (seed, key, p.check(f"{wrong:.6g}")[1])
+            found += 1
+    assert found >= 3
+
+
+def test_a_tied_embedding_is_multiplied_once_and_no_embedding_slip_is_catalogued():
+    # Qwen3-0.6B ties its table to the LM head (config.json: tie_word_embeddings true): 596,049,920 multiplied
+    from kvcoach.slips import variants
+    p = next(p for p in (generate("ttft", s) for s in range(20)) if p.params["model"] == "Qwen/Qwen3-0.6B")
+    assert p.inputs["num_params"] == p.inputs["active_params"] == 596_049_920
+    assert "tied to the LM head, so multiplied by once" in p.question
+    assert "embedding_counted" not in [k for k, _ in variants(p.quantity, unit=p.units, **p.inputs)[1]]
+
+
+def test_a_draw_whose_embedding_share_hides_the_slip_is_drawn_again():
+    # Llama 2 70B (config.json: 68,976,648,192 parameters, vocab_size 32,000, hidden_size 8,192): V d = 262,144,000,
+    # 0.38% of the 68,714,504,192 multiplied -- inside a 0.5% tolerance, so 2 x all parameters would be marked right.
+    # generate() draws such a problem again (swallowed_slips), as for every family's slips.
+    from types import MappingProxyType
+    from kvcoach.drills import Problem, swallowed_slips
+    p_m = 68_976_648_192 - 32_000 * 8_192
+    inputs = {"num_params": p_m, "active_params": 68_976_648_192, "total_params": 68_976_648_192,
+              "prompt_tokens": 2000, "peak_flop_per_s": 989e12, "mfu": 0.5}
+    answer = 2 * p_m * 2000 / (0.5 * 989e12) * 1000
+    hidden = Problem(topic="ttft", seed=0, question="Q?", answer=answer, units="ms", tolerance=0.005,
+                     quantity="ttft_ms", params=MappingProxyType({"model": "meta-llama/Llama-2-70b-chat-hf"}),
+                     inputs=MappingProxyType(inputs))
+    assert swallowed_slips(hidden) == ("embedding_counted",)
+    # Llama 3.1 8B's 7.0% is told apart: kept
+    assert swallowed_slips(generate("ttft", 0)) == () and generate("ttft", 0).params["model"] == "meta-llama/Llama-3.1-8B"

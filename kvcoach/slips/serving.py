@@ -23,9 +23,12 @@ SLIP_WORDS = {
     "mfu_multiplied": ("the MFU works the wrong way round: reaching only {mfu:g} of the peak makes the prefill longer "
                        "(divide by the MFU, do not multiply).",
                        "divide by the MFU, do not multiply."),
-    "moe_total_params": ("a mixture of experts runs only its active parameters on each token ({num_params:,}), not "
-                         "all {total_params:,}.",
+    "moe_total_params": ("a mixture of experts runs only its active parameters on each token ({num_params:,} "
+                         "multiplied), not all {total_params:,}.",
                          "a mixture of experts computes with its active parameters only."),
+    "embedding_counted": ("the input embedding is a table lookup, not a matmul: a prompt token is multiplied by "
+                          "{num_params:,} parameters, not all {active_params:,}; the embedding's V x d do no FLOPs.",
+                          "the embedding lookup does no matmul: leave its V x d parameters out of P."),
     "ridge_no_factor_2": ("each weight read ({dtype_bytes:g} B of it) does 2 FLOPs per sequence: the "
                           "intensity is 2 B / b, so the batch is ridge x b / 2.",
                           "the intensity is 2 B / b FLOP per byte: the batch is ridge x b / 2."),
@@ -119,8 +122,21 @@ def _serving():
     return serving
 
 
+def _params_slips(i, ms):
+    """The parameter-count slips of a prefill (``ms(params)``: the figure asked with P replaced): 2 x all the
+    active parameters, the input embedding included (``embedding_counted``); a mixture of experts' 2 x all its
+    parameters (``moe_total_params``). A tied table is multiplied by as the LM head: no embedding slip there."""
+    p, out = i["num_params"], []
+    if i.get("active_params") and i["active_params"] != p:
+        out.append(("embedding_counted", ms(i["active_params"])))
+    if i.get("total_params") and i["total_params"] != i.get("active_params", p):
+        out.append(("moe_total_params", ms(i["total_params"])))
+    return out
+
+
 def _q_ttft_ms(i):
-    """Compute-bound time to first token [ms]: 2 P T_p / (eta F) x 1000 (serving.prefill_seconds)."""
+    """Compute-bound time to first token [ms]: 2 P T_p / (eta F) x 1000 (serving.prefill_seconds), P the
+    parameters multiplied per token (``kvlib.offload.prefill_params_per_token``: the embedding lookup excluded)."""
     sv = _serving()
     p, t, f, mfu = i["num_params"], i["prompt_tokens"], i["peak_flop_per_s"], i["mfu"]
 
@@ -130,8 +146,7 @@ def _q_ttft_ms(i):
     expected = ms()
     slips = [("prefill_missing_factor_2", expected / 2), ("ignored_mfu", ms(util=1)),
              ("mfu_multiplied", expected * mfu * mfu), ("seconds_for_ms", expected / 1e3)]
-    if i.get("total_params") and i["total_params"] != p:
-        slips.append(("moe_total_params", ms(params=i["total_params"])))
+    slips += _params_slips(i, lambda params: ms(params=params))
     return expected, slips
 
 
@@ -193,6 +208,7 @@ def _q_chunked_itl_ms(i):
              ("sum_not_max", ((w + kv) / bw + sv.prefill_seconds(p, b + c, f, mfu)) * 1e3),
              ("ignored_mfu", ms(util=1)), ("mfu_multiplied", ms(util=1 / mfu)),
              ("seconds_for_ms", expected / 1e3)]
+    slips += _params_slips(i, lambda params: sv.mixed_step_seconds(w, kv, params, b + c, bw, f, mfu) * 1e3)
     return expected, [(k, v) for k, v in slips if v is not None and not close(v, expected, 1e-9)]
 
 
@@ -229,8 +245,7 @@ def _q_cached_ttft_ms(i):
     slips = [("partial_block_shared", ms(t - s)), ("no_cache", ms(t)), ("hit_not_miss", ms(hit)),
              ("ignored_mfu", ms(t - hit, util=1)), ("prefill_missing_factor_2", expected / 2),
              ("mfu_multiplied", expected * mfu * mfu), ("seconds_for_ms", expected / 1e3)]
-    if i.get("total_params") and i["total_params"] != p:      # a mixture of experts: all its parameters counted
-        slips.append(("moe_total_params", sv.prefill_seconds(i["total_params"], t - hit, f, mfu) * 1e3))
+    slips += _params_slips(i, lambda params: sv.prefill_seconds(params, t - hit, f, mfu) * 1e3)
     return expected, [(k, v) for k, v in slips if not close(v, expected, 1e-9)]
 
 
