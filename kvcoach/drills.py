@@ -1877,7 +1877,8 @@ def _long_ttft(rng, seed):
         f = gpu.fp8_flop_per_s
         d_qk, d_v = (((spec.qk_nope_head_dim or 0) + spec.qk_rope_head_dim, spec.v_head_dim) if spec.is_mla else
                      (spec.head_dim, spec.head_dim))
-        inputs = {"num_params": prefill_params_per_token(spec.name), "total_params": spec.num_params(),
+        inputs = {"num_params": prefill_params_per_token(spec.name), "active_params": spec.num_params_active(),
+                  "total_params": spec.num_params(),
                   "layers": spec.num_layers, "num_heads": spec.num_heads, "kv_heads": spec.num_kv_heads,
                   "qk_head_dim": d_qk, "v_head_dim": d_v, "prompt_tokens": prompt, "tp": tp,
                   "peak_flop_per_s": f, "mfu": mfu}
@@ -2318,7 +2319,7 @@ _CHAINS.update({
                                               "missing_seq_len": 1,
                                               "link_bits_as_bytes": 0, "one_link_for_all": 1, "pd_tokens_only": 0,
                                               "pd_rates_only": 0, "pd_ratio_inverted": 2}),
-    "long_ttft": (_chain_long_ttft, {"moe_total_params": 0, "attention_not_causal": 1,
+    "long_ttft": (_chain_long_ttft, {"moe_total_params": 0, "embedding_counted": 0, "attention_not_causal": 1,
                                      "attention_kv_heads_for_query_heads": 2, "attention_flops_left_out": 2,
                                      "attention_tp_not_split": 3, "ignored_mfu": 3}),
     "expert_parallel": (_chain_ep_bytes, {"a2a_local_routes_counted": 0, "a2a_top_k_missing": 0,

@@ -559,3 +559,17 @@ def test_a_draw_whose_embedding_share_hides_the_slip_is_drawn_again():
     assert swallowed_slips(hidden) == ("embedding_counted",)
     # Llama 3.1 8B's 7.0% is told apart: kept
     assert swallowed_slips(generate("ttft", 0)) == () and generate("ttft", 0).params["model"] == "meta-llama/Llama-3.1-8B"
+
+
+def test_long_ttft_names_the_embedding_counted_on_a_dense_model():
+    # Llama 3.3 70B multiplies a prompt token by 70,553,706,496 - 128,256 x 8,192 = 69,503,033,344 parameters; an
+    # answer with all 70,553,706,496 is the embedding counted, not a mixture of experts' total (it has no experts)
+    assert 70_553_706_496 - 128_256 * 8_192 == 69_503_033_344
+    from kvcoach.slips.long_ttft import _flops
+    seed = next(s for s in range(200) if generate("long_ttft", s).params["total_params"] == 70_553_706_496)
+    p = generate("long_ttft", seed)
+    i = p.params
+    assert i["num_params"] == 69_503_033_344 and i["active_params"] == 70_553_706_496
+    wrong_ms = _flops(i, linear_params=70_553_706_496) / (i["tp"] * i["mfu"] * i["peak_flop_per_s"]) * 1e3
+    ok, message = p.check(f"{wrong_ms:.3f}")
+    assert not ok and "[embedding_counted]" in message and "moe_total_params" not in message, message

@@ -7,6 +7,7 @@ the linear layers' 2 P T_p; the prefill is compute-bound and splits over the ten
 from __future__ import annotations
 
 from .engine import close
+from .serving import _params_slips
 
 SLIP_WORDS = {
     "attention_flops_left_out": ("at {prompt_tokens:,} tokens the attention FLOPs count: 2 L H (d_qk + d_v) per (query, "
@@ -48,8 +49,9 @@ def _q_long_ttft_ms(i):
              ("attention_not_causal", ms(_flops(i, pairs=t * t))),
              ("attention_kv_heads_for_query_heads", ms(_flops(i, heads=i["kv_heads"]))),
              ("attention_tp_not_split", ms(total, gpus=1)), ("ignored_mfu", ms(total, util=1))]
-    if i["total_params"] != i["num_params"]:
-        slips.append(("moe_total_params", ms(_flops(i, linear_params=i["total_params"]))))
+    # the input embedding counted (every model: the lookup does no matmul) and, for a mixture of experts, every
+    # expert counted: serving's rule for the prefill's parameters
+    slips += _params_slips(i, lambda params: ms(_flops(i, linear_params=params)))
     return expected, [(k, v) for k, v in slips if not close(v, expected, 1e-9)]
 
 
